@@ -1,0 +1,410 @@
+package checker
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// The ops of a lock-counter history (docs/history-format.md): each critical
+// section of a worker is acquire, read, write, release; the nemesis records
+// :pause and :resume; a final read with :final? true closes the run.
+const (
+	FAcquire history.Keyword = "acquire"
+	FRead    history.Keyword = "read"
+	FWrite   history.Keyword = "write"
+	FRelease history.Keyword = "release"
+	FPause   history.Keyword = "pause"
+	FResume  history.Keyword = "resume"
+)
+
+// Extra keys and error values of lock-counter ops.
+const (
+	KeyToken   history.Keyword = "token"
+	KeyFence   history.Keyword = "fence"
+	KeyLeaseMS history.Keyword = "lease-ms"
+	KeyFinal   history.Keyword = "final?"
+
+	ErrStaleFence history.Keyword = "stale-fence"
+)
+
+// evidenceLimit caps the lists of evidence a result carries; the counts are
+// always complete.
+const evidenceLimit = 10
+
+// A Section is one critical section as a history records it: from the
+// acquire's completion to the release's invocation, on the Redis clock.
+type Section struct {
+	Process    history.Process
+	Acquire    int64 // index of the acquire's completion
+	Start, End int64 // acquire ok time; release invoke time (else the last op's)
+	LeaseNS    int64 // the lease it was granted, 0 if not recorded
+	Fence      int64 // fencing token, 0 if unfenced
+	Read       int64 // value read; -1 if the read did not complete ok
+	ReadTime   int64 // read invoke time
+	Write      int64 // index of the write's completion; -1 if none
+	WriteInv   int64 // write invoke time
+	WriteEnd   int64 // write completion time
+	WriteType  history.Type
+	WriteValue int64
+	Released   history.Type // release completion type; 0 if none
+}
+
+// wrote reports whether the section's write may have changed the counter.
+func (s Section) wrote() bool { return s.WriteType == history.Ok || s.WriteType == history.Info }
+
+// Sections extracts the critical sections of a lock-counter history, in the
+// order their acquires completed. ops must be in history order.
+func Sections(ops []history.Op) []Section {
+	open := map[history.Process]int{} // process -> index into out
+	var out []Section
+	for _, o := range ops {
+		if !o.IsClient() {
+			continue
+		}
+		i, ok := open[o.Process]
+		switch {
+		case o.F == FAcquire && o.Type == history.Ok:
+			s := Section{Process: o.Process, Acquire: o.Index, Start: o.Time, End: o.Time,
+				Read: -1, Write: -1}
+			if ms, ok := history.Int(o.Get(KeyLeaseMS)); ok {
+				s.LeaseNS = ms * 1e6
+			}
+			if f, ok := history.Int(o.Get(KeyFence)); ok {
+				s.Fence = f
+			}
+			out = append(out, s)
+			open[o.Process] = len(out) - 1
+		case !ok:
+			// Ops outside a section (a failed acquire, the final read).
+		case o.F == FRead && o.Type == history.Invoke:
+			out[i].ReadTime = o.Time
+			out[i].End = o.Time
+		case o.F == FRead && o.Type == history.Ok:
+			if v, ok := history.Int(o.Value); ok {
+				out[i].Read = v
+			}
+			out[i].End = o.Time
+		case o.F == FWrite && o.Type == history.Invoke:
+			out[i].WriteInv = o.Time
+			if v, ok := history.Int(o.Value); ok {
+				out[i].WriteValue = v
+			}
+			out[i].End = o.Time
+		case o.F == FWrite:
+			out[i].Write, out[i].WriteEnd, out[i].WriteType = o.Index, o.Time, o.Type
+			out[i].End = o.Time
+		case o.F == FRelease && o.Type == history.Invoke:
+			out[i].End = o.Time
+		case o.F == FRelease:
+			out[i].Released = o.Type
+			delete(open, o.Process)
+		default:
+			out[i].End = o.Time
+		}
+		if ok && o.Type == history.Info {
+			delete(open, o.Process) // an :info retires the process
+		}
+	}
+	return out
+}
+
+// A Pause is a fault that froze one process: a SIGSTOP from the nemesis or a
+// pause the worker was told to take inside its section.
+type Pause struct {
+	Index      int64 // index of the :pause event
+	Process    history.Process
+	Kind       history.Keyword
+	Start, End int64 // End is the :resume event's time, or the history's end
+}
+
+// Pauses extracts the nemesis's pause windows from ops.
+func Pauses(ops []history.Op) []Pause {
+	var out []Pause
+	open := map[history.Process]int{}
+	var last int64
+	for _, o := range ops {
+		last = max(last, o.Time)
+		if o.IsClient() {
+			continue
+		}
+		v, _ := o.Value.(map[history.Keyword]any)
+		p, ok := history.Int(v["process"])
+		if !ok {
+			continue
+		}
+		switch o.F {
+		case FPause:
+			kind, _ := v["kind"].(history.Keyword)
+			out = append(out, Pause{Index: o.Index, Process: history.Process(p), Kind: kind, Start: o.Time, End: -1})
+			open[history.Process(p)] = len(out) - 1
+		case FResume:
+			if i, ok := open[history.Process(p)]; ok {
+				out[i].End = o.Time
+				delete(open, history.Process(p))
+			}
+		}
+	}
+	for i := range out {
+		if out[i].End < 0 {
+			out[i].End = last
+		}
+	}
+	return out
+}
+
+// LockCounter checks a lock-counter history whose counter started at initial:
+// lost updates (successful writes the final counter does not account for),
+// critical sections that overlap on the Redis clock, writes sent after the
+// writer's lease had expired, fencing order, and the pause behind each stale
+// write. The verdict is invalid when updates were lost, unknown when the
+// history has no final read.
+func LockCounter(ops []history.Op, initial int64) (r Result) {
+	const name = "lock-counter"
+	defer recovered(name, &r)
+	r.Name = name
+
+	secs := Sections(ops)
+	pauses := Pauses(ops)
+	var writes, infoWrites, rejected, infoOps int
+	final, haveFinal := int64(0), false
+	for _, o := range ops {
+		if !o.IsClient() {
+			continue
+		}
+		if o.Type == history.Info {
+			infoOps++
+		}
+		switch {
+		case o.F == FWrite && o.Type == history.Ok:
+			writes++
+		case o.F == FWrite && o.Type == history.Info:
+			infoWrites++
+		case o.F == FWrite && o.Type == history.Fail && o.Error == ErrStaleFence:
+			rejected++
+		case o.F == FRead && o.Type == history.Ok && o.Get(KeyFinal) == true:
+			final, haveFinal = history.Int(o.Value)
+		}
+	}
+
+	overlapping, pairs := overlaps(secs, Section.wrote)
+	lockOverlapping, _ := overlaps(secs, func(Section) bool { return true })
+	late := 0
+	for _, s := range secs {
+		if s.LeaseNS > 0 && s.WriteType == history.Ok && s.WriteInv > s.Start+s.LeaseNS {
+			late++
+		}
+	}
+	stale := staleWrites(secs)
+	fenceViolations := fenceOrder(secs)
+
+	r.Fields = []Field{
+		{"writes", writes},
+		{"info-writes", infoWrites},
+	}
+	if haveFinal {
+		r.Fields = append(r.Fields, Field{"final", final})
+	} else {
+		r.Fields = append(r.Fields, Field{"final", nil})
+	}
+	lost := int64(0)
+	switch {
+	case !haveFinal:
+		r.Valid = Unknown
+		r.Explanation = "the history has no final read of the counter, so lost updates cannot be counted"
+	default:
+		delta := final - initial
+		lost = max(0, int64(writes)-delta)
+		switch {
+		case lost > 0:
+			r.Valid = Invalid
+			r.Explanation = fmt.Sprintf("%d successful writes but the counter rose by %d: %d updates lost", writes, delta, lost)
+		case delta > int64(writes+infoWrites):
+			r.Valid = Invalid
+			r.Explanation = fmt.Sprintf("the counter rose by %d, more than the %d writes that may have happened", delta, writes+infoWrites)
+		}
+	}
+	if len(fenceViolations) > 0 {
+		r.Valid = Invalid
+		if r.Explanation != "" {
+			r.Explanation += "; "
+		}
+		r.Explanation += fmt.Sprintf("%d accepted writes carried a fence no larger than one accepted before them", len(fenceViolations))
+	}
+	if r.Valid == Invalid && len(stale) > 0 {
+		r.Explanation += "; first stale write: " + describeStale(stale[0], pauses)
+	}
+	r.Fields = append(r.Fields,
+		Field{"lost", lost},
+		Field{"overlapping-sections", overlapping},
+		Field{"lock-overlapping-sections", lockOverlapping},
+		Field{"stale-rejected", rejected},
+		Field{"late-writes", late},
+		Field{"pauses", len(pauses)},
+		Field{"info-ops", infoOps},
+		Field{"stale-writes", staleEvidence(stale, pauses)},
+		Field{"overlaps", pairs},
+		Field{"fence-violations", fenceViolations},
+	)
+	return r
+}
+
+// overlaps counts the sections (among those keep accepts) whose interval
+// strictly intersects another's, and lists the first pairs as [index index]
+// of their acquires.
+func overlaps(secs []Section, keep func(Section) bool) (int, []any) {
+	var ss []Section
+	for _, s := range secs {
+		if keep(s) {
+			ss = append(ss, s)
+		}
+	}
+	sort.SliceStable(ss, func(i, j int) bool { return ss[i].Start < ss[j].Start })
+	marked := make([]bool, len(ss))
+	var pairs []any
+	// active holds the sections that may still overlap a later start; with a
+	// lock that works it never holds more than one.
+	var active []int
+	for i, s := range ss {
+		kept := active[:0]
+		for _, j := range active {
+			if ss[j].End > s.Start {
+				kept = append(kept, j)
+			}
+		}
+		active = kept
+		for _, j := range active {
+			if s.Start < ss[j].End && ss[j].Start < s.End {
+				marked[i], marked[j] = true, true
+				if len(pairs) < evidenceLimit {
+					pairs = append(pairs, []any{ss[j].Acquire, s.Acquire})
+				}
+			}
+		}
+		active = append(active, i)
+	}
+	n := 0
+	for _, m := range marked {
+		if m {
+			n++
+		}
+	}
+	return n, pairs
+}
+
+// A staleWrite is a successful write sent after the counter had already
+// reached its value: it clobbered the updates in between.
+type staleWrite struct {
+	Section
+	top   int64 // the highest value written before it was sent
+	other int64 // index of the earlier write of the same value; -1 if none
+}
+
+// staleWrites returns the stale writes among secs, in the order they were sent.
+func staleWrites(secs []Section) []staleWrite {
+	var ok []Section
+	for _, s := range secs {
+		if s.WriteType == history.Ok {
+			ok = append(ok, s)
+		}
+	}
+	byEnd := append([]Section(nil), ok...)
+	sort.SliceStable(byEnd, func(i, j int) bool { return byEnd[i].WriteEnd < byEnd[j].WriteEnd })
+	sort.SliceStable(ok, func(i, j int) bool { return ok[i].WriteInv < ok[j].WriteInv })
+	var out []staleWrite
+	first := map[int64]int64{} // value -> index of the first write of it done so far
+	top, k := int64(-1<<63), 0
+	for _, s := range ok {
+		for k < len(byEnd) && byEnd[k].WriteEnd < s.WriteInv {
+			top = max(top, byEnd[k].WriteValue)
+			if _, seen := first[byEnd[k].WriteValue]; !seen {
+				first[byEnd[k].WriteValue] = byEnd[k].Write
+			}
+			k++
+		}
+		if s.WriteValue <= top {
+			other, seen := first[s.WriteValue]
+			if !seen {
+				other = -1
+			}
+			out = append(out, staleWrite{Section: s, top: top, other: other})
+		}
+	}
+	return out
+}
+
+// fenceOrder returns [earlier later] write indexes where a write that began
+// after another had been accepted carried a fence no larger than it.
+func fenceOrder(secs []Section) []any {
+	var ok []Section
+	for _, s := range secs {
+		if s.WriteType == history.Ok && s.Fence > 0 {
+			ok = append(ok, s)
+		}
+	}
+	byEnd := append([]Section(nil), ok...)
+	sort.SliceStable(byEnd, func(i, j int) bool { return byEnd[i].WriteEnd < byEnd[j].WriteEnd })
+	sort.SliceStable(ok, func(i, j int) bool { return ok[i].WriteInv < ok[j].WriteInv })
+	var out []any
+	var top Section
+	k := 0
+	for _, s := range ok {
+		for k < len(byEnd) && byEnd[k].WriteEnd < s.WriteInv {
+			if byEnd[k].Fence > top.Fence {
+				top = byEnd[k]
+			}
+			k++
+		}
+		if top.Fence > 0 && s.Fence <= top.Fence && len(out) < evidenceLimit {
+			out = append(out, []any{top.Write, s.Write})
+		}
+	}
+	return out
+}
+
+func pauseDuring(s Section, pauses []Pause) (Pause, bool) {
+	for _, p := range pauses {
+		if p.Process == s.Process && p.Start < s.WriteInv && p.End > s.Start {
+			return p, true
+		}
+	}
+	return Pause{}, false
+}
+
+func describeStale(s staleWrite, pauses []Pause) string {
+	msg := fmt.Sprintf("op %d (process %v) wrote %d after reading %d", s.Write, s.Process, s.WriteValue, s.Read)
+	if s.other >= 0 {
+		msg += fmt.Sprintf(", but op %d had already written %d", s.other, s.WriteValue)
+	}
+	msg += fmt.Sprintf(" and the counter had reached %d", s.top)
+	if p, ok := pauseDuring(s.Section, pauses); ok {
+		msg += fmt.Sprintf("; process %v was paused (%s, nemesis op %d) for %d ms while holding a %d ms lease",
+			s.Process, p.Kind, p.Index, (p.End-p.Start)/1e6, s.LeaseNS/1e6)
+	} else if s.LeaseNS > 0 && s.WriteInv > s.Start+s.LeaseNS {
+		msg += fmt.Sprintf("; it was sent %d ms after the acquire, past its %d ms lease",
+			(s.WriteInv-s.Start)/1e6, s.LeaseNS/1e6)
+	}
+	return msg
+}
+
+func staleEvidence(stale []staleWrite, pauses []Pause) []any {
+	var out []any
+	for _, s := range stale {
+		if len(out) == evidenceLimit {
+			break
+		}
+		m := map[history.Keyword]any{
+			"write": s.Write, "process": int64(s.Process), "read": s.Read, "value": s.WriteValue,
+			"counter-was": s.top, "held-ms": (s.WriteEnd - s.Start) / 1e6,
+		}
+		if s.other >= 0 {
+			m["same-value-as"] = s.other
+		}
+		if p, ok := pauseDuring(s.Section, pauses); ok {
+			m["pause"] = p.Index
+		}
+		out = append(out, m)
+	}
+	return out
+}

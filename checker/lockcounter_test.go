@@ -1,0 +1,159 @@
+package checker
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// sec returns the ops of one critical section of process p: acquired at
+// t0 (ms), read value r at t0+1, write r+1 from t1-1 to t1 with outcome wt,
+// release invoked at t1+1.
+func sec(p history.Process, t0, t1, r int64, wt history.Type, fence int64) []history.Op {
+	ms := int64(1e6)
+	acq := map[history.Keyword]any{KeyLeaseMS: int64(500)}
+	var wx map[history.Keyword]any
+	if fence > 0 {
+		acq[KeyFence] = fence
+		wx = map[history.Keyword]any{KeyFence: fence}
+	}
+	w := history.Op{Time: t1 * ms, Type: wt, Process: p, F: FWrite, Value: r + 1, Extra: wx}
+	if wt == history.Fail {
+		w.Error = ErrStaleFence
+	}
+	return []history.Op{
+		{Time: t0*ms - 1, Type: history.Invoke, Process: p, F: FAcquire},
+		{Time: t0 * ms, Type: history.Ok, Process: p, F: FAcquire, Extra: acq},
+		{Time: t0*ms + 1, Type: history.Invoke, Process: p, F: FRead},
+		{Time: t0*ms + 2, Type: history.Ok, Process: p, F: FRead, Value: r},
+		{Time: (t1 - 1) * ms, Type: history.Invoke, Process: p, F: FWrite, Value: r + 1, Extra: wx},
+		w,
+		{Time: (t1 + 1) * ms, Type: history.Invoke, Process: p, F: FRelease},
+		{Time: (t1+1)*ms + 1, Type: history.Ok, Process: p, F: FRelease},
+	}
+}
+
+func finalRead(t, v int64) []history.Op {
+	x := map[history.Keyword]any{KeyFinal: true}
+	return []history.Op{
+		{Time: t * 1e6, Type: history.Invoke, Process: 100, F: FRead, Extra: x},
+		{Time: t*1e6 + 1, Type: history.Ok, Process: 100, F: FRead, Value: v, Extra: x},
+	}
+}
+
+func pause(p history.Process, t0, t1 int64) []history.Op {
+	v := map[history.Keyword]any{"process": int64(p), "kind": history.Keyword("sigstop")}
+	return []history.Op{
+		{Time: t0 * 1e6, Type: history.Info, Process: history.Nemesis, F: FPause, Value: v},
+		{Time: t1 * 1e6, Type: history.Info, Process: history.Nemesis, F: FResume, Value: v},
+	}
+}
+
+// build sorts the parts into history order and indexes them, as a run does.
+func build(parts ...[]history.Op) []history.Op {
+	var ops []history.Op
+	for _, p := range parts {
+		ops = append(ops, p...)
+	}
+	for i := 1; i < len(ops); i++ { // insertion sort: stable, and tiny inputs
+		for j := i; j > 0 && ops[j].Time < ops[j-1].Time; j-- {
+			ops[j], ops[j-1] = ops[j-1], ops[j]
+		}
+	}
+	for i := range ops {
+		ops[i].Index = int64(i)
+	}
+	return ops
+}
+
+func TestLockCounter(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ops     []history.Op
+		valid   Validity
+		want    map[string]int64
+		explain string // a phrase the explanation must hold
+	}{
+		{
+			name:  "serial sections",
+			ops:   build(sec(0, 10, 40, 0, history.Ok, 0), sec(1, 50, 80, 1, history.Ok, 0), sec(2, 90, 120, 2, history.Ok, 0), finalRead(200, 3)),
+			valid: Valid,
+			want:  map[string]int64{"writes": 3, "final": 3, "lost": 0, "overlapping-sections": 0, "lock-overlapping-sections": 0, "pauses": 0},
+		},
+		{
+			name: "paused holder overwrites",
+			// 0 reads 0 at 10, is paused 20..900, writes 1 at 901: after 1 and 2
+			// wrote 1 and 2. Sections of 1 and 2 overlap 0's.
+			ops: build(sec(0, 10, 901, 0, history.Ok, 0), pause(0, 20, 900),
+				sec(1, 520, 560, 0, history.Ok, 0), sec(2, 570, 600, 1, history.Ok, 0), finalRead(1000, 1)),
+			valid:   Invalid,
+			want:    map[string]int64{"writes": 3, "final": 1, "lost": 2, "overlapping-sections": 3, "late-writes": 1, "pauses": 1},
+			explain: "paused (sigstop",
+		},
+		{
+			name: "fenced: stale write rejected",
+			ops: build(sec(0, 10, 901, 0, history.Fail, 1), pause(0, 20, 900),
+				sec(1, 520, 560, 0, history.Ok, 2), sec(2, 570, 600, 1, history.Ok, 3), finalRead(1000, 2)),
+			valid: Valid,
+			want: map[string]int64{"writes": 2, "final": 2, "lost": 0, "stale-rejected": 1,
+				"overlapping-sections": 0, "lock-overlapping-sections": 3},
+		},
+		{
+			name:  "no final read",
+			ops:   build(sec(0, 10, 40, 0, history.Ok, 0)),
+			valid: Unknown,
+			want:  map[string]int64{"writes": 1},
+		},
+		{
+			name:  ":info write that happened",
+			ops:   build(sec(0, 10, 40, 0, history.Info, 0), sec(1, 50, 80, 1, history.Ok, 0), finalRead(200, 2)),
+			valid: Valid,
+			want:  map[string]int64{"writes": 1, "info-writes": 1, "lost": 0},
+		},
+		{
+			name:    "counter above every write",
+			ops:     build(sec(0, 10, 40, 0, history.Ok, 0), finalRead(200, 5)),
+			valid:   Invalid,
+			explain: "more than the 1 writes",
+		},
+		{
+			name: "fence order violated",
+			ops: build(sec(0, 10, 40, 0, history.Ok, 5), sec(1, 50, 80, 1, history.Ok, 4),
+				finalRead(200, 2)),
+			valid:   Invalid,
+			explain: "fence no larger",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := LockCounter(tc.ops, 0)
+			if r.Valid != tc.valid {
+				t.Errorf("valid? %v, want %v (%s)", r.Valid, tc.valid, r.Explanation)
+			}
+			for k, want := range tc.want {
+				if got, ok := history.Int(r.Get(k)); !ok || got != want {
+					t.Errorf("%s = %v, want %d", k, r.Get(k), want)
+				}
+			}
+			if !strings.Contains(r.Explanation, tc.explain) {
+				t.Errorf("explanation %q lacks %q", r.Explanation, tc.explain)
+			}
+		})
+	}
+}
+
+// TestLockCounterNoPanic feeds histories that break the section pattern: the
+// check must answer, not crash.
+func TestLockCounterNoPanic(t *testing.T) {
+	for _, ops := range [][]history.Op{
+		nil,
+		{{Type: history.Ok, Process: 0, F: FWrite, Value: "x"}},
+		{{Type: history.Info, Process: history.Nemesis, F: FPause, Value: 3}},
+		{{Type: history.Ok, Process: 0, F: FAcquire}, {Type: history.Ok, Process: 0, F: FAcquire}},
+	} {
+		r := LockCounter(ops, 0)
+		if strings.Contains(r.Explanation, "panicked") {
+			t.Errorf("LockCounter(%v) panicked: %s", ops, r.Explanation)
+		}
+	}
+}

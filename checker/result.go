@@ -1,0 +1,149 @@
+// Package checker gives offline verdicts on histories: lost updates,
+// overlapping critical sections, fencing, and linearizability against
+// Jepsen's models with porcupine. It is pure: it reads ops, never a server,
+// so the verdict printed at the end of a run and the one given on the saved
+// history months later come from the same code.
+package checker
+
+import (
+	"fmt"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// A Validity is a three-way verdict, as Jepsen's :valid?.
+type Validity uint8
+
+const (
+	// Valid: the check found the history correct.
+	Valid Validity = iota
+	// Unknown: the check could not decide (a timeout, a truncated history,
+	// unknown outcomes it could not resolve).
+	Unknown
+	// Invalid: the check found a violation.
+	Invalid
+)
+
+func (v Validity) String() string {
+	switch v {
+	case Valid:
+		return "true"
+	case Invalid:
+		return "false"
+	}
+	return ":unknown"
+}
+
+// EDN returns v as Jepsen writes :valid?: true, false or :unknown.
+func (v Validity) EDN() any {
+	switch v {
+	case Valid:
+		return true
+	case Invalid:
+		return false
+	}
+	return history.Keyword("unknown")
+}
+
+// Merge returns the worse of a and b, as Jepsen's merge-valid: false beats
+// :unknown beats true.
+func Merge(a, b Validity) Validity {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// ExitCode is the process exit status for a verdict, as Jepsen's CLI:
+// 0 valid, 1 invalid, 2 unknown.
+func (v Validity) ExitCode() int {
+	switch v {
+	case Valid:
+		return 0
+	case Invalid:
+		return 1
+	}
+	return 2
+}
+
+// A Result is one check's verdict and the evidence behind it.
+type Result struct {
+	Name  string   // the check's name, a keyword in results.edn
+	Valid Validity // this check's verdict
+	// Fields are the check's figures and evidence, written under the check's
+	// key in results.edn in the order given.
+	Fields []Field
+	// Explanation says in words why the check is not valid; empty when valid.
+	Explanation string
+}
+
+// A Field is one named figure or piece of evidence of a Result.
+type Field struct {
+	Key   string
+	Value any
+}
+
+// Get returns the value of the field named key, or nil.
+func (r Result) Get(key string) any {
+	for _, f := range r.Fields {
+		if f.Key == key {
+			return f.Value
+		}
+	}
+	return nil
+}
+
+// Results are the verdicts of all checks run on one history.
+type Results struct {
+	Valid  Validity
+	Checks []Result
+}
+
+// Add appends r and merges its verdict into the whole.
+func (rs *Results) Add(r Result) {
+	rs.Checks = append(rs.Checks, r)
+	rs.Valid = Merge(rs.Valid, r.Valid)
+}
+
+// Check returns the result named name and whether there is one.
+func (rs Results) Check(name string) (Result, bool) {
+	for _, r := range rs.Checks {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return Result{}, false
+}
+
+// AppendEDN appends rs in Jepsen's results shape: a map with a top-level
+// :valid? and one map per check, each with its own :valid?.
+func (rs Results) AppendEDN(dst []byte) []byte {
+	dst = append(dst, "{:valid? "...)
+	dst = history.AppendValue(dst, rs.Valid.EDN())
+	for _, r := range rs.Checks {
+		dst = append(dst, ",\n :"...)
+		dst = append(dst, r.Name...)
+		dst = append(dst, " {:valid? "...)
+		dst = history.AppendValue(dst, r.Valid.EDN())
+		for _, f := range r.Fields {
+			dst = append(dst, ",\n   :"...)
+			dst = append(dst, f.Key...)
+			dst = append(dst, ' ')
+			dst = history.AppendValue(dst, f.Value)
+		}
+		if r.Explanation != "" {
+			dst = append(dst, ",\n   :explanation "...)
+			dst = history.AppendValue(dst, r.Explanation)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, "}\n"...)
+}
+
+// recovered turns a checker panic into an :unknown result that says why,
+// so that one broken check never takes the whole verdict down.
+func recovered(name string, r *Result) {
+	if p := recover(); p != nil {
+		*r = Result{Name: name, Valid: Unknown, Explanation: fmt.Sprintf("checker panicked: %v", p)}
+	}
+}

@@ -1,0 +1,128 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A Lock is a distributed lock under test.
+type Lock interface {
+	// Acquire blocks until the lock is held or ctx ends. A nil error means
+	// the lock was granted with the returned Grant.
+	Acquire(ctx context.Context) (Grant, error)
+	// Release gives the lock up. It returns ErrNotHeld or ErrStolen when the
+	// grant had already lapsed.
+	Release(ctx context.Context, g Grant) error
+}
+
+// A Grant is what an acquisition returns.
+type Grant struct {
+	Token string        // the holder's random token
+	Fence int64         // the fencing token, 0 when the lock gives none
+	Lease time.Duration // how long the grant lasts unless renewed; 0 for none
+}
+
+// Errors a Release reports. They are facts about the lock, not failures of
+// the call: the history records them as the release's :error.
+var (
+	ErrNotHeld = errors.New("lock: released after the lease expired: no one held it")
+	ErrStolen  = errors.New("lock: released after the lease expired: another holder had it")
+)
+
+// ErrGaveUp is returned by Acquire when ctx ended before the lock was had.
+var ErrGaveUp = errors.New("lock: gave up waiting")
+
+// A SetNX is the reference lease lock: SET key token NX PX lease, retried
+// every Retry until it succeeds; with Fenced, an INCR of FenceKey right after
+// each acquisition gives a fencing token. Release is a compare-and-delete
+// Lua script.
+type SetNX struct {
+	Redis    *redis.Client
+	Key      string
+	FenceKey string
+	Lease    time.Duration
+	Retry    time.Duration // default 5 ms
+	Fenced   bool
+}
+
+// release deletes the key only if it still holds our token, and says what it
+// found otherwise: 1 deleted, 0 no key, -1 another token.
+var release = redis.NewScript(`
+local v = redis.call("GET", KEYS[1])
+if v == ARGV[1] then
+  redis.call("DEL", KEYS[1])
+  return 1
+elseif v then
+  return -1
+end
+return 0`)
+
+// Acquire implements Lock.
+func (l *SetNX) Acquire(ctx context.Context) (Grant, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return Grant{}, fmt.Errorf("lock token: %w", err)
+	}
+	g := Grant{Token: hex.EncodeToString(b[:]), Lease: l.Lease}
+	retry := l.Retry
+	if retry <= 0 {
+		retry = 5 * time.Millisecond
+	}
+	for {
+		if ctx.Err() != nil {
+			return Grant{}, ErrGaveUp
+		}
+		ok, err := l.Redis.SetNX(ctx, l.Key, g.Token, l.Lease).Result()
+		if err != nil {
+			if ctx.Err() != nil && !sentErr(err) {
+				return Grant{}, ErrGaveUp
+			}
+			return Grant{}, fmt.Errorf("SET %s NX PX: %w", l.Key, err)
+		}
+		if ok {
+			break
+		}
+		t := time.NewTimer(retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Grant{}, ErrGaveUp
+		case <-t.C:
+		}
+	}
+	if l.Fenced {
+		f, err := l.Redis.Incr(ctx, l.FenceKey).Result()
+		if err != nil {
+			return g, fmt.Errorf("INCR %s: %w", l.FenceKey, err)
+		}
+		g.Fence = f
+	}
+	return g, nil
+}
+
+// sentErr reports whether err came back from a request that reached the
+// wire; go-redis returns ctx errors before writing when ctx had already ended.
+func sentErr(err error) bool {
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// Release implements Lock.
+func (l *SetNX) Release(ctx context.Context, g Grant) error {
+	n, err := release.Run(ctx, l.Redis, []string{l.Key}, g.Token).Int()
+	if err != nil {
+		return fmt.Errorf("release %s: %w", l.Key, err)
+	}
+	switch n {
+	case 1:
+		return nil
+	case -1:
+		return ErrStolen
+	}
+	return ErrNotHeld
+}

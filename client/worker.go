@@ -1,0 +1,171 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/jackc/pgx/v5"
+)
+
+// Keys and error values the worker writes into its ops; docs/history-format.md
+// describes them.
+const (
+	keyToken   history.Keyword = "token"
+	keyFence   history.Keyword = "fence"
+	keyLeaseMS history.Keyword = "lease-ms"
+
+	errTimeout    history.Keyword = "timeout"
+	errStaleFence history.Keyword = "stale-fence"
+	errExpired    history.Keyword = "expired"
+	errStolen     history.Keyword = "stolen"
+)
+
+// A Section tells a Hook which critical section it is called in.
+type Section struct {
+	Process history.Process // the worker's process number now
+	N       int             // the worker's section number, from 1
+	Grant   Grant
+}
+
+// A Hook is called inside each critical section, after the read and before
+// the write: the place where a holder that stalls loses its lease. The
+// nemesis's in-section pause is one; a test can block on a channel there.
+type Hook func(ctx context.Context, s Section)
+
+// A Worker runs critical sections — acquire, read, work, write, release —
+// and records every step as an invocation and a completion.
+type Worker struct {
+	Lock    Lock
+	Counter *Counter
+	Clock   Clock
+	Record  func(history.Op) // called from the worker's goroutine only
+	Process history.Process  // the process number ops are recorded under
+	// Stride is added to Process after an op completes :info: as in Jepsen,
+	// a process whose op has an unknown outcome never invokes again.
+	Stride    int64
+	Work      time.Duration // simulated work between read and write
+	OpTimeout time.Duration // bound on each read, write and release; default 5 s
+	Hook      Hook          // optional
+
+	sections int
+}
+
+// Run runs critical sections until ctx ends. A section that has begun is
+// finished: the lock is released and the write is not abandoned.
+func (w *Worker) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		w.Section(ctx)
+	}
+}
+
+// Section runs one critical section. Acquire waits until ctx ends; the
+// steps after it run to their end under OpTimeout each.
+func (w *Worker) Section(ctx context.Context) {
+	w.sections++
+	w.invoke(ctx, "acquire", nil, nil)
+	g, err := w.Lock.Acquire(ctx)
+	switch {
+	case errors.Is(err, ErrGaveUp):
+		w.complete(ctx, history.Fail, "acquire", nil, errTimeout, nil)
+		return
+	case err != nil:
+		w.complete(ctx, history.Info, "acquire", nil, err.Error(), nil)
+		return
+	}
+	extra := map[history.Keyword]any{keyToken: g.Token}
+	if g.Lease > 0 {
+		extra[keyLeaseMS] = g.Lease.Milliseconds()
+	}
+	if g.Fence > 0 {
+		extra[keyFence] = g.Fence
+	}
+	w.complete(ctx, history.Ok, "acquire", nil, nil, extra)
+
+	// The section is finished even when the run ends meanwhile.
+	sctx := context.WithoutCancel(ctx)
+	w.step(sctx, g)
+	// After an :info the release goes under the worker's new process number.
+	w.release(sctx, g)
+}
+
+// step runs read, work, hook and write.
+func (w *Worker) step(ctx context.Context, g Grant) {
+	w.invoke(ctx, "read", nil, nil)
+	rctx, cancel := w.opContext(ctx)
+	v, _, err := w.Counter.Read(rctx)
+	cancel()
+	if err != nil {
+		// A read changes nothing, so one that did not answer is a :fail.
+		w.complete(ctx, history.Fail, "read", nil, err.Error(), nil)
+		return
+	}
+	w.complete(ctx, history.Ok, "read", v, nil, nil)
+
+	if w.Work > 0 {
+		time.Sleep(w.Work)
+	}
+	if w.Hook != nil {
+		w.Hook(ctx, Section{Process: w.Process, N: w.sections, Grant: g})
+	}
+
+	var extra map[history.Keyword]any
+	if w.Counter.Fenced {
+		extra = map[history.Keyword]any{keyFence: g.Fence}
+	}
+	w.invoke(ctx, "write", v+1, extra)
+	wctx, cancel := w.opContext(ctx)
+	err = w.Counter.Write(wctx, v+1, g.Fence)
+	cancel()
+	switch {
+	case err == nil:
+		w.complete(ctx, history.Ok, "write", v+1, nil, extra)
+	case errors.Is(err, ErrStale):
+		w.complete(ctx, history.Fail, "write", v+1, errStaleFence, extra)
+	case errors.Is(err, pgx.ErrNoRows):
+		w.complete(ctx, history.Fail, "write", v+1, err.Error(), extra)
+	default:
+		w.complete(ctx, outcome(err, true), "write", v+1, err.Error(), extra)
+	}
+}
+
+func (w *Worker) release(ctx context.Context, g Grant) {
+	w.invoke(ctx, "release", nil, nil)
+	rctx, cancel := w.opContext(ctx)
+	err := w.Lock.Release(rctx, g)
+	cancel()
+	switch {
+	case err == nil:
+		w.complete(ctx, history.Ok, "release", nil, nil, nil)
+	case errors.Is(err, ErrNotHeld):
+		w.complete(ctx, history.Fail, "release", nil, errExpired, nil)
+	case errors.Is(err, ErrStolen):
+		w.complete(ctx, history.Fail, "release", nil, errStolen, nil)
+	default:
+		w.complete(ctx, outcome(err, true), "release", nil, err.Error(), nil)
+	}
+}
+
+func (w *Worker) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := w.OpTimeout
+	if d <= 0 {
+		d = 5 * time.Second
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+func (w *Worker) invoke(ctx context.Context, f history.Keyword, value any, extra map[history.Keyword]any) {
+	w.Record(history.Op{Index: history.Unset, Time: w.Clock.Now(ctx), Type: history.Invoke,
+		Process: w.Process, F: f, Value: value, Extra: extra})
+}
+
+// complete records a completion. After an :info the worker takes a new
+// process number, as Jepsen does.
+func (w *Worker) complete(ctx context.Context, t history.Type, f history.Keyword, value, errVal any, extra map[history.Keyword]any) {
+	w.Record(history.Op{Index: history.Unset, Time: w.Clock.Now(ctx), Type: t,
+		Process: w.Process, F: f, Value: value, Error: errVal, Extra: extra})
+	if t == history.Info {
+		w.Process += history.Process(w.Stride)
+	}
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/servers"
+	"github.com/hiatus-dev/hiatus/store"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+)
+
+// startEnv starts the throwaway servers cfg asks for (filling in their URLs),
+// connects to both servers and prepares the lock keys and the counter row.
+// Unreachable servers are the user's to fix: exit 254.
+func startEnv(ctx context.Context, cfg *runConfig, out io.Writer) (_ *env, err error) {
+	e := &env{}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	if cfg.RedisURL == "" {
+		s, err := servers.StartRedis(ctx)
+		if err != nil {
+			return nil, usageErrorf("throwaway redis-server: %w", err)
+		}
+		e.stops = append(e.stops, s.Stop)
+		cfg.RedisURL = s.URL
+	}
+	if cfg.PostgresURL == "" {
+		s, err := servers.StartPostgres(ctx)
+		if err != nil {
+			return nil, usageErrorf("throwaway PostgreSQL: %w", err)
+		}
+		e.stops = append(e.stops, s.Stop)
+		cfg.PostgresURL = s.URL
+	}
+	e.rdb, err = redisClient(cfg.RedisURL, cfg.Workers)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := e.rdb.Ping(pctx).Err(); err != nil {
+		return nil, usageErrorf("cannot reach Redis at %s: %v", redact(cfg.RedisURL), err)
+	}
+	e.db, err = postgresPool(pctx, cfg.PostgresURL, 4)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	if err := e.db.Ping(pctx); err != nil {
+		return nil, usageErrorf("cannot reach PostgreSQL at %s: %v", redact(cfg.PostgresURL), err)
+	}
+	e.counter = &client.Counter{DB: e.db, ID: cfg.CounterID, Fenced: cfg.Fenced}
+	if err := e.counter.Setup(pctx); err != nil {
+		return nil, usageErrorf("PostgreSQL at %s: %v", redact(cfg.PostgresURL), err)
+	}
+	if err := e.rdb.Del(pctx, lockKey(cfg.Name), fenceKey(cfg.Name)).Err(); err != nil {
+		return nil, usageErrorf("Redis at %s: %v", redact(cfg.RedisURL), err)
+	}
+	return e, nil
+}
+
+func lockKey(name string) string  { return "hiatus:lock:" + name }
+func fenceKey(name string) string { return "hiatus:fence:" + name }
+
+// redisClient connects with retries off: a retried SET NX could be granted
+// twice and the history would never know.
+func redisClient(rawURL string, pool int) (*redis.Client, error) {
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-url %s: %v", redact(rawURL), redactErr(err))
+	}
+	opt.MaxRetries = -1
+	opt.PoolSize = pool + 2
+	return redis.NewClient(opt), nil
+}
+
+func postgresPool(ctx context.Context, rawURL string, conns int32) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("--postgres-url %s: %v", redact(rawURL), redactErr(err))
+	}
+	pc.MaxConns = conns
+	db, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL at %s: %v", redact(rawURL), err)
+	}
+	return db, nil
+}
+
+func (c runConfig) describe() string {
+	s := fmt.Sprintf("%d workers, %v, lease %v, work %v", c.Workers, c.TimeLimit, c.Lease, c.Work)
+	switch c.Nemesis {
+	case "sigstop":
+		s += fmt.Sprintf(", SIGSTOP %v every %v", c.Pause, c.Interval)
+	default:
+		s += ", no SIGSTOP"
+	}
+	if c.InjectEvery > 0 {
+		s += fmt.Sprintf(", in-section pause %v every %d sections", c.Pause, c.InjectEvery)
+	}
+	if c.Fenced {
+		s += ", fenced"
+	} else {
+		s += ", unfenced"
+	}
+	return s + fmt.Sprintf(", seed %d", c.Seed)
+}
+
+// testEDN is the run's whole configuration, as test.edn.
+func testEDN(c runConfig, start time.Time) []byte {
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+	m := map[history.Keyword]any{
+		"name": c.Name, "workers": c.Workers, "time-limit-ms": ms(c.TimeLimit), "lease-ms": ms(c.Lease),
+		"work-ms": ms(c.Work), "retry-ms": ms(c.Retry), "op-timeout-ms": ms(c.OpTimeout),
+		"nemesis": history.Keyword(c.Nemesis), "pause-ms": ms(c.Pause), "interval-ms": ms(c.Interval),
+		"inject-every": c.InjectEvery, "fenced?": c.Fenced, "seed": c.Seed,
+		"redis-url": redact(c.RedisURL), "postgres-url": redact(c.PostgresURL), "counter-id": c.CounterID,
+		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword("lock-counter"),
+		"initial": int64(0),
+		// :time in the history counts nanoseconds from here, on the Redis clock.
+		"start-time": start.UTC().Format(time.RFC3339Nano), "start-unix-ns": start.UnixNano(),
+	}
+	return append(history.AppendValue(nil, m), '\n')
+}
+
+// A runLog writes what a run did to its hiatus.log, and the headlines to
+// the user too.
+type runLog struct {
+	f   *os.File
+	out io.Writer
+}
+
+func newRunLog(run store.Run, out io.Writer) (*runLog, error) {
+	f, err := os.OpenFile(run.Path(store.Log), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open run log: %w", err)
+	}
+	return &runLog{f: f, out: out}, nil
+}
+
+// logf writes to the log only.
+func (l *runLog) logf(format string, args ...any) {
+	fmt.Fprintf(l.f, "%s %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+}
+
+// printf writes to the log and to the user.
+func (l *runLog) printf(format string, args ...any) {
+	l.logf(format, args...)
+	fmt.Fprintf(l.out, format+"\n", args...)
+}
+
+func (l *runLog) close() { l.f.Close() }

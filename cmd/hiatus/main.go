@@ -1,0 +1,111 @@
+// Command hiatus tests distributed locks the way Jepsen tests databases:
+// worker processes run a read-modify-write of a Postgres counter under a
+// Redis lease lock while a nemesis pauses them; every operation goes into a
+// history, which an offline checker judges.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Exit statuses, as Jepsen's CLI uses them.
+const (
+	exitValid    = 0
+	exitInvalid  = 1
+	exitUnknown  = 2
+	exitUsage    = 254 // bad arguments, bad configuration or unreadable input
+	exitInternal = 255
+)
+
+// An exitError carries the exit status a command ends with.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError marks err as the user's to fix: exit 254.
+func usageError(err error) error { return &exitError{code: exitUsage, err: err} }
+
+// usageErrorf is usageError with a formatted message.
+func usageErrorf(format string, args ...any) error {
+	return usageError(fmt.Errorf(format, args...))
+}
+
+// verdictExit ends a command with the exit status of a verdict, printing
+// nothing more.
+func verdictExit(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return &exitError{code: code}
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	app := &cli.App{
+		Name:  "hiatus",
+		Usage: "test distributed locks under process pauses, Jepsen style",
+		Description: "hiatus runs worker processes that increment a Postgres counter under a Redis lease lock,\n" +
+			"pauses them (SIGSTOP, or a blocking pause inside the critical section), records every\n" +
+			"operation in an EDN history, and checks the history for lost updates, overlapping\n" +
+			"critical sections and linearizability. Runs are kept under ./store.\n\n" +
+			"Start with:  hiatus run --nemesis sigstop\n" +
+			"Then:        hiatus check        (re-checks store/latest)",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Commands: []*cli.Command{
+			runCommand(),
+			checkCommand(),
+			workerCommand(),
+		},
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return usageError(err)
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // main decides the exit status
+	}
+	for _, cmd := range app.Commands {
+		cmd.OnUsageError = func(c *cli.Context, err error, _ bool) error {
+			return usageErrorf("%s: %v (see hiatus %s --help)", c.Command.Name, err, c.Command.Name)
+		}
+	}
+	return app
+}
+
+// exitCode maps an error from the app to an exit status, printing it.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return exitValid
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(stderr, "hiatus: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	var ce cli.ExitCoder
+	if errors.As(err, &ce) {
+		fmt.Fprintf(stderr, "hiatus: %v\n", err)
+		return ce.ExitCode()
+	}
+	fmt.Fprintf(stderr, "hiatus: %v\n", err)
+	return exitInternal
+}
+
+func main() {
+	err := newApp(os.Stdout, os.Stderr).Run(os.Args)
+	os.Exit(exitCode(err, os.Stderr))
+}

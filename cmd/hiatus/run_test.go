@@ -1,0 +1,177 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// figure returns an integer field of the lock-counter check in results.edn.
+func figure(t *testing.T, results, key string) int64 {
+	t.Helper()
+	for _, line := range strings.Split(results, "\n") {
+		line = strings.TrimSpace(line)
+		if rest, ok := strings.CutPrefix(line, ":"+key+" "); ok {
+			n, err := strconv.ParseInt(strings.TrimRight(rest, ",}"), 10, 64)
+			if err != nil {
+				t.Fatalf("%s in results.edn: %v", key, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in results.edn:\n%s", key, results)
+	return 0
+}
+
+// runIn runs `hiatus run` with args into a store of its own and returns its
+// exit status, the run directory and results.edn.
+func runIn(t *testing.T, args ...string) (code int, dir, results string) {
+	t.Helper()
+	root := t.TempDir()
+	code, out, errOut := hiatus(t, append([]string{"run", "--store", root}, args...)...)
+	t.Logf("hiatus run %s\n%s%s", strings.Join(args, " "), out, errOut)
+	dir, err := filepath.EvalSymlinks(filepath.Join(root, "latest"))
+	if err != nil {
+		t.Fatalf("no store/latest after the run: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, store.Results))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{store.History, store.Test, store.Log, store.Journal} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("run directory lacks %s: %v", name, err)
+		}
+	}
+	return code, dir, string(b)
+}
+
+// TestRunEmbedded is the default a new user gets: no URLs, throwaway
+// servers, a fault-free run that must be valid, with dense indexes and no
+// overlapping section.
+func TestRunEmbedded(t *testing.T) {
+	t.Parallel()
+	code, dir, res := runIn(t, "--nemesis", "none", "--time-limit", "1s", "--work", "5ms")
+	if code != 0 {
+		t.Errorf("exit %d, want 0", code)
+	}
+	if w := figure(t, res, "writes"); w < 20 {
+		t.Errorf("%d writes in 1 s", w)
+	}
+	for _, k := range []string{"lost", "overlapping-sections", "lock-overlapping-sections", "pauses"} {
+		if n := figure(t, res, k); n != 0 {
+			t.Errorf("%s = %d, want 0", k, n)
+		}
+	}
+	ops, err := history.ReadFile(filepath.Join(dir, store.History))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range ops {
+		if o.Index != int64(i) {
+			t.Fatalf("op %d has :index %d", i, o.Index)
+		}
+		if i > 0 && o.Time < ops[i-1].Time {
+			t.Fatalf("op %d at %d before op %d at %d", i, o.Time, i-1, ops[i-1].Time)
+		}
+	}
+}
+
+// TestRunPauses runs real worker processes under each fault, against shared
+// servers: an in-section pause longer than the lease loses updates unless
+// the writes are fenced; SIGSTOP pauses are recorded and undone.
+func TestRunPauses(t *testing.T) {
+	for i, tc := range []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, code int, res string)
+	}{
+		{"in-section unfenced", []string{"--nemesis", "none", "--inject-every", "3"},
+			func(t *testing.T, code int, res string) {
+				if code != 1 {
+					t.Errorf("exit %d, want 1 (invalid)", code)
+				}
+				if n := figure(t, res, "lost"); n == 0 {
+					t.Errorf("no update lost to pauses longer than the lease")
+				}
+				if n := figure(t, res, "overlapping-sections"); n == 0 {
+					t.Errorf("no overlapping sections")
+				}
+			}},
+		{"in-section fenced", []string{"--nemesis", "none", "--inject-every", "3", "--fenced"},
+			func(t *testing.T, code int, res string) {
+				if code != 0 {
+					t.Errorf("exit %d, want 0 (valid)", code)
+				}
+				if n := figure(t, res, "lost"); n != 0 {
+					t.Errorf("%d updates lost with fencing", n)
+				}
+				if n := figure(t, res, "stale-rejected"); n == 0 {
+					t.Errorf("no stale write rejected")
+				}
+			}},
+		{"sigstop", []string{"--nemesis", "sigstop", "--interval", "100ms"},
+			func(t *testing.T, code int, res string) {
+				if code != 0 && code != 1 {
+					t.Errorf("exit %d, want a verdict", code)
+				}
+				if n := figure(t, res, "pauses"); n < 2 {
+					t.Errorf("%d SIGSTOP pauses in 2 s, want at least 2", n)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"--redis-url", testRedisURL, "--postgres-url", testPostgresURL,
+				"--name", fmt.Sprintf("t%d", i), "--counter-id", strconv.Itoa(100 + i),
+				"--time-limit", "2s", "--lease", "100ms", "--pause", "300ms", "--work", "5ms", "--seed", "1"},
+				tc.args...)
+			code, dir, res := runIn(t, args...)
+			tc.check(t, code, res)
+			// run and check give the same verdict from the same history.
+			ops, err := history.ReadFile(filepath.Join(dir, store.History))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(analyze(ops).AppendEDN(nil)); got != res {
+				t.Errorf("re-checking the history gives\n%s\nbut the run wrote\n%s", got, res)
+			}
+		})
+	}
+}
+
+// TestRunBadFlags: bad configuration is refused before anything starts,
+// with exit 254 and a message naming the flag.
+func TestRunBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lease", "0s"}, "--lease"},
+		{[]string{"--workers", "0"}, "--workers"},
+		{[]string{"--nemesis", "chaos"}, "--nemesis"},
+		{[]string{"--pause", "20s", "--time-limit", "1s"}, "--pause"},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{[]string{"--redis-url", "redis://127.0.0.1:1/0", "--postgres-url", "postgres://u:secret@127.0.0.1:1/x"}, "cannot reach Redis"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			root := t.TempDir()
+			code, out, errOut := hiatus(t, append([]string{"run", "--store", root}, tc.args...)...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d\n%s%s", code, exitUsage, out, errOut)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr %q does not name %q", errOut, tc.want)
+			}
+			if strings.Contains(out+errOut, "secret") {
+				t.Errorf("a password was printed: %s%s", out, errOut)
+			}
+		})
+	}
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/hiatus-dev/hiatus/checker"
+)
+
+// printSummary prints the figures of a lock-counter run as a table, then the
+// verdict and, when invalid, why.
+func printSummary(out io.Writer, cfg runConfig, dir string, rs checker.Results) {
+	lc, ok := rs.Check("lock-counter")
+	if ok {
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw)
+		for _, row := range []struct{ label, key string }{
+			{"successful writes", "writes"},
+			{"final counter", "final"},
+			{"lost updates", "lost"},
+			{"overlapping sections", "overlapping-sections"},
+			{"stale writes rejected", "stale-rejected"},
+			{"writes past the lease", "late-writes"},
+			{"pauses injected", "pauses"},
+			{":info ops", "info-ops"},
+		} {
+			v := lc.Get(row.key)
+			if v == nil {
+				v = "unknown"
+			}
+			fmt.Fprintf(tw, "  %s\t%v\n", row.label, v)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(out)
+	for _, r := range rs.Checks {
+		if r.Explanation != "" {
+			fmt.Fprintf(out, "%s: %s\n", r.Name, r.Explanation)
+		}
+	}
+	fmt.Fprintf(out, "valid? %v   (%s)\n", rs.Valid, dir)
+}

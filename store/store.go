@@ -1,0 +1,116 @@
+// Package store owns the layout of runs on disk, as Jepsen lays out its
+// store: store/<test-name>/<start-time>/ holding history.edn, results.edn,
+// test.edn and hiatus.log, with store/latest and store/<test-name>/latest
+// links to the newest run. It knows files and names, nothing of their content.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// File names inside a run directory.
+const (
+	History = "history.edn" // the ops, one EDN map per line, sorted by time
+	Journal = "journal.edn" // the ops as they arrived, flushed as they come
+	Results = "results.edn" // the checkers' verdicts
+	Test    = "test.edn"    // the run's full configuration
+	Log     = "hiatus.log"  // what the run printed and did
+)
+
+// TimeLayout names run directories by their start time, in UTC, so that
+// they sort by time.
+const TimeLayout = "20060102T150405.000Z"
+
+// A Run is one run's directory.
+type Run struct {
+	Dir string
+}
+
+// Path returns the path of the file name inside the run.
+func (r Run) Path(name string) string { return filepath.Join(r.Dir, name) }
+
+// Create makes the directory for a run of test started at start under root,
+// and points root/latest and root/<test>/latest at it.
+func Create(root, test string, start time.Time) (Run, error) {
+	if test == "" || strings.ContainsAny(test, `/\`) || test == "latest" {
+		return Run{}, fmt.Errorf("store: bad test name %q", test)
+	}
+	name := start.UTC().Format(TimeLayout)
+	dir := filepath.Join(root, test, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Run{}, fmt.Errorf("store: create run directory: %w", err)
+	}
+	if err := link(filepath.Join(test, name), filepath.Join(root, "latest")); err != nil {
+		return Run{}, err
+	}
+	if err := link(name, filepath.Join(root, test, "latest")); err != nil {
+		return Run{}, err
+	}
+	return Run{Dir: dir}, nil
+}
+
+// link points the symlink at to target, replacing an older link atomically.
+func link(target, at string) error {
+	tmp := at + ".tmp"
+	_ = os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return fmt.Errorf("store: link %s: %w", at, err)
+	}
+	if err := os.Rename(tmp, at); err != nil {
+		return fmt.Errorf("store: link %s: %w", at, err)
+	}
+	return nil
+}
+
+// Resolve turns what a user names into a run directory or a history file:
+// a run directory (or a link to one), a history file, or "" for root/latest.
+// It returns the run (Dir empty when path is a lone file) and the history
+// file to read: history.edn, or the journal when a run died before writing it.
+func Resolve(root, path string) (Run, string, error) {
+	if path == "" {
+		path = filepath.Join(root, "latest")
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return Run{}, "", fmt.Errorf("store: %w", err)
+	}
+	if !fi.IsDir() {
+		return Run{}, path, nil
+	}
+	run := Run{Dir: path}
+	for _, name := range []string{History, Journal} {
+		if _, err := os.Stat(run.Path(name)); err == nil {
+			return run, run.Path(name), nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return Run{}, "", fmt.Errorf("store: %w", err)
+		}
+	}
+	return Run{}, "", fmt.Errorf("store: %s holds no %s or %s", path, History, Journal)
+}
+
+// WriteFile writes data to name inside the run, through a temporary file and
+// a rename, so that a crash never leaves half a file where a whole one was.
+func (r Run) WriteFile(name string, data []byte) error {
+	tmp, err := os.CreateTemp(r.Dir, "."+name+".*")
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("store: write %s: %w", name, err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("store: write %s: %w", name, err)
+	}
+	if err := os.Rename(tmp.Name(), r.Path(name)); err != nil {
+		return fmt.Errorf("store: write %s: %w", name, err)
+	}
+	return nil
+}
