@@ -219,7 +219,7 @@ func LockCounter(ops []history.Op, initial int64) (r Result) {
 		switch {
 		case lost > 0:
 			r.Valid = Invalid
-			r.Explanation = fmt.Sprintf("%d successful writes but the counter rose by %d: %d updates lost", writes, delta, lost)
+			r.Explanation = fmt.Sprintf("%d successful writes but the counter rose by %d: %d %s lost", writes, delta, lost, plural(lost, "update", "updates"))
 		case delta > int64(writes+infoWrites):
 			r.Valid = Invalid
 			r.Explanation = fmt.Sprintf("the counter rose by %d, more than the %d writes that may have happened", delta, writes+infoWrites)
@@ -407,4 +407,11 @@ func staleEvidence(stale []staleWrite, pauses []Pause) []any {
 		out = append(out, m)
 	}
 	return out
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

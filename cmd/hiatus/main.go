@@ -71,6 +71,12 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			checkCommand(),
 			workerCommand(),
 		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageErrorf("unknown command %q (see hiatus --help)", c.Args().First())
+			}
+			return cli.ShowAppHelp(c)
+		},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			return usageError(err)
 		},

@@ -49,3 +49,13 @@ func hiatus(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	code = exitCode(err, &errOut)
 	return code, out.String(), errOut.String()
 }
+
+func TestUnknownCommand(t *testing.T) {
+	code, _, errOut := hiatus(t, "bogus")
+	if code != exitUsage {
+		t.Errorf("exit %d, want %d", code, exitUsage)
+	}
+	if want := `unknown command "bogus"`; !bytes.Contains([]byte(errOut), []byte(want)) {
+		t.Errorf("stderr %q lacks %q", errOut, want)
+	}
+}

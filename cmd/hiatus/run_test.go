@@ -125,6 +125,14 @@ func TestRunPauses(t *testing.T) {
 					t.Errorf("%d SIGSTOP pauses in 2 s, want at least 2", n)
 				}
 			}},
+		{"sigstop past the time limit", []string{"--nemesis", "sigstop", "--interval", "1700ms", "--pause", "1s"},
+			func(t *testing.T, code int, res string) {
+				// The one pause begins at 1.7 s and is cut short when the run
+				// ends at 2 s: the worker must have been resumed.
+				if n := figure(t, res, "pauses"); n != 1 {
+					t.Errorf("%d pauses, want 1", n)
+				}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -134,6 +142,11 @@ func TestRunPauses(t *testing.T) {
 				tc.args...)
 			code, dir, res := runIn(t, args...)
 			tc.check(t, code, res)
+			for _, pid := range pausedPIDs(t, dir) {
+				if st := procState(pid); st == "T" || st == "t" {
+					t.Errorf("worker pid %d left stopped after the run", pid)
+				}
+			}
 			// run and check give the same verdict from the same history.
 			ops, err := history.ReadFile(filepath.Join(dir, store.History))
 			if err != nil {
@@ -174,4 +187,36 @@ func TestRunBadFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pausedPIDs returns the PIDs the nemesis paused in a run.
+func pausedPIDs(t *testing.T, dir string) []int {
+	t.Helper()
+	ops, err := history.ReadFile(filepath.Join(dir, store.History))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, o := range ops {
+		v, _ := o.Value.(map[history.Keyword]any)
+		if pid, ok := history.Int(v["pid"]); ok && o.F == "pause" {
+			pids = append(pids, int(pid))
+		}
+	}
+	return pids
+}
+
+// procState returns the state letter of a process from /proc, or "" when
+// it is gone.
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// The state follows the command name, which is in parentheses.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2 : i+3]
+	}
+	return ""
 }

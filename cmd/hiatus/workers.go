@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"sync"
 	"syscall"
 	"time"
@@ -126,6 +127,18 @@ func (ws *workerSet) wait(grace time.Duration, lg *runLog) {
 	}
 }
 
+// signal resumes every worker still running and sends it sig.
+func (ws *workerSet) signal(sig syscall.Signal) {
+	for i, cmd := range ws.procs {
+		select {
+		case <-ws.done[i]:
+		default:
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+			_ = cmd.Process.Signal(sig)
+		}
+	}
+}
+
 // kill resumes and ends every worker still running, and waits for them. A
 // stopped process is sent SIGCONT first, so that none is ever left stopped.
 func (ws *workerSet) kill() {
@@ -162,6 +175,10 @@ func workerCommand() *cli.Command {
 // runWorker runs critical sections until the deadline, printing each op as
 // one EDN line as soon as it is recorded.
 func runWorker(ctx context.Context, wc workerConfig, out io.Writer) error {
+	// SIGINT or SIGTERM ends the run early: the section under way is
+	// finished, no new one begins.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	ctx, cancel := context.WithDeadline(ctx, time.Unix(0, wc.DeadlineUnixNano))
 	defer cancel()
 	rdb, err := redisClient(wc.RedisURL, 1)

@@ -1,0 +1,410 @@
+package checker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// DefaultTimeout bounds each linearizability search when Options.Timeout
+// is zero.
+const DefaultTimeout = 60 * time.Second
+
+// Options say how Check judges a history.
+type Options struct {
+	// Model is one of Models(); "" detects it from the ops' :f values.
+	Model string
+	// Initial is the model's starting state as an EDN value; nil means the
+	// model's default: 0 for lock-counter and counter, nil for register and
+	// cas-register (as Knossos's CLI), every key nil for multi-register,
+	// whose Initial is a map. The mutex always starts free.
+	Initial any
+	// Timeout bounds each porcupine search (DefaultTimeout when zero); a
+	// search that runs out of time is :unknown, never valid.
+	Timeout time.Duration
+	// Truncated says the ops are what came before the history was cut
+	// short: they are checked, but a valid verdict becomes :unknown.
+	Truncated bool
+}
+
+// ErrUnknownModel is returned for a Model that is not one of Models(), and
+// when no model can be detected from a history.
+var ErrUnknownModel = errors.New("unknown model")
+
+// Check judges ops, a history in its order, against opts.Model: for
+// lock-counter, LockCounter's checks and the linearizability of the
+// lock-protected increment; for Knossos's models, linearizability with
+// porcupine; for counter, Jepsen's bounds on every read. A bad history is
+// never an error but a verdict; the error is for bad options (an unknown or
+// undetectable model, an Initial the model cannot take).
+func Check(ctx context.Context, ops []history.Op, opts Options) (Results, error) {
+	p, err := newPlan(ops, opts)
+	if err != nil {
+		return Results{}, err
+	}
+	rs, _ := p.run(ctx, false)
+	return rs, nil
+}
+
+// A plan is a history made ready for the checks of one model.
+type plan struct {
+	model     string
+	initial   any // the model's Initial, checked and defaulted
+	ops       []history.Op
+	calls     []call
+	problems  []string
+	timeout   time.Duration
+	truncated bool
+}
+
+func newPlan(ops []history.Op, opts Options) (*plan, error) {
+	p := &plan{model: opts.Model, ops: ops, timeout: opts.Timeout, truncated: opts.Truncated}
+	if p.timeout <= 0 {
+		p.timeout = DefaultTimeout
+	}
+	if p.model == "" {
+		m, err := Detect(ops)
+		if err != nil {
+			return nil, err
+		}
+		p.model = m
+	}
+	var err error
+	if p.initial, err = initialFor(p.model, opts.Initial); err != nil {
+		return nil, err
+	}
+	if p.model == ModelLockCounter && !sortedByTime(ops) {
+		// A journal holds ops as they arrived, not in time order; the
+		// checks need the order of the history a run writes.
+		p.ops = append([]history.Op(nil), ops...)
+		sort.SliceStable(p.ops, func(i, j int) bool { return p.ops[i].Time < p.ops[j].Time })
+	}
+	p.calls, p.problems = pairCalls(p.ops)
+	return p, nil
+}
+
+// run runs the plan's checks; with visual, the linearizability check keeps
+// what porcupine needs to draw it.
+func (p *plan) run(ctx context.Context, visual bool) (Results, *linearRun) {
+	var rs Results
+	var lr *linearRun
+	switch p.model {
+	case ModelLockCounter:
+		rs.Add(LockCounter(p.ops, p.initial.(int64)))
+		var r Result
+		r, lr = p.linear(ctx, visual)
+		rs.Add(r)
+	case ModelCounter:
+		rs.Add(counterBounds(p.ops, p.calls, p.initial.(int64)))
+	default:
+		var r Result
+		r, lr = p.linear(ctx, visual)
+		rs.Add(r)
+	}
+	if r, ok := p.historyResult(); ok {
+		rs.Add(r)
+	}
+	return rs, lr
+}
+
+// historyResult reports what makes any verdict on the history uncertain:
+// it was cut short, or it breaks the rules of a history (one open op per
+// process, completions after invocations).
+func (p *plan) historyResult() (Result, bool) {
+	if !p.truncated && len(p.problems) == 0 {
+		return Result{}, false
+	}
+	r := Result{Name: "history", Valid: Unknown, Fields: []Field{
+		{"ops", len(p.ops)},
+		{"truncated", p.truncated},
+		{"problems", len(p.problems)},
+	}}
+	var why []string
+	if p.truncated {
+		why = append(why, fmt.Sprintf("the history was cut short after %d ops: those were checked, but what a valid verdict says of part of a history it cannot say of the whole", len(p.ops)))
+	}
+	if len(p.problems) > 0 {
+		ev := make([]any, 0, evidenceLimit)
+		for _, pr := range p.problems[:min(len(p.problems), evidenceLimit)] {
+			ev = append(ev, pr)
+		}
+		r.Fields = append(r.Fields, Field{"first-problems", ev})
+		why = append(why, fmt.Sprintf("%d ops break the rules of a history, so checks read it leniently; first: %s", len(p.problems), p.problems[0]))
+	}
+	r.Explanation = strings.Join(why, "; ")
+	return r, true
+}
+
+// Detect names the model a history's client ops call for, by their :f
+// values: :acquire and :release with :read or :write (hiatus's own) →
+// lock-counter; :cas → cas-register; :txn → multi-register; :acquire and
+// :release alone → mutex; :add → counter; :read and :write alone →
+// register. The final read is not required: a run cut short has none.
+func Detect(ops []history.Op) (string, error) {
+	fs := map[history.Keyword]bool{}
+	for _, o := range ops {
+		if o.Process >= 0 {
+			fs[o.F] = true
+		}
+	}
+	only := func(allowed ...history.Keyword) bool {
+		n := 0
+		for _, f := range allowed {
+			if fs[f] {
+				n++
+			}
+		}
+		return n == len(fs)
+	}
+	switch {
+	case len(fs) == 0:
+		return "", fmt.Errorf("%w: the history has no client ops to tell a model by; pass --model", ErrUnknownModel)
+	case fs[FAcquire] && (fs[FRead] || fs[FWrite]) && only(FAcquire, FRelease, FRead, FWrite):
+		return ModelLockCounter, nil
+	case fs["cas"] && only("cas", FRead, FWrite):
+		return ModelCASRegister, nil
+	case fs["txn"] && only("txn"):
+		return ModelMultiRegister, nil
+	case only(FAcquire, FRelease):
+		return ModelMutex, nil
+	case fs["add"] && only("add", FRead):
+		return ModelCounter, nil
+	case only(FRead, FWrite):
+		return ModelRegister, nil
+	}
+	var names []string
+	for f := range fs {
+		names = append(names, ":"+string(f))
+	}
+	sort.Strings(names)
+	return "", fmt.Errorf("%w: no model has exactly the ops %s; pass --model (one of %s)",
+		ErrUnknownModel, strings.Join(names, " "), strings.Join(Models(), ", "))
+}
+
+// InitialState returns the state Check starts model from when
+// Options.Initial is v, or why v cannot be one.
+func InitialState(model string, v any) (any, error) { return initialFor(model, v) }
+
+// initialFor checks v as the initial state of model and fills in the
+// model's default.
+func initialFor(model string, v any) (any, error) {
+	switch model {
+	case ModelLockCounter, ModelCounter:
+		if v == nil {
+			return int64(0), nil
+		}
+		if n, ok := history.Int(v); ok {
+			return n, nil
+		}
+		return nil, fmt.Errorf("the %s model starts at an integer, not %s", model, canon(v))
+	case ModelRegister, ModelCASRegister:
+		return v, nil
+	case ModelMultiRegister:
+		switch v.(type) {
+		case nil, map[any]any, map[history.Keyword]any:
+			return v, nil
+		}
+		return nil, fmt.Errorf("the %s model starts from a map of keys to values, not %s", model, canon(v))
+	case ModelMutex:
+		if v != nil && v != false {
+			return nil, fmt.Errorf("the %s model always starts free; it takes no initial value", model)
+		}
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%w %q (want one of %s)", ErrUnknownModel, model, strings.Join(Models(), ", "))
+}
+
+func sortedByTime(ops []history.Op) bool {
+	for i := 1; i < len(ops); i++ {
+		if ops[i].Time < ops[i-1].Time {
+			return false
+		}
+	}
+	return true
+}
+
+// A call is one client operation: its invocation and how it completed.
+type call struct {
+	inv, done int // positions in the history; done is -1 if it never completed
+	typ       history.Type
+	process   history.Process
+	f         history.Keyword
+	// value is the completion's value when ok, else the invocation's, as
+	// Knossos completes a history: an ok read carries what it read, a
+	// crashed one what was asked.
+	value any
+}
+
+// pairCalls pairs each client invocation with its completion, in the order
+// of invocations. A completion that is :info, or none at all, makes the
+// call :info. The problems are the breaches of the rules of a history,
+// named by op; the pairing goes on past each as leniently as it can.
+func pairCalls(ops []history.Op) ([]call, []string) {
+	var calls []call
+	var problems []string
+	open := map[history.Process]int{}    // process -> index into calls
+	crashed := map[history.Process]int{} // process -> position of its :info completion
+	for i, o := range ops {
+		if o.Process < 0 {
+			continue // the nemesis, and named processes: not clients, as in Jepsen
+		}
+		j, ok := open[o.Process]
+		switch {
+		case o.Type == history.Invoke:
+			if ok {
+				problems = append(problems, fmt.Sprintf("%s: process %v invoked :%s while its %s was still open",
+					opName(ops, i), o.Process, o.F, opName(ops, calls[j].inv)))
+			} else if at, ok := crashed[o.Process]; ok {
+				problems = append(problems, fmt.Sprintf("%s: process %v invoked :%s after its %s completed :info; a crashed process must not invoke again",
+					opName(ops, i), o.Process, o.F, opName(ops, at)))
+				delete(crashed, o.Process)
+			}
+			calls = append(calls, call{inv: i, done: -1, typ: history.Info, process: o.Process, f: o.F, value: o.Value})
+			open[o.Process] = len(calls) - 1
+		case !ok:
+			if o.Type != history.Info { // Knossos lets a lone :info stand
+				problems = append(problems, fmt.Sprintf("%s: process %v completed :%s that it never invoked", opName(ops, i), o.Process, o.F))
+			}
+		default:
+			c := &calls[j]
+			if o.F != c.f {
+				problems = append(problems, fmt.Sprintf("%s: process %v completed :%s, but invoked :%s at %s",
+					opName(ops, i), o.Process, o.F, c.f, opName(ops, c.inv)))
+			}
+			c.done, c.typ = i, o.Type
+			if o.Type == history.Ok {
+				c.value = o.Value
+			}
+			if o.Type == history.Info {
+				crashed[o.Process] = i
+			}
+			delete(open, o.Process)
+		}
+	}
+	return calls, problems
+}
+
+// opName names the op at position i so that grep finds it: by its :index,
+// or, in a history without them, by its position from 0 as "#i".
+func opName(ops []history.Op, i int) string {
+	if i < 0 || i >= len(ops) {
+		return "no op"
+	}
+	if ops[i].Index != history.Unset {
+		return fmt.Sprintf("op %d", ops[i].Index)
+	}
+	return fmt.Sprintf("op #%d", i)
+}
+
+// opID is the number opName gives, for evidence in results.edn.
+func opID(ops []history.Op, i int) int64 {
+	if i >= 0 && i < len(ops) && ops[i].Index != history.Unset {
+		return ops[i].Index
+	}
+	return int64(i)
+}
+
+// counterBounds is Jepsen's counter checker: each read must lie between
+// the sum of the adds that completed :ok before it was invoked (lower) and
+// the sum of the adds invoked, and not failed, before it completed (upper),
+// plus initial. :info adds count toward the upper bound only; :info reads
+// are not checked.
+func counterBounds(ops []history.Op, calls []call, initial int64) (r Result) {
+	const name = "counter"
+	defer recovered(name, &r)
+	r.Name = name
+
+	// Events in history order: +add to upper at an invocation that did not
+	// fail, +add to lower at an ok completion; a read takes lower at its
+	// invocation and upper at its completion.
+	type event struct {
+		pos   int
+		upper bool // an invocation raising upper, else a completion raising lower
+		add   int64
+	}
+	var evs []event
+	type read struct {
+		c            call
+		lower, upper int64
+	}
+	var reads []*read
+	pendingAt := map[int]*read{} // invocation position -> read
+	doneAt := map[int]*read{}    // completion position -> read
+	var bad []string
+	for _, c := range calls {
+		switch c.f {
+		case "add":
+			n, ok := history.Int(c.value)
+			if !ok || n < 0 {
+				bad = append(bad, fmt.Sprintf("%s adds %s, not a non-negative integer", opName(ops, c.inv), canon(c.value)))
+				continue
+			}
+			if c.typ != history.Fail {
+				evs = append(evs, event{pos: c.inv, upper: true, add: n})
+			}
+			if c.typ == history.Ok {
+				evs = append(evs, event{pos: c.done, add: n})
+			}
+		case "read":
+			if c.typ == history.Ok {
+				rd := &read{c: c}
+				reads = append(reads, rd)
+				pendingAt[c.inv], doneAt[c.done] = rd, rd
+			}
+		default:
+			bad = append(bad, fmt.Sprintf("%s is :%s; the counter model has :add and :read", opName(ops, c.inv), c.f))
+		}
+	}
+	sort.Slice(evs, func(i, j int) bool { return evs[i].pos < evs[j].pos })
+	lower, upper := initial, initial
+	k := 0
+	for i := range ops {
+		for ; k < len(evs) && evs[k].pos == i; k++ {
+			if evs[k].upper {
+				upper += evs[k].add
+			} else {
+				lower += evs[k].add
+			}
+		}
+		if rd := pendingAt[i]; rd != nil {
+			rd.lower = lower
+		}
+		if rd := doneAt[i]; rd != nil {
+			rd.upper = upper
+		}
+	}
+
+	var errs []any
+	var first string
+	nerr := 0
+	for _, rd := range reads {
+		v, ok := history.Int(rd.c.value)
+		if ok && rd.lower <= v && v <= rd.upper {
+			continue
+		}
+		nerr++
+		if first == "" {
+			first = fmt.Sprintf("%s (process %v) read %s, but the counter was at least %d (adds acknowledged before the read began) and at most %d (adds attempted before it ended)",
+				opName(ops, rd.c.done), rd.c.process, canon(rd.c.value), rd.lower, rd.upper)
+		}
+		if len(errs) < evidenceLimit {
+			errs = append(errs, map[history.Keyword]any{
+				"op": opID(ops, rd.c.done), "lower": rd.lower, "value": rd.c.value, "upper": rd.upper})
+		}
+	}
+	r.Fields = []Field{{"reads", len(reads)}, {"errors", nerr}, {"first-errors", errs}, {"final-bounds", []any{lower, upper}}}
+	switch {
+	case len(bad) > 0: // bounds that leave ops out prove nothing
+		r.Valid = Unknown
+		r.Explanation = fmt.Sprintf("%d ops are not counter ops; first: %s", len(bad), bad[0])
+	case nerr > 0:
+		r.Valid = Invalid
+		r.Explanation = fmt.Sprintf("%d of %d reads out of bounds; first: %s", nerr, len(reads), first)
+	}
+	return r
+}

@@ -1,0 +1,458 @@
+package checker
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// An opMeta ties a porcupine operation to the history it came from; it is
+// the operation's Metadata.
+type opMeta struct {
+	inv, done int // positions of the invocation (for an increment, its read's) and completion; done -1 if none
+	part      int // the partition it is checked in
+	process   history.Process
+}
+
+// A linearRun is a porcupine search over a history and what it takes to
+// explain or draw its outcome.
+type linearRun struct {
+	model  porcupine.Model
+	parts  [][]porcupine.Operation
+	hist   []history.Op
+	result porcupine.CheckResult
+	info   porcupine.LinearizationInfo
+	// timed says the times are the ops' :time (the Redis clock), not their
+	// positions, so pauses and leases can be drawn beside them.
+	timed bool
+	// end is the return of every op that never completed: later than any
+	// event of the history, which is what "infinitely late" means to a
+	// search that only compares times.
+	end int64
+}
+
+func (lr *linearRun) ops() []porcupine.Operation {
+	var all []porcupine.Operation
+	for _, p := range lr.parts {
+		all = append(all, p...)
+	}
+	return all
+}
+
+// linear checks the plan's history for linearizability against its model.
+func (p *plan) linear(ctx context.Context, visual bool) (r Result, lr *linearRun) {
+	const name = "linear"
+	defer recovered(name, &r)
+	r.Name = name
+	lr, fails, bad := p.problem()
+	maybe := 0
+	for _, op := range lr.ops() {
+		if op.Metadata.(opMeta).done < 0 || p.ops[op.Metadata.(opMeta).done].Type != history.Ok {
+			maybe++
+		}
+	}
+	r.Fields = []Field{
+		{"model", history.Keyword(p.model)},
+		{"analyzer", history.Keyword("porcupine")},
+		{"ops", len(lr.ops())},
+		{"maybe", maybe},
+		{"failed", fails},
+		{"partitions", len(lr.parts)},
+	}
+	if len(bad) > 0 {
+		r.Valid = Unknown
+		r.Explanation = fmt.Sprintf("%d ops cannot be read as %s ops; first: %s", len(bad), p.model, bad[0])
+		return r, nil
+	}
+
+	res, info, err := search(ctx, lr.model, lr.parts, p.timeout)
+	lr.result, lr.info = res, info
+	switch {
+	case err != nil:
+		r.Valid = Unknown
+		r.Explanation = fmt.Sprintf("the search was stopped before it finished: %v", err)
+		return r, nil
+	case res == porcupine.Ok:
+		r.Valid = Valid
+	case res == porcupine.Unknown:
+		r.Valid = Unknown
+		r.Explanation = fmt.Sprintf("porcupine found no violation in %v but did not finish its search; a longer --timeout may decide", p.timeout)
+	default:
+		r.Valid = Invalid
+		v := lr.violation()
+		if v.part < 0 {
+			r.Explanation = "porcupine found the history not linearizable, but named no operation that failed"
+			break
+		}
+		r.Fields = append(r.Fields,
+			Field{"op", opID(p.ops, v.completion())},
+			Field{"process", int64(v.op.Metadata.(opMeta).process)},
+			Field{"linearized", len(v.prefix)},
+			Field{"states", v.states},
+		)
+		if p.model == ModelLockCounter {
+			expl, fields := explainLockCounter(p.ops, lr, v)
+			r.Explanation = expl
+			r.Fields = append(r.Fields, fields...)
+		} else {
+			r.Explanation = lr.explain(v, p.model)
+		}
+	}
+	if !visual {
+		lr = nil
+	}
+	return r, lr
+}
+
+// search runs porcupine over the partitions with the timeout, cut shorter
+// by ctx's deadline. Porcupine cannot be cancelled from outside; when ctx
+// is done first, search returns at once and leaves it to end at its own
+// timeout.
+func search(ctx context.Context, model porcupine.Model, parts [][]porcupine.Operation, timeout time.Duration) (porcupine.CheckResult, porcupine.LinearizationInfo, error) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		timeout = time.Until(d)
+	}
+	if err := ctx.Err(); err != nil {
+		return porcupine.Unknown, porcupine.LinearizationInfo{}, err
+	}
+	if timeout <= 0 {
+		return porcupine.Unknown, porcupine.LinearizationInfo{}, context.DeadlineExceeded
+	}
+	var all []porcupine.Operation
+	for i, p := range parts {
+		for _, op := range p {
+			m := op.Metadata.(opMeta)
+			m.part = i
+			op.Metadata = m
+			all = append(all, op)
+		}
+	}
+	model.Partition = func(h []porcupine.Operation) [][]porcupine.Operation {
+		out := make([][]porcupine.Operation, len(parts))
+		for _, op := range h {
+			i := op.Metadata.(opMeta).part
+			out[i] = append(out[i], op)
+		}
+		return out
+	}
+	type outcome struct {
+		res  porcupine.CheckResult
+		info porcupine.LinearizationInfo
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		// Verbose: the partial linearizations name the first op that
+		// cannot be linearized, and the visualization draws them.
+		res, info := porcupine.CheckOperationsVerbose(model, all, timeout)
+		done <- outcome{res, info}
+	}()
+	select {
+	case o := <-done:
+		return o.res, o.info, nil
+	case <-ctx.Done():
+		return porcupine.Unknown, porcupine.LinearizationInfo{}, ctx.Err()
+	}
+}
+
+// problem builds the porcupine model and operations for the plan's
+// history. It returns how many :fail ops it dropped (they did not happen)
+// and the ops it could not read as the model's.
+func (p *plan) problem() (lr *linearRun, fails int, bad []string) {
+	lr = &linearRun{hist: p.ops, end: int64(len(p.ops))}
+	at := func(i int) int64 { return int64(i) }
+	if p.model == ModelLockCounter && timesKnown(p.ops) {
+		lr.timed = true
+		lr.end = p.ops[len(p.ops)-1].Time + 1
+		at = func(i int) int64 { return p.ops[i].Time }
+	}
+	clients := map[history.Process]int{}
+	op := func(inv, done int, proc history.Process, in any) porcupine.Operation {
+		id, ok := clients[proc]
+		if !ok {
+			id = len(clients)
+			clients[proc] = id
+		}
+		ret := lr.end
+		if done >= 0 && p.ops[done].Type == history.Ok {
+			ret = at(done)
+		}
+		return porcupine.Operation{ClientId: id, Input: in, Call: at(inv), Return: ret,
+			Metadata: opMeta{inv: inv, done: done, process: proc}}
+	}
+	fail := func(c call, err error) {
+		bad = append(bad, fmt.Sprintf("%s: %v", opName(p.ops, c.inv), err))
+	}
+
+	switch p.model {
+	case ModelLockCounter:
+		var ops []porcupine.Operation
+		ops, fails, bad = p.lockCounterOps(op)
+		lr.model = lockCounterModel(p.initial.(int64))
+		lr.parts = [][]porcupine.Operation{ops}
+	case ModelRegister, ModelCASRegister, ModelMutex:
+		var ops []porcupine.Operation
+		for _, c := range p.calls {
+			if c.typ == history.Fail {
+				fails++
+				continue
+			}
+			var in any
+			var err error
+			if p.model == ModelMutex {
+				in, err = newMutexOp(c)
+			} else {
+				in, err = newRegOp(c, p.model == ModelCASRegister)
+			}
+			if err != nil {
+				fail(c, err)
+				continue
+			}
+			ops = append(ops, op(c.inv, c.done, c.process, in))
+		}
+		if p.model == ModelMutex {
+			lr.model = mutexModel()
+		} else {
+			lr.model = registerModel(canon(p.initial))
+		}
+		lr.parts = [][]porcupine.Operation{ops}
+	case ModelMultiRegister:
+		start := map[string]string{}
+		switch m := p.initial.(type) {
+		case map[any]any:
+			for k, v := range m {
+				start[canon(k)] = canon(v)
+			}
+		case map[history.Keyword]any:
+			for k, v := range m {
+				start[canon(k)] = canon(v)
+			}
+		}
+		ks := newKeySpace(start)
+		var ops []porcupine.Operation
+		for _, c := range p.calls {
+			if c.typ == history.Fail {
+				fails++
+				continue
+			}
+			in, err := newTxnOp(c, ks)
+			if err != nil {
+				fail(c, err)
+				continue
+			}
+			ops = append(ops, op(c.inv, c.done, c.process, in))
+		}
+		lr.model = multiRegisterModel(ks.keys, ks.initial)
+		lr.parts = partitionByKeys(ops, ks)
+	}
+	return lr, fails, bad
+}
+
+// partitionByKeys splits multi-register ops into one partition per
+// component of keys, in the order components first appear.
+func partitionByKeys(ops []porcupine.Operation, ks *keySpace) [][]porcupine.Operation {
+	index := map[int]int{} // component root -> partition
+	var parts [][]porcupine.Operation
+	for _, op := range ops {
+		root := -1 // an empty transaction touches no key
+		if ms := op.Input.(txnOp).micros; len(ms) > 0 {
+			root = ks.find(ms[0].slot)
+		}
+		i, ok := index[root]
+		if !ok {
+			i = len(parts)
+			index[root] = i
+			parts = append(parts, nil)
+		}
+		parts[i] = append(parts[i], op)
+	}
+	return parts
+}
+
+func timesKnown(ops []history.Op) bool {
+	for _, o := range ops {
+		if o.Time == history.Unset {
+			return false
+		}
+	}
+	return len(ops) > 0
+}
+
+// lockCounterOps reads a lock-counter history as increments and reads of
+// the counter. A section's read and its write (ok or :info) are one
+// increment, from the read's invocation to the write's completion, whose
+// output is the value written; a write that failed did not happen, and its
+// section's read stands alone, as does the final read.
+func (p *plan) lockCounterOps(op func(inv, done int, proc history.Process, in any) porcupine.Operation) (ops []porcupine.Operation, fails int, bad []string) {
+	lastRead := map[history.Process]*call{} // the ok read of each open section, until a write uses it
+	var reads []call
+	flush := func(proc history.Process) {
+		if c := lastRead[proc]; c != nil {
+			reads = append(reads, *c)
+			delete(lastRead, proc)
+		}
+	}
+	for i := range p.calls {
+		c := &p.calls[i]
+		switch c.f {
+		case FAcquire, FRelease:
+			flush(c.process)
+		case FRead:
+			if c.typ != history.Ok {
+				continue
+			}
+			if _, ok := history.Int(c.value); !ok {
+				bad = append(bad, fmt.Sprintf("%s: read %s, not an integer", opName(p.ops, c.done), canon(c.value)))
+				continue
+			}
+			flush(c.process)
+			if isFinal(p.ops, *c) {
+				reads = append(reads, *c)
+			} else {
+				lastRead[c.process] = c
+			}
+		case FWrite:
+			if c.typ == history.Fail {
+				fails++
+				continue
+			}
+			v, ok := history.Int(p.ops[c.inv].Value)
+			if !ok {
+				bad = append(bad, fmt.Sprintf("%s: wrote %s, not an integer", opName(p.ops, c.inv), canon(p.ops[c.inv].Value)))
+				continue
+			}
+			inv := c.inv
+			if rd := lastRead[c.process]; rd != nil {
+				inv = rd.inv
+				delete(lastRead, c.process)
+			}
+			ops = append(ops, op(inv, c.done, c.process, lcOp{increment: true, value: v, maybe: c.typ != history.Ok}))
+		}
+	}
+	for proc := range lastRead {
+		flush(proc)
+	}
+	for _, c := range reads {
+		v, _ := history.Int(c.value)
+		ops = append(ops, op(c.inv, c.done, c.process, lcOp{value: v}))
+	}
+	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
+	return ops, fails, bad
+}
+
+func isFinal(ops []history.Op, c call) bool {
+	return ops[c.inv].Get(KeyFinal) == true || (c.done >= 0 && ops[c.done].Get(KeyFinal) == true)
+}
+
+// A violation is where porcupine's search got furthest in a partition it
+// could not linearize: op is the first operation, in the order of calls,
+// that no partial linearization reached past.
+type violation struct {
+	part   int
+	op     porcupine.Operation
+	prefix []porcupine.Operation // the longest partial linearization that got there
+	states []any                 // the states those that got there end in, described
+	state  any                   // the state prefix ends in
+}
+
+func (v violation) completion() int {
+	m := v.op.Metadata.(opMeta)
+	if m.done >= 0 {
+		return m.done
+	}
+	return m.inv
+}
+
+// violation finds the first operation that cannot be linearized. Porcupine
+// gives the longest linearizable prefix containing each op; of these, the
+// one whose first missing op (by call) comes latest says where the search
+// got furthest. Ties go to the longer prefix, then to the earlier ops, so
+// that the answer does not depend on the order porcupine returns them in.
+func (lr *linearRun) violation() violation {
+	partials := lr.info.PartialLinearizationsOperations()
+	key := func(op porcupine.Operation) int { return op.Metadata.(opMeta).inv }
+	for pi, part := range lr.parts {
+		if pi >= len(partials) {
+			break
+		}
+		byCall := append([]porcupine.Operation(nil), part...)
+		sort.SliceStable(byCall, func(i, j int) bool { return byCall[i].Call < byCall[j].Call })
+		order := map[int]int{}
+		for i, op := range byCall {
+			order[key(op)] = i
+		}
+		// The empty linearization stands for a search stuck at the start.
+		lins := append([][]porcupine.Operation{{}}, partials[pi]...)
+		best, bestStuck := -1, -1
+		stuck := make([]int, len(lins))
+		complete := false
+		for i, lin := range lins {
+			in := map[int]bool{}
+			for _, op := range lin {
+				in[key(op)] = true
+			}
+			stuck[i] = len(byCall)
+			for j, op := range byCall {
+				if !in[key(op)] {
+					stuck[i] = j
+					break
+				}
+			}
+			if stuck[i] == len(byCall) {
+				complete = true // a whole linearization: this partition is fine
+				break
+			}
+			if best < 0 || stuck[i] > bestStuck || stuck[i] == bestStuck && lessLin(lin, lins[best], key) {
+				best, bestStuck = i, stuck[i]
+			}
+		}
+		if complete || len(byCall) == 0 {
+			continue
+		}
+		v := violation{part: pi, op: byCall[bestStuck], prefix: lins[best]}
+		v.state = lr.replay(v.prefix)
+		seen := map[string]bool{}
+		var descs []string
+		for i, lin := range lins {
+			if stuck[i] != bestStuck {
+				continue
+			}
+			d := lr.model.DescribeState(lr.replay(lin))
+			if !seen[d] {
+				seen[d] = true
+				descs = append(descs, d)
+			}
+		}
+		sort.Strings(descs)
+		for _, d := range descs[:min(len(descs), evidenceLimit)] {
+			v.states = append(v.states, d)
+		}
+		return v
+	}
+	return violation{part: -1}
+}
+
+// lessLin orders linearizations: longer first, then by their ops.
+func lessLin(a, b []porcupine.Operation, key func(porcupine.Operation) int) bool {
+	if len(a) != len(b) {
+		return len(a) > len(b)
+	}
+	for i := range a {
+		if key(a[i]) != key(b[i]) {
+			return key(a[i]) < key(b[i])
+		}
+	}
+	return false
+}
+
+// replay returns the state the model reaches through lin.
+func (lr *linearRun) replay(lin []porcupine.Operation) any {
+	s := lr.model.Init()
+	for _, op := range lin {
+		_, s = lr.model.Step(s, op.Input, op.Output)
+	}
+	return s
+}

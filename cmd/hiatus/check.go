@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/store"
+	"github.com/urfave/cli/v2"
+	"olympos.io/encoding/edn"
+)
+
+func checkCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "check",
+		Usage:     "check a saved history: a run directory, any Jepsen history file, or store/latest",
+		ArgsUsage: "[RUN-DIR | HISTORY.edn]",
+		Description: "Checks a history offline with the same code a run ends with, and prints what was\n" +
+			"checked, each check's verdict and figures, and the first violation in words. With no\n" +
+			"argument it checks STORE/latest. The model is detected from the ops' :f values unless\n" +
+			"--model names it: " + strings.Join(checker.Models(), ", ") + ".\n\n" +
+			"A run directory gets its results.edn rewritten; a lone history file gets none unless\n" +
+			"--out names where. Flags go before the history.\n\n" +
+			"Examples:\n" +
+			"  hiatus check\n" +
+			"  hiatus check store/lock-counter/20261130T171300.000Z/\n" +
+			"  hiatus check --model cas-register --initial 0 history.edn\n" +
+			"  hiatus check --html linear.html --timeout 30s history.edn\n\n" +
+			"Exit status: 0 valid, 1 invalid, 2 unknown, 254 bad arguments or unreadable input,\n" +
+			"255 internal error.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "model", Usage: "model to check against (default: detected from the ops)"},
+			&cli.StringFlag{Name: "initial", Usage: "initial state as an EDN literal, e.g. 0 or {:x 0 :y 0} (default: the model's: 0 for counters, nil for registers)"},
+			&cli.DurationFlag{Name: "timeout", Value: checker.DefaultTimeout, Usage: "bound on each linearizability search; one that runs out is :unknown"},
+			&cli.StringFlag{Name: "html", Usage: "write porcupine's visualization of the linearizability search to `FILE`"},
+			&cli.StringFlag{Name: "out", Usage: "write results.edn to `FILE` instead of into the run directory"},
+			&cli.StringFlag{Name: "store", Value: "store", Usage: "directory where runs are kept"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 1 {
+				return usageErrorf("check takes one history or run directory, not %d arguments (flags go before it: hiatus check --html out.html DIR)", c.NArg())
+			}
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runCheck(ctx, checkArgs{
+				path: c.Args().First(), model: c.String("model"), initial: c.String("initial"),
+				timeout: c.Duration("timeout"), html: c.String("html"), out: c.String("out"),
+				store: c.String("store"), initialSet: c.IsSet("initial"),
+			}, c.App.Writer, c.App.ErrWriter)
+		},
+	}
+}
+
+// checkArgs are the check command's arguments.
+type checkArgs struct {
+	path, model, initial, html, out, store string
+	initialSet                             bool
+	timeout                                time.Duration
+}
+
+func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error {
+	if a.timeout <= 0 {
+		return usageErrorf("--timeout must be positive, not %v", a.timeout)
+	}
+	opts := checker.Options{Model: a.model, Timeout: a.timeout}
+	if a.initialSet {
+		v, err := parseEDN(a.initial)
+		if err != nil {
+			return usageErrorf("--initial %q: %v", a.initial, err)
+		}
+		opts.Initial = v
+	}
+	run, path, err := store.Resolve(a.store, a.path)
+	if err != nil {
+		return usageError(err)
+	}
+	if run.Dir != "" && opts.Model == "" {
+		opts.Model = checker.ModelLockCounter // what every run records
+	}
+	if run.Dir != "" && path == run.Path(store.Journal) {
+		fmt.Fprintf(stderr, "hiatus: %s has no %s (the run did not finish); checking its journal\n", run.Dir, store.History)
+	}
+
+	// A malformed history is a *history.SyntaxError, which says
+	// file:line:col; a truncated one is checked as far as it goes.
+	ops, err := history.ReadFile(path)
+	switch {
+	case errors.Is(err, history.ErrTruncated):
+		opts.Truncated = true
+		fmt.Fprintf(stderr, "hiatus: %v: the history is truncated; checking the %d ops before it\n", err, len(ops))
+	case err != nil:
+		return usageError(err)
+	}
+
+	detected := ""
+	if opts.Model == "" {
+		if opts.Model, err = checker.Detect(ops); err != nil {
+			return usageErrorf("%s: %v", path, err)
+		}
+		detected = " (detected from :f)"
+	}
+	initial, err := checker.InitialState(opts.Model, opts.Initial)
+	if err != nil {
+		return usageErrorf("--initial: %v", err)
+	}
+	fmt.Fprintf(stdout, "checking %s\n  model %s%s, %d ops", path, opts.Model, detected, len(ops))
+	if opts.Model != checker.ModelMutex {
+		fmt.Fprintf(stdout, ", initial %s", history.AppendValue(nil, initial))
+	}
+	fmt.Fprintln(stdout)
+
+	rs, drawn, err := check(ctx, a.html, ops, opts, stderr)
+	if err != nil {
+		return err
+	}
+	printResults(stdout, rs)
+	if drawn != nil {
+		fmt.Fprintf(stdout, "html: %s (%d of %d ops)\n", a.html, drawn.Ops, drawn.Total)
+		if drawn.Note != "" {
+			fmt.Fprintf(stdout, "  %s\n", drawn.Note)
+		}
+	}
+
+	data := rs.AppendEDN(nil)
+	switch {
+	case a.out != "":
+		if err := os.WriteFile(a.out, data, 0o644); err != nil {
+			return usageErrorf("--out: %v", err)
+		}
+		fmt.Fprintf(stdout, "results: %s\n", a.out)
+	case run.Dir != "":
+		if err := run.WriteFile(store.Results, data); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "results: %s\n", run.Path(store.Results))
+	}
+	return verdictExit(rs.Valid.ExitCode())
+}
+
+// check runs the checks, drawing them to the file html when one is named;
+// it returns what was drawn, nil if nothing was.
+func check(ctx context.Context, html string, ops []history.Op, opts checker.Options, stderr io.Writer) (checker.Results, *checker.Visualization, error) {
+	if html == "" {
+		rs, err := checker.Check(ctx, ops, opts)
+		if err != nil {
+			return rs, nil, usageError(err)
+		}
+		return rs, nil, nil
+	}
+	f, err := os.Create(html)
+	if err != nil {
+		return checker.Results{}, nil, usageErrorf("--html: %v", err)
+	}
+	rs, vis, err := checker.CheckHTML(ctx, f, ops, opts)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("write %s: %w", html, cerr)
+	}
+	switch {
+	case err != nil && rs.Checks == nil: // bad options: nothing was checked
+		os.Remove(html)
+		return rs, nil, usageError(err)
+	case errors.Is(err, checker.ErrNoVisualization):
+		os.Remove(html)
+		fmt.Fprintf(stderr, "hiatus: no visualization written: %v\n", err)
+		return rs, nil, nil
+	case err != nil:
+		fmt.Fprintf(stderr, "hiatus: --html %s: %v\n", html, err)
+		return rs, nil, nil
+	}
+	return rs, &vis, nil
+}
+
+// printResults prints a line per check with its verdict and scalar
+// figures, the explanation of each check that is not valid, and the
+// verdict.
+func printResults(out io.Writer, rs checker.Results) {
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, r := range rs.Checks {
+		var figs []string
+		for _, f := range r.Fields {
+			switch f.Value.(type) {
+			case nil, bool, int, int64, string, history.Keyword:
+				figs = append(figs, fmt.Sprintf("%s %s", f.Key, history.AppendValue(nil, f.Value)))
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%v\t%s\n", r.Name, r.Valid, strings.Join(figs, ", "))
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+	for _, r := range rs.Checks {
+		if r.Explanation != "" {
+			fmt.Fprintf(out, "%s: %s\n", r.Name, r.Explanation)
+		}
+	}
+	fmt.Fprintf(out, "valid? %v\n", rs.Valid)
+}
+
+// parseEDN reads one EDN literal into the value types history.Op holds.
+func parseEDN(s string) (any, error) {
+	var v any
+	if err := edn.UnmarshalString(s, &v); err != nil {
+		return nil, err
+	}
+	return fromEDN(v)
+}
+
+func fromEDN(x any) (any, error) {
+	switch v := x.(type) {
+	case nil, bool, int64, float64, string:
+		return v, nil
+	case big.Int:
+		if v.IsInt64() {
+			return v.Int64(), nil
+		}
+		return &v, nil
+	case edn.Keyword:
+		return history.Keyword(v), nil
+	case edn.Symbol:
+		return string(v), nil
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			c, err := fromEDN(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case map[any]bool:
+		out := make(history.Set, 0, len(v))
+		for e := range v {
+			c, err := fromEDN(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, c)
+		}
+		sort.Slice(out, func(i, j int) bool {
+			return string(history.AppendValue(nil, out[i])) < string(history.AppendValue(nil, out[j]))
+		})
+		return out, nil
+	case map[any]any:
+		out := make(map[any]any, len(v))
+		for k, e := range v {
+			ck, err := fromEDN(k)
+			if err != nil {
+				return nil, err
+			}
+			if out[ck], err = fromEDN(e); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unsupported EDN value %v (%T)", x, x)
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// Histories written by hand, as Knossos and hiatus write them.
+const (
+	registerValid = `[{:process 0, :type :invoke, :f :write, :value 1}
+ {:process 0, :type :ok, :f :write, :value 1}
+ {:process 1, :type :invoke, :f :read, :value nil}
+ {:process 1, :type :ok, :f :read, :value 1}]
+`
+	registerInvalid = `; a read of a value never written
+[{:process 0, :type :invoke, :f :write, :value 1}
+ {:process 0, :type :ok, :f :write, :value 1}
+ {:process 1, :type :invoke, :f :read, :value nil}
+ {:process 1, :type :ok, :f :read, :value 3}]
+`
+	registerMalformed = `[{:process 0, :type :invoke, :f :write, :value 1}
+ {:process 0, :type :ok, :f :write, :value 1]
+`
+	registerTruncated = `{:process 0, :type :invoke, :f :write, :value 1}
+{:process 0, :type :ok, :f :write, :value 1}
+{:process 1, :type :invoke, :f :read, :value nil}
+{:process 1, :type :ok, :f :read, :va`
+	registerTruncatedInvalid = `{:process 0, :type :invoke, :f :write, :value 1}
+{:process 0, :type :ok, :f :write, :value 1}
+{:process 1, :type :invoke, :f :read, :value nil}
+{:process 1, :type :ok, :f :read, :value 3}
+{:process 1, :type :invoke, :f :read, :va`
+
+	// Two sections that both read 0 and wrote 1: process 0 was paused
+	// while it held the lock.
+	lockCounterInvalid = `{:index 0, :time 1000000, :type :invoke, :process 0, :f :acquire, :value nil}
+{:index 1, :time 2000000, :type :ok, :process 0, :f :acquire, :value nil, :lease-ms 500, :token "a"}
+{:index 2, :time 3000000, :type :invoke, :process 0, :f :read, :value nil}
+{:index 3, :time 4000000, :type :ok, :process 0, :f :read, :value 0}
+{:index 4, :time 5000000, :type :info, :process :nemesis, :f :pause, :value {:process 0, :kind :sigstop}}
+{:index 5, :time 600000000, :type :invoke, :process 1, :f :acquire, :value nil}
+{:index 6, :time 601000000, :type :ok, :process 1, :f :acquire, :value nil, :lease-ms 500, :token "b"}
+{:index 7, :time 602000000, :type :invoke, :process 1, :f :read, :value nil}
+{:index 8, :time 603000000, :type :ok, :process 1, :f :read, :value 0}
+{:index 9, :time 604000000, :type :invoke, :process 1, :f :write, :value 1}
+{:index 10, :time 605000000, :type :ok, :process 1, :f :write, :value 1}
+{:index 11, :time 606000000, :type :invoke, :process 1, :f :release, :value nil}
+{:index 12, :time 607000000, :type :ok, :process 1, :f :release, :value nil}
+{:index 13, :time 805000000, :type :info, :process :nemesis, :f :resume, :value {:process 0, :kind :sigstop}}
+{:index 14, :time 806000000, :type :invoke, :process 0, :f :write, :value 1}
+{:index 15, :time 807000000, :type :ok, :process 0, :f :write, :value 1}
+{:index 16, :time 808000000, :type :invoke, :process 0, :f :release, :value nil}
+{:index 17, :time 809000000, :type :fail, :process 0, :f :release, :value nil, :error :expired}
+{:index 18, :time 900000000, :type :invoke, :process 2, :f :read, :value nil, :final? true}
+{:index 19, :time 901000000, :type :ok, :process 2, :f :read, :value 1, :final? true}
+`
+)
+
+// writeFile writes content to name in a fresh temporary directory and
+// returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestCheckCommand(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		history string // written to history.edn; "" for none
+		args    []string
+		code    int
+		stdout  []string // phrases stdout must hold
+		stderr  []string // phrases stderr must hold
+	}{
+		{name: "valid", history: registerValid, code: exitValid,
+			stdout: []string{"model register (detected from :f), 4 ops, initial nil", "linear  true", "valid? true"}},
+		{name: "invalid", history: registerInvalid, code: exitInvalid,
+			stdout: []string{"linear: op 3 (process 1: read 3; invoked at op 2, completed at op 3) cannot be linearized", "valid? false"}},
+		{name: "model and initial", history: registerValid, args: []string{"--model", "cas-register", "--initial", "0"}, code: exitValid,
+			stdout: []string{"model cas-register, 4 ops, initial 0"}},
+		{name: "ops of another model", history: registerValid, args: []string{"--model", "counter"}, code: exitUnknown,
+			stdout: []string{"are not counter ops"}},
+		{name: "malformed", history: registerMalformed, code: exitUsage,
+			stderr: []string{"history.edn:2:"}},
+		{name: "truncated", history: registerTruncated, code: exitUnknown,
+			stdout: []string{"history  :unknown", "cut short after 3 ops"}, stderr: []string{"history is truncated"}},
+		{name: "truncated, already invalid", history: registerTruncatedInvalid, code: exitInvalid,
+			stdout: []string{"valid? false"}},
+		{name: "missing file", args: []string{"no-such-history.edn"}, code: exitUsage,
+			stderr: []string{"no-such-history.edn"}},
+		{name: "no model fits", history: "{:process 0, :type :invoke, :f :enqueue, :value 1}\n", code: exitUsage,
+			stderr: []string{"no model has exactly the ops :enqueue; pass --model"}},
+		{name: "unknown model", history: registerValid, args: []string{"--model", "queue"}, code: exitUsage,
+			stderr: []string{`unknown model "queue"`}},
+		{name: "bad initial", history: registerValid, args: []string{"--initial", "{:x"}, code: exitUsage,
+			stderr: []string{"--initial"}},
+		{name: "initial of the wrong kind", history: registerValid, args: []string{"--model", "counter", "--initial", ":a"}, code: exitUsage,
+			stderr: []string{"starts at an integer"}},
+		{name: "bad timeout", history: registerValid, args: []string{"--timeout", "-1s"}, code: exitUsage,
+			stderr: []string{"--timeout must be positive"}},
+		{name: "lock-counter", history: lockCounterInvalid, code: exitInvalid,
+			stdout: []string{"model lock-counter (detected from :f), 20 ops, initial 0",
+				"linear: op 10 and op 15 both wrote 1 after reading 0; process 0 (op 15) was stopped by nemesis op 4 (sigstop) for 800 ms while holding a 500 ms lease"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"check"}, tc.args...)
+			if tc.history != "" {
+				args = append(args, writeFile(t, "history.edn", tc.history))
+			}
+			code, stdout, stderr := hiatus(t, args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, stdout, stderr)
+			}
+			for _, want := range tc.stdout {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("stdout lacks %q:\n%s", want, stdout)
+				}
+			}
+			for _, want := range tc.stderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckCommandArgs(t *testing.T) {
+	path := writeFile(t, "history.edn", registerValid)
+	code, _, stderr := hiatus(t, "check", path, "--html", "out.html")
+	if code != exitUsage || !strings.Contains(stderr, "flags go before it") {
+		t.Errorf("flags after the history: exit %d, stderr %q; want %d and a hint", code, stderr, exitUsage)
+	}
+}
+
+// TestCheckCommandOutputs checks the files check writes: --html, --out, and
+// nothing beside a lone history.
+func TestCheckCommandOutputs(t *testing.T) {
+	path := writeFile(t, "history.edn", registerInvalid)
+	dir := filepath.Dir(path)
+	html, out := filepath.Join(dir, "linear.html"), filepath.Join(dir, "results.edn")
+	code, stdout, stderr := hiatus(t, "check", "--html", html, "--timeout", "30s", path)
+	if code != exitInvalid {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if b, err := os.ReadFile(html); err != nil || !strings.Contains(string(b), "<html") {
+		t.Errorf("--html wrote no visualization: %v", err)
+	}
+	if !strings.Contains(stdout, "html: "+html+" (2 of 2 ops)") {
+		t.Errorf("stdout does not say what was drawn:\n%s", stdout)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("a lone history got a results.edn without --out")
+	}
+
+	code, _, _ = hiatus(t, "check", "--out", out, path)
+	b, err := os.ReadFile(out)
+	if code != exitInvalid || err != nil || !strings.HasPrefix(string(b), "{:valid? false") {
+		t.Errorf("--out: exit %d, %v, %q", code, err, b)
+	}
+
+	// The counter model has nothing to draw: the check goes on without it.
+	counter := writeFile(t, "counter.edn", "{:process 0, :type :invoke, :f :add, :value 1}\n{:process 0, :type :ok, :f :add, :value 1}\n")
+	code, _, stderr = hiatus(t, "check", "--html", html+".2", counter)
+	if code != exitValid || !strings.Contains(stderr, "no visualization written") {
+		t.Errorf("counter --html: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestCheckCommandRunDir checks a run directory, by path and as
+// store/latest: check rewrites results.edn there with exactly the results
+// the run itself writes.
+func TestCheckCommandRunDir(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "store")
+	run, err := store.Create(root, "lock-counter", time.Date(2026, 11, 30, 17, 13, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(run.Path(store.History), []byte(lockCounterInvalid), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ops, err := history.ReadFile(run.Path(store.History))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := string(analyze(ops).AppendEDN(nil))
+	for _, args := range [][]string{
+		{"check", run.Dir},
+		{"check", "--store", root},
+	} {
+		os.Remove(run.Path(store.Results))
+		code, stdout, stderr := hiatus(t, args...)
+		if code != exitInvalid {
+			t.Errorf("%v: exit %d\n%s\n%s", args, code, stdout, stderr)
+		}
+		got, err := os.ReadFile(run.Path(store.Results))
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if string(got) != want {
+			t.Errorf("%v: results.edn differs from the run's:\n%s\nthe run's:\n%s", args, got, want)
+		}
+	}
+}
