@@ -382,10 +382,7 @@ func (r *Reader) formEnd(b []byte, i int, eof bool) (int, error) {
 		}
 		k := skipSpace(b, j)
 		if k >= len(b) || b[k] == ';' { // skipSpace stops at a comment that does not end
-			if eof {
-				return 0, need("tagged value")
-			}
-			return 0, errNeedMore
+			return 0, need("tagged value")
 		}
 		if isCloser(b[k]) {
 			return 0, r.errAt(k, "expected a value after %s, got %c", b[i:j], b[k])
@@ -445,8 +442,12 @@ func (r *Reader) formEnd(b []byte, i int, eof bool) (int, error) {
 			top := stack[len(stack)-1]
 			if c != top.close {
 				line, col := r.pos(top.off)
+				kind := kindName(top.close)
+				if b[top.off] == '#' {
+					kind = "set"
+				}
 				return 0, r.errAt(j, "expected %c to close the %s opened at %d:%d, got %c",
-					top.close, kindName(top.close), line, col, c)
+					top.close, kind, line, col, c)
 			}
 			stack = stack[:len(stack)-1]
 			j++

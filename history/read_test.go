@@ -200,6 +200,8 @@ func TestReadMalformed(t *testing.T) {
 			`h.edn:1:24: expected ] to close the vector opened at 1:20, got }`},
 		{"wrong closer on a later line", ok + ok + "{:type :ok,\n :value {:a (1 2]}}",
 			`h.edn:4:17: expected ) to close the list opened at 4:13, got ]`},
+		{"wrong closer of a set", "{:type :ok, :value #{1 2], :process 0}",
+			`h.edn:1:25: expected } to close the set opened at 1:20, got ]`},
 		{"wrong closer of the history", "[" + ok + ")",
 			`h.edn:2:1: expected ] to close the vector opened at 1:1, got )`},
 		{"not a map", ok + "42\n", `h.edn:2:1: expected an op map {...}, got "42"`},

@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -23,8 +25,9 @@ type Clock interface {
 
 // Kinds of pause, written as the :kind of a :pause event.
 const (
-	KindSigStop   history.Keyword = "sigstop"
-	KindInSection history.Keyword = "in-section"
+	KindSigStop history.Keyword = "sigstop" // the nemesis stops a whole worker process
+	KindSleep   history.Keyword = "sleep"   // the worker's goroutine blocks in its section
+	KindStop    history.Keyword = "stop"    // the worker stops its own process in its section
 )
 
 // A Recorder takes the ops the nemesis records. It must be safe for
@@ -112,6 +115,16 @@ func (n *SigStop) ResumeAll() {
 	}
 }
 
+// stopSelf stops the calling process with SIGSTOP until its parent resumes
+// it (if the parent is gone, the kernel's parent-death signal ends it). The
+// signal is aimed at the calling thread: sent to the process, it may be
+// taken by another thread while this one goes on for a while.
+func stopSelf() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
+}
+
 // sleep waits d or until ctx ends, and reports whether d passed.
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
@@ -124,12 +137,17 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// InSection blocks a worker inside its critical section, after the read and
-// before the write, in each of its Every-th sections: a stall the worker's
-// own goroutine takes (a blocking call), while the rest of its process runs.
+// InSection pauses a worker inside its critical section, after the read and
+// before the write, in each of its Every-th sections. With Kind KindSleep
+// only the worker's goroutine blocks (a blocking call) while the rest of its
+// process — a lock-renewal goroutine, say — runs on. With KindStop the worker
+// stops its whole process with SIGSTOP, as a stop-the-world GC pause or a
+// frozen container would, and its parent resumes it after the pause: the
+// parent learns of it from the :pause event, which is recorded first.
 type InSection struct {
 	Every  int
 	Pause  time.Duration
+	Kind   history.Keyword // KindSleep (the default) or KindStop
 	Clock  Clock
 	Record Recorder
 }
@@ -141,8 +159,16 @@ func (n *InSection) Maybe(ctx context.Context, p history.Process, section int) {
 	if n.Every <= 0 || section%n.Every != 0 {
 		return
 	}
-	v := map[history.Keyword]any{"kind": KindInSection, "process": int64(p), "ms": n.Pause.Milliseconds()}
+	kind := n.Kind
+	if kind == "" {
+		kind = KindSleep
+	}
+	v := map[history.Keyword]any{"kind": kind, "process": int64(p), "ms": n.Pause.Milliseconds()}
 	record(ctx, n.Clock, n.Record, "pause", v)
-	sleep(ctx, n.Pause)
+	if kind == KindStop {
+		stopSelf()
+	} else {
+		sleep(ctx, n.Pause)
+	}
 	record(ctx, n.Clock, n.Record, "resume", v)
 }

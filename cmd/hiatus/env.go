@@ -96,7 +96,7 @@ func postgresPool(ctx context.Context, rawURL string, conns int32) (*pgxpool.Poo
 }
 
 func (c runConfig) describe() string {
-	s := fmt.Sprintf("%d workers, %v, lease %v, work %v", c.Workers, c.TimeLimit, c.Lease, c.Work)
+	s := fmt.Sprintf("lock %s, %d workers, %v, lease %v, work %v", c.Lock, c.Workers, c.TimeLimit, c.Lease, c.Work)
 	switch c.Nemesis {
 	case "sigstop":
 		s += fmt.Sprintf(", SIGSTOP %v every %v", c.Pause, c.Interval)
@@ -104,7 +104,7 @@ func (c runConfig) describe() string {
 		s += ", no SIGSTOP"
 	}
 	if c.InjectEvery > 0 {
-		s += fmt.Sprintf(", in-section pause %v every %d sections", c.Pause, c.InjectEvery)
+		s += fmt.Sprintf(", in-section %s %v every %d sections", c.PauseKind, c.Pause, c.InjectEvery)
 	}
 	if c.Fenced {
 		s += ", fenced"
@@ -121,7 +121,7 @@ func testEDN(c runConfig, start time.Time) []byte {
 		"name": c.Name, "workers": c.Workers, "time-limit-ms": ms(c.TimeLimit), "lease-ms": ms(c.Lease),
 		"work-ms": ms(c.Work), "retry-ms": ms(c.Retry), "op-timeout-ms": ms(c.OpTimeout),
 		"nemesis": history.Keyword(c.Nemesis), "pause-ms": ms(c.Pause), "interval-ms": ms(c.Interval),
-		"inject-every": c.InjectEvery, "fenced?": c.Fenced, "seed": c.Seed,
+		"inject-every": c.InjectEvery, "pause-kind": history.Keyword(c.PauseKind), "lock": history.Keyword(c.Lock), "fenced?": c.Fenced, "seed": c.Seed,
 		"redis-url": redact(c.RedisURL), "postgres-url": redact(c.PostgresURL), "counter-id": c.CounterID,
 		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword("lock-counter"),
 		"initial": int64(0),

@@ -8,7 +8,9 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,6 +39,8 @@ type runConfig struct {
 	Pause       time.Duration
 	Interval    time.Duration
 	InjectEvery int
+	PauseKind   string // of the in-section pause: sleep or stop
+	Lock        string // the lock under test, by client.LockNames
 	Fenced      bool
 	Seed        int64
 	RedisURL    string
@@ -57,7 +61,9 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "nemesis", Value: "sigstop", Usage: "whole-process pauses: sigstop (SIGSTOP a random worker for --pause every --interval) or none"},
 		&cli.DurationFlag{Name: "pause", Value: 800 * time.Millisecond, Usage: "how long each pause lasts (SIGSTOP and in-section)"},
 		&cli.DurationFlag{Name: "interval", Value: 700 * time.Millisecond, Usage: "time between the end of one SIGSTOP pause and the start of the next"},
-		&cli.IntFlag{Name: "inject-every", Usage: "block each worker inside its every Nth critical section (after the read, before the write) for --pause; 0 = never"},
+		&cli.IntFlag{Name: "inject-every", Usage: "pause each worker inside its every Nth critical section (after the read, before the write) for --pause; 0 = never"},
+		&cli.StringFlag{Name: "pause-kind", Value: "sleep", Usage: "the in-section pause: sleep (only the worker's goroutine blocks) or stop (the worker SIGSTOPs its whole process)"},
+		&cli.StringFlag{Name: "lock", Value: "setnx", Usage: "the lock under test: " + strings.Join(client.LockNames(), ", ")},
 		&cli.BoolFlag{Name: "fenced", Usage: "write with a fencing token (Redis INCR), which Postgres checks: UPDATE … WHERE fence < $n"},
 		&cli.Int64Flag{Name: "seed", Usage: "seed of the nemesis's choices, to replay a schedule (default: from the clock, recorded in test.edn)"},
 		&cli.StringFlag{Name: "redis-url", EnvVars: []string{"HIATUS_REDIS_URL"}, Usage: "use this Redis (redis://host:port/db) instead of a throwaway redis-server"},
@@ -86,6 +92,7 @@ func runCommand() *cli.Command {
 				Lease: c.Duration("lease"), Work: c.Duration("work"), Retry: c.Duration("retry"),
 				OpTimeout: c.Duration("op-timeout"), Nemesis: c.String("nemesis"), Pause: c.Duration("pause"),
 				Interval: c.Duration("interval"), InjectEvery: c.Int("inject-every"), Fenced: c.Bool("fenced"),
+				PauseKind: c.String("pause-kind"), Lock: c.String("lock"),
 				Seed: c.Int64("seed"), RedisURL: c.String("redis-url"), PostgresURL: c.String("postgres-url"),
 				Store: c.String("store"), CounterID: c.Int64("counter-id"),
 			}
@@ -137,6 +144,10 @@ func (c runConfig) validate() error {
 		return fmt.Errorf("--inject-every cannot be negative")
 	case c.InjectEvery > 0 && c.Pause <= 0:
 		return fmt.Errorf("--inject-every needs a positive --pause")
+	case c.PauseKind != "sleep" && c.PauseKind != "stop":
+		return fmt.Errorf("--pause-kind %q: want sleep or stop", c.PauseKind)
+	case !slices.Contains(client.LockNames(), c.Lock):
+		return fmt.Errorf("--lock %q: want one of %s", c.Lock, strings.Join(client.LockNames(), ", "))
 	case c.Name == "" || c.Name == "latest" || containsSlash(c.Name):
 		return fmt.Errorf("--name %q: want a plain name", c.Name)
 	}
@@ -224,6 +235,7 @@ func runTest(ctx context.Context, cfg runConfig, out io.Writer) (*runResult, err
 	clock := client.NewRedisClock(env.rdb, start)
 
 	workers, err := startWorkers(ctx, cfg, start, col, lg)
+	col.resume = workers.resume
 	defer workers.kill() // on every path: resume and end them
 	if err != nil {
 		return nil, err
@@ -319,6 +331,7 @@ type collector struct {
 	journal *history.Writer
 	ops     []history.Op
 	current []atomic.Int64 // per worker slot: the process it records as now
+	resume  func(slot int) // sends SIGCONT to the worker in slot
 	wg      sync.WaitGroup // the workers' readers
 }
 
@@ -358,11 +371,24 @@ func (c *collector) read(slot int, r io.Reader, lg *runLog) {
 		if o.IsClient() {
 			c.current[slot].Store(int64(o.Process))
 		}
+		o.Index = history.Unset // the reader numbers ops within this one stream
 		c.record(o)
+		if v, ok := o.Value.(map[history.Keyword]any); ok && o.F == "pause" && v["kind"] == nemesis.KindStop {
+			ms, _ := history.Int(v["ms"])
+			c.resumeAfter(slot, time.Duration(ms)*time.Millisecond)
+		}
 	}
 }
 
 func (c *collector) wait() { c.wg.Wait() }
+
+// resumeAfter sends SIGCONT to the worker in slot after d: the worker has
+// stopped itself (an in-section pause of kind stop) and cannot wake alone.
+func (c *collector) resumeAfter(slot int, d time.Duration) {
+	if c.resume != nil {
+		time.AfterFunc(d, func() { c.resume(slot) })
+	}
+}
 
 func (c *collector) maxProcess() history.Process {
 	c.mu.Lock()

@@ -28,6 +28,8 @@ type workerConfig struct {
 	OpTimeout, Pause      time.Duration
 	Fenced                bool
 	InjectEvery           int
+	PauseKind             string
+	Lock                  string
 	Process, Stride       int64
 	StartUnixNano         int64 // the run's start on the Redis clock
 	DeadlineUnixNano      int64 // when to stop starting sections, local clock
@@ -53,7 +55,7 @@ func startWorkers(ctx context.Context, cfg runConfig, start time.Time, col *coll
 			RedisURL: cfg.RedisURL, PostgresURL: cfg.PostgresURL, LockKey: lockKey(cfg.Name),
 			FenceKey: fenceKey(cfg.Name), CounterID: cfg.CounterID, Lease: cfg.Lease, Retry: cfg.Retry,
 			Work: cfg.Work, OpTimeout: cfg.OpTimeout, Pause: cfg.Pause, Fenced: cfg.Fenced,
-			InjectEvery: cfg.InjectEvery, Process: int64(i), Stride: int64(cfg.Workers),
+			InjectEvery: cfg.InjectEvery, PauseKind: cfg.PauseKind, Lock: cfg.Lock, Process: int64(i), Stride: int64(cfg.Workers),
 			StartUnixNano: start.UnixNano(), DeadlineUnixNano: ws.deadline.UnixNano(),
 		}
 		in, err := json.Marshal(wc)
@@ -124,6 +126,15 @@ func (ws *workerSet) wait(grace time.Duration, lg *runLog) {
 				return
 			}
 		}
+	}
+}
+
+// resume sends SIGCONT to the worker in slot, if it still runs.
+func (ws *workerSet) resume(slot int) {
+	select {
+	case <-ws.done[slot]:
+	default:
+		_ = ws.procs[slot].Process.Signal(syscall.SIGCONT)
 	}
 }
 
@@ -209,15 +220,20 @@ func runWorker(ctx context.Context, wc workerConfig, out io.Writer) error {
 		}
 	}
 	clock := client.NewRedisClock(rdb, time.Unix(0, wc.StartUnixNano))
+	lock, err := client.NewLock(wc.Lock, client.LockConfig{Redis: rdb, Postgres: db, Key: wc.LockKey,
+		FenceKey: wc.FenceKey, Lease: wc.Lease, Retry: wc.Retry, Fenced: wc.Fenced})
+	if err != nil {
+		return err
+	}
 	w := &client.Worker{
-		Lock: &client.SetNX{Redis: rdb, Key: wc.LockKey, FenceKey: wc.FenceKey, Lease: wc.Lease,
-			Retry: wc.Retry, Fenced: wc.Fenced},
+		Lock:    lock,
 		Counter: &client.Counter{DB: db, ID: wc.CounterID, Fenced: wc.Fenced},
 		Clock:   clock, Record: rec, Process: history.Process(wc.Process), Stride: wc.Stride,
 		Work: wc.Work, OpTimeout: wc.OpTimeout,
 	}
 	if wc.InjectEvery > 0 {
-		in := &nemesis.InSection{Every: wc.InjectEvery, Pause: wc.Pause, Clock: clock, Record: rec}
+		in := &nemesis.InSection{Every: wc.InjectEvery, Pause: wc.Pause, Kind: history.Keyword(wc.PauseKind),
+			Clock: clock, Record: rec}
 		w.Hook = func(ctx context.Context, s client.Section) { in.Maybe(ctx, s.Process, s.N) }
 	}
 	w.Run(ctx)
