@@ -194,7 +194,8 @@ func TestMutualExclusion(t *testing.T) {
 	wg.Wait()
 	res := checker.LockCounter(r.history(t), 0)
 	writes, _ := history.Int(res.Get("writes"))
-	if writes < 20 {
+	// Only a floor: a loaded machine runs fewer sections.
+	if writes < 5 {
 		t.Errorf("only %d writes in 700 ms", writes)
 	}
 	if res.Valid != checker.Valid {
