@@ -167,10 +167,13 @@ func LockCounter(ops []history.Op, initial int64) (r Result) {
 
 	secs := Sections(ops)
 	pauses := Pauses(ops)
-	var writes, infoWrites, rejected, infoOps int
+	var writes, infoWrites, rejected, infoOps, faults int
 	final, haveFinal := int64(0), false
 	for _, o := range ops {
 		if !o.IsClient() {
+			if o.Process == history.Nemesis && (o.F == FPause || o.F == "kill") {
+				faults++
+			}
 			continue
 		}
 		if o.Type == history.Info {
@@ -242,6 +245,7 @@ func LockCounter(ops []history.Op, initial int64) (r Result) {
 		Field{"stale-rejected", rejected},
 		Field{"late-writes", late},
 		Field{"pauses", len(pauses)},
+		Field{"faults", faults},
 		Field{"info-ops", infoOps},
 		Field{"stale-writes", staleEvidence(stale, pauses)},
 		Field{"overlaps", pairs},

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -34,6 +35,7 @@ type RedisClock struct {
 	mu        sync.Mutex
 	lastRedis time.Time // last Redis reading
 	lastLocal time.Time // local clock at that reading
+	failed    time.Time // local clock at the last failed reading
 }
 
 // NewRedisClock returns a clock reading rdb's TIME, counting from start.
@@ -50,15 +52,27 @@ func ServerTime(ctx context.Context, rdb *redis.Client) (time.Time, error) {
 	return t, nil
 }
 
-// Now implements Clock.
+// Now implements Clock. A server that does not answer TIME within 100 ms
+// is not asked again for the next 100 ms: a paused Redis must not slow every
+// op's stamp to a timeout.
 func (c *RedisClock) Now(ctx context.Context) int64 {
-	// The clock is read for ops that complete after the run's context ended.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
-	defer cancel()
-	t, err := c.rdb.Time(ctx).Result()
+	c.mu.Lock()
+	down := !c.failed.IsZero() && time.Since(c.failed) < 100*time.Millisecond
+	c.mu.Unlock()
+	var t time.Time
+	err := errClockDown
+	if !down {
+		// The clock is read for ops that complete after the run's context ended.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 100*time.Millisecond)
+		t, err = c.rdb.Time(ctx).Result()
+		cancel()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
+		if err != errClockDown {
+			c.failed = time.Now()
+		}
 		if c.lastLocal.IsZero() {
 			return time.Since(c.start).Nanoseconds()
 		}
@@ -68,6 +82,8 @@ func (c *RedisClock) Now(ctx context.Context) int64 {
 	}
 	return t.Sub(c.start).Nanoseconds()
 }
+
+var errClockDown = errors.New("clock: Redis did not answer TIME just now")
 
 // outcome classifies an error of a step into the op type that completes it:
 // :fail when the step provably did not take effect, :info when it may have.
@@ -90,6 +106,10 @@ func outcome(err error, sent bool) history.Type {
 	var rErr redis.Error
 	if errors.As(err, &rErr) {
 		return history.Fail // the server answered with an error: nothing was done
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return history.Fail // no connection, so no request
 	}
 	return history.Info
 }

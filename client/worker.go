@@ -50,13 +50,25 @@ type Worker struct {
 	Hook      Hook          // optional
 
 	sections int
+	failures int // acquires in a row that failed with an error
 }
 
 // Run runs critical sections until ctx ends. A section that has begun is
-// finished: the lock is released and the write is not abandoned.
+// finished: the lock is released and the write is not abandoned. After an
+// acquire that failed with an error (the lock's server is down, say) it
+// backs off, up to 100 ms, rather than fill the history with failures.
 func (w *Worker) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		w.Section(ctx)
+		if w.failures > 0 {
+			d := min(time.Duration(1<<min(w.failures, 7))*time.Millisecond, 100*time.Millisecond)
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
 	}
 }
 
@@ -71,9 +83,11 @@ func (w *Worker) Section(ctx context.Context) {
 		w.complete(ctx, history.Fail, "acquire", nil, errTimeout, nil)
 		return
 	case err != nil:
-		w.complete(ctx, history.Info, "acquire", nil, err.Error(), nil)
+		w.failures++
+		w.complete(ctx, outcome(err, true), "acquire", nil, err.Error(), nil)
 		return
 	}
+	w.failures = 0
 	extra := map[history.Keyword]any{keyToken: g.Token}
 	if g.Lease > 0 {
 		extra[keyLeaseMS] = g.Lease.Milliseconds()

@@ -123,5 +123,7 @@ func (o Op) With(k Keyword, v any) Op {
 	return o
 }
 
-// IsClient reports whether o was performed by a client, not the nemesis.
-func (o Op) IsClient() bool { return o.Process != Nemesis }
+// IsClient reports whether o was performed by a client process: a
+// non-negative number. The nemesis and other named processes (which the
+// reader numbers below zero) are not clients, as in Jepsen.
+func (o Op) IsClient() bool { return o.Process >= 0 }

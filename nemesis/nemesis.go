@@ -1,7 +1,9 @@
 // Package nemesis owns the faults: it acts on processes (PIDs, signals) and
-// records what it did as :nemesis ops, each fault a :pause and a :resume on
-// the run's clock. It never reaches into the workload: the in-section pause
-// is a function the worker calls, with the schedule decided here.
+// records what it did as :nemesis ops, each fault a pair of events (:pause
+// and :resume, or :kill and :restart) on the run's clock. It never reaches
+// into the workload: the in-section pause is a function the worker calls,
+// with the schedule decided here, and a killed worker is replaced by
+// whatever the run hands to KillWorker.
 package nemesis
 
 import (
@@ -9,7 +11,9 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"runtime"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,106 +27,169 @@ type Clock interface {
 	Now(ctx context.Context) int64
 }
 
-// Kinds of pause, written as the :kind of a :pause event.
-const (
-	KindSigStop history.Keyword = "sigstop" // the nemesis stops a whole worker process
-	KindSleep   history.Keyword = "sleep"   // the worker's goroutine blocks in its section
-	KindStop    history.Keyword = "stop"    // the worker stops its own process in its section
-)
-
 // A Recorder takes the ops the nemesis records. It must be safe for
 // concurrent use.
 type Recorder func(history.Op)
+
+// Kinds of fault, written as the :kind of their events.
+const (
+	KindSigStop       history.Keyword = "sigstop"        // SIGSTOP of a whole worker process
+	KindSleep         history.Keyword = "sleep"          // the worker's goroutine blocks in its section
+	KindStop          history.Keyword = "stop"           // the worker stops its own process in its section
+	KindPauseRedis    history.Keyword = "pause-redis"    // SIGSTOP of redis-server
+	KindPausePostgres history.Keyword = "pause-postgres" // SIGSTOP of the postmaster and its backends
+	KindKillRedis     history.Keyword = "kill-redis"     // SIGKILL of redis-server, restarted empty
+	KindKillPostgres  history.Keyword = "kill-postgres"  // immediate shutdown of PostgreSQL, restarted
+	KindKillWorker    history.Keyword = "kill-worker"    // SIGKILL of a worker, replaced by a new one
+)
+
+// verbs are the :f of the events that begin and end a fault of kind k.
+func verbs(k history.Keyword) (begin, end history.Keyword) {
+	if strings.HasPrefix(string(k), "kill-") {
+		return "kill", "restart"
+	}
+	return "pause", "resume"
+}
 
 func record(ctx context.Context, c Clock, rec Recorder, f history.Keyword, v map[history.Keyword]any) {
 	rec(history.Op{Index: history.Unset, Time: c.Now(ctx), Type: history.Info,
 		Process: history.Nemesis, F: f, Value: v})
 }
 
-// A Target is a worker process the nemesis may stop.
-type Target struct {
-	Worker int // the worker's slot, from 0
-	PID    int
-	// Process returns the process number the worker records ops under now.
-	Process func() history.Process
+// A Fault is one kind of fault the schedule can inject.
+type Fault interface {
+	// Kind names the fault in the history.
+	Kind() history.Keyword
+	// Begin injects the fault, choosing its target with r, and returns what
+	// the events should say about it.
+	Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword]any, error)
+	// End undoes the fault begun last. It is called exactly once after each
+	// Begin that succeeded, even when the run is ending.
+	End(ctx context.Context) error
 }
 
-// SigStop freezes whole worker processes: every Interval it picks a target
-// at random, sends SIGSTOP, waits Pause and sends SIGCONT. A stopped process
-// runs nothing — not its lock renewal, not its timers — as in a long GC
-// pause or a frozen container.
-type SigStop struct {
-	Targets  []Target
-	Pause    time.Duration
-	Interval time.Duration
-	Rand     *rand.Rand // seeded, so that a schedule can be replayed
+// A Schedule injects faults: every Interval it picks one of Faults at
+// random, begins it, waits Pause and ends it. Each fault is recorded as two
+// events; the first is stamped before the fault began and the second after
+// it ended, so the window they span covers the fault.
+type Schedule struct {
+	Faults   []Fault
+	Interval time.Duration // between the end of one fault and the start of the next
+	Pause    time.Duration // how long each fault lasts
+	Rand     *rand.Rand    // seeded, so that a schedule can be replayed
 	Clock    Clock
 	Record   Recorder
-
-	mu      sync.Mutex
-	stopped map[int]bool // PIDs stopped now
 }
 
-// Run injects pauses until ctx ends. Every process it stopped is resumed
-// before it returns, whatever ended it.
-func (n *SigStop) Run(ctx context.Context) error {
-	defer n.ResumeAll()
+// Run injects faults until ctx ends. A fault under way when ctx ends is
+// ended at once.
+func (s *Schedule) Run(ctx context.Context) error {
 	for {
-		if !sleep(ctx, n.Interval) {
+		if !sleep(ctx, s.Interval) {
 			return nil
 		}
-		t := n.Targets[n.Rand.Intn(len(n.Targets))]
-		v := map[history.Keyword]any{
-			"kind": KindSigStop, "worker": t.Worker, "pid": t.PID,
-			"process": int64(t.Process()), "ms": n.Pause.Milliseconds(),
+		f := s.Faults[s.Rand.Intn(len(s.Faults))]
+		begin, end := verbs(f.Kind())
+		t0 := s.Clock.Now(ctx)
+		v, err := f.Begin(ctx, s.Rand)
+		if v == nil {
+			v = map[history.Keyword]any{}
 		}
-		record(ctx, n.Clock, n.Record, "pause", v)
-		if err := n.signal(t.PID, syscall.SIGSTOP); err != nil {
-			return err
-		}
-		sleep(ctx, n.Pause) // ended early when the run ends: resume at once
-		err := n.signal(t.PID, syscall.SIGCONT)
-		record(ctx, n.Clock, n.Record, "resume", v)
+		v["kind"], v["ms"] = f.Kind(), s.Pause.Milliseconds()
 		if err != nil {
-			return err
+			v["error"] = err.Error()
 		}
+		s.Record(history.Op{Index: history.Unset, Time: t0, Type: history.Info,
+			Process: history.Nemesis, F: begin, Value: v})
+		if err != nil {
+			continue // nothing to end; the failure is in the history
+		}
+		sleep(ctx, s.Pause) // cut short when the run ends
+		err = f.End(context.WithoutCancel(ctx))
+		w := v
+		if err != nil {
+			w = copyMap(v)
+			w["error"] = err.Error()
+		}
+		record(ctx, s.Clock, s.Record, end, w)
 	}
 }
 
-func (n *SigStop) signal(pid int, sig syscall.Signal) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.stopped == nil {
-		n.stopped = map[int]bool{}
+func copyMap(m map[history.Keyword]any) map[history.Keyword]any {
+	c := make(map[history.Keyword]any, len(m)+1)
+	for k, v := range m {
+		c[k] = v
 	}
-	if err := syscall.Kill(pid, sig); err != nil {
-		return fmt.Errorf("nemesis: %v to pid %d: %w", sig, pid, err)
-	}
-	n.stopped[pid] = sig == syscall.SIGSTOP
-	return nil
+	return c
 }
 
-// ResumeAll sends SIGCONT to every process the nemesis left stopped. It is
+// A Freezer sends SIGSTOP and SIGCONT and remembers what it has left
+// stopped, so that nothing is: ResumeAll undoes every stop.
+type Freezer struct {
+	mu      sync.Mutex
+	stopped map[int]bool
+}
+
+// Stop sends SIGSTOP to pids.
+func (f *Freezer) Stop(pids ...int) error { return f.signal(syscall.SIGSTOP, pids) }
+
+// Cont sends SIGCONT to pids.
+func (f *Freezer) Cont(pids ...int) error { return f.signal(syscall.SIGCONT, pids) }
+
+func (f *Freezer) signal(sig syscall.Signal, pids []int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped == nil {
+		f.stopped = map[int]bool{}
+	}
+	var first error
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err != nil && first == nil {
+			first = fmt.Errorf("nemesis: %v to pid %d: %w", sig, pid, err)
+		}
+		f.stopped[pid] = sig == syscall.SIGSTOP
+	}
+	return first
+}
+
+// ResumeAll sends SIGCONT to every process the freezer left stopped. It is
 // safe to call at any time, from any goroutine, any number of times.
-func (n *SigStop) ResumeAll() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for pid, stopped := range n.stopped {
+func (f *Freezer) ResumeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for pid, stopped := range f.stopped {
 		if stopped {
 			_ = syscall.Kill(pid, syscall.SIGCONT) // the process may be gone: nothing to resume
-			n.stopped[pid] = false
+			f.stopped[pid] = false
 		}
 	}
 }
 
-// stopSelf stops the calling process with SIGSTOP until its parent resumes
-// it (if the parent is gone, the kernel's parent-death signal ends it). The
-// signal is aimed at the calling thread: sent to the process, it may be
-// taken by another thread while this one goes on for a while.
-func stopSelf() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
+// withChildren returns pid and the PIDs of its children, read from /proc:
+// a PostgreSQL server is its postmaster and one backend per connection.
+func withChildren(pid int) []int {
+	out := []int{pid}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(s[i+1:])
+		if len(fields) < 2 {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(fields[1]); ppid == pid {
+			child, _ := strconv.Atoi(filepath.Base(filepath.Dir(st)))
+			out = append(out, child)
+		}
+	}
+	return out
 }
 
 // sleep waits d or until ctx ends, and reports whether d passed.
@@ -135,40 +202,4 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// InSection pauses a worker inside its critical section, after the read and
-// before the write, in each of its Every-th sections. With Kind KindSleep
-// only the worker's goroutine blocks (a blocking call) while the rest of its
-// process — a lock-renewal goroutine, say — runs on. With KindStop the worker
-// stops its whole process with SIGSTOP, as a stop-the-world GC pause or a
-// frozen container would, and its parent resumes it after the pause: the
-// parent learns of it from the :pause event, which is recorded first.
-type InSection struct {
-	Every  int
-	Pause  time.Duration
-	Kind   history.Keyword // KindSleep (the default) or KindStop
-	Clock  Clock
-	Record Recorder
-}
-
-// Maybe pauses if section n of the worker recording as process p is due.
-// The pause is recorded as :pause and :resume events; it is cut short when
-// ctx ends.
-func (n *InSection) Maybe(ctx context.Context, p history.Process, section int) {
-	if n.Every <= 0 || section%n.Every != 0 {
-		return
-	}
-	kind := n.Kind
-	if kind == "" {
-		kind = KindSleep
-	}
-	v := map[history.Keyword]any{"kind": kind, "process": int64(p), "ms": n.Pause.Milliseconds()}
-	record(ctx, n.Clock, n.Record, "pause", v)
-	if kind == KindStop {
-		stopSelf()
-	} else {
-		sleep(ctx, n.Pause)
-	}
-	record(ctx, n.Clock, n.Record, "resume", v)
 }

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/servers"
+	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/store"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -31,7 +33,7 @@ func startEnv(ctx context.Context, cfg *runConfig, out io.Writer) (_ *env, err e
 			return nil, usageErrorf("throwaway redis-server: %w", err)
 		}
 		e.stops = append(e.stops, s.Stop)
-		cfg.RedisURL = s.URL
+		e.redis, cfg.RedisURL = s, s.URL
 	}
 	if cfg.PostgresURL == "" {
 		s, err := servers.StartPostgres(ctx)
@@ -39,9 +41,9 @@ func startEnv(ctx context.Context, cfg *runConfig, out io.Writer) (_ *env, err e
 			return nil, usageErrorf("throwaway PostgreSQL: %w", err)
 		}
 		e.stops = append(e.stops, s.Stop)
-		cfg.PostgresURL = s.URL
+		e.postgres, cfg.PostgresURL = s, s.URL
 	}
-	e.rdb, err = redisClient(cfg.RedisURL, cfg.Workers)
+	e.rdb, err = redisClient(cfg.RedisURL, cfg.Workers, cfg.OpTimeout)
 	if err != nil {
 		return nil, usageError(err)
 	}
@@ -67,18 +69,50 @@ func startEnv(ctx context.Context, cfg *runConfig, out io.Writer) (_ *env, err e
 	return e, nil
 }
 
+// faults builds the nemesis's faults that cfg names.
+func (e *env) faults(cfg runConfig, ws *workerSet, fz *nemesis.Freezer) []nemesis.Fault {
+	pid := func(s *servers.Server, given int) func() int {
+		if s != nil {
+			return s.ProcessID
+		}
+		return func() int { return given }
+	}
+	var fs []nemesis.Fault
+	for _, name := range cfg.faultNames() {
+		switch name {
+		case "sigstop":
+			fs = append(fs, &nemesis.SigStop{Targets: ws.Targets, Freezer: fz})
+		case "pause-redis":
+			fs = append(fs, &nemesis.PauseServer{Which: nemesis.KindPauseRedis, PID: pid(e.redis, cfg.RedisPID), Freezer: fz})
+		case "pause-postgres":
+			fs = append(fs, &nemesis.PauseServer{Which: nemesis.KindPausePostgres, PID: pid(e.postgres, cfg.PostgresPID), Freezer: fz})
+		case "kill-redis":
+			fs = append(fs, &nemesis.KillServer{Which: nemesis.KindKillRedis, Server: e.redis})
+		case "kill-postgres":
+			fs = append(fs, &nemesis.KillServer{Which: nemesis.KindKillPostgres, Server: e.postgres})
+		case "kill-worker":
+			fs = append(fs, &nemesis.KillWorker{Workers: ws})
+		}
+	}
+	return fs
+}
+
 func lockKey(name string) string  { return "hiatus:lock:" + name }
 func fenceKey(name string) string { return "hiatus:fence:" + name }
 
 // redisClient connects with retries off: a retried SET NX could be granted
-// twice and the history would never know.
-func redisClient(rawURL string, pool int) (*redis.Client, error) {
+// twice and the history would never know. Every request is bounded by
+// timeout, and by its context's deadline, so that a paused server makes a
+// bounded wait, never a hang.
+func redisClient(rawURL string, pool int, timeout time.Duration) (*redis.Client, error) {
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("--redis-url %s: %v", redact(rawURL), redactErr(err))
 	}
 	opt.MaxRetries = -1
 	opt.PoolSize = pool + 2
+	opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout = timeout, timeout, timeout
+	opt.ContextTimeoutEnabled = true
 	return redis.NewClient(opt), nil
 }
 
@@ -97,11 +131,10 @@ func postgresPool(ctx context.Context, rawURL string, conns int32) (*pgxpool.Poo
 
 func (c runConfig) describe() string {
 	s := fmt.Sprintf("lock %s, %d workers, %v, lease %v, work %v", c.Lock, c.Workers, c.TimeLimit, c.Lease, c.Work)
-	switch c.Nemesis {
-	case "sigstop":
-		s += fmt.Sprintf(", SIGSTOP %v every %v", c.Pause, c.Interval)
-	default:
-		s += ", no SIGSTOP"
+	if f := c.faultNames(); len(f) > 0 {
+		s += fmt.Sprintf(", nemesis %s for %v every %v", strings.Join(f, "+"), c.Pause, c.Interval)
+	} else {
+		s += ", no nemesis"
 	}
 	if c.InjectEvery > 0 {
 		s += fmt.Sprintf(", in-section %s %v every %d sections", c.PauseKind, c.Pause, c.InjectEvery)

@@ -19,6 +19,7 @@ import (
 	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/store"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -35,7 +36,9 @@ type runConfig struct {
 	Work        time.Duration
 	Retry       time.Duration
 	OpTimeout   time.Duration
-	Nemesis     string
+	Nemesis     string // none, or a comma-separated list of nemeses
+	RedisPID    int    // of an external Redis, for pause-redis
+	PostgresPID int    // of an external PostgreSQL's postmaster, for pause-postgres
 	Pause       time.Duration
 	Interval    time.Duration
 	InjectEvery int
@@ -58,7 +61,11 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "work", Value: 20 * time.Millisecond, Usage: "simulated work between the read and the write"},
 		&cli.DurationFlag{Name: "retry", Value: 5 * time.Millisecond, Usage: "wait between attempts to acquire the lock"},
 		&cli.DurationFlag{Name: "op-timeout", Value: 5 * time.Second, Usage: "bound on each read, write and release; a timeout is an :info op"},
-		&cli.StringFlag{Name: "nemesis", Value: "sigstop", Usage: "whole-process pauses: sigstop (SIGSTOP a random worker for --pause every --interval) or none"},
+		&cli.StringFlag{Name: "nemesis", Value: "sigstop", Usage: "faults, every --interval one of them for --pause: none, or a comma-separated list of " +
+			"sigstop (SIGSTOP a random worker), pause-redis, pause-postgres (SIGSTOP the server), kill-redis (SIGKILL, restart empty), " +
+			"kill-postgres (immediate shutdown, restart), kill-worker (SIGKILL a worker, start a new one)"},
+		&cli.IntFlag{Name: "redis-pid", Usage: "PID of the --redis-url server, for --nemesis pause-redis"},
+		&cli.IntFlag{Name: "postgres-pid", Usage: "PID of the --postgres-url server's postmaster, for --nemesis pause-postgres"},
 		&cli.DurationFlag{Name: "pause", Value: 800 * time.Millisecond, Usage: "how long each pause lasts (SIGSTOP and in-section)"},
 		&cli.DurationFlag{Name: "interval", Value: 700 * time.Millisecond, Usage: "time between the end of one SIGSTOP pause and the start of the next"},
 		&cli.IntFlag{Name: "inject-every", Usage: "pause each worker inside its every Nth critical section (after the read, before the write) for --pause; 0 = never"},
@@ -93,6 +100,7 @@ func runCommand() *cli.Command {
 				OpTimeout: c.Duration("op-timeout"), Nemesis: c.String("nemesis"), Pause: c.Duration("pause"),
 				Interval: c.Duration("interval"), InjectEvery: c.Int("inject-every"), Fenced: c.Bool("fenced"),
 				PauseKind: c.String("pause-kind"), Lock: c.String("lock"),
+				RedisPID: c.Int("redis-pid"), PostgresPID: c.Int("postgres-pid"),
 				Seed: c.Int64("seed"), RedisURL: c.String("redis-url"), PostgresURL: c.String("postgres-url"),
 				Store: c.String("store"), CounterID: c.Int64("counter-id"),
 			}
@@ -134,11 +142,7 @@ func (c runConfig) validate() error {
 		return fmt.Errorf("--work, --retry, --pause and --interval cannot be negative")
 	case c.OpTimeout <= 0:
 		return fmt.Errorf("--op-timeout must be positive, not %v", c.OpTimeout)
-	case c.Nemesis != "sigstop" && c.Nemesis != "none":
-		return fmt.Errorf("--nemesis %q: want sigstop or none", c.Nemesis)
-	case c.Nemesis == "sigstop" && c.Pause <= 0:
-		return fmt.Errorf("--nemesis sigstop needs a positive --pause")
-	case c.Nemesis == "sigstop" && c.Pause > c.TimeLimit:
+	case c.Pause > c.TimeLimit:
 		return fmt.Errorf("--pause %v is longer than --time-limit %v", c.Pause, c.TimeLimit)
 	case c.InjectEvery < 0:
 		return fmt.Errorf("--inject-every cannot be negative")
@@ -151,6 +155,27 @@ func (c runConfig) validate() error {
 	case c.Name == "" || c.Name == "latest" || containsSlash(c.Name):
 		return fmt.Errorf("--name %q: want a plain name", c.Name)
 	}
+	faults := c.faultNames()
+	for _, f := range faults {
+		if !slices.Contains(nemesisNames(), f) {
+			return fmt.Errorf("--nemesis %q: want none or a comma-separated list of %s", f, strings.Join(nemesisNames(), ", "))
+		}
+		if c.Pause <= 0 {
+			return fmt.Errorf("--nemesis %s needs a positive --pause", f)
+		}
+		if strings.HasPrefix(f, "kill-") && f != "kill-worker" {
+			if url := map[string]string{"kill-redis": c.RedisURL, "kill-postgres": c.PostgresURL}[f]; url != "" {
+				return fmt.Errorf("--nemesis %s restarts the server: it works on the throwaway server only, not on --%s-url",
+					f, strings.TrimPrefix(f, "kill-"))
+			}
+		}
+	}
+	if slices.Contains(faults, "pause-redis") && c.RedisURL != "" && c.RedisPID == 0 {
+		return fmt.Errorf("--nemesis pause-redis with --redis-url needs --redis-pid")
+	}
+	if slices.Contains(faults, "pause-postgres") && c.PostgresURL != "" && c.PostgresPID == 0 {
+		return fmt.Errorf("--nemesis pause-postgres with --postgres-url needs --postgres-pid (the postmaster's)")
+	}
 	for _, u := range []string{c.RedisURL, c.PostgresURL} {
 		if u == "" {
 			continue
@@ -160,6 +185,22 @@ func (c runConfig) validate() error {
 		}
 	}
 	return nil
+}
+
+// nemesisNames are the faults --nemesis takes.
+func nemesisNames() []string {
+	return []string{"sigstop", "pause-redis", "pause-postgres", "kill-redis", "kill-postgres", "kill-worker"}
+}
+
+// faultNames returns the faults of --nemesis, none for "none".
+func (c runConfig) faultNames() []string {
+	var out []string
+	for _, f := range strings.Split(c.Nemesis, ",") {
+		if f = strings.TrimSpace(f); f != "" && f != "none" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func containsSlash(s string) bool {
@@ -234,8 +275,7 @@ func runTest(ctx context.Context, cfg runConfig, out io.Writer) (*runResult, err
 	col := newCollector(journal, cfg.Workers)
 	clock := client.NewRedisClock(env.rdb, start)
 
-	workers, err := startWorkers(ctx, cfg, start, col, lg)
-	col.resume = workers.resume
+	workers, err := startWorkers(cfg, start, col, clock, lg)
 	defer workers.kill() // on every path: resume and end them
 	if err != nil {
 		return nil, err
@@ -244,14 +284,13 @@ func runTest(ctx context.Context, cfg runConfig, out io.Writer) (*runResult, err
 	// Workers stop starting sections at the deadline; the nemesis stops then.
 	rctx, cancel := context.WithDeadline(ctx, workers.deadline)
 	defer cancel()
-	var nem *nemesis.SigStop
+	freezer := &nemesis.Freezer{}
+	defer freezer.ResumeAll()
 	nemDone := make(chan error, 1)
-	if cfg.Nemesis == "sigstop" {
-		nem = &nemesis.SigStop{
-			Targets: workers.targets(col), Pause: cfg.Pause, Interval: cfg.Interval,
-			Rand: rand.New(rand.NewSource(cfg.Seed)), Clock: clock, Record: col.record,
-		}
-		go func() { nemDone <- nem.Run(rctx) }()
+	if faults := env.faults(cfg, workers, freezer); len(faults) > 0 {
+		sched := &nemesis.Schedule{Faults: faults, Pause: cfg.Pause, Interval: cfg.Interval,
+			Rand: rand.New(rand.NewSource(cfg.Seed)), Clock: clock, Record: col.record}
+		go func() { nemDone <- sched.Run(rctx) }()
 	} else {
 		close(nemDone)
 	}
@@ -265,10 +304,8 @@ func runTest(ctx context.Context, cfg runConfig, out io.Writer) (*runResult, err
 	if err := <-nemDone; err != nil {
 		lg.printf("nemesis: %v", err)
 	}
-	if nem != nil {
-		nem.ResumeAll()
-	}
-	workers.wait(cfg.Pause+2*cfg.OpTimeout+5*time.Second, lg)
+	freezer.ResumeAll()
+	workers.wait(cfg.Pause + 2*cfg.OpTimeout + 5*time.Second)
 	col.wait()
 
 	final(bg, clock, env.counter, col, cfg.Workers)
@@ -331,12 +368,14 @@ type collector struct {
 	journal *history.Writer
 	ops     []history.Op
 	current []atomic.Int64 // per worker slot: the process it records as now
+	pending []*history.Op  // per worker slot: its open invocation, if any
 	resume  func(slot int) // sends SIGCONT to the worker in slot
 	wg      sync.WaitGroup // the workers' readers
 }
 
 func newCollector(journal io.Writer, workers int) *collector {
-	c := &collector{journal: history.NewWriter(journal), current: make([]atomic.Int64, workers)}
+	c := &collector{journal: history.NewWriter(journal), current: make([]atomic.Int64, workers),
+		pending: make([]*history.Op, workers)}
 	for i := range c.current {
 		c.current[i].Store(int64(i))
 	}
@@ -373,6 +412,15 @@ func (c *collector) read(slot int, r io.Reader, lg *runLog) {
 		}
 		o.Index = history.Unset // the reader numbers ops within this one stream
 		c.record(o)
+		if o.IsClient() {
+			c.mu.Lock()
+			if o.Type == history.Invoke {
+				c.pending[slot] = &o
+			} else {
+				c.pending[slot] = nil
+			}
+			c.mu.Unlock()
+		}
 		if v, ok := o.Value.(map[history.Keyword]any); ok && o.F == "pause" && v["kind"] == nemesis.KindStop {
 			ms, _ := history.Int(v["ms"])
 			c.resumeAfter(slot, time.Duration(ms)*time.Millisecond)
@@ -381,6 +429,20 @@ func (c *collector) read(slot int, r io.Reader, lg *runLog) {
 }
 
 func (c *collector) wait() { c.wg.Wait() }
+
+// crashed completes the open invocation of the worker in slot, killed at
+// time t, as :info: it may or may not have taken effect.
+func (c *collector) crashed(slot int, t int64) {
+	c.mu.Lock()
+	inv := c.pending[slot]
+	c.pending[slot] = nil
+	c.mu.Unlock()
+	if inv == nil {
+		return
+	}
+	c.record(history.Op{Index: history.Unset, Time: t, Type: history.Info, Process: inv.Process,
+		F: inv.F, Value: inv.Value, Error: history.Keyword("killed"), Extra: inv.Extra})
+}
 
 // resumeAfter sends SIGCONT to the worker in slot after d: the worker has
 // stopped itself (an in-section pause of kind stop) and cannot wake alone.
@@ -421,6 +483,9 @@ type env struct {
 	db      *pgxpool.Pool
 	counter *client.Counter
 	stops   []func() error
+
+	// The throwaway servers, nil for servers given by URL.
+	redis, postgres *servers.Server
 }
 
 func (e *env) close() {

@@ -23,6 +23,7 @@ func printSummary(out io.Writer, cfg runConfig, dir string, rs checker.Results) 
 			{"stale writes rejected", "stale-rejected"},
 			{"writes past the lease", "late-writes"},
 			{"pauses injected", "pauses"},
+			{"faults injected", "faults"},
 			{":info ops", "info-ops"},
 		} {
 			v := lc.Get(row.key)

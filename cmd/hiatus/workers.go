@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,117 +36,179 @@ type workerConfig struct {
 	DeadlineUnixNano      int64 // when to stop starting sections, local clock
 }
 
-// workerSet is the worker processes of a run.
+// workerSet is the worker processes of a run: one per slot at a time, and
+// more over the run when the nemesis kills workers and replaces them.
 type workerSet struct {
+	cfg      runConfig
+	start    time.Time
 	deadline time.Time
-	procs    []*exec.Cmd
-	done     []chan struct{}
+	self     string
+	col      *collector
+	clock    client.Clock
+	lg       *runLog
+
+	mu    sync.Mutex
+	slots []*workerProc // the worker in each slot now
+	all   []*workerProc // every worker started
+}
+
+type workerProc struct {
+	slot int
+	cmd  *exec.Cmd
+	done chan struct{} // closed once it has exited and its output is read
 }
 
 // startWorkers starts cfg.Workers processes of this same binary, each
 // running `hiatus worker`, and feeds their output to col.
-func startWorkers(ctx context.Context, cfg runConfig, start time.Time, col *collector, lg *runLog) (*workerSet, error) {
+func startWorkers(cfg runConfig, start time.Time, col *collector, clock client.Clock, lg *runLog) (*workerSet, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return &workerSet{}, fmt.Errorf("find own binary: %w", err)
 	}
-	ws := &workerSet{deadline: time.Now().Add(cfg.TimeLimit)}
+	ws := &workerSet{cfg: cfg, start: start, deadline: time.Now().Add(cfg.TimeLimit), self: self,
+		col: col, clock: clock, lg: lg, slots: make([]*workerProc, cfg.Workers)}
+	col.resume = ws.resume
 	for i := range cfg.Workers {
-		wc := workerConfig{
-			RedisURL: cfg.RedisURL, PostgresURL: cfg.PostgresURL, LockKey: lockKey(cfg.Name),
-			FenceKey: fenceKey(cfg.Name), CounterID: cfg.CounterID, Lease: cfg.Lease, Retry: cfg.Retry,
-			Work: cfg.Work, OpTimeout: cfg.OpTimeout, Pause: cfg.Pause, Fenced: cfg.Fenced,
-			InjectEvery: cfg.InjectEvery, PauseKind: cfg.PauseKind, Lock: cfg.Lock, Process: int64(i), Stride: int64(cfg.Workers),
-			StartUnixNano: start.UnixNano(), DeadlineUnixNano: ws.deadline.UnixNano(),
+		if err := ws.spawn(i, int64(i)); err != nil {
+			return ws, err
 		}
-		in, err := json.Marshal(wc)
-		if err != nil {
-			return ws, fmt.Errorf("worker config: %w", err)
-		}
-		cmd := exec.Command(self, "worker")
-		cmd.Stdin = bytesReader(in)
-		cmd.Stderr = lg.f
-		// A worker dies with the run, even when the run is killed.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			return ws, fmt.Errorf("worker %d: %w", i, err)
-		}
-		if err := cmd.Start(); err != nil {
-			return ws, fmt.Errorf("start worker %d: %w", i, err)
-		}
-		done := make(chan struct{})
-		ws.procs = append(ws.procs, cmd)
-		ws.done = append(ws.done, done)
-		col.wg.Add(1)
-		go func() {
-			col.read(i, stdout, lg)
-			if err := cmd.Wait(); err != nil {
-				lg.logf("worker %d (pid %d): %v", i, cmd.Process.Pid, err)
-			}
-			close(done)
-		}()
 	}
 	return ws, nil
 }
 
-func bytesReader(b []byte) io.Reader {
-	r, w := io.Pipe()
-	go func() { w.Write(b); w.Close() }()
-	return r
+// spawn starts a worker in slot recording as process.
+func (ws *workerSet) spawn(slot int, process int64) error {
+	cfg := ws.cfg
+	wc := workerConfig{
+		RedisURL: cfg.RedisURL, PostgresURL: cfg.PostgresURL, LockKey: lockKey(cfg.Name),
+		FenceKey: fenceKey(cfg.Name), CounterID: cfg.CounterID, Lease: cfg.Lease, Retry: cfg.Retry,
+		Work: cfg.Work, OpTimeout: cfg.OpTimeout, Pause: cfg.Pause, Fenced: cfg.Fenced,
+		InjectEvery: cfg.InjectEvery, PauseKind: cfg.PauseKind, Lock: cfg.Lock,
+		Process: process, Stride: int64(cfg.Workers),
+		StartUnixNano: ws.start.UnixNano(), DeadlineUnixNano: ws.deadline.UnixNano(),
+	}
+	in, err := json.Marshal(wc)
+	if err != nil {
+		return fmt.Errorf("worker config: %w", err)
+	}
+	cmd := exec.Command(ws.self, "worker")
+	cmd.Stdin = bytes.NewReader(in)
+	cmd.Stderr = ws.lg.f
+	// A worker dies with the run, even when the run is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("worker %d: %w", slot, err)
+	}
+	ws.col.current[slot].Store(process)
+	ws.col.wg.Add(1)
+	if err := cmd.Start(); err != nil {
+		ws.col.wg.Done()
+		return fmt.Errorf("start worker %d: %w", slot, err)
+	}
+	p := &workerProc{slot: slot, cmd: cmd, done: make(chan struct{})}
+	ws.mu.Lock()
+	ws.slots[slot] = p
+	ws.all = append(ws.all, p)
+	ws.mu.Unlock()
+	go func() {
+		ws.col.read(slot, stdout, ws.lg)
+		if err := cmd.Wait(); err != nil {
+			ws.lg.logf("worker %d (pid %d): %v", slot, cmd.Process.Pid, err)
+		}
+		close(p.done)
+	}()
+	return nil
 }
 
-// targets are the workers as the nemesis sees them.
-func (ws *workerSet) targets(col *collector) []nemesis.Target {
+// Targets implements nemesis.Workers.
+func (ws *workerSet) Targets() []nemesis.Target {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
 	var ts []nemesis.Target
-	for i, cmd := range ws.procs {
-		ts = append(ts, nemesis.Target{Worker: i, PID: cmd.Process.Pid,
-			Process: func() history.Process { return history.Process(col.current[i].Load()) }})
+	for _, p := range ws.slots {
+		if p == nil || exited(p) {
+			continue
+		}
+		ts = append(ts, nemesis.Target{Worker: p.slot, PID: p.cmd.Process.Pid,
+			Process: history.Process(ws.col.current[p.slot].Load())})
 	}
 	return ts
 }
 
+func exited(p *workerProc) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Kill implements nemesis.Workers: SIGKILL the worker in slot, wait until
+// its output is read, and complete its open operation as :info.
+func (ws *workerSet) Kill(slot int) error {
+	ws.mu.Lock()
+	p := ws.slots[slot]
+	ws.mu.Unlock()
+	if p == nil || exited(p) {
+		return nemesis.ErrNoTarget
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process dies as well, but resume it all the same
+	if err := p.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("kill worker %d: %w", slot, err)
+	}
+	<-p.done
+	ws.col.crashed(slot, ws.clock.Now(context.Background()))
+	return nil
+}
+
+// Replace implements nemesis.Workers: a new worker in slot, under a new
+// process number, unless the run's time is up.
+func (ws *workerSet) Replace(_ context.Context, slot int) error {
+	if time.Now().After(ws.deadline) {
+		return nil
+	}
+	return ws.spawn(slot, ws.col.current[slot].Load()+int64(ws.cfg.Workers))
+}
+
 // wait waits up to grace for the workers to finish their last sections, then
 // ends those still running.
-func (ws *workerSet) wait(grace time.Duration, lg *runLog) {
+func (ws *workerSet) wait(grace time.Duration) {
 	t := time.NewTimer(grace)
 	defer t.Stop()
-	for i, d := range ws.done {
+	ws.mu.Lock()
+	all := append([]*workerProc(nil), ws.all...)
+	ws.mu.Unlock()
+	for _, p := range all {
 		select {
-		case <-d:
+		case <-p.done:
 		case <-t.C:
-			lg.printf("workers still running %v after the time limit: ending them", grace)
+			ws.lg.printf("workers still running %v after the time limit: ending them", grace)
 			ws.kill()
 			return
-		default:
-			select {
-			case <-d:
-			case <-t.C:
-				lg.printf("worker %d still running %v after the time limit: ending the workers", i, grace)
-				ws.kill()
-				return
-			}
 		}
 	}
 }
 
 // resume sends SIGCONT to the worker in slot, if it still runs.
 func (ws *workerSet) resume(slot int) {
-	select {
-	case <-ws.done[slot]:
-	default:
-		_ = ws.procs[slot].Process.Signal(syscall.SIGCONT)
+	ws.mu.Lock()
+	p := ws.slots[slot]
+	ws.mu.Unlock()
+	if p != nil && !exited(p) {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	}
 }
 
 // signal resumes every worker still running and sends it sig.
 func (ws *workerSet) signal(sig syscall.Signal) {
-	for i, cmd := range ws.procs {
-		select {
-		case <-ws.done[i]:
-		default:
-			_ = cmd.Process.Signal(syscall.SIGCONT)
-			_ = cmd.Process.Signal(sig)
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, p := range ws.all {
+		if !exited(p) {
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			_ = p.cmd.Process.Signal(sig)
 		}
 	}
 }
@@ -153,19 +216,13 @@ func (ws *workerSet) signal(sig syscall.Signal) {
 // kill resumes and ends every worker still running, and waits for them. A
 // stopped process is sent SIGCONT first, so that none is ever left stopped.
 func (ws *workerSet) kill() {
-	var wg sync.WaitGroup
-	for i, cmd := range ws.procs {
-		select {
-		case <-ws.done[i]:
-			continue
-		default:
-		}
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		wg.Add(1)
-		go func() { defer wg.Done(); <-ws.done[i] }()
+	ws.signal(syscall.SIGKILL)
+	ws.mu.Lock()
+	all := append([]*workerProc(nil), ws.all...)
+	ws.mu.Unlock()
+	for _, p := range all {
+		<-p.done
 	}
-	wg.Wait()
 }
 
 func workerCommand() *cli.Command {
@@ -192,7 +249,7 @@ func runWorker(ctx context.Context, wc workerConfig, out io.Writer) error {
 	defer stop()
 	ctx, cancel := context.WithDeadline(ctx, time.Unix(0, wc.DeadlineUnixNano))
 	defer cancel()
-	rdb, err := redisClient(wc.RedisURL, 1)
+	rdb, err := redisClient(wc.RedisURL, 1, wc.OpTimeout)
 	if err != nil {
 		return err
 	}

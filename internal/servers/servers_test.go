@@ -10,50 +10,102 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestThrowaway starts both servers, uses them, stops them, and checks that
-// nothing is left: no process, no directory.
+// TestThrowaway starts both servers, crashes and restarts each in place,
+// stops them, and checks what survives each step: Redis keeps nothing over a
+// crash, PostgreSQL keeps its data; after Stop no process and no directory
+// is left.
 func TestThrowaway(t *testing.T) {
 	ctx := context.Background()
 	r, err := StartRedis(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer r.Stop()
 	p, err := StartPostgres(ctx)
 	if err != nil {
-		r.Stop()
 		t.Fatal(err)
 	}
+	defer p.Stop()
+
 	opt, err := redis.ParseURL(r.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(opt)
+	defer rdb.Close()
 	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
-		t.Errorf("redis: %v", err)
+		t.Fatalf("redis: %v", err)
 	}
-	rdb.Close()
 	c, err := pgx.Connect(ctx, p.URL)
 	if err != nil {
 		t.Fatalf("postgres: %v", err)
 	}
-	var n int
-	if err := c.QueryRow(ctx, "SELECT 41 + 1").Scan(&n); err != nil || n != 42 {
-		t.Errorf("postgres: got %d, %v", n, err)
+	if _, err := c.Exec(ctx, "CREATE TABLE t (v int); INSERT INTO t VALUES (42)"); err != nil {
+		t.Fatalf("postgres: %v", err)
 	}
 	c.Close(ctx)
 
 	for _, s := range []*Server{r, p} {
-		dir := s.dir
+		old := s.ProcessID()
+		if err := s.Crash(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Restart(ctx); err != nil {
+			t.Fatalf("restart %s: %v", s.name, err)
+		}
+		if s.ProcessID() == old {
+			t.Errorf("%s: same pid %d after a restart", s.name, old)
+		}
+	}
+	if err := rdb.Get(ctx, "k").Err(); err != redis.Nil {
+		t.Errorf("redis after a crash: GET k = %v, want redis.Nil (nothing kept)", err)
+	}
+	c, err = pgx.Connect(ctx, p.URL)
+	if err != nil {
+		t.Fatalf("postgres after a crash: %v", err)
+	}
+	var v int
+	if err := c.QueryRow(ctx, "SELECT v FROM t").Scan(&v); err != nil || v != 42 {
+		t.Errorf("postgres after a crash: got %d, %v; want 42", v, err)
+	}
+	c.Close(ctx)
+
+	for _, s := range []*Server{r, p} {
+		dir, pid := s.dir, s.ProcessID()
 		if err := s.Stop(); err != nil {
 			t.Errorf("stop: %v", err)
 		}
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("%s left behind after Stop (%v)", dir, err)
 		}
-		if _, err := os.Stat("/proc/" + itoa(s.PID)); err == nil {
-			t.Errorf("pid %d still running after Stop", s.PID)
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			t.Errorf("pid %d still running after Stop", pid)
 		}
 	}
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }
+// TestRemoveOrphans: a server directory whose owner is gone is removed, one
+// whose owner lives is kept.
+func TestRemoveOrphans(t *testing.T) {
+	mine, err := tempDir("hiatus-test-", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(mine)
+	orphan, err := os.MkdirTemp("", "hiatus-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(orphan)
+	// PID 0x3fffffff is above pid_max: no such process.
+	if err := os.WriteFile(orphan+"/"+ownerFile, []byte("1073741823"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	RemoveOrphans()
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Errorf("orphan %s kept", orphan)
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Errorf("live %s removed: %v", mine, err)
+	}
+}

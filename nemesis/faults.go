@@ -1,0 +1,143 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"math/rand"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// A Target is a worker process the nemesis may act on.
+type Target struct {
+	Worker  int // the worker's slot, from 0
+	PID     int
+	Process history.Process // the process number it records ops under now
+}
+
+// ErrNoTarget is returned by a fault that finds nothing to act on.
+var ErrNoTarget = errors.New("nemesis: no target")
+
+func pick(targets []Target, r *rand.Rand) (Target, error) {
+	if len(targets) == 0 {
+		return Target{}, ErrNoTarget
+	}
+	return targets[r.Intn(len(targets))], nil
+}
+
+func (t Target) value() map[history.Keyword]any {
+	return map[history.Keyword]any{"worker": t.Worker, "pid": t.PID, "process": int64(t.Process)}
+}
+
+// SigStop freezes a whole worker process: SIGSTOP at Begin, SIGCONT at End.
+// A stopped process runs nothing — not its lock renewal, not its timers —
+// as in a long GC pause or a frozen container.
+type SigStop struct {
+	Targets func() []Target
+	Freezer *Freezer
+	pid     int
+}
+
+// Kind implements Fault.
+func (*SigStop) Kind() history.Keyword { return KindSigStop }
+
+// Begin implements Fault.
+func (n *SigStop) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
+	t, err := pick(n.Targets(), r)
+	if err != nil {
+		return nil, err
+	}
+	n.pid = t.PID
+	return t.value(), n.Freezer.Stop(t.PID)
+}
+
+// End implements Fault.
+func (n *SigStop) End(context.Context) error { return n.Freezer.Cont(n.pid) }
+
+// PauseServer freezes a server process and its children (a PostgreSQL
+// postmaster's backends): clients' requests wait until it is resumed, or
+// until their own timeouts.
+type PauseServer struct {
+	Which   history.Keyword // KindPauseRedis or KindPausePostgres
+	PID     func() int      // the server's PID now (it changes across restarts)
+	Freezer *Freezer
+	pids    []int
+}
+
+// Kind implements Fault.
+func (n *PauseServer) Kind() history.Keyword { return n.Which }
+
+// Begin implements Fault.
+func (n *PauseServer) Begin(context.Context, *rand.Rand) (map[history.Keyword]any, error) {
+	pid := n.PID()
+	if pid <= 0 {
+		return nil, ErrNoTarget
+	}
+	n.pids = withChildren(pid)
+	return map[history.Keyword]any{"pid": pid, "pids": len(n.pids)}, n.Freezer.Stop(n.pids...)
+}
+
+// End implements Fault.
+func (n *PauseServer) End(context.Context) error { return n.Freezer.Cont(n.pids...) }
+
+// A Restartable is a server the nemesis may kill and start again.
+type Restartable interface {
+	// Crash ends the server abruptly: SIGKILL, or an immediate shutdown.
+	Crash() error
+	// Restart starts it again where it was and waits until it answers.
+	Restart(ctx context.Context) error
+	// ProcessID is the server's PID now.
+	ProcessID() int
+}
+
+// KillServer crashes a server at Begin and restarts it at End.
+type KillServer struct {
+	Which  history.Keyword // KindKillRedis or KindKillPostgres
+	Server Restartable
+}
+
+// Kind implements Fault.
+func (n *KillServer) Kind() history.Keyword { return n.Which }
+
+// Begin implements Fault.
+func (n *KillServer) Begin(context.Context, *rand.Rand) (map[history.Keyword]any, error) {
+	v := map[history.Keyword]any{"pid": n.Server.ProcessID()}
+	return v, n.Server.Crash()
+}
+
+// End implements Fault.
+func (n *KillServer) End(ctx context.Context) error { return n.Server.Restart(ctx) }
+
+// Workers are what KillWorker acts on: the run's worker processes.
+type Workers interface {
+	Targets() []Target
+	// Kill ends the worker in slot with SIGKILL and records its open
+	// operation, if any, as :info.
+	Kill(slot int) error
+	// Replace starts a new worker in slot, under a new process number.
+	Replace(ctx context.Context, slot int) error
+}
+
+// KillWorker kills a worker in the middle of whatever it does and, at End,
+// starts a replacement: a client that crashes and a new one that takes its
+// place.
+type KillWorker struct {
+	Workers Workers
+	slot    int
+}
+
+// Kind implements Fault.
+func (*KillWorker) Kind() history.Keyword { return KindKillWorker }
+
+// Begin implements Fault.
+func (n *KillWorker) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
+	t, err := pick(n.Workers.Targets(), r)
+	if err != nil {
+		return nil, err
+	}
+	n.slot = t.Worker
+	return t.value(), n.Workers.Kill(t.Worker)
+}
+
+// End implements Fault.
+func (n *KillWorker) End(ctx context.Context) error { return n.Workers.Replace(ctx, n.slot) }

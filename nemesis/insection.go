@@ -1,0 +1,57 @@
+package nemesis
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// InSection pauses a worker inside its critical section, after the read and
+// before the write, in each of its Every-th sections. With Kind KindSleep
+// only the worker's goroutine blocks (a blocking call) while the rest of its
+// process — a lock-renewal goroutine, say — runs on. With KindStop the worker
+// stops its whole process with SIGSTOP, as a stop-the-world GC pause or a
+// frozen container would, and its parent resumes it after the pause: the
+// parent learns of it from the :pause event, which is recorded first.
+type InSection struct {
+	Every  int
+	Pause  time.Duration
+	Kind   history.Keyword // KindSleep (the default) or KindStop
+	Clock  Clock
+	Record Recorder
+}
+
+// Maybe pauses if section n of the worker recording as process p is due.
+// The pause is recorded as :pause and :resume events; a sleep is cut short
+// when ctx ends.
+func (n *InSection) Maybe(ctx context.Context, p history.Process, section int) {
+	if n.Every <= 0 || section%n.Every != 0 {
+		return
+	}
+	kind := n.Kind
+	if kind == "" {
+		kind = KindSleep
+	}
+	v := map[history.Keyword]any{"kind": kind, "process": int64(p), "ms": n.Pause.Milliseconds()}
+	record(ctx, n.Clock, n.Record, "pause", v)
+	if kind == KindStop {
+		stopSelf()
+	} else {
+		sleep(ctx, n.Pause)
+	}
+	record(ctx, n.Clock, n.Record, "resume", v)
+}
+
+// stopSelf stops the calling process with SIGSTOP until its parent resumes
+// it (if the parent is gone, the kernel's parent-death signal ends it). The
+// signal is aimed at the calling thread: sent to the process, it may be
+// taken by another thread while this one goes on for a while.
+func stopSelf() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
+}
