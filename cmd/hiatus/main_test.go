@@ -10,6 +10,10 @@ import (
 	"github.com/hiatus-dev/hiatus/internal/servers"
 )
 
+// asMainEnv makes the test binary run as hiatus itself, so that tests can
+// start a real `hiatus run` process and signal it.
+const asMainEnv = "HIATUS_TEST_AS_MAIN"
+
 // Servers shared by the tests of this package that do not test the
 // throwaway default itself.
 var testRedisURL, testPostgresURL string
@@ -19,7 +23,7 @@ var testRedisURL, testPostgresURL string
 // so when called that way it is a worker, not a test run. Otherwise it
 // starts the servers the tests share.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "worker" {
+	if os.Getenv(asMainEnv) == "1" || (len(os.Args) > 1 && os.Args[1] == "worker") {
 		os.Exit(exitCode(newApp(os.Stdout, os.Stderr).Run(os.Args), os.Stderr))
 	}
 	ctx := context.Background()

@@ -110,9 +110,28 @@ func runCommand() *cli.Command {
 			if err := cfg.validate(); err != nil {
 				return usageError(err)
 			}
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			res, err := runTest(ctx, cfg, c.App.Writer)
+			// The first SIGINT or SIGTERM ends the run: workers finish their
+			// sections, the history and results are written. A second one
+			// ends it at once: no waiting for workers. Either way no process
+			// is left stopped and the servers are removed.
+			ctx, interrupt := context.WithCancel(c.Context)
+			defer interrupt()
+			hard, hardStop := context.WithCancel(context.Background())
+			defer hardStop()
+			sigs := make(chan os.Signal, 2)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			go func() {
+				for _, stop := range []context.CancelFunc{interrupt, hardStop} {
+					select {
+					case <-sigs:
+						stop()
+					case <-hard.Done():
+						return
+					}
+				}
+			}()
+			res, err := runTestUntil(ctx, hard, cfg, c.App.Writer)
 			if err != nil {
 				return err
 			}
@@ -240,6 +259,12 @@ type runResult struct {
 // history. It always resumes and ends every process it started, and removes
 // the throwaway servers, whatever ends it.
 func runTest(ctx context.Context, cfg runConfig, out io.Writer) (*runResult, error) {
+	return runTestUntil(ctx, context.Background(), cfg, out)
+}
+
+// runTestUntil is runTest that stops waiting for the workers to finish their
+// sections once hard ends.
+func runTestUntil(ctx, hard context.Context, cfg runConfig, out io.Writer) (*runResult, error) {
 	// The servers outlive an interrupt of the run: the history is finished
 	// (final read, results) after it.
 	bg := context.WithoutCancel(ctx)
@@ -305,7 +330,7 @@ func runTest(ctx context.Context, cfg runConfig, out io.Writer) (*runResult, err
 		lg.printf("nemesis: %v", err)
 	}
 	freezer.ResumeAll()
-	workers.wait(cfg.Pause + 2*cfg.OpTimeout + 5*time.Second)
+	workers.wait(hard, cfg.Pause+2*cfg.OpTimeout+5*time.Second)
 	col.wait()
 
 	final(bg, clock, env.counter, col, cfg.Workers)

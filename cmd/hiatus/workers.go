@@ -172,9 +172,9 @@ func (ws *workerSet) Replace(_ context.Context, slot int) error {
 	return ws.spawn(slot, ws.col.current[slot].Load()+int64(ws.cfg.Workers))
 }
 
-// wait waits up to grace for the workers to finish their last sections, then
-// ends those still running.
-func (ws *workerSet) wait(grace time.Duration) {
+// wait waits up to grace, or until hard ends, for the workers to finish
+// their last sections, then ends those still running.
+func (ws *workerSet) wait(hard context.Context, grace time.Duration) {
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	ws.mu.Lock()
@@ -185,6 +185,10 @@ func (ws *workerSet) wait(grace time.Duration) {
 		case <-p.done:
 		case <-t.C:
 			ws.lg.printf("workers still running %v after the time limit: ending them", grace)
+			ws.kill()
+			return
+		case <-hard.Done():
+			ws.lg.printf("interrupted again: ending the workers now")
 			ws.kill()
 			return
 		}

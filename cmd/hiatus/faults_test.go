@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// TestNemeses runs each fault against throwaway servers of the run's own
+// (the kills restart them) and checks its effect in the history.
+func TestNemeses(t *testing.T) {
+	for _, tc := range []struct {
+		nemesis string
+		check   func(t *testing.T, ops []history.Op)
+	}{
+		{"pause-redis", func(t *testing.T, ops []history.Op) {
+			// Requests wait for the paused server past --op-timeout.
+			if n := count(ops, func(o history.Op) bool { return o.IsClient() && (o.Type == history.Info || o.Type == history.Fail) }); n == 0 {
+				t.Errorf("no client op failed or timed out while Redis was paused")
+			}
+		}},
+		{"pause-postgres", func(t *testing.T, ops []history.Op) {
+			if n := count(ops, func(o history.Op) bool {
+				return o.IsClient() && (o.F == "read" || o.F == "write") && o.Type != history.Ok && o.Type != history.Invoke
+			}); n == 0 {
+				t.Errorf("no read or write failed or timed out while Postgres was paused")
+			}
+		}},
+		{"kill-redis", func(t *testing.T, ops []history.Op) {
+			if n := count(ops, func(o history.Op) bool { return o.IsClient() && o.Type == history.Ok && o.F == "write" && o.Time > restartTime(ops) }); n == 0 {
+				t.Errorf("no write succeeded after Redis was restarted")
+			}
+		}},
+		{"kill-postgres", func(t *testing.T, ops []history.Op) {
+			if n := count(ops, func(o history.Op) bool { return o.IsClient() && o.Type == history.Ok && o.F == "write" && o.Time > restartTime(ops) }); n == 0 {
+				t.Errorf("no write succeeded after Postgres was restarted")
+			}
+		}},
+		{"kill-worker", func(t *testing.T, ops []history.Op) {
+			// The replacement records under a process number past the first workers'.
+			if n := count(ops, func(o history.Op) bool { return o.IsClient() && o.Process >= 3 && o.F == "write" }); n == 0 {
+				t.Errorf("no replacement worker wrote")
+			}
+		}},
+	} {
+		t.Run(tc.nemesis, func(t *testing.T) {
+			t.Parallel()
+			code, dir, res := runIn(t, "--nemesis", tc.nemesis, "--time-limit", "2500ms", "--interval", "400ms",
+				"--pause", "400ms", "--op-timeout", "200ms", "--lease", "300ms", "--work", "5ms", "--seed", "3")
+			if code > exitUnknown {
+				t.Fatalf("exit %d, want a verdict", code)
+			}
+			ops, err := history.ReadFile(filepath.Join(dir, store.History))
+			if err != nil {
+				t.Fatal(err)
+			}
+			begins := count(ops, func(o history.Op) bool { return !o.IsClient() && (o.F == "pause" || o.F == "kill") })
+			ends := count(ops, func(o history.Op) bool { return !o.IsClient() && (o.F == "resume" || o.F == "restart") })
+			if begins == 0 || begins != ends {
+				t.Errorf("%d faults begun and %d ended, want as many and more than 0", begins, ends)
+			}
+			if figure(t, res, "faults") != int64(begins) {
+				t.Errorf("results count %d faults, the history %d", figure(t, res, "faults"), begins)
+			}
+			tc.check(t, ops)
+		})
+	}
+}
+
+func count(ops []history.Op, f func(history.Op) bool) int {
+	n := 0
+	for _, o := range ops {
+		if f(o) {
+			n++
+		}
+	}
+	return n
+}
+
+// restartTime is the time of the first restart event, or the end.
+func restartTime(ops []history.Op) int64 {
+	for _, o := range ops {
+		if o.F == "restart" {
+			return o.Time
+		}
+	}
+	return 1 << 62
+}
+
+// startRun starts `hiatus run` as a real process (this test binary, run as
+// hiatus) and returns it with the store it writes to.
+func startRun(t *testing.T, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	root := t.TempDir()
+	cmd := exec.Command(os.Args[0], append([]string{"run", "--store", root}, args...)...)
+	cmd.Env = append(os.Environ(), asMainEnv+"=1")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	return cmd, root
+}
+
+// waitJournal waits until the run's journal holds a line containing s and
+// returns the run directory.
+func waitJournal(t *testing.T, root, s string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		dir, err := filepath.EvalSymlinks(filepath.Join(root, "latest"))
+		if err == nil {
+			if f, err := os.Open(filepath.Join(dir, store.Journal)); err == nil {
+				sc := bufio.NewScanner(f)
+				for sc.Scan() {
+					if strings.Contains(sc.Text(), s) {
+						f.Close()
+						return dir
+					}
+				}
+				f.Close()
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the journal never showed %q", s)
+	return ""
+}
+
+// journalPIDs returns the worker PIDs the nemesis named in the journal.
+func journalPIDs(t *testing.T, dir string) []int {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, store.Journal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ops, _ := history.ReadAll(f, "journal") // it may end mid-line: the ops before count
+	var pids []int
+	for _, o := range ops {
+		if v, ok := o.Value.(map[history.Keyword]any); ok {
+			if pid, ok := history.Int(v["pid"]); ok {
+				pids = append(pids, int(pid))
+			}
+		}
+	}
+	return pids
+}
+
+// gone waits until none of pids runs, and fails for any stopped or alive
+// after a few seconds.
+func gone(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range pids {
+		for procState(pid) != "" && procState(pid) != "Z" && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if st := procState(pid); st != "" && st != "Z" {
+			t.Errorf("worker pid %d still there, state %s", pid, st)
+		}
+	}
+}
+
+// TestInterrupt: SIGINT while a worker is stopped by the nemesis. The run
+// resumes it, stops the workers, writes the history and results, and exits
+// with 130; no worker is left, stopped or not.
+func TestInterrupt(t *testing.T) {
+	t.Parallel()
+	cmd, root := startRun(t, "--nemesis", "sigstop", "--pause", "5s", "--interval", "300ms", "--time-limit", "30s")
+	dir := waitJournal(t, root, ":f :pause")
+	pids := journalPIDs(t, dir)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
+		t.Errorf("exit %v, want %d", err, exitInterrupted)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v to end after SIGINT", d)
+	}
+	gone(t, pids)
+	if _, err := os.Stat(filepath.Join(dir, store.Results)); err != nil {
+		t.Errorf("no results after an interrupt: %v", err)
+	}
+	ops, err := history.ReadFile(filepath.Join(dir, store.History))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if count(ops, func(o history.Op) bool { return o.F == "resume" }) == 0 {
+		t.Errorf("the stopped worker's resume is not in the history")
+	}
+}
+
+// TestKill9: SIGKILL of `hiatus run` itself. The workers die with it (none
+// left stopped), and the journal it leaves is checkable: never valid, since
+// the run has no final read.
+func TestKill9(t *testing.T) {
+	t.Parallel()
+	cmd, root := startRun(t, "--nemesis", "sigstop", "--pause", "2s", "--interval", "200ms", "--time-limit", "30s")
+	dir := waitJournal(t, root, ":f :pause")
+	time.Sleep(300 * time.Millisecond)
+	pids := journalPIDs(t, dir)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = cmd.Process.Wait()
+	gone(t, pids)
+
+	code, out, errOut := hiatus(t, "check", dir)
+	if code != exitUnknown && code != exitInvalid {
+		t.Errorf("check of a killed run: exit %d, want %d or %d\n%s%s", code, exitUnknown, exitInvalid, out, errOut)
+	}
+}
