@@ -35,12 +35,16 @@ func TestNemeses(t *testing.T) {
 			}
 		}},
 		{"kill-redis", func(t *testing.T, ops []history.Op) {
-			if n := count(ops, func(o history.Op) bool { return o.IsClient() && o.Type == history.Ok && o.F == "write" && o.Time > restartTime(ops) }); n == 0 {
+			if n := count(ops, func(o history.Op) bool {
+				return o.IsClient() && o.Type == history.Ok && o.F == "write" && o.Time > restartTime(ops)
+			}); n == 0 {
 				t.Errorf("no write succeeded after Redis was restarted")
 			}
 		}},
 		{"kill-postgres", func(t *testing.T, ops []history.Op) {
-			if n := count(ops, func(o history.Op) bool { return o.IsClient() && o.Type == history.Ok && o.F == "write" && o.Time > restartTime(ops) }); n == 0 {
+			if n := count(ops, func(o history.Op) bool {
+				return o.IsClient() && o.Type == history.Ok && o.F == "write" && o.Time > restartTime(ops)
+			}); n == 0 {
 				t.Errorf("no write succeeded after Postgres was restarted")
 			}
 		}},
