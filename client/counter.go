@@ -14,14 +14,24 @@ import (
 var ErrStale = errors.New("counter: stale fence, write rejected")
 
 // A Counter is the resource the lock protects: one row of the table
-// counter(id, value, fence) in Postgres.
+// counter(id, value, fence) in Postgres. Every write that takes effect also
+// leaves a row in counter_audit, in the same statement, naming who wrote it:
+// after the run, an :info write is looked up there to learn whether it
+// happened.
 type Counter struct {
 	DB     *pgxpool.Pool
 	ID     int64
 	Fenced bool // write with the fence check: UPDATE … WHERE fence < $n
 }
 
-// Setup creates the counter table when missing and sets row ID to (0, 0).
+// A WriteID names one write in the audit table: the process that sent it
+// and its section number.
+type WriteID struct {
+	Process, Section int64
+}
+
+// Setup creates the tables when missing, sets row ID to (0, 0) and clears
+// its audit rows.
 func (c *Counter) Setup(ctx context.Context) error {
 	// CREATE TABLE IF NOT EXISTS is not safe against itself in another
 	// session; an advisory lock serialises runs that share a server.
@@ -29,17 +39,33 @@ func (c *Counter) Setup(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7467486912)`); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS counter (
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS counter (
 			id    bigint PRIMARY KEY,
 			value bigint NOT NULL,
-			fence bigint NOT NULL)`)
+			fence bigint NOT NULL)`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS counter_audit (
+			counter_id bigint NOT NULL,
+			process    bigint NOT NULL,
+			section    bigint NOT NULL,
+			value      bigint NOT NULL,
+			fence      bigint NOT NULL,
+			PRIMARY KEY (counter_id, process, section))`)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("create table counter: %w", err)
+		return fmt.Errorf("create tables counter, counter_audit: %w", err)
 	}
-	if _, err := c.DB.Exec(ctx, `INSERT INTO counter (id, value, fence) VALUES ($1, 0, 0)
-		ON CONFLICT (id) DO UPDATE SET value = 0, fence = 0`, c.ID); err != nil {
+	err = pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO counter (id, value, fence) VALUES ($1, 0, 0)
+			ON CONFLICT (id) DO UPDATE SET value = 0, fence = 0`, c.ID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM counter_audit WHERE counter_id = $1`, c.ID)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("reset counter %d: %w", c.ID, err)
 	}
 	return nil
@@ -54,19 +80,18 @@ func (c *Counter) Read(ctx context.Context) (value, fence int64, err error) {
 	return value, fence, nil
 }
 
-// Write sets the counter to value. Fenced, it succeeds only when fence is
-// larger than every fence accepted before, and returns ErrStale otherwise.
-func (c *Counter) Write(ctx context.Context, value, fence int64) error {
-	var (
-		tag interface{ RowsAffected() int64 }
-		err error
-	)
+// Write sets the counter to value, and records id in the audit table in the
+// same statement. Fenced, it succeeds only when fence is larger than every
+// fence accepted before, and returns ErrStale otherwise.
+func (c *Counter) Write(ctx context.Context, value, fence int64, id WriteID) error {
+	where := `id = $2`
 	if c.Fenced {
-		tag, err = c.DB.Exec(ctx, `UPDATE counter SET value = $1, fence = $2 WHERE id = $3 AND fence < $2`,
-			value, fence, c.ID)
-	} else {
-		tag, err = c.DB.Exec(ctx, `UPDATE counter SET value = $1 WHERE id = $2`, value, c.ID)
+		where = `id = $2 AND fence < $3`
 	}
+	tag, err := c.DB.Exec(ctx, `WITH w AS (
+		UPDATE counter SET value = $1, fence = GREATEST(fence, $3) WHERE `+where+` RETURNING id)
+		INSERT INTO counter_audit (counter_id, process, section, value, fence)
+		SELECT id, $4, $5, $1, $3 FROM w`, value, c.ID, fence, id.Process, id.Section)
 	if err != nil {
 		return fmt.Errorf("write counter %d: %w", c.ID, err)
 	}
@@ -77,4 +102,26 @@ func (c *Counter) Write(ctx context.Context, value, fence int64) error {
 		return fmt.Errorf("write counter %d: %w", c.ID, pgx.ErrNoRows)
 	}
 	return nil
+}
+
+// Audited returns the writes the audit table holds for the counter: the
+// ones that took effect.
+func (c *Counter) Audited(ctx context.Context) (map[WriteID]bool, error) {
+	rows, err := c.DB.Query(ctx, `SELECT process, section FROM counter_audit WHERE counter_id = $1`, c.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read counter_audit: %w", err)
+	}
+	defer rows.Close()
+	out := map[WriteID]bool{}
+	for rows.Next() {
+		var id WriteID
+		if err := rows.Scan(&id.Process, &id.Section); err != nil {
+			return nil, fmt.Errorf("read counter_audit: %w", err)
+		}
+		out[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read counter_audit: %w", err)
+	}
+	return out, nil
 }

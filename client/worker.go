@@ -15,12 +15,38 @@ const (
 	keyToken   history.Keyword = "token"
 	keyFence   history.Keyword = "fence"
 	keyLeaseMS history.Keyword = "lease-ms"
+	keySection history.Keyword = "section"
 
 	errTimeout    history.Keyword = "timeout"
 	errStaleFence history.Keyword = "stale-fence"
 	errExpired    history.Keyword = "expired"
 	errStolen     history.Keyword = "stolen"
 )
+
+// Resolve turns the :info writes of ops into what the audit table says
+// happened: :ok when the write is there, :fail when it is not. Each resolved
+// op keeps its :error and gains :resolved :audit. Call it only when no write
+// can still be in flight: every worker has ended and its server sessions
+// with it.
+func Resolve(ops []history.Op, audited map[WriteID]bool) (resolved int) {
+	for i, o := range ops {
+		if !o.IsClient() || o.F != "write" || o.Type != history.Info {
+			continue
+		}
+		s, ok := history.Int(o.Get(keySection))
+		if !ok {
+			continue
+		}
+		o = o.With("resolved", history.Keyword("audit"))
+		o.Type = history.Fail
+		if audited[WriteID{Process: int64(o.Process), Section: s}] {
+			o.Type = history.Ok
+		}
+		ops[i] = o
+		resolved++
+	}
+	return resolved
+}
 
 // A Section tells a Hook which critical section it is called in.
 type Section struct {
@@ -124,13 +150,16 @@ func (w *Worker) step(ctx context.Context, g Grant) {
 		w.Hook(ctx, Section{Process: w.Process, N: w.sections, Grant: g})
 	}
 
-	var extra map[history.Keyword]any
+	// :section names the write in the audit table, where an :info write is
+	// looked up after the run.
+	id := WriteID{Process: int64(w.Process), Section: int64(w.sections)}
+	extra := map[history.Keyword]any{keySection: id.Section}
 	if w.Counter.Fenced {
-		extra = map[history.Keyword]any{keyFence: g.Fence}
+		extra[keyFence] = g.Fence
 	}
 	w.invoke(ctx, "write", v+1, extra)
 	wctx, cancel := w.opContext(ctx)
-	err = w.Counter.Write(wctx, v+1, g.Fence)
+	err = w.Counter.Write(wctx, v+1, g.Fence, id)
 	cancel()
 	switch {
 	case err == nil:

@@ -205,3 +205,47 @@ func TestMutualExclusion(t *testing.T) {
 		t.Errorf("%d sections overlap under a working lock", n)
 	}
 }
+
+// TestResolve: :info writes become :ok when the audit table has them and
+// :fail when it does not; nothing else changes.
+func TestResolve(t *testing.T) {
+	sec := map[history.Keyword]any{"section": int64(4)}
+	ops := []history.Op{
+		{Type: history.Info, Process: 1, F: "write", Value: int64(7), Extra: sec},
+		{Type: history.Info, Process: 2, F: "write", Value: int64(7), Extra: sec},
+		{Type: history.Info, Process: 3, F: "read"},
+		{Type: history.Ok, Process: 1, F: "write", Value: int64(8), Extra: sec},
+		{Type: history.Info, Process: 4, F: "write", Value: int64(9)}, // no :section: left alone
+	}
+	n := client.Resolve(ops, map[client.WriteID]bool{{Process: 1, Section: 4}: true})
+	want := []history.Type{history.Ok, history.Fail, history.Info, history.Ok, history.Info}
+	for i, o := range ops {
+		if o.Type != want[i] {
+			t.Errorf("op %d: %v, want %v", i, o.Type, want[i])
+		}
+	}
+	if n != 2 || ops[0].Get("resolved") != history.Keyword("audit") {
+		t.Errorf("resolved %d ops, op 0 %v; want 2 and :resolved :audit", n, ops[0])
+	}
+}
+
+// TestAudit: a write that takes effect leaves its audit row, a fenced write
+// that is rejected leaves none.
+func TestAudit(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	c := &client.Counter{DB: r.db, ID: r.id, Fenced: true}
+	if err := c.Write(ctx, 1, 5, client.WriteID{Process: 0, Section: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, 1, 4, client.WriteID{Process: 1, Section: 1}); err != client.ErrStale {
+		t.Fatalf("stale write: %v, want ErrStale", err)
+	}
+	got, err := c.Audited(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got[client.WriteID{Process: 0, Section: 1}] || got[client.WriteID{Process: 1, Section: 1}] || len(got) != 1 {
+		t.Errorf("audit rows %v, want only {0 1}", got)
+	}
+}

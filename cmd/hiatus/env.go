@@ -52,7 +52,7 @@ func startEnv(ctx context.Context, cfg *runConfig, out io.Writer) (_ *env, err e
 	if err := e.rdb.Ping(pctx).Err(); err != nil {
 		return nil, usageErrorf("cannot reach Redis at %s: %v", redact(cfg.RedisURL), err)
 	}
-	e.db, err = postgresPool(pctx, cfg.PostgresURL, 4)
+	e.db, err = postgresPool(pctx, cfg.PostgresURL, 4, "hiatus-run")
 	if err != nil {
 		return nil, usageError(err)
 	}
@@ -97,6 +97,55 @@ func (e *env) faults(cfg runConfig, ws *workerSet, fz *nemesis.Freezer) []nemesi
 	return fs
 }
 
+// workerApp is the application_name of the workers' sessions.
+func workerApp(counterID int64) string { return fmt.Sprintf("hiatus-worker-%d", counterID) }
+
+// resolveInfo settles the :info writes of ops from the audit table, once
+// no worker session is left that could still commit one: the sessions of
+// workers that died are given 5 s to end, then terminated.
+func (e *env) resolveInfo(ctx context.Context, cfg runConfig, ops []history.Op, lg *runLog) {
+	if !hasInfoWrite(ops) {
+		return
+	}
+	app := workerApp(cfg.CounterID)
+	const count = `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var n int
+		if err := e.db.QueryRow(ctx, count, app).Scan(&n); err != nil {
+			lg.printf("cannot resolve :info writes: %v", err)
+			return
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			lg.logf("terminating %d worker sessions still open", n)
+			if _, err := e.db.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
+				lg.printf("cannot resolve :info writes: %v", err)
+				return
+			}
+			deadline = time.Now().Add(5 * time.Second)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	audited, err := e.counter.Audited(ctx)
+	if err != nil {
+		lg.printf("cannot resolve :info writes: %v", err)
+		return
+	}
+	lg.logf("resolved %d :info writes from counter_audit", client.Resolve(ops, audited))
+}
+
+func hasInfoWrite(ops []history.Op) bool {
+	for _, o := range ops {
+		if o.IsClient() && o.F == "write" && o.Type == history.Info {
+			return true
+		}
+	}
+	return false
+}
+
 func lockKey(name string) string  { return "hiatus:lock:" + name }
 func fenceKey(name string) string { return "hiatus:fence:" + name }
 
@@ -116,12 +165,15 @@ func redisClient(rawURL string, pool int, timeout time.Duration) (*redis.Client,
 	return redis.NewClient(opt), nil
 }
 
-func postgresPool(ctx context.Context, rawURL string, conns int32) (*pgxpool.Pool, error) {
+// postgresPool connects to PostgreSQL; app names the sessions
+// (application_name) so that the run can tell when its workers' are gone.
+func postgresPool(ctx context.Context, rawURL string, conns int32, app string) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("--postgres-url %s: %v", redact(rawURL), redactErr(err))
 	}
 	pc.MaxConns = conns
+	pc.ConnConfig.RuntimeParams["application_name"] = app
 	db, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("PostgreSQL at %s: %v", redact(rawURL), err)

@@ -33,6 +33,13 @@ func TestNemeses(t *testing.T) {
 			}); n == 0 {
 				t.Errorf("no read or write failed or timed out while Postgres was paused")
 			}
+			// Writes that timed out are settled from the audit table.
+			if n := count(ops, func(o history.Op) bool { return o.F == "write" && o.Type == history.Info }); n > 0 {
+				t.Errorf("%d :info writes left unresolved", n)
+			}
+			if n := count(ops, func(o history.Op) bool { return o.Get("resolved") != nil }); n == 0 {
+				t.Logf("no write needed resolving this time")
+			}
 		}},
 		{"kill-redis", func(t *testing.T, ops []history.Op) {
 			if n := count(ops, func(o history.Op) bool {

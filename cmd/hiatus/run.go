@@ -335,6 +335,7 @@ func runTestUntil(ctx, hard context.Context, cfg runConfig, out io.Writer) (*run
 
 	final(bg, clock, env.counter, col, cfg.Workers)
 	ops := col.sorted()
+	env.resolveInfo(bg, cfg, ops, lg)
 	if err := writeHistory(run, ops); err != nil {
 		return nil, err
 	}

@@ -258,7 +258,7 @@ func runWorker(ctx context.Context, wc workerConfig, out io.Writer) error {
 		return err
 	}
 	defer rdb.Close()
-	db, err := postgresPool(context.WithoutCancel(ctx), wc.PostgresURL, 2)
+	db, err := postgresPool(context.WithoutCancel(ctx), wc.PostgresURL, 2, workerApp(wc.CounterID))
 	if err != nil {
 		return err
 	}
