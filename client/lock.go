@@ -78,11 +78,10 @@ func (l *SetNX) Acquire(ctx context.Context) (Grant, error) {
 		if ctx.Err() != nil {
 			return Grant{}, ErrGaveUp
 		}
-		ok, err := l.Redis.SetNX(ctx, l.Key, g.Token, l.Lease).Result()
+		// An attempt under way is not cut short when ctx ends: that would
+		// make its outcome unknown. The client's own timeouts bound it.
+		ok, err := l.Redis.SetNX(context.WithoutCancel(ctx), l.Key, g.Token, l.Lease).Result()
 		if err != nil {
-			if ctx.Err() != nil && !sentErr(err) {
-				return Grant{}, ErrGaveUp
-			}
 			return Grant{}, fmt.Errorf("SET %s NX PX: %w", l.Key, err)
 		}
 		if ok {
@@ -97,7 +96,7 @@ func (l *SetNX) Acquire(ctx context.Context) (Grant, error) {
 		}
 	}
 	if l.Fenced {
-		f, err := l.Redis.Incr(ctx, l.FenceKey).Result()
+		f, err := l.Redis.Incr(context.WithoutCancel(ctx), l.FenceKey).Result()
 		if err != nil {
 			return g, fmt.Errorf("INCR %s: %w", l.FenceKey, err)
 		}

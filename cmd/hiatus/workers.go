@@ -258,7 +258,9 @@ func runWorker(ctx context.Context, wc workerConfig, out io.Writer) error {
 		return err
 	}
 	defer rdb.Close()
-	db, err := postgresPool(context.WithoutCancel(ctx), wc.PostgresURL, 2, workerApp(wc.CounterID))
+	// One session a worker: its steps are sequential, and 64 workers must
+	// fit in a server's default 100 connections.
+	db, err := postgresPool(context.WithoutCancel(ctx), wc.PostgresURL, 1, workerApp(wc.CounterID))
 	if err != nil {
 		return err
 	}

@@ -90,7 +90,7 @@ func StartPostgres(ctx context.Context) (*Server, error) {
 	s, err = launch(ctx, s, func(port int) {
 		s.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 		s.args = []string{"-D", data, "-p", strconv.Itoa(port), "-c", "listen_addresses=127.0.0.1",
-			"-c", "unix_socket_directories=" + dir, "-c", "fsync=off", "-c", "full_page_writes=off"}
+			"-c", "unix_socket_directories=" + dir, "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=300"}
 	})
 	if err != nil {
 		os.RemoveAll(dir)
