@@ -1,24 +1,11 @@
-# The two commands of the README: `make run` and `make test`. Each does its
-# own set-up on a fresh Debian machine (scripts/setup).
-export PATH := $(PATH):/usr/local/go/bin
+# Shorthands for the scripts the README names.
+.PHONY: run test bench
 
-.PHONY: setup build run test bench vet
+run:
+	scripts/run $(ARGS)
 
-setup:
-	@scripts/setup
+test:
+	scripts/test
 
-build: setup
-	go build -o bin/hiatus ./cmd/hiatus
-
-# The default experiment, on throwaway servers: SIGSTOP 0.8 s pauses of a
-# 500 ms lease lock, 3 workers, 10 s. Pass more flags with ARGS="…".
-run: build
-	bin/hiatus run $(ARGS)
-
-test: setup
-	gofmt -l . | (! grep .) || (echo "gofmt would change the files above" >&2; exit 1)
-	go vet ./...
-	go test -count=1 ./...
-
-bench: setup
-	go test -run '^$$' -bench . -benchmem ./...
+bench:
+	PATH="$$PATH:/usr/local/go/bin" go test -run '^$$' -bench . -benchmem ./...
