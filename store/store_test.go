@@ -1,0 +1,71 @@
+package store
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestCreateAndResolve(t *testing.T) {
+	root := t.TempDir()
+	t0 := time.Date(2026, 11, 30, 17, 13, 0, 0, time.UTC)
+	first, err := Create(root, "lock-counter", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := Create(root, "lock-counter", t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := filepath.Base(first.Dir), "20261130T171300.000Z"; got != want {
+		t.Errorf("run directory %s, want %s", got, want)
+	}
+	for _, link := range []string{filepath.Join(root, "latest"), filepath.Join(root, "lock-counter", "latest")} {
+		target, err := filepath.EvalSymlinks(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := filepath.EvalSymlinks(second.Dir); target != want {
+			t.Errorf("%s -> %s, want the newest run %s", link, target, want)
+		}
+	}
+
+	if _, _, err := Resolve(root, ""); err == nil {
+		t.Errorf("Resolve of a run without history or journal: no error")
+	}
+	if err := second.WriteFile(Journal, []byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, path, err := Resolve(root, ""); err != nil || filepath.Base(path) != Journal {
+		t.Errorf("Resolve with only a journal: %s, %v; want the journal", path, err)
+	}
+	if err := second.WriteFile(History, []byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	run, path, err := Resolve(root, "")
+	if err != nil || filepath.Base(path) != History || run.Dir == "" {
+		t.Errorf("Resolve: %v %s, %v; want the run and its history", run, path, err)
+	}
+	if run, path, err := Resolve(root, path); err != nil || run.Dir != "" || path == "" {
+		t.Errorf("Resolve of a file: %v %s, %v; want the file alone", run, path, err)
+	}
+	if _, _, err := Resolve(root, filepath.Join(root, "nope")); err == nil {
+		t.Errorf("Resolve of a missing path: no error")
+	}
+	// WriteFile leaves no temporary files behind.
+	entries, _ := os.ReadDir(second.Dir)
+	for _, e := range entries {
+		if e.Name()[0] == '.' {
+			t.Errorf("temporary file %s left in the run", e.Name())
+		}
+	}
+}
+
+func TestCreateBadName(t *testing.T) {
+	for _, name := range []string{"", "latest", "a/b", `a\b`} {
+		if _, err := Create(t.TempDir(), name, time.Now()); err == nil {
+			t.Errorf("Create(%q): no error", name)
+		}
+	}
+}
