@@ -8,6 +8,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/urfave/cli/v2 v2.27.7
 	olympos.io/encoding/edn v0.0.0-20201019073823-d3554ca0b0a3
+	pgregory.net/rapid v1.3.0
 )
 
 require (

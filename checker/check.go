@@ -30,6 +30,31 @@ type Options struct {
 	// Truncated says the ops are what came before the history was cut
 	// short: they are checked, but a valid verdict becomes :unknown.
 	Truncated bool
+	// Analyzer decides lock-counter linearizability: AnalyzerCounterWalk
+	// (the default, "") or AnalyzerPorcupine, the reference it is tested
+	// against, which searches and so is bounded by Timeout. Other models
+	// have porcupine only.
+	Analyzer string
+}
+
+// The analyzers of the :linear check.
+const (
+	AnalyzerCounterWalk = "counter-walk" // lock-counter only: counterWalk, O(n log n)
+	AnalyzerPorcupine   = "porcupine"    // porcupine's search
+)
+
+// checkAnalyzer checks that the analyzer can check the model.
+func checkAnalyzer(model, analyzer string) error {
+	switch {
+	case analyzer == "":
+	case analyzer == AnalyzerCounterWalk && model != ModelLockCounter:
+		return fmt.Errorf("the %s analyzer checks only the %s model, not %s", analyzer, ModelLockCounter, model)
+	case analyzer == AnalyzerPorcupine && model == ModelCounter:
+		return fmt.Errorf("the %s model is checked by bounds, not by the %s analyzer", model, analyzer)
+	case analyzer != AnalyzerCounterWalk && analyzer != AnalyzerPorcupine:
+		return fmt.Errorf("unknown analyzer %q (want %s or %s)", analyzer, AnalyzerCounterWalk, AnalyzerPorcupine)
+	}
+	return nil
 }
 
 // ErrUnknownModel is returned for a Model that is not one of Models(), and
@@ -38,10 +63,15 @@ var ErrUnknownModel = errors.New("unknown model")
 
 // Check judges ops, a history in its order, against opts.Model: for
 // lock-counter, LockCounter's checks and the linearizability of the
-// lock-protected increment; for Knossos's models, linearizability with
-// porcupine; for counter, Jepsen's bounds on every read. A bad history is
-// never an error but a verdict; the error is for bad options (an unknown or
-// undetectable model, an Initial the model cannot take).
+// lock-protected increment (by the counter walk, or porcupine); for
+// Knossos's models, linearizability with porcupine; for counter, Jepsen's
+// bounds on every read. A bad history is never an error but a verdict; the
+// error is for bad options (an unknown or undetectable model, an Initial
+// the model cannot take, an analyzer that cannot check the model).
+//
+// A lock-counter history goes through a Stream, as Stream.Check does, so
+// that a history checked whole and one checked as it is read get the same
+// results.
 func Check(ctx context.Context, ops []history.Op, opts Options) (Results, error) {
 	p, err := newPlan(ops, opts)
 	if err != nil {
@@ -60,10 +90,12 @@ type plan struct {
 	problems  []string
 	timeout   time.Duration
 	truncated bool
+	analyzer  string
+	stream    *Stream // lock-counter: the history as a Stream keeps it
 }
 
 func newPlan(ops []history.Op, opts Options) (*plan, error) {
-	p := &plan{model: opts.Model, ops: ops, timeout: opts.Timeout, truncated: opts.Truncated}
+	p := &plan{model: opts.Model, ops: ops, timeout: opts.Timeout, truncated: opts.Truncated, analyzer: opts.Analyzer}
 	if p.timeout <= 0 {
 		p.timeout = DefaultTimeout
 	}
@@ -74,15 +106,28 @@ func newPlan(ops []history.Op, opts Options) (*plan, error) {
 		}
 		p.model = m
 	}
+	if err := checkAnalyzer(p.model, p.analyzer); err != nil {
+		return nil, err
+	}
 	var err error
 	if p.initial, err = initialFor(p.model, opts.Initial); err != nil {
 		return nil, err
 	}
-	if p.model == ModelLockCounter && !sortedByTime(ops) {
-		// A journal holds ops as they arrived, not in time order; the
-		// checks need the order of the history a run writes.
-		p.ops = append([]history.Op(nil), ops...)
-		sort.SliceStable(p.ops, func(i, j int) bool { return p.ops[i].Time < p.ops[j].Time })
+	if p.model == ModelLockCounter {
+		if !sortedByTime(ops) {
+			// A journal holds ops as they arrived, not in time order; the
+			// checks need the order of the history a run writes.
+			p.ops = append([]history.Op(nil), ops...)
+			sort.SliceStable(p.ops, func(i, j int) bool { return p.ops[i].Time < p.ops[j].Time })
+		}
+		p.stream = NewStream()
+		p.stream.Grow(len(p.ops))
+		for _, o := range p.ops {
+			p.stream.Add(o)
+		}
+		if p.analyzer != AnalyzerPorcupine {
+			return p, nil
+		}
 	}
 	p.calls, p.problems = pairCalls(p.ops)
 	return p, nil
@@ -95,10 +140,15 @@ func (p *plan) run(ctx context.Context, visual bool) (Results, *linearRun) {
 	var lr *linearRun
 	switch p.model {
 	case ModelLockCounter:
-		rs.Add(LockCounter(p.ops, p.initial.(int64)))
-		var r Result
-		r, lr = p.linear(ctx, visual)
-		rs.Add(r)
+		var linear func() Result
+		if p.analyzer == AnalyzerPorcupine {
+			linear = func() (r Result) {
+				r, lr = p.linear(ctx, visual)
+				return r
+			}
+		}
+		rs = p.stream.results(p.initial.(int64), p.truncated, linear)
+		return rs, lr
 	case ModelCounter:
 		rs.Add(counterBounds(p.ops, p.calls, p.initial.(int64)))
 	default:
@@ -106,35 +156,36 @@ func (p *plan) run(ctx context.Context, visual bool) (Results, *linearRun) {
 		r, lr = p.linear(ctx, visual)
 		rs.Add(r)
 	}
-	if r, ok := p.historyResult(); ok {
+	if r, ok := historyResult(len(p.ops), p.truncated, len(p.problems), p.problems); ok {
 		rs.Add(r)
 	}
 	return rs, lr
 }
 
-// historyResult reports what makes any verdict on the history uncertain:
-// it was cut short, or it breaks the rules of a history (one open op per
-// process, completions after invocations).
-func (p *plan) historyResult() (Result, bool) {
-	if !p.truncated && len(p.problems) == 0 {
+// historyResult reports what makes any verdict on a history of n ops
+// uncertain: it was cut short, or it breaks the rules of a history (one
+// open op per process, completions after invocations) at problems ops, the
+// first of which are first.
+func historyResult(n int, truncated bool, problems int, first []string) (Result, bool) {
+	if !truncated && problems == 0 {
 		return Result{}, false
 	}
 	r := Result{Name: "history", Valid: Unknown, Fields: []Field{
-		{"ops", len(p.ops)},
-		{"truncated", p.truncated},
-		{"problems", len(p.problems)},
+		{"ops", n},
+		{"truncated", truncated},
+		{"problems", problems},
 	}}
 	var why []string
-	if p.truncated {
-		why = append(why, fmt.Sprintf("the history was cut short after %d ops: those were checked, but what a valid verdict says of part of a history it cannot say of the whole", len(p.ops)))
+	if truncated {
+		why = append(why, fmt.Sprintf("the history was cut short after %d ops: those were checked, but what a valid verdict says of part of a history it cannot say of the whole", n))
 	}
-	if len(p.problems) > 0 {
+	if problems > 0 {
 		ev := make([]any, 0, evidenceLimit)
-		for _, pr := range p.problems[:min(len(p.problems), evidenceLimit)] {
+		for _, pr := range first[:min(len(first), evidenceLimit)] {
 			ev = append(ev, pr)
 		}
 		r.Fields = append(r.Fields, Field{"first-problems", ev})
-		why = append(why, fmt.Sprintf("%d ops break the rules of a history, so checks read it leniently; first: %s", len(p.problems), p.problems[0]))
+		why = append(why, fmt.Sprintf("%d ops break the rules of a history, so checks read it leniently; first: %s", problems, first[0]))
 	}
 	r.Explanation = strings.Join(why, "; ")
 	return r, true
@@ -152,6 +203,11 @@ func Detect(ops []history.Op) (string, error) {
 			fs[o.F] = true
 		}
 	}
+	return detect(fs)
+}
+
+// detect is Detect on the set of the client ops' :f values.
+func detect(fs map[history.Keyword]bool) (string, error) {
 	only := func(allowed ...history.Keyword) bool {
 		n := 0
 		for _, f := range allowed {

@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/hiatus-dev/hiatus/history"
 )
 
-// This file holds the evidence of a violation: the words that explain it
-// and porcupine's drawing of it.
+// This file holds porcupine's drawing of a linearizability search; the
+// words that explain a violation are in explain.go.
 
 // HTMLLimit is the most operations CheckHTML draws: porcupine's
 // visualization lays out every operation in the browser, which grows slow
@@ -41,12 +40,21 @@ type Visualization struct {
 // drawn only in part: the window around the first violation, or its start
 // when there is none; the Visualization says which. The results are
 // Check's even when the drawing fails.
+//
+// A lock-counter history checked by the counter walk is drawn by porcupine
+// all the same: whole when it is small, else the window the walk points
+// to, searched again from the state the walk reached before it.
 func CheckHTML(ctx context.Context, w io.Writer, ops []history.Op, opts Options) (Results, Visualization, error) {
 	p, err := newPlan(ops, opts)
 	if err != nil {
 		return Results{}, Visualization{}, err
 	}
 	rs, lr := p.run(ctx, true)
+	if p.model == ModelLockCounter && p.analyzer != AnalyzerPorcupine && p.stream.bad == 0 {
+		if lr, err = p.walkRun(ctx); err != nil {
+			return rs, Visualization{}, err
+		}
+	}
 	if lr == nil {
 		why := "the " + p.model + " model has no linearizability search"
 		if r, ok := rs.Check("linear"); ok {
@@ -70,7 +78,11 @@ func (lr *linearRun) draw(ctx context.Context, w io.Writer, timeout time.Duratio
 	vis = Visualization{Ops: len(all), Total: len(all)}
 	model, info, drawn := lr.model, lr.info, all
 	if len(all) > HTMLLimit {
-		win, err := lr.window(ctx, timeout)
+		window := lr.window
+		if lr.walk != nil {
+			window = lr.walkWindow
+		}
+		win, err := window(ctx, timeout)
 		if err != nil {
 			return vis, err
 		}
@@ -171,6 +183,100 @@ func (lr *linearRun) window(ctx context.Context, timeout time.Duration) (window,
 	return w, nil
 }
 
+// walkRun prepares porcupine's drawing of a lock-counter history the
+// counter walk checked: a history small enough to draw whole is searched
+// whole; a larger one keeps the walk's linearization, from which
+// walkWindow picks the ops to search and draw.
+func (p *plan) walkRun(ctx context.Context) (*linearRun, error) {
+	if p.calls == nil {
+		p.calls, p.problems = pairCalls(p.ops)
+	}
+	lr, _, bad := p.problem()
+	if len(bad) > 0 {
+		return nil, nil
+	}
+	if len(lr.ops()) <= HTMLLimit {
+		res, info, err := search(ctx, lr.model, lr.parts, p.timeout)
+		if err != nil {
+			return nil, fmt.Errorf("search the history to draw: %w", err)
+		}
+		lr.result, lr.info = res, info
+		return lr, nil
+	}
+	s := p.stream
+	v, ok, order := newCounterWalk(s.calls, p.initial.(int64), s.end(), s.timed).run(true)
+	byInv := map[int]porcupine.Operation{}
+	for _, op := range lr.ops() {
+		byInv[op.Metadata.(opMeta).inv] = op
+	}
+	lin := make([]porcupine.Operation, len(order))
+	for i, c := range order {
+		lin[i] = byInv[s.calls[c].inv]
+	}
+	lr.walk = &walkView{lin: lin, ok: ok}
+	if !ok {
+		lr.walk.at = s.name(s.calls[v.op].writePos())
+	}
+	return lr, nil
+}
+
+// A walkView is what the counter walk found, for drawing.
+type walkView struct {
+	// lin is the walk's linearization, or when it found a violation the
+	// part of one it made before the violation.
+	lin []porcupine.Operation
+	ok  bool
+	at  string // the op blamed for the violation, named
+}
+
+// walkWindow is window for a history the counter walk checked: the ops
+// around the first violation, searched from the state the walk's
+// linearization before them leaves, or the start of its linearization.
+func (lr *linearRun) walkWindow(ctx context.Context, timeout time.Duration) (window, error) {
+	total := len(lr.ops())
+	key := func(op porcupine.Operation) int { return op.Metadata.(opMeta).inv }
+	var w window
+	var head, rest []porcupine.Operation
+	if lr.walk.ok {
+		rest = lr.walk.lin[:min(len(lr.walk.lin), HTMLLimit)]
+		w.note = fmt.Sprintf("the history has %d ops, more than the %d a browser draws well; drawn: the first %d of them", total, HTMLLimit, len(rest))
+	} else {
+		head = lr.walk.lin[:max(0, len(lr.walk.lin)-HTMLLimit/2)]
+		start := lr.replay(head).(int64)
+		done := map[int]bool{}
+		for _, op := range head {
+			done[key(op)] = true
+		}
+		for _, op := range lr.parts[0] {
+			// An increment of unknown outcome at or below the start can
+			// no longer take effect: it adds nothing to the window.
+			if in := op.Input.(lcOp); !done[key(op)] && !(in.maybe && in.value <= start) {
+				rest = append(rest, op)
+			}
+		}
+		sort.SliceStable(rest, func(i, j int) bool { return rest[i].Call < rest[j].Call })
+		rest = rest[:min(len(rest), HTMLLimit)]
+		w.note = fmt.Sprintf("the history has %d ops, more than the %d a browser draws well; drawn: the %d ops around the first violation (%s)",
+			total, HTMLLimit, len(rest), lr.walk.at)
+		if len(head) > 0 {
+			w.note += fmt.Sprintf(", starting from the state %d that the %d ops linearized before them leave", start, len(head))
+		}
+	}
+	start := lr.replay(head)
+	w.model = lr.model
+	w.model.Init = func() any { return start }
+	w.ops = rest
+	res, info, err := search(ctx, w.model, [][]porcupine.Operation{rest}, timeout)
+	if err != nil {
+		return w, fmt.Errorf("check the window to draw: %w", err)
+	}
+	if !lr.walk.ok && res != porcupine.Illegal {
+		w.note += "; on its own this window is linearizable: the violation needs ops outside it, so read it with the results"
+	}
+	w.info = info
+	return w, nil
+}
+
 // annotations marks, beside a lock-counter history, each section's lease,
 // each pause and each write rejected for a stale fence. With windowed, only
 // those that meet the drawn ops' time span are kept.
@@ -234,162 +340,6 @@ func (lr *linearRun) annotations(drawn []porcupine.Operation, windowed bool) []p
 				BackgroundColor: "#fff4ce",
 			})
 		}
-	}
-	return out
-}
-
-// explain says in words which op could not be linearized and why.
-func (lr *linearRun) explain(v violation, model string) string {
-	if v.part < 0 {
-		return "porcupine found the history not linearizable, but gave no operation to blame"
-	}
-	m := v.op.Metadata.(opMeta)
-	what := lr.model.DescribeOperation(v.op.Input, v.op.Output)
-	span := fmt.Sprintf("invoked at %s", opName(lr.hist, m.inv))
-	if m.done >= 0 {
-		span += fmt.Sprintf(", completed at %s", opName(lr.hist, m.done))
-	} else {
-		span += ", never completed"
-	}
-	states := make([]string, len(v.states))
-	for i, s := range v.states {
-		states[i] = fmt.Sprint(s)
-	}
-	msg := fmt.Sprintf("%s (process %v: %s; %s) cannot be linearized: the orders of the ops before it that the %s allows (the furthest linearizes %d) leave it at %s, where %s is impossible",
-		opName(lr.hist, v.completion()), m.process, what, span, model, len(v.prefix), orList(states), what)
-	if n := len(v.prefix); n > 0 {
-		last := v.prefix[n-1]
-		lm := last.Metadata.(opMeta)
-		msg += fmt.Sprintf("; the last op linearized is %s (process %v: %s)",
-			opName(lr.hist, writeOf(lm)), lm.process, lr.model.DescribeOperation(last.Input, last.Output))
-	}
-	return msg
-}
-
-func orList(xs []string) string {
-	switch len(xs) {
-	case 0:
-		return "no state"
-	case 1:
-		return xs[0]
-	}
-	return strings.Join(xs[:len(xs)-1], ", ") + " or " + xs[len(xs)-1]
-}
-
-// explainLockCounter explains a lock-counter violation in the terms of the
-// lock: the writes that collided and the pause that let them.
-func explainLockCounter(ops []history.Op, lr *linearRun, v violation) (string, []Field) {
-	if v.part < 0 {
-		return lr.explain(v, ModelLockCounter), nil
-	}
-	in := v.op.Input.(lcOp)
-	m := v.op.Metadata.(opMeta)
-	secs := Sections(ops)
-	pauses := Pauses(ops)
-	if !in.increment {
-		return fmt.Sprintf("%s (process %v) read %d, but the increments before it leave the counter at %s: %s",
-			opName(ops, v.completion()), m.process, in.value, orList(toStrings(v.states)), lr.lostHint()), nil
-	}
-	// Another increment that wrote the same value collided with this one.
-	for _, other := range lr.parts[v.part] {
-		o, om := other.Input.(lcOp), other.Metadata.(opMeta)
-		if !o.increment || o.maybe || o.value != in.value || om.inv == m.inv {
-			continue
-		}
-		first, second := other, v.op
-		if writeOf(first.Metadata.(opMeta)) > writeOf(second.Metadata.(opMeta)) {
-			first, second = second, first
-		}
-		fm, sm := first.Metadata.(opMeta), second.Metadata.(opMeta)
-		msg := fmt.Sprintf("%s and %s both wrote %d after reading %d",
-			opName(ops, writeOf(fm)), opName(ops, writeOf(sm)), in.value, in.value-1)
-		// The pause behind the collision, else the lease that ran out.
-		cause := ""
-		for _, x := range []opMeta{fm, sm} {
-			if c := sectionCause(ops, secs, pauses, x, true); c != "" {
-				cause = c
-				break
-			}
-		}
-		if cause == "" {
-			for _, x := range []opMeta{fm, sm} {
-				if c := sectionCause(ops, secs, pauses, x, false); c != "" {
-					cause = c
-					break
-				}
-			}
-		}
-		if cause != "" {
-			msg += "; " + cause
-		}
-		return msg, []Field{{"colliding", []any{opID(ops, writeOf(fm)), opID(ops, writeOf(sm))}}}
-	}
-	msg := fmt.Sprintf("%s (process %v) wrote %d, but the increments before it leave the counter at %s",
-		opName(ops, writeOf(m)), m.process, in.value, orList(toStrings(v.states)))
-	if c := sectionCause(ops, secs, pauses, m, true); c != "" {
-		msg += "; " + c
-	} else if c := sectionCause(ops, secs, pauses, m, false); c != "" {
-		msg += "; " + c
-	}
-	return msg, nil
-}
-
-// sectionCause says what let the increment m's section lose the lock: with
-// paused, the pause that stopped its process while it held the lock;
-// otherwise, a write sent after its lease had expired. "" if neither.
-func sectionCause(ops []history.Op, secs []Section, pauses []Pause, m opMeta, paused bool) string {
-	s, ok := sectionOf(secs, ops, m)
-	if !ok {
-		return ""
-	}
-	if pa, ok := pauseDuring(s, pauses); ok && paused {
-		return fmt.Sprintf("process %v (%s) was stopped by nemesis op %d (%s) for %d ms while holding a %d ms lease",
-			m.process, opName(ops, writeOf(m)), pa.Index, pa.Kind, (pa.End-pa.Start)/1e6, s.LeaseNS/1e6)
-	}
-	if !paused && s.LeaseNS > 0 && s.WriteInv > s.Start+s.LeaseNS {
-		return fmt.Sprintf("process %v sent %s %d ms after its acquire, past its %d ms lease",
-			m.process, opName(ops, writeOf(m)), (s.WriteInv-s.Start)/1e6, s.LeaseNS/1e6)
-	}
-	return ""
-}
-
-// lostHint says what a read that no order of increments explains means.
-func (lr *linearRun) lostHint() string {
-	n := 0
-	for _, p := range lr.parts {
-		for _, op := range p {
-			if in := op.Input.(lcOp); in.increment && !in.maybe {
-				n++
-			}
-		}
-	}
-	return fmt.Sprintf("%d increments were acknowledged, so some were lost or made twice", n)
-}
-
-// writeOf is the position of an increment's write: its completion, or for
-// one that never completed its invocation's read.
-func writeOf(m opMeta) int {
-	if m.done >= 0 {
-		return m.done
-	}
-	return m.inv
-}
-
-// sectionOf finds the critical section an increment was made in.
-func sectionOf(secs []Section, ops []history.Op, m opMeta) (Section, bool) {
-	t := ops[m.inv].Time
-	for _, s := range secs {
-		if s.Process == m.process && s.Start <= t && t <= s.End {
-			return s, true
-		}
-	}
-	return Section{}, false
-}
-
-func toStrings(xs []any) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = fmt.Sprint(x)
 	}
 	return out
 }

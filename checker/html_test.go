@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/gen"
 )
 
 // serialRegister returns n sequential writes of 1..n, each followed by a
@@ -28,6 +29,8 @@ func serialRegister(n, bad int) []history.Op {
 func TestCheckHTML(t *testing.T) {
 	paused := build(sec(0, 10, 901, 0, history.Ok, 0), pause(0, 20, 900),
 		sec(1, 520, 560, 0, history.Ok, 0), sec(2, 570, 600, 1, history.Ok, 0), finalRead(1000, 1))
+	_, lost := generated(t, gen.Config{Sections: 6000, Workers: 8, Lost: 1, Info: 50, Seed: 4})
+	_, valid := generated(t, gen.Config{Sections: 3000, Workers: 8, Info: 50, Seed: 5})
 	for _, tc := range []struct {
 		name   string
 		ops    []history.Op
@@ -50,6 +53,15 @@ func TestCheckHTML(t *testing.T) {
 			name: "large invalid: the window around the violation", ops: serialRegister(HTMLLimit, HTMLLimit*3/4),
 			opts: Options{Model: ModelRegister}, valid: Invalid, drawn: HTMLLimit,
 			note: "around the first violation (op 5999)",
+		},
+		{
+			name: "large lock-counter invalid: the window the counter walk points to", ops: lost,
+			valid: Invalid, drawn: HTMLLimit, note: "around the first violation",
+			output: []string{"increment → ", "lease 500 ms", "pause p"},
+		},
+		{
+			name: "large lock-counter valid: the start of the walk's linearization", ops: valid,
+			valid: Valid, drawn: HTMLLimit, note: "the first 2000",
 		},
 		{
 			name: "large valid: the start", ops: serialRegister(HTMLLimit, 0),

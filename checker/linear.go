@@ -33,6 +33,9 @@ type linearRun struct {
 	// event of the history, which is what "infinitely late" means to a
 	// search that only compares times.
 	end int64
+	// walk is the counter walk's linearization, which windows a large
+	// lock-counter history the walk checked; nil otherwise.
+	walk *walkView
 }
 
 func (lr *linearRun) ops() []porcupine.Operation {
@@ -95,7 +98,7 @@ func (p *plan) linear(ctx context.Context, visual bool) (r Result, lr *linearRun
 			Field{"states", v.states},
 		)
 		if p.model == ModelLockCounter {
-			expl, fields := explainLockCounter(p.ops, lr, v)
+			expl, fields := p.stream.explainLockCounter(lr, v)
 			r.Explanation = expl
 			r.Fields = append(r.Fields, fields...)
 		} else {

@@ -52,7 +52,7 @@ func TestLinearLockCounter(t *testing.T) {
 			name:    "final read below the increments",
 			ops:     build(sec(0, 10, 40, 0, history.Ok, 0), sec(1, 50, 80, 1, history.Ok, 0), finalRead(200, 1)),
 			valid:   Invalid,
-			explain: []string{"read 1, but the increments before it leave the counter at 2"},
+			explain: []string{"op 17 (process 100) read 1, but op 13 (process 1) had written 2 before it began"},
 		},
 		{
 			name:  "no final read",

@@ -160,37 +160,52 @@ func Pauses(ops []history.Op) []Pause {
 // writer's lease had expired, fencing order, and the pause behind each stale
 // write. The verdict is invalid when updates were lost, unknown when the
 // history has no final read.
-func LockCounter(ops []history.Op, initial int64) (r Result) {
+func LockCounter(ops []history.Op, initial int64) Result {
+	var c lcCounts
+	for _, o := range ops {
+		c.add(o)
+	}
+	return lockCounterResult(Sections(ops), Pauses(ops), c, initial)
+}
+
+// lcCounts are the figures LockCounter counts op by op.
+type lcCounts struct {
+	writes, infoWrites, rejected, infoOps, faults int
+	final                                         int64
+	haveFinal                                     bool
+}
+
+// add counts o.
+func (c *lcCounts) add(o history.Op) {
+	if !o.IsClient() {
+		if o.Process == history.Nemesis && (o.F == FPause || o.F == "kill") {
+			c.faults++
+		}
+		return
+	}
+	if o.Type == history.Info {
+		c.infoOps++
+	}
+	switch {
+	case o.F == FWrite && o.Type == history.Ok:
+		c.writes++
+	case o.F == FWrite && o.Type == history.Info:
+		c.infoWrites++
+	case o.F == FWrite && o.Type == history.Fail && o.Error == ErrStaleFence:
+		c.rejected++
+	case o.F == FRead && o.Type == history.Ok && o.Get(KeyFinal) == true:
+		c.final, c.haveFinal = history.Int(o.Value)
+	}
+}
+
+// lockCounterResult is LockCounter's result from the sections, pauses and
+// counts of a history.
+func lockCounterResult(secs []Section, pauses []Pause, c lcCounts, initial int64) (r Result) {
 	const name = "lock-counter"
 	defer recovered(name, &r)
 	r.Name = name
 
-	secs := Sections(ops)
-	pauses := Pauses(ops)
-	var writes, infoWrites, rejected, infoOps, faults int
-	final, haveFinal := int64(0), false
-	for _, o := range ops {
-		if !o.IsClient() {
-			if o.Process == history.Nemesis && (o.F == FPause || o.F == "kill") {
-				faults++
-			}
-			continue
-		}
-		if o.Type == history.Info {
-			infoOps++
-		}
-		switch {
-		case o.F == FWrite && o.Type == history.Ok:
-			writes++
-		case o.F == FWrite && o.Type == history.Info:
-			infoWrites++
-		case o.F == FWrite && o.Type == history.Fail && o.Error == ErrStaleFence:
-			rejected++
-		case o.F == FRead && o.Type == history.Ok && o.Get(KeyFinal) == true:
-			final, haveFinal = history.Int(o.Value)
-		}
-	}
-
+	writes, infoWrites := c.writes, c.infoWrites
 	overlapping, pairs := overlaps(secs, Section.wrote)
 	lockOverlapping, _ := overlaps(secs, func(Section) bool { return true })
 	late := 0
@@ -206,18 +221,18 @@ func LockCounter(ops []history.Op, initial int64) (r Result) {
 		{"writes", writes},
 		{"info-writes", infoWrites},
 	}
-	if haveFinal {
-		r.Fields = append(r.Fields, Field{"final", final})
+	if c.haveFinal {
+		r.Fields = append(r.Fields, Field{"final", c.final})
 	} else {
 		r.Fields = append(r.Fields, Field{"final", nil})
 	}
 	lost := int64(0)
 	switch {
-	case !haveFinal:
+	case !c.haveFinal:
 		r.Valid = Unknown
 		r.Explanation = "the history has no final read of the counter, so lost updates cannot be counted"
 	default:
-		delta := final - initial
+		delta := c.final - initial
 		lost = max(0, int64(writes)-delta)
 		switch {
 		case lost > 0:
@@ -242,11 +257,11 @@ func LockCounter(ops []history.Op, initial int64) (r Result) {
 		Field{"lost", lost},
 		Field{"overlapping-sections", overlapping},
 		Field{"lock-overlapping-sections", lockOverlapping},
-		Field{"stale-rejected", rejected},
+		Field{"stale-rejected", c.rejected},
 		Field{"late-writes", late},
 		Field{"pauses", len(pauses)},
-		Field{"faults", faults},
-		Field{"info-ops", infoOps},
+		Field{"faults", c.faults},
+		Field{"info-ops", c.infoOps},
 		Field{"stale-writes", staleEvidence(stale, pauses)},
 		Field{"overlaps", pairs},
 		Field{"fence-violations", fenceViolations},
@@ -258,7 +273,7 @@ func LockCounter(ops []history.Op, initial int64) (r Result) {
 // strictly intersects another's, and lists the first pairs as [index index]
 // of their acquires.
 func overlaps(secs []Section, keep func(Section) bool) (int, []any) {
-	var ss []Section
+	ss := make([]Section, 0, len(secs))
 	for _, s := range secs {
 		if keep(s) {
 			ss = append(ss, s)
@@ -307,7 +322,7 @@ type staleWrite struct {
 
 // staleWrites returns the stale writes among secs, in the order they were sent.
 func staleWrites(secs []Section) []staleWrite {
-	var ok []Section
+	ok := make([]Section, 0, len(secs))
 	for _, s := range secs {
 		if s.WriteType == history.Ok {
 			ok = append(ok, s)

@@ -43,6 +43,7 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "model", Usage: "model to check against (default: detected from the ops)"},
 			&cli.StringFlag{Name: "initial", Usage: "initial state as an EDN literal, e.g. 0 or {:x 0 :y 0} (default: the model's: 0 for counters, nil for registers)"},
 			&cli.DurationFlag{Name: "timeout", Value: checker.DefaultTimeout, Usage: "bound on each linearizability search; one that runs out is :unknown"},
+			&cli.StringFlag{Name: "analyzer", Usage: "lock-counter linearizability by `NAME`: " + checker.AnalyzerCounterWalk + " (default) or " + checker.AnalyzerPorcupine + ", the reference, which searches"},
 			&cli.StringFlag{Name: "html", Usage: "write porcupine's visualization of the linearizability search to `FILE`"},
 			&cli.StringFlag{Name: "out", Usage: "write results.edn to `FILE` instead of into the run directory"},
 			&cli.StringFlag{Name: "store", Value: "store", Usage: "directory where runs are kept"},
@@ -56,7 +57,7 @@ func checkCommand() *cli.Command {
 			return runCheck(ctx, checkArgs{
 				path: c.Args().First(), model: c.String("model"), initial: c.String("initial"),
 				timeout: c.Duration("timeout"), html: c.String("html"), out: c.String("out"),
-				store: c.String("store"), initialSet: c.IsSet("initial"),
+				store: c.String("store"), initialSet: c.IsSet("initial"), analyzer: c.String("analyzer"),
 			}, c.App.Writer, c.App.ErrWriter)
 		},
 	}
@@ -64,16 +65,16 @@ func checkCommand() *cli.Command {
 
 // checkArgs are the check command's arguments.
 type checkArgs struct {
-	path, model, initial, html, out, store string
-	initialSet                             bool
-	timeout                                time.Duration
+	path, model, initial, html, out, store, analyzer string
+	initialSet                                       bool
+	timeout                                          time.Duration
 }
 
 func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error {
 	if a.timeout <= 0 {
 		return usageErrorf("--timeout must be positive, not %v", a.timeout)
 	}
-	opts := checker.Options{Model: a.model, Timeout: a.timeout}
+	opts := checker.Options{Model: a.model, Timeout: a.timeout, Analyzer: a.analyzer}
 	if a.initialSet {
 		v, err := parseEDN(a.initial)
 		if err != nil {
@@ -92,37 +93,46 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stderr, "hiatus: %s has no %s (the run did not finish); checking its journal\n", run.Dir, store.History)
 	}
 
-	// A malformed history is a *history.SyntaxError, which says
-	// file:line:col; a truncated one is checked as far as it goes.
-	ops, err := history.ReadFile(path)
-	switch {
-	case errors.Is(err, history.ErrTruncated):
-		opts.Truncated = true
-		fmt.Fprintf(stderr, "hiatus: %v: the history is truncated; checking the %d ops before it\n", err, len(ops))
-	case err != nil:
-		return usageError(err)
+	// A lock-counter history is checked as it is read, keeping only what
+	// the checks need of it; any other, or one that needs all its ops
+	// (porcupine, a drawing), is read whole.
+	var h *checkedHistory
+	err = checker.ErrWholeHistory
+	if a.html == "" {
+		h, err = streamHistory(ctx, path, opts)
 	}
-
-	detected := ""
-	if opts.Model == "" {
-		if opts.Model, err = checker.Detect(ops); err != nil {
-			return usageErrorf("%s: %v", path, err)
-		}
-		detected = " (detected from :f)"
+	if errors.Is(err, checker.ErrWholeHistory) {
+		h, err = readHistory(path, opts)
 	}
-	initial, err := checker.InitialState(opts.Model, opts.Initial)
 	if err != nil {
-		return usageErrorf("--initial: %v", err)
+		return err
 	}
-	fmt.Fprintf(stdout, "checking %s\n  model %s%s, %d ops", path, opts.Model, detected, len(ops))
+	opts.Model, opts.Truncated = h.model, h.truncated != nil
+	if h.truncated != nil {
+		fmt.Fprintf(stderr, "hiatus: %v: the history is truncated; checking the %d ops before it\n", h.truncated, h.n)
+	}
+	fmt.Fprintf(stdout, "checking %s\n  model %s%s, %d ops", path, h.model, h.detected, h.n)
 	if opts.Model != checker.ModelMutex {
-		fmt.Fprintf(stdout, ", initial %s", history.AppendValue(nil, initial))
+		fmt.Fprintf(stdout, ", initial %s", history.AppendValue(nil, h.initial))
 	}
 	fmt.Fprintln(stdout)
 
-	rs, drawn, err := check(ctx, a.html, ops, opts, stderr)
-	if err != nil {
-		return err
+	var rs checker.Results
+	var drawn *checker.Visualization
+	if h.stream != nil {
+		rs, err = h.stream.Check(opts)
+		if errors.Is(err, checker.ErrWholeHistory) {
+			// Ops out of time order, as in a journal: Check sorts them.
+			h.ops, _ = history.ReadFile(path) // its errors are known already
+			h.stream = nil
+		} else if err != nil {
+			return usageError(err)
+		}
+	}
+	if h.stream == nil {
+		if rs, drawn, err = check(ctx, a.html, h.ops, opts, stderr); err != nil {
+			return err
+		}
 	}
 	printResults(stdout, rs)
 	if drawn != nil {
@@ -146,6 +156,162 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "results: %s\n", run.Path(store.Results))
 	}
 	return verdictExit(rs.Valid.ExitCode())
+}
+
+// A checkedHistory is what check read of a history: its ops, or a Stream
+// of them.
+type checkedHistory struct {
+	path      string
+	ops       []history.Op    // nil when read into stream
+	stream    *checker.Stream // nil when read whole
+	n         int             // ops read
+	truncated error           // where the history was cut short; nil if it was not
+	model     string
+	detected  string // " (detected from :f)" when the model was
+	initial   any
+}
+
+// streamHistory reads the history in the file at path into a Stream. It
+// returns an error wrapping checker.ErrWholeHistory when the history must
+// be read whole instead, as readHistory does: when it is not lock-counter,
+// the options need all its ops, or it is not a regular file (a pipe), which
+// could not be read again.
+func streamHistory(ctx context.Context, path string, opts checker.Options) (*checkedHistory, error) {
+	if opts.Analyzer == checker.AnalyzerPorcupine || opts.Model != "" && opts.Model != checker.ModelLockCounter {
+		return nil, checker.ErrWholeHistory
+	}
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		// A pipe cannot be read again should the history turn out to
+		// need reading whole (nor opened to look: that would take its
+		// writer's only turn).
+		return nil, checker.ErrWholeHistory
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usageErrorf("read history: %v", err)
+	}
+	defer f.Close()
+	h := &checkedHistory{path: path, stream: checker.NewStream()}
+	// hiatus writes about 100 bytes an op; a little more room than needed
+	// is cheaper than growing.
+	h.stream.Grow(int(fi.Size() / 80))
+	err = readOps(ctx, history.NewReader(f, path), h.stream.Add)
+	switch {
+	case errors.Is(err, history.ErrTruncated):
+		h.truncated = err
+	case ctx.Err() != nil:
+		return nil, &exitError{code: exitInterrupted, err: fmt.Errorf("check interrupted while reading %s", path)}
+	case err != nil:
+		return nil, usageError(err)
+	}
+	h.n = h.stream.Ops()
+	if err := h.resolve(opts, h.stream.Model); err != nil {
+		return nil, err
+	}
+	if h.model != checker.ModelLockCounter {
+		return nil, fmt.Errorf("%w: the %s model", checker.ErrWholeHistory, h.model)
+	}
+	return h, nil
+}
+
+// readOps hands the ops of r to add, in history order, and returns the
+// error that ended the history: nil at its clean end, ctx's error when ctx
+// ends first. The reader parses on a goroutine of its own while add runs on
+// the caller's, a batch of ops behind, so that two cores share the work of
+// a large history.
+func readOps(ctx context.Context, r *history.Reader, add func(history.Op)) error {
+	const batches, size = 4, 4096
+	full := make(chan []history.Op, batches)
+	empty := make(chan []history.Op, batches)
+	for range batches {
+		empty <- make([]history.Op, 0, size)
+	}
+	var rerr error
+	go func() {
+		defer close(full)
+		send := func(b []history.Op) bool {
+			select {
+			case full <- b:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for {
+			var b []history.Op
+			select {
+			case b = <-empty:
+			case <-ctx.Done():
+				return
+			}
+			for b = b[:0]; len(b) < size; {
+				o, err := r.Next()
+				if err != nil {
+					if err != io.EOF {
+						rerr = err
+					}
+					send(b)
+					return
+				}
+				b = append(b, o)
+			}
+			if !send(b) {
+				return
+			}
+		}
+	}()
+	for b := range full {
+		if err := ctx.Err(); err != nil {
+			return err // the reader stops at its next batch
+		}
+		for _, o := range b {
+			add(o)
+		}
+		clear(b) // the ops' maps are garbage once added
+		empty <- b
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return rerr // read after full is closed, which follows the last write
+}
+
+// readHistory reads every op of the history at path.
+func readHistory(path string, opts checker.Options) (*checkedHistory, error) {
+	// A malformed history is a *history.SyntaxError, which says
+	// file:line:col; a truncated one is checked as far as it goes.
+	ops, err := history.ReadFile(path)
+	h := &checkedHistory{path: path, ops: ops, n: len(ops)}
+	switch {
+	case errors.Is(err, history.ErrTruncated):
+		h.truncated = err
+	case err != nil:
+		return nil, usageError(err)
+	}
+	if err := h.resolve(opts, func() (string, error) { return checker.Detect(ops) }); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// resolve settles the model, detecting it when opts names none, and its
+// initial state.
+func (h *checkedHistory) resolve(opts checker.Options, detect func() (string, error)) error {
+	h.model = opts.Model
+	if h.model == "" {
+		m, err := detect()
+		if err != nil {
+			return usageErrorf("%s: %v", h.path, err)
+		}
+		h.model, h.detected = m, " (detected from :f)"
+	}
+	initial, err := checker.InitialState(h.model, opts.Initial)
+	if err != nil {
+		return usageErrorf("--initial: %v", err)
+	}
+	h.initial = initial
+	return nil
 }
 
 // check runs the checks, drawing them to the file html when one is named;

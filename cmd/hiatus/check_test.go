@@ -1,13 +1,21 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/gen"
 	"github.com/hiatus-dev/hiatus/store"
 )
 
@@ -210,5 +218,138 @@ func TestCheckCommandRunDir(t *testing.T) {
 		if string(got) != want {
 			t.Errorf("%v: results.edn differs from the run's:\n%s\nthe run's:\n%s", args, got, want)
 		}
+	}
+}
+
+// TestCheckStreamed checks that a lock-counter history checked as it is
+// read — hiatus check's way — gets exactly the results the run's own
+// check (all ops in memory) gives: whole or cut short, valid or not, in
+// time order or not (a journal, which is read whole and sorted).
+func TestCheckStreamed(t *testing.T) {
+	generated := func(cfg gen.Config) []byte {
+		var buf bytes.Buffer
+		if _, err := gen.Write(&buf, cfg); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	valid := generated(gen.Config{Sections: 300, Workers: 8, Seed: 1})
+	lost := generated(gen.Config{Sections: 300, Workers: 8, Lost: 2, Info: 5, Seed: 2})
+	lines := bytes.SplitAfter(lost, []byte("\n"))
+	swapped := slices.Clone(lines)
+	swapped[100], swapped[101] = swapped[101], swapped[100]
+	for _, tc := range []struct {
+		name    string
+		history []byte
+		args    []string
+		code    int
+	}{
+		{"valid", valid, nil, exitValid},
+		{"lost and info", lost, nil, exitInvalid},
+		{"model named", lost, []string{"--model", "lock-counter"}, exitInvalid},
+		{"initial", valid, []string{"--initial", "5"}, exitInvalid},
+		{"truncated", valid[:len(valid)/2], nil, exitUnknown},
+		{"out of time order", bytes.Join(swapped, nil), nil, exitInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFile(t, "history.edn", string(tc.history))
+			ops, err := history.ReadFile(path)
+			opts := checker.Options{Model: checker.ModelLockCounter, Truncated: errors.Is(err, history.ErrTruncated)}
+			if err != nil && !opts.Truncated {
+				t.Fatal(err)
+			}
+			if len(tc.args) == 2 && tc.args[0] == "--initial" {
+				opts.Initial = int64(5)
+			}
+			want, err := checker.Check(context.Background(), ops, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "results.edn")
+			args := append(append([]string{"check", "--out", out}, tc.args...), path)
+			code, stdout, stderr := hiatus(t, args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\n%s\n%s", code, tc.code, stdout, stderr)
+			}
+			got, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want.AppendEDN(nil)) {
+				t.Errorf("streamed results differ from Check's:\n%s\nCheck's:\n%s", got, want.AppendEDN(nil))
+			}
+			if !strings.Contains(stdout, fmt.Sprintf("%d ops", len(ops))) {
+				t.Errorf("stdout does not count %d ops:\n%s", len(ops), stdout)
+			}
+		})
+	}
+}
+
+// TestCheckAnalyzer checks --analyzer: porcupine, the reference, agrees with
+// the counter walk on a history of every kind of op.
+func TestCheckAnalyzer(t *testing.T) {
+	var buf bytes.Buffer
+	if _, err := gen.Write(&buf, gen.Config{Sections: 200, Workers: 6, Lost: 1, Info: 4, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, "history.edn", buf.String())
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{[]string{"--analyzer", "counter-walk"}, exitInvalid, "analyzer :counter-walk", ""},
+		{[]string{"--analyzer", "porcupine"}, exitInvalid, "analyzer :porcupine", ""},
+		{[]string{"--analyzer", "guess"}, exitUsage, "", `unknown analyzer "guess"`},
+		{[]string{"--analyzer", "counter-walk", "--model", "register"}, exitUsage, "", "checks only the lock-counter model"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := hiatus(t, append(append([]string{"check"}, tc.args...), path)...)
+			if code != tc.code || !strings.Contains(stdout, tc.stdout) || !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("exit %d, want %d; stdout %q, stderr %q", code, tc.code, stdout, stderr)
+			}
+		})
+	}
+}
+
+// TestCheckPipe checks a history read from a pipe, which cannot be read
+// twice: it is read whole, whatever its model.
+func TestCheckPipe(t *testing.T) {
+	for _, tc := range []struct {
+		name, history string
+		code          int
+	}{
+		{"register", registerValid, exitValid},
+		{"lock-counter", lockCounterInvalid, exitInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fifo := filepath.Join(t.TempDir(), "history.edn")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+					f.WriteString(tc.history)
+					f.Close()
+				}
+			}()
+			if code, stdout, stderr := hiatus(t, "check", fifo); code != tc.code {
+				t.Errorf("exit %d, want %d\n%s\n%s", code, tc.code, stdout, stderr)
+			}
+		})
+	}
+}
+
+// TestCheckInterrupted checks that a check interrupted while it reads ends
+// with the status of an interrupted command.
+func TestCheckInterrupted(t *testing.T) {
+	path := writeFile(t, "history.edn", lockCounterInvalid)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errOut bytes.Buffer
+	err := runCheck(ctx, checkArgs{path: path, timeout: time.Minute}, &out, &errOut)
+	if code := exitCode(err, &errOut); code != exitInterrupted {
+		t.Errorf("exit %d, want %d (%v)", code, exitInterrupted, err)
 	}
 }

@@ -69,6 +69,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Commands: []*cli.Command{
 			runCommand(),
 			checkCommand(),
+			genCommand(),
 			workerCommand(),
 		},
 		Action: func(c *cli.Context) error {

@@ -1,0 +1,233 @@
+package checker
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// This file holds the words that explain a violation.
+
+// explain says in words which op could not be linearized and why.
+func (lr *linearRun) explain(v violation, model string) string {
+	if v.part < 0 {
+		return "porcupine found the history not linearizable, but gave no operation to blame"
+	}
+	m := v.op.Metadata.(opMeta)
+	what := lr.model.DescribeOperation(v.op.Input, v.op.Output)
+	span := fmt.Sprintf("invoked at %s", opName(lr.hist, m.inv))
+	if m.done >= 0 {
+		span += fmt.Sprintf(", completed at %s", opName(lr.hist, m.done))
+	} else {
+		span += ", never completed"
+	}
+	states := make([]string, len(v.states))
+	for i, s := range v.states {
+		states[i] = fmt.Sprint(s)
+	}
+	msg := fmt.Sprintf("%s (process %v: %s; %s) cannot be linearized: the orders of the ops before it that the %s allows (the furthest linearizes %d) leave it at %s, where %s is impossible",
+		opName(lr.hist, v.completion()), m.process, what, span, model, len(v.prefix), orList(states), what)
+	if n := len(v.prefix); n > 0 {
+		last := v.prefix[n-1]
+		lm := last.Metadata.(opMeta)
+		msg += fmt.Sprintf("; the last op linearized is %s (process %v: %s)",
+			opName(lr.hist, writeOf(lm)), lm.process, lr.model.DescribeOperation(last.Input, last.Output))
+	}
+	return msg
+}
+
+func orList(xs []string) string {
+	switch len(xs) {
+	case 0:
+		return "no state"
+	case 1:
+		return xs[0]
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " or " + xs[len(xs)-1]
+}
+
+// explainLockCounter explains porcupine's lock-counter violation in the
+// terms of the lock: the writes that collided and the pause that let them.
+func (s *Stream) explainLockCounter(lr *linearRun, v violation) (string, []Field) {
+	if v.part < 0 {
+		return lr.explain(v, ModelLockCounter), nil
+	}
+	in := v.op.Input.(lcOp)
+	m := v.op.Metadata.(opMeta)
+	if !in.increment {
+		return fmt.Sprintf("%s (process %v) read %d, but the increments before it leave the counter at %s: %s",
+			s.name(v.completion()), m.process, in.value, orList(toStrings(v.states)), lr.lostHint()), nil
+	}
+	// Another increment that wrote the same value collided with this one.
+	for _, other := range lr.parts[v.part] {
+		o, om := other.Input.(lcOp), other.Metadata.(opMeta)
+		if !o.increment || o.maybe || o.value != in.value || om.inv == m.inv {
+			continue
+		}
+		first, second := om, m
+		if writeOf(first) > writeOf(second) {
+			first, second = second, first
+		}
+		msg := fmt.Sprintf("%s and %s both wrote %d after reading %d",
+			s.name(writeOf(first)), s.name(writeOf(second)), in.value, in.value-1)
+		if c := s.collisionCause(s.callAt(first), s.callAt(second)); c != "" {
+			msg += "; " + c
+		}
+		return msg, []Field{{"colliding", []any{s.id(writeOf(first)), s.id(writeOf(second))}}}
+	}
+	msg := fmt.Sprintf("%s (process %v) wrote %d, but the increments before it leave the counter at %s",
+		s.name(writeOf(m)), m.process, in.value, orList(toStrings(v.states)))
+	if c := s.cause(s.callAt(m)); c != "" {
+		msg += "; " + c
+	}
+	return msg, nil
+}
+
+// callAt is the counter operation porcupine's op m was made from.
+func (s *Stream) callAt(m opMeta) lcCall {
+	for _, c := range s.calls {
+		if c.inv == m.inv {
+			return c
+		}
+	}
+	return lcCall{inv: m.inv, done: m.done, process: m.process, call: history.Unset, increment: true}
+}
+
+// explainWalk says in words where the counter walk stopped, and gives the
+// evidence for results.edn.
+func (s *Stream) explainWalk(v walkViolation, initial int64) (string, []Field) {
+	c := s.calls[v.op]
+	at := func(c lcCall) string { return s.name(c.writePos()) }
+	who := func(c lcCall) string { return fmt.Sprintf("%s (process %v)", at(c), c.process) }
+	did := func(c lcCall) string {
+		if c.increment {
+			return fmt.Sprintf("wrote %d after reading %d", c.value, c.value-1)
+		}
+		return fmt.Sprintf("read %d", c.value)
+	}
+	fields := []Field{{"op", s.id(c.writePos())}, {"process", int64(c.process)}, {"value", v.value}}
+	var msg string
+	switch v.fault {
+	case faultBelow:
+		msg = fmt.Sprintf("%s %s, but the counter starts at %d and only rises", who(c), did(c), initial)
+	case faultCollision:
+		first := s.calls[v.other]
+		msg = fmt.Sprintf("%s and %s both wrote %d after reading %d", at(first), at(c), v.value, v.value-1)
+		if cause := s.collisionCause(first, c); cause != "" {
+			msg += "; " + cause
+		}
+		return msg, append(fields, Field{"colliding", []any{s.id(first.writePos()), s.id(c.writePos())}})
+	case faultGap:
+		msg = fmt.Sprintf("%s %s, but no write, acknowledged or of unknown outcome, made the counter %d", who(c), did(c), v.value)
+	case faultOrder:
+		o := s.calls[v.other]
+		fields = append(fields, Field{"other", s.id(o.writePos())})
+		if v.staleRead {
+			done := fmt.Sprintf("read %d", o.value)
+			if o.increment {
+				done = fmt.Sprintf("written %d", o.value)
+			}
+			msg = fmt.Sprintf("%s read %d, but %s had %s before it began: the counter was at least %d by then",
+				who(c), c.value, who(o), done, v.value)
+			break
+		}
+		reached := v.value
+		if c.increment {
+			reached--
+		}
+		wrote := fmt.Sprintf("which wrote %d", o.value)
+		if o.maybe {
+			wrote = fmt.Sprintf("whose write of %d has an unknown outcome and is the only one that can have made it", o.value)
+		}
+		msg = fmt.Sprintf("%s %s, but completed before %s, %s, began at %s: the counter cannot have reached %d by then",
+			who(c), did(c), who(o), wrote, s.name(o.inv), reached)
+	}
+	if c.increment {
+		if cause := s.cause(c); cause != "" {
+			msg += "; " + cause
+		}
+	}
+	return msg, fields
+}
+
+// collisionCause says what let two increments of one value collide: the
+// pause behind either, else the lease either outlived.
+func (s *Stream) collisionCause(a, b lcCall) string {
+	for _, paused := range []bool{true, false} {
+		for _, c := range []lcCall{a, b} {
+			if why := s.sectionCause(c, paused); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
+}
+
+// cause says what let increment c's section lose the lock: a pause, else a
+// lease it outlived; "" if neither.
+func (s *Stream) cause(c lcCall) string {
+	if why := s.sectionCause(c, true); why != "" {
+		return why
+	}
+	return s.sectionCause(c, false)
+}
+
+// sectionCause says what let increment c's section lose the lock: with
+// paused, the pause that stopped its process while it held the lock;
+// otherwise, a write sent after its lease had expired. "" if neither.
+func (s *Stream) sectionCause(c lcCall, paused bool) string {
+	sec, ok := sectionOf(s.secs, c.process, c.call)
+	if !ok {
+		return ""
+	}
+	if pa, ok := pauseDuring(sec, s.pauses); ok && paused {
+		return fmt.Sprintf("process %v (%s) was stopped by nemesis op %d (%s) for %d ms while holding a %d ms lease",
+			c.process, s.name(c.writePos()), pa.Index, pa.Kind, (pa.End-pa.Start)/1e6, sec.LeaseNS/1e6)
+	}
+	if !paused && sec.LeaseNS > 0 && sec.WriteInv > sec.Start+sec.LeaseNS {
+		return fmt.Sprintf("process %v sent %s %d ms after its acquire, past its %d ms lease",
+			c.process, s.name(c.writePos()), (sec.WriteInv-sec.Start)/1e6, sec.LeaseNS/1e6)
+	}
+	return ""
+}
+
+// lostHint says what a read that no order of increments explains means.
+func (lr *linearRun) lostHint() string {
+	n := 0
+	for _, p := range lr.parts {
+		for _, op := range p {
+			if in := op.Input.(lcOp); in.increment && !in.maybe {
+				n++
+			}
+		}
+	}
+	return fmt.Sprintf("%d increments were acknowledged, so some were lost or made twice", n)
+}
+
+// writeOf is the position of an increment's write: its completion, or for
+// one that never completed its invocation's read.
+func writeOf(m opMeta) int {
+	if m.done >= 0 {
+		return m.done
+	}
+	return m.inv
+}
+
+// sectionOf finds the critical section of process p that holds time t.
+func sectionOf(secs []Section, p history.Process, t int64) (Section, bool) {
+	for _, s := range secs {
+		if s.Process == p && s.Start <= t && t <= s.End {
+			return s, true
+		}
+	}
+	return Section{}, false
+}
+
+func toStrings(xs []any) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = fmt.Sprint(x)
+	}
+	return out
+}

@@ -1,0 +1,452 @@
+package checker
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// ErrWholeHistory is returned by Stream.Check when the history cannot be
+// checked from what a Stream keeps: a model other than lock-counter, the
+// porcupine analyzer, or ops out of time order (a journal). Check the whole
+// history with Check instead.
+var ErrWholeHistory = errors.New("the check needs the whole history")
+
+// A Stream takes a lock-counter history one op at a time and keeps only
+// what the checks need of it: one Section per critical section, the pauses,
+// a few counts, and one compact record per counter operation — about 170
+// bytes a critical section, where its eight Ops with their maps take
+// several times that. Check on a Stream gives exactly the results Check
+// gives on the whole history; Check itself runs lock-counter histories
+// through a Stream, so the two cannot drift apart.
+//
+// Add ops in history order, then call Check once.
+type Stream struct {
+	n        int
+	timed    bool  // every op has a :time
+	sorted   bool  // no op's :time is below the one before it
+	lastTime int64 // :time of the last op
+	maxTime  int64 // the largest :time
+	fs       map[history.Keyword]bool
+	// names holds the :index of each op whose :index is not its position
+	// (Unset included); in a history a run writes there are none.
+	names map[int]int64
+	done  bool // Check has finished the open calls
+
+	// What LockCounter reads.
+	secs      []Section
+	inSection map[history.Process]int // process -> index into secs
+	pauses    []Pause
+	paused    map[history.Process]int // process -> index into pauses
+	counts    lcCounts
+
+	// The pairing of invocations with completions, as pairCalls does it.
+	open          map[history.Process]openCall
+	crashed       map[history.Process]int // process -> position of its :info completion
+	problems      int
+	firstProblems []string
+
+	// The counter operations, as lockCounterOps makes them.
+	calls    []lcCall
+	lastRead map[history.Process]lcCall // the ok read of each open section, until a write uses it
+	fails    int
+	bad      int
+	firstBad string
+	badAt    int // invocation position of the first bad op
+}
+
+// An openCall is an invocation waiting for its completion.
+type openCall struct {
+	inv     int
+	invTime int64
+	process history.Process
+	f       history.Keyword
+	arg     any // the invocation's value
+	value   any // the invocation's value, then an ok completion's
+	final   bool
+	// Set by the completion.
+	done     int
+	doneTime int64
+	typ      history.Type
+}
+
+// NewStream returns an empty Stream.
+func NewStream() *Stream {
+	return &Stream{
+		timed: true, sorted: true, fs: map[history.Keyword]bool{}, names: map[int]int64{},
+		inSection: map[history.Process]int{}, paused: map[history.Process]int{},
+		open: map[history.Process]openCall{}, crashed: map[history.Process]int{},
+		lastRead: map[history.Process]lcCall{}, badAt: -1,
+	}
+}
+
+// Grow makes room for a history of about n ops more, as strings.Builder's
+// Grow does: a caller that knows the size of a history (from its file's,
+// say) spares the Stream copying what it keeps as it grows. Room that is
+// never used costs address space, not memory.
+func (s *Stream) Grow(n int) {
+	// A critical section is eight ops, and makes one Section and one
+	// counter operation.
+	s.secs = slices.Grow(s.secs, n/8)
+	s.calls = slices.Grow(s.calls, n/8)
+}
+
+// Ops returns the number of ops added.
+func (s *Stream) Ops() int { return s.n }
+
+// Add takes the next op of the history.
+func (s *Stream) Add(o history.Op) {
+	i := s.n
+	s.n++
+	if o.Index != int64(i) {
+		s.names[i] = o.Index
+	}
+	if o.Time == history.Unset {
+		s.timed = false
+	}
+	if i > 0 && o.Time < s.lastTime {
+		s.sorted = false
+	}
+	s.lastTime = o.Time
+	s.maxTime = max(s.maxTime, o.Time)
+	if o.Process >= 0 {
+		s.fs[o.F] = true
+	}
+	s.addSection(o)
+	s.addPause(o)
+	s.counts.add(o)
+	if o.Process >= 0 {
+		s.pair(i, o)
+	}
+}
+
+// addSection follows Sections.
+func (s *Stream) addSection(o history.Op) {
+	if !o.IsClient() {
+		return
+	}
+	i, ok := s.inSection[o.Process]
+	out := s.secs
+	switch {
+	case o.F == FAcquire && o.Type == history.Ok:
+		sec := Section{Process: o.Process, Acquire: o.Index, Start: o.Time, End: o.Time, Read: -1, Write: -1}
+		if ms, ok := history.Int(o.Get(KeyLeaseMS)); ok {
+			sec.LeaseNS = ms * 1e6
+		}
+		if f, ok := history.Int(o.Get(KeyFence)); ok {
+			sec.Fence = f
+		}
+		s.secs = append(s.secs, sec)
+		s.inSection[o.Process] = len(s.secs) - 1
+	case !ok:
+		// Ops outside a section (a failed acquire, the final read).
+	case o.F == FRead && o.Type == history.Invoke:
+		out[i].ReadTime = o.Time
+		out[i].End = o.Time
+	case o.F == FRead && o.Type == history.Ok:
+		if v, ok := history.Int(o.Value); ok {
+			out[i].Read = v
+		}
+		out[i].End = o.Time
+	case o.F == FWrite && o.Type == history.Invoke:
+		out[i].WriteInv = o.Time
+		if v, ok := history.Int(o.Value); ok {
+			out[i].WriteValue = v
+		}
+		out[i].End = o.Time
+	case o.F == FWrite:
+		out[i].Write, out[i].WriteEnd, out[i].WriteType = o.Index, o.Time, o.Type
+		out[i].End = o.Time
+	case o.F == FRelease && o.Type == history.Invoke:
+		out[i].End = o.Time
+	case o.F == FRelease:
+		out[i].Released = o.Type
+		delete(s.inSection, o.Process)
+	default:
+		out[i].End = o.Time
+	}
+	if ok && o.Type == history.Info {
+		delete(s.inSection, o.Process) // an :info retires the process
+	}
+}
+
+// addPause follows Pauses.
+func (s *Stream) addPause(o history.Op) {
+	if o.IsClient() {
+		return
+	}
+	v, _ := o.Value.(map[history.Keyword]any)
+	p, ok := history.Int(v["process"])
+	if !ok {
+		return
+	}
+	switch o.F {
+	case FPause:
+		kind, _ := v["kind"].(history.Keyword)
+		s.pauses = append(s.pauses, Pause{Index: o.Index, Process: history.Process(p), Kind: kind, Start: o.Time, End: -1})
+		s.paused[history.Process(p)] = len(s.pauses) - 1
+	case FResume:
+		if i, ok := s.paused[history.Process(p)]; ok {
+			s.pauses[i].End = o.Time
+			delete(s.paused, history.Process(p))
+		}
+	}
+}
+
+// pair follows pairCalls, and hands each call to addCall once it is
+// complete or can no longer complete.
+func (s *Stream) pair(i int, o history.Op) {
+	c, isOpen := s.open[o.Process]
+	if o.Type == history.Invoke {
+		if isOpen {
+			s.problem(fmt.Sprintf("%s: process %v invoked :%s while its %s was still open",
+				s.name(i), o.Process, o.F, s.name(c.inv)))
+			c.done, c.typ = -1, history.Info
+			s.addCall(&c) // it never completes now
+		} else if at, ok := s.crashed[o.Process]; ok {
+			s.problem(fmt.Sprintf("%s: process %v invoked :%s after its %s completed :info; a crashed process must not invoke again",
+				s.name(i), o.Process, o.F, s.name(at)))
+			delete(s.crashed, o.Process)
+		}
+		s.open[o.Process] = openCall{inv: i, invTime: o.Time, process: o.Process, f: o.F, arg: o.Value,
+			value: o.Value, final: o.Get(KeyFinal) == true}
+		return
+	}
+	if !isOpen {
+		if o.Type != history.Info { // Knossos lets a lone :info stand
+			s.problem(fmt.Sprintf("%s: process %v completed :%s that it never invoked", s.name(i), o.Process, o.F))
+		}
+		return
+	}
+	if o.F != c.f {
+		s.problem(fmt.Sprintf("%s: process %v completed :%s, but invoked :%s at %s",
+			s.name(i), o.Process, o.F, c.f, s.name(c.inv)))
+	}
+	c.done, c.doneTime, c.typ = i, o.Time, o.Type
+	if o.Type == history.Ok {
+		c.value = o.Value
+	}
+	c.final = c.final || o.Get(KeyFinal) == true
+	if o.Type == history.Info {
+		s.crashed[o.Process] = i
+	}
+	delete(s.open, o.Process)
+	s.addCall(&c)
+}
+
+func (s *Stream) problem(msg string) {
+	s.problems++
+	if len(s.firstProblems) < evidenceLimit {
+		s.firstProblems = append(s.firstProblems, msg)
+	}
+}
+
+// addCall follows lockCounterOps: a section's ok read waits for its write,
+// which makes them one increment; a read no write uses stands alone. Calls
+// of one process arrive in the order of their invocations, which is all
+// that matters: the records are sorted later.
+func (s *Stream) addCall(c *openCall) {
+	switch c.f {
+	case FAcquire, FRelease:
+		s.flush(c.process)
+	case FRead:
+		if c.typ != history.Ok {
+			return
+		}
+		v, ok := history.Int(c.value)
+		if !ok {
+			s.badOp(c.inv, fmt.Sprintf("%s: read %s, not an integer", s.name(c.done), canon(c.value)))
+			return
+		}
+		s.flush(c.process)
+		rd := lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, process: c.process}
+		if c.final {
+			s.calls = append(s.calls, rd)
+		} else {
+			s.lastRead[c.process] = rd
+		}
+	case FWrite:
+		if c.typ == history.Fail {
+			s.fails++
+			return
+		}
+		v, ok := history.Int(c.arg) // what was asked; a completion need not repeat it
+		if !ok {
+			s.badOp(c.inv, fmt.Sprintf("%s: wrote %s, not an integer", s.name(c.inv), canon(c.arg)))
+			return
+		}
+		inc := lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, process: c.process,
+			increment: true, maybe: c.typ != history.Ok}
+		if rd, ok := s.lastRead[c.process]; ok {
+			inc.inv, inc.call = rd.inv, rd.call
+			delete(s.lastRead, c.process)
+		}
+		s.calls = append(s.calls, inc)
+	}
+}
+
+// flush makes the waiting read of process p, if any, a read on its own.
+func (s *Stream) flush(p history.Process) {
+	if rd, ok := s.lastRead[p]; ok {
+		s.calls = append(s.calls, rd)
+		delete(s.lastRead, p)
+	}
+}
+
+// badOp notes an op that cannot be read as a counter op; the first in the
+// order of invocations is the one named.
+func (s *Stream) badOp(inv int, msg string) {
+	s.bad++
+	if s.badAt < 0 || inv < s.badAt {
+		s.badAt, s.firstBad = inv, msg
+	}
+}
+
+// finish ends the history: calls still open never completed.
+func (s *Stream) finish() {
+	if s.done {
+		return
+	}
+	s.done = true
+	open := make([]openCall, 0, len(s.open))
+	for _, c := range s.open {
+		open = append(open, c)
+	}
+	slices.SortFunc(open, func(a, b openCall) int { return a.inv - b.inv })
+	for _, c := range open {
+		c.done, c.typ = -1, history.Info
+		s.addCall(&c)
+	}
+	clear(s.open)
+	procs := make([]history.Process, 0, len(s.lastRead))
+	for p := range s.lastRead {
+		procs = append(procs, p)
+	}
+	slices.Sort(procs)
+	for _, p := range procs {
+		s.flush(p)
+	}
+	for i := range s.pauses {
+		if s.pauses[i].End < 0 {
+			s.pauses[i].End = s.maxTime
+		}
+	}
+}
+
+// name names the op at position i as opName does: by its :index, or as
+// "#i" in a history without them.
+func (s *Stream) name(i int) string {
+	if id, ok := s.names[i]; ok {
+		if id == history.Unset {
+			return fmt.Sprintf("op #%d", i)
+		}
+		return fmt.Sprintf("op %d", id)
+	}
+	return fmt.Sprintf("op %d", i)
+}
+
+// id is the number name gives, for evidence in results.edn.
+func (s *Stream) id(i int) int64 {
+	if id, ok := s.names[i]; ok && id != history.Unset {
+		return id
+	}
+	return int64(i)
+}
+
+// end is the return of the ops that never completed: later than any event.
+func (s *Stream) end() int64 {
+	if s.timed {
+		return s.lastTime + 1
+	}
+	return int64(s.n)
+}
+
+// Model returns the model the ops added call for, as Detect does.
+func (s *Stream) Model() (string, error) { return detect(s.fs) }
+
+// Check judges the history added so far as Check judges it whole, for the
+// lock-counter model (opts.Model, or detected). It returns an error wrapping
+// ErrWholeHistory when it cannot: another model, the porcupine analyzer,
+// or ops out of time order. Add no ops after Check.
+func (s *Stream) Check(opts Options) (Results, error) {
+	model := opts.Model
+	if model == "" {
+		var err error
+		if model, err = s.Model(); err != nil {
+			return Results{}, err
+		}
+	}
+	if err := checkAnalyzer(model, opts.Analyzer); err != nil {
+		return Results{}, err
+	}
+	initial, err := initialFor(model, opts.Initial)
+	switch {
+	case err != nil:
+		return Results{}, err
+	case model != ModelLockCounter:
+		return Results{}, fmt.Errorf("%w: the %s model is checked on all its ops", ErrWholeHistory, model)
+	case opts.Analyzer == AnalyzerPorcupine:
+		return Results{}, fmt.Errorf("%w: porcupine searches all the ops", ErrWholeHistory)
+	case !s.sorted:
+		return Results{}, fmt.Errorf("%w: its ops are out of time order, as in a journal, and must be sorted first", ErrWholeHistory)
+	}
+	return s.results(initial.(int64), opts.Truncated, nil), nil
+}
+
+// results are the lock-counter checks; linear, when given, replaces the
+// counter walk's verdict (with porcupine's).
+func (s *Stream) results(initial int64, truncated bool, linear func() Result) Results {
+	s.finish()
+	var rs Results
+	rs.Add(s.lockCounter(initial))
+	if linear != nil {
+		rs.Add(linear())
+	} else {
+		rs.Add(s.linear(initial))
+	}
+	if r, ok := historyResult(s.n, truncated, s.problems, s.firstProblems); ok {
+		rs.Add(r)
+	}
+	return rs
+}
+
+// lockCounter is LockCounter's result, from what the Stream kept.
+func (s *Stream) lockCounter(initial int64) Result {
+	return lockCounterResult(s.secs, s.pauses, s.counts, initial)
+}
+
+// linear is the :linear check by the counter walk.
+func (s *Stream) linear(initial int64) (r Result) {
+	const name = "linear"
+	defer recovered(name, &r)
+	r.Name = name
+	maybe := 0
+	for _, c := range s.calls {
+		if c.maybe {
+			maybe++
+		}
+	}
+	r.Fields = []Field{
+		{"model", history.Keyword(ModelLockCounter)},
+		{"analyzer", history.Keyword(AnalyzerCounterWalk)},
+		{"ops", len(s.calls)},
+		{"maybe", maybe},
+		{"failed", s.fails},
+	}
+	if s.bad > 0 {
+		r.Valid = Unknown
+		r.Explanation = fmt.Sprintf("%d ops cannot be read as %s ops; first: %s", s.bad, ModelLockCounter, s.firstBad)
+		return r
+	}
+	v, ok, _ := newCounterWalk(s.calls, initial, s.end(), s.timed).run(false)
+	if ok {
+		return r
+	}
+	r.Valid = Invalid
+	expl, fields := s.explainWalk(v, initial)
+	r.Fields = append(r.Fields, fields...)
+	r.Explanation = expl
+	return r
+}

@@ -1,0 +1,374 @@
+package history
+
+import (
+	"math"
+	"math/big"
+	"strconv"
+	"unicode/utf8"
+)
+
+// This file holds the fast path of the Reader: a hand-written parser for the
+// EDN subset AppendOp writes, which decodes hiatus's own histories about ten
+// times faster than the library (see the Reader doc).
+
+// A fastDec decodes the EDN subset that AppendOp writes, without reflection
+// and with few allocations. It reports false for anything else, malformed or
+// merely unusual, and leaves it to the library path.
+type fastDec struct {
+	b     []byte
+	i     int
+	r     *Reader
+	depth int
+}
+
+func (d *fastDec) op() (Op, bool) {
+	op := Op{Index: Unset, Time: Unset}
+	var seen uint8
+	for d.i = 1; ; {
+		d.space()
+		if d.i >= len(d.b) {
+			return op, false
+		}
+		if d.b[d.i] == '}' {
+			d.i++
+			break
+		}
+		k, ok := d.keyword()
+		if !ok {
+			return op, false
+		}
+		d.space()
+		var bit uint8
+		switch string(k) {
+		case "index":
+			bit = 1
+			op.Index, ok = d.count()
+		case "time":
+			bit = 2
+			op.Time, ok = d.count()
+		case "type":
+			bit = 4
+			var t []byte
+			if t, ok = d.keyword(); ok {
+				op.Type = typeOf(t)
+				ok = op.Type != 0
+			}
+		case "process":
+			bit = 8
+			op.Process, ok = d.process()
+		case "f":
+			bit = 16
+			var f []byte
+			f, ok = d.keyword()
+			op.F = d.r.intern(f)
+		case "value":
+			bit = 32
+			op.Value, ok = d.value()
+		case "error":
+			bit = 64
+			op.Error, ok = d.value()
+		default:
+			kw := d.r.intern(k)
+			if _, dup := op.Extra[kw]; dup {
+				return op, false
+			}
+			var v any
+			v, ok = d.value()
+			if op.Extra == nil {
+				op.Extra = make(map[Keyword]any, 4)
+			}
+			op.Extra[kw] = v
+		}
+		if !ok || seen&bit != 0 {
+			return op, false
+		}
+		seen |= bit
+	}
+	return op, seen&(4|8|16) == 4|8|16
+}
+
+func typeOf(b []byte) Type {
+	switch string(b) {
+	case "invoke":
+		return Invoke
+	case "ok":
+		return Ok
+	case "fail":
+		return Fail
+	case "info":
+		return Info
+	}
+	return 0
+}
+
+func (d *fastDec) space() {
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case ' ', ',', '\n', '\t', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+// atom returns the bytes up to the next delimiter.
+func (d *fastDec) atom() []byte {
+	s := d.i
+	for d.i < len(d.b) && !delim[d.b[d.i]] {
+		d.i++
+	}
+	return d.b[s:d.i]
+}
+
+// kwChar marks the bytes EDN allows in a keyword after its colon.
+var kwChar = func() (t [256]bool) {
+	for c := '0'; c <= 'z'; c++ {
+		t[c] = '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+	}
+	for _, c := range ".*+!-_?$%&=<>/:#'" {
+		t[c] = true
+	}
+	return t
+}()
+
+// keyword returns the name of the keyword at d.i.
+func (d *fastDec) keyword() ([]byte, bool) {
+	if d.i+1 >= len(d.b) || d.b[d.i] != ':' || d.b[d.i+1] == ':' || d.b[d.i+1] == '/' {
+		return nil, false
+	}
+	d.i++
+	s := d.i
+	for d.i < len(d.b) && kwChar[d.b[d.i]] {
+		d.i++
+	}
+	return d.b[s:d.i], d.i > s && d.atEnd()
+}
+
+// atEnd reports whether an atom may end at d.i.
+func (d *fastDec) atEnd() bool { return d.i == len(d.b) || delim[d.b[d.i]] }
+
+// intern returns k as a Keyword, sharing the string among the ops that use
+// the same keyword: histories repeat a few keywords millions of times.
+func (r *Reader) intern(k []byte) Keyword {
+	if kw, ok := r.kws[string(k)]; ok {
+		return kw
+	}
+	kw := Keyword(k)
+	if r.kws == nil {
+		r.kws = make(map[string]Keyword)
+	}
+	if len(r.kws) < 4096 && len(k) <= 64 {
+		r.kws[string(kw)] = kw
+	}
+	return kw
+}
+
+// count reads a non-negative int64 written in plain digits.
+func (d *fastDec) count() (int64, bool) {
+	var n int64
+	s := d.i
+	for ; d.i < len(d.b) && '0' <= d.b[d.i] && d.b[d.i] <= '9'; d.i++ {
+		n = n*10 + int64(d.b[d.i]-'0')
+	}
+	k := d.i - s
+	return n, k > 0 && k <= 18 && (k == 1 || d.b[s] != '0') && d.atEnd()
+}
+
+func (d *fastDec) process() (Process, bool) {
+	if d.i < len(d.b) && d.b[d.i] == ':' {
+		k, ok := d.keyword()
+		return Nemesis, ok && string(k) == "nemesis"
+	}
+	v, ok := d.value()
+	n, isInt := v.(int64)
+	return Process(n), ok && isInt
+}
+
+func (d *fastDec) value() (any, bool) {
+	if d.i >= len(d.b) {
+		return nil, false
+	}
+	switch c := d.b[d.i]; c {
+	case ':':
+		k, ok := d.keyword()
+		return d.r.intern(k), ok
+	case '"':
+		return d.str()
+	case '[', '(':
+		d.i++
+		xs, ok := d.seq(closerOf(c))
+		return xs, ok
+	case '{':
+		return d.mapv()
+	case '#':
+		if d.i+1 < len(d.b) && d.b[d.i+1] == '{' {
+			d.i += 2
+			xs, ok := d.seq('}')
+			return Set(xs), ok && distinct(xs)
+		}
+		switch string(d.atom()) {
+		case "##Inf":
+			return math.Inf(1), true
+		case "##-Inf":
+			return math.Inf(-1), true
+		case "##NaN":
+			return math.NaN(), true
+		}
+		return nil, false
+	}
+	a := d.atom()
+	switch string(a) {
+	case "nil":
+		return nil, true
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return number(a)
+}
+
+// number parses an EDN integer or float. Octal, hex, ratios and M decimals
+// are left to the library.
+func number(a []byte) (any, bool) {
+	s := a
+	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
+		s = s[1:]
+	}
+	if len(s) == 0 || s[0] < '0' || s[0] > '9' {
+		return nil, false
+	}
+	digits, float := 0, false
+	for _, c := range s {
+		switch {
+		case '0' <= c && c <= '9':
+			digits++
+		case c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+':
+			float = true
+		case c != 'N':
+			return nil, false
+		}
+	}
+	if float {
+		f, err := strconv.ParseFloat(string(a), 64)
+		return f, err == nil
+	}
+	if a[len(a)-1] == 'N' {
+		a, s = a[:len(a)-1], s[:len(s)-1]
+	}
+	if len(s) == 0 || digits != len(s) || s[0] == '0' && len(s) > 1 {
+		return nil, false
+	}
+	if n, err := strconv.ParseInt(string(a), 10, 64); err == nil {
+		return n, true
+	}
+	n, ok := new(big.Int).SetString(string(a), 10)
+	if !ok {
+		return nil, false
+	}
+	return normInt(n), true
+}
+
+// str reads a string that uses only the escapes AppendOp writes.
+func (d *fastDec) str() (any, bool) {
+	s := d.i + 1
+	for j := s; j < len(d.b); j++ {
+		switch d.b[j] {
+		case '"':
+			d.i = j + 1
+			return string(d.b[s:j]), utf8.Valid(d.b[s:j])
+		case '\\':
+			return d.escaped(s)
+		}
+	}
+	return nil, false
+}
+
+func (d *fastDec) escaped(s int) (any, bool) {
+	var out []byte
+	for j := s; j < len(d.b); j++ {
+		c := d.b[j]
+		switch c {
+		case '"':
+			d.i = j + 1
+			return string(out), utf8.Valid(out)
+		case '\\':
+			if j++; j >= len(d.b) {
+				return nil, false
+			}
+			switch c = d.b[j]; c {
+			case 'n':
+				c = '\n'
+			case 'r':
+				c = '\r'
+			case 't':
+				c = '\t'
+			case '"', '\\':
+			default:
+				return nil, false
+			}
+		}
+		out = append(out, c)
+	}
+	return nil, false
+}
+
+// seq reads the elements up to close, which it consumes.
+func (d *fastDec) seq(close byte) ([]any, bool) {
+	if d.depth++; d.depth >= maxDepth {
+		return nil, false
+	}
+	defer func() { d.depth-- }()
+	xs := []any{}
+	for {
+		d.space()
+		if d.i >= len(d.b) {
+			return nil, false
+		}
+		if d.b[d.i] == close {
+			d.i++
+			return xs, true
+		}
+		v, ok := d.value()
+		if !ok {
+			return nil, false
+		}
+		xs = append(xs, v)
+	}
+}
+
+func (d *fastDec) mapv() (any, bool) {
+	d.i++
+	kvs, ok := d.seq('}')
+	if !ok || len(kvs)%2 != 0 {
+		return nil, false
+	}
+	m := make(map[any]any, len(kvs)/2)
+	for i := 0; i < len(kvs); i += 2 {
+		switch kvs[i].(type) {
+		case []any, Set, map[any]any, map[Keyword]any:
+			return nil, false
+		}
+		m[kvs[i]] = kvs[i+1]
+	}
+	return keywordMap(m), true
+}
+
+// distinct reports whether the elements of a set differ, as EDN requires;
+// the fast parser leaves sets that repeat one to the library, which drops
+// the repeats.
+func distinct(xs []any) bool {
+	if len(xs) < 2 {
+		return true
+	}
+	seen := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		k := string(AppendValue(nil, x))
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+	}
+	return true
+}

@@ -1,0 +1,291 @@
+package history
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/big"
+	"sort"
+	"time"
+
+	"olympos.io/encoding/edn"
+)
+
+// This file holds the general path of the Reader: op maps the hand-written
+// parser (fastparse.go) does not recognise are decoded key by key with
+// olympos.io/encoding/edn, and the library's values converted to the types
+// the Op doc lists.
+
+// decodeSlow decodes e key by key and value by value with the EDN library,
+// so that it accepts all of EDN and that errors name the exact key or value.
+func (r *Reader) decodeSlow(e []byte) (Op, error) {
+	op := Op{Index: Unset, Time: Unset}
+	seen := make(map[Keyword]bool)
+	i := 1
+	for {
+		var err error
+		if i, err = r.skipDiscards(e, i); err != nil {
+			return Op{}, err
+		}
+		if e[i] == '}' {
+			break
+		}
+		kEnd, err := r.formEnd(e, i, true)
+		if err != nil {
+			return Op{}, err
+		}
+		key, err := r.libValue(e, i, kEnd)
+		if err != nil {
+			return Op{}, err
+		}
+		k, ok := key.(Keyword)
+		if !ok {
+			return Op{}, r.errAt(i, "expected a keyword key in op map, got %q", token(e[i:]))
+		}
+		if seen[k] {
+			return Op{}, r.errAt(i, "duplicate key :%s in op map", k)
+		}
+		seen[k] = true
+		vi, err := r.skipDiscards(e, kEnd)
+		if err != nil {
+			return Op{}, err
+		}
+		if e[vi] == '}' {
+			return Op{}, r.errAt(vi, "expected a value for key :%s, got }", k)
+		}
+		vEnd, err := r.formEnd(e, vi, true)
+		if err != nil {
+			return Op{}, err
+		}
+		v, err := r.libValue(e, vi, vEnd)
+		if err != nil {
+			return Op{}, err
+		}
+		if msg := r.setField(&op, k, v); msg != "" {
+			return Op{}, r.errAt(vi, "%s, got %q", msg, token(e[vi:]))
+		}
+		i = vEnd
+	}
+	for _, k := range [...]Keyword{"type", "process", "f"} {
+		if !seen[k] {
+			return Op{}, r.errAt(0, "expected a :%s key in the op map", k)
+		}
+	}
+	return op, nil
+}
+
+// skipDiscards skips whitespace, comments and #_ discarded forms in the op
+// map e from i. The closing brace guarantees it stops inside e.
+func (r *Reader) skipDiscards(e []byte, i int) (int, error) {
+	for {
+		i = skipSpace(e, i)
+		if i+1 >= len(e) || e[i] != '#' || e[i+1] != '_' {
+			return min(i, len(e)-1), nil
+		}
+		end, err := r.formEnd(e, i, true)
+		if err != nil {
+			return 0, err
+		}
+		i = end
+	}
+}
+
+// setField sets the field of op that key k names to v, or returns what was
+// expected instead.
+func (r *Reader) setField(op *Op, k Keyword, v any) string {
+	switch k {
+	case "index", "time":
+		n, ok := v.(int64)
+		if !ok || n < 0 {
+			return "expected a non-negative integer for :" + string(k)
+		}
+		if k == "index" {
+			op.Index = n
+		} else {
+			op.Time = n
+		}
+	case "type":
+		kw, _ := v.(Keyword)
+		t, err := ParseType(string(kw))
+		if err != nil {
+			return "expected :invoke, :ok, :fail or :info for :type"
+		}
+		op.Type = t
+	case "process":
+		switch p := v.(type) {
+		case int64:
+			op.Process = Process(p)
+		case Keyword:
+			if p == "nemesis" {
+				op.Process = Nemesis
+			} else {
+				op.Process = r.named(":" + string(p))
+			}
+		case string:
+			op.Process = r.named(p)
+		default:
+			return "expected an integer, :nemesis or a name for :process"
+		}
+	case "f":
+		f, ok := v.(Keyword)
+		if !ok {
+			return "expected a keyword for :f"
+		}
+		op.F = f
+	case "value":
+		op.Value = v
+	case "error":
+		op.Error = v
+	default:
+		if op.Extra == nil {
+			op.Extra = make(map[Keyword]any)
+		}
+		op.Extra[k] = v
+	}
+	return ""
+}
+
+// named returns the process number of a process that has a name.
+func (r *Reader) named(name string) Process {
+	if p, ok := r.procs[name]; ok {
+		return p
+	}
+	if r.procs == nil {
+		r.procs = make(map[string]Process)
+	}
+	p := Process(-2 - int64(len(r.procs)))
+	r.procs[name] = p
+	return p
+}
+
+// libValue decodes the form e[i:end] with the EDN library.
+func (r *Reader) libValue(e []byte, i, end int) (any, error) {
+	if r.tags == nil {
+		// Tagged values read as their untagged value; the library would
+		// otherwise fail a whole history on one odd #inst.
+		r.tags = new(edn.TagMap)
+		same := func(v any) (any, error) { return v, nil }
+		r.tags.MustAddTagFn("inst", same)
+		r.tags.MustAddTagFn("base64", same)
+	}
+	span := e[i:end]
+	x, err := unmarshal(span, r.tags)
+	if err != nil {
+		// The library knows neither ##Inf nor integers beyond int64 written
+		// without N; the hand-written parser does.
+		d := fastDec{b: span, r: r}
+		if v, ok := d.value(); ok && d.i == len(span) {
+			return v, nil
+		}
+		return nil, r.errAt(i, "invalid EDN value %q: %v", token(span), err)
+	}
+	v, err := convert(x)
+	if err != nil {
+		return nil, r.errAt(i, "%v", err)
+	}
+	return v, nil
+}
+
+func unmarshal(b []byte, tags *edn.TagMap) (v any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("EDN decoder failed: %v", p)
+		}
+	}()
+	d := edn.NewDecoder(bytes.NewReader(b))
+	d.UseTagMap(tags)
+	err = d.Decode(&v)
+	return v, err
+}
+
+// convert turns a value decoded by the library into the types the Op doc
+// lists.
+func convert(x any) (any, error) {
+	switch v := x.(type) {
+	case nil, bool, int64, float64, string:
+		return v, nil
+	case big.Int:
+		return normInt(&v), nil
+	case *big.Int:
+		return normInt(v), nil
+	case edn.Keyword:
+		return Keyword(v), nil
+	case edn.Symbol:
+		return string(v), nil
+	case rune:
+		return string(v), nil
+	case big.Float:
+		f, _ := v.Float64()
+		return f, nil
+	case *big.Float:
+		f, _ := v.Float64()
+		return f, nil
+	case edn.Tag:
+		return convert(v.Value)
+	case time.Time:
+		return v.Format(time.RFC3339Nano), nil
+	case []byte:
+		return string(v), nil
+	case *any:
+		return convert(*v)
+	case []any:
+		xs := make([]any, len(v))
+		for i, e := range v {
+			var err error
+			if xs[i], err = convert(e); err != nil {
+				return nil, err
+			}
+		}
+		return xs, nil
+	case map[any]bool:
+		s := make(Set, 0, len(v))
+		for e := range v {
+			c, err := convert(e)
+			if err != nil {
+				return nil, err
+			}
+			s = append(s, c)
+		}
+		// The library keeps a set in a Go map; order it for stable output.
+		sort.Slice(s, func(i, j int) bool {
+			return string(AppendValue(nil, s[i])) < string(AppendValue(nil, s[j]))
+		})
+		return s, nil
+	case map[any]any:
+		m := make(map[any]any, len(v))
+		for k, e := range v {
+			if _, ok := k.(*any); ok {
+				return nil, errors.New("a vector, list, map or set as a map key is not supported")
+			}
+			ck, err := convert(k)
+			if err != nil {
+				return nil, err
+			}
+			if m[ck], err = convert(e); err != nil {
+				return nil, err
+			}
+		}
+		return keywordMap(m), nil
+	}
+	return fmt.Sprintf("%v", x), nil
+}
+
+// keywordMap returns m as a map[Keyword]any if all its keys are keywords.
+func keywordMap(m map[any]any) any {
+	km := make(map[Keyword]any, len(m))
+	for k, v := range m {
+		kw, ok := k.(Keyword)
+		if !ok {
+			return m
+		}
+		km[kw] = v
+	}
+	return km
+}
+
+func normInt(n *big.Int) any {
+	if n.IsInt64() {
+		return n.Int64()
+	}
+	return n
+}

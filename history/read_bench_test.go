@@ -1,0 +1,33 @@
+package history_test
+
+import (
+	"bytes"
+	"io"
+	"testing"
+
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/gen"
+)
+
+// BenchmarkReadGenerated reads a history `hiatus gen` writes in the format
+// of a run — 100,000 sections of 64 workers, 800,130 ops — one op at a
+// time, as hiatus check does.
+func BenchmarkReadGenerated(b *testing.B) {
+	var buf bytes.Buffer
+	if _, err := gen.Write(&buf, gen.Config{Sections: 100000, Workers: 64, Seed: 1}); err != nil {
+		b.Fatal(err)
+	}
+	data := buf.Bytes()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r := history.NewReader(bytes.NewReader(data), "history.edn")
+		for {
+			if _, err := r.Next(); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
