@@ -172,11 +172,24 @@ func (p *plan) problem() (lr *linearRun, fails int, bad []string) {
 		lr.end = p.ops[len(p.ops)-1].Time + 1
 		at = func(i int) int64 { return p.ops[i].Time }
 	}
+	// A client's id is its process number, so that the visualization's rows
+	// are named as the history's processes and line up with the annotation
+	// rows (lease p1 …); processes that are not numbers come after them.
 	clients := map[history.Process]int{}
+	next := 0
+	for _, o := range p.ops {
+		if o.Process >= 0 && int(o.Process) >= next {
+			next = int(o.Process) + 1
+		}
+	}
 	op := func(inv, done int, proc history.Process, in any) porcupine.Operation {
 		id, ok := clients[proc]
 		if !ok {
-			id = len(clients)
+			if proc >= 0 {
+				id = int(proc)
+			} else {
+				id, next = next, next+1
+			}
 			clients[proc] = id
 		}
 		ret := lr.end
