@@ -70,6 +70,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			runCommand(),
 			checkCommand(),
 			genCommand(),
+			compareCommand(),
 			workerCommand(),
 		},
 		Action: func(c *cli.Context) error {

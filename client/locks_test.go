@@ -1,0 +1,243 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// lockWorker is rig.worker with the lock called name.
+func (r *rig) lockWorker(t *testing.T, p history.Process, name string, lease time.Duration, fenced bool, hook client.Hook) (*client.Worker, client.Lock) {
+	t.Helper()
+	l, err := client.NewLock(name, client.LockConfig{Redis: r.rdb, Postgres: r.db, Key: "lock:" + r.name,
+		FenceKey: "fence:" + r.name, Lease: lease, Retry: time.Millisecond, Fenced: fenced})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := l.(interface{ Close() }); ok {
+		t.Cleanup(c.Close)
+	}
+	return &client.Worker{
+		Lock:    l,
+		Counter: &client.Counter{DB: r.db, ID: r.id, Fenced: fenced},
+		Clock:   r.clock, Record: r.record, Process: p, Stride: 10, Hook: hook,
+	}, l
+}
+
+func TestNewLock(t *testing.T) {
+	r := newRig(t)
+	for _, name := range client.LockNames() {
+		r.lockWorker(t, 0, name, time.Second, false, nil) // fails the test if NewLock does
+	}
+	if _, err := client.NewLock("chubby", client.LockConfig{}); err == nil {
+		t.Error("NewLock of an unknown lock gave no error")
+	}
+}
+
+// TestLocksPausedHolder is TestPausedHolder for every lock: holder A
+// acquires with a 200 ms lease, reads, and pauses inside its section; 1.5
+// leases later holder B runs a section (giving up after bWait when it cannot
+// acquire); once B is done, or after 2 leases, A goes on and writes.
+//
+// A lease lock loses A's lease, so unfenced B's update is lost and fenced
+// A's write is rejected. The watchdog of renew keeps the lease through a
+// pause of A's goroutine (sleep), so B gives up; through a pause of A's
+// whole process (stop: its renewals are frozen too) it does not. The
+// advisory lock has no lease: B waits for A's release and nothing is lost.
+func TestLocksPausedHolder(t *testing.T) {
+	const lease = 200 * time.Millisecond
+	type want struct {
+		writes, final, lost, rejected int64
+		overlapping                   int64           // lock-overlapping-sections
+		bAcquire                      history.Type    // B's acquire
+		releaseA                      history.Keyword // A's release :error; "" when ok
+	}
+	var (
+		lost     = want{writes: 2, final: 1, lost: 1, overlapping: 2, bAcquire: history.Ok, releaseA: "expired"}
+		rejected = want{writes: 1, final: 1, rejected: 1, overlapping: 2, bAcquire: history.Ok, releaseA: "expired"}
+		kept     = want{writes: 1, final: 1, bAcquire: history.Fail}
+		waited   = want{writes: 2, final: 2, bAcquire: history.Ok}
+	)
+	type tc struct {
+		lock   string
+		fenced bool
+		stop   bool          // the pause freezes the lock's renewals, as a stopped process would
+		bWait  time.Duration // how long B tries to acquire
+		want   want
+	}
+	var cases []tc
+	for _, l := range []string{"setnx", "redsync", "redislock"} {
+		cases = append(cases,
+			tc{lock: l, bWait: 5 * time.Second, want: lost},
+			tc{lock: l, fenced: true, bWait: 5 * time.Second, want: rejected})
+	}
+	cases = append(cases,
+		tc{lock: "renew", bWait: lease, want: kept},
+		tc{lock: "renew", fenced: true, bWait: lease, want: kept},
+		tc{lock: "renew", stop: true, bWait: 5 * time.Second, want: lost},
+		tc{lock: "renew", fenced: true, stop: true, bWait: 5 * time.Second, want: rejected},
+		tc{lock: "pg-advisory", bWait: 5 * time.Second, want: waited},
+		tc{lock: "pg-advisory", fenced: true, bWait: 5 * time.Second, want: waited},
+	)
+	for _, tc := range cases {
+		pause := "sleep"
+		if tc.stop {
+			pause = "stop"
+		}
+		t.Run(fmt.Sprintf("%s/fenced=%v/%s", tc.lock, tc.fenced, pause), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			r := newRig(t)
+			inside, resume := make(chan struct{}), make(chan struct{})
+			var lockA client.Lock
+			a, lockA := r.lockWorker(t, 0, tc.lock, lease, tc.fenced, func(context.Context, client.Section) {
+				if tc.stop {
+					thaw := lockA.(*client.Renew).FreezeRenewal()
+					defer thaw()
+				}
+				close(inside)
+				<-resume
+			})
+			b, _ := r.lockWorker(t, 1, tc.lock, lease, tc.fenced, nil)
+
+			aDone, bDone := make(chan struct{}), make(chan struct{})
+			go func() { a.Section(ctx); close(aDone) }()
+			<-inside
+			time.Sleep(lease * 3 / 2)
+			go func() {
+				bctx, cancel := context.WithTimeout(ctx, tc.bWait)
+				defer cancel()
+				b.Section(bctx)
+				close(bDone)
+			}()
+			select {
+			case <-bDone:
+			case <-time.After(2 * lease):
+			}
+			close(resume)
+			<-aDone
+			<-bDone
+
+			res := checker.LockCounter(r.history(t), 0)
+			for key, want := range map[string]int64{"writes": tc.want.writes, "final": tc.want.final,
+				"lost": tc.want.lost, "stale-rejected": tc.want.rejected,
+				"lock-overlapping-sections": tc.want.overlapping} {
+				if got, _ := history.Int(res.Get(key)); got != want {
+					t.Errorf("%s = %v, want %d", key, res.Get(key), want)
+				}
+			}
+			if wantValid := tc.want.lost == 0; (res.Valid == checker.Valid) != wantValid {
+				t.Errorf("valid? %v (%s)", res.Valid, res.Explanation)
+			}
+			for _, o := range r.ops {
+				switch {
+				case o.Type == history.Invoke:
+				case o.Process == 1 && o.F == "acquire" && o.Type != tc.want.bAcquire:
+					t.Errorf("B's acquire completed %v (%v), want %v", o.Type, o.Error, tc.want.bAcquire)
+				case o.Process == 0 && o.F == "release" && !sameError(o.Error, tc.want.releaseA):
+					t.Errorf("A's release completed %v with error %v, want %q", o.Type, o.Error, tc.want.releaseA)
+				}
+			}
+		})
+	}
+}
+
+func sameError(got any, want history.Keyword) bool {
+	if want == "" {
+		return got == nil
+	}
+	return got == want
+}
+
+// TestLocksMutualExclusion runs three workers on every lock with a lease far
+// longer than a section: no section overlaps another, nothing is lost.
+func TestLocksMutualExclusion(t *testing.T) {
+	for _, name := range client.LockNames() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			var wg sync.WaitGroup
+			for p := range 3 {
+				w, _ := r.lockWorker(t, history.Process(p), name, 5*time.Second, true, nil)
+				w.Work = 2 * time.Millisecond
+				wg.Add(1)
+				go func() { defer wg.Done(); w.Run(ctx) }()
+			}
+			wg.Wait()
+			res := checker.LockCounter(r.history(t), 0)
+			if writes, _ := history.Int(res.Get("writes")); writes < 3 {
+				t.Errorf("only %d writes in 500 ms", writes)
+			}
+			if res.Valid != checker.Valid {
+				t.Errorf("valid? %v: %s", res.Valid, res.Explanation)
+			}
+			for _, key := range []string{"lock-overlapping-sections", "stale-rejected", "info-ops"} {
+				if n, _ := history.Int(res.Get(key)); n != 0 {
+					t.Errorf("%s = %d under a working lock", key, n)
+				}
+			}
+			// Every acquisition had a fence larger than the one before.
+			var fences []int64
+			for _, o := range r.ops {
+				if o.F == "acquire" && o.Type == history.Ok {
+					f, _ := history.Int(o.Get("fence"))
+					fences = append(fences, f)
+				}
+			}
+			if !slices.IsSorted(fences) || len(fences) == 0 || fences[0] < 1 {
+				t.Errorf("fences %v, want increasing from 1", fences)
+			}
+		})
+	}
+}
+
+// TestFenceDoesNotFenceTheRead shows what fencing leaves open: the write is
+// fenced, the read is not. A reads and stalls past its lease; B acquires
+// (a larger fence), reads the same value and stalls too; A writes first —
+// its fence is still the largest written — then B. Both writes are
+// accepted, and one of the two increments is lost.
+func TestFenceDoesNotFenceTheRead(t *testing.T) {
+	const lease = 200 * time.Millisecond
+	ctx := context.Background()
+	r := newRig(t)
+	type holder struct {
+		inside, resume, done chan struct{}
+		w                    *client.Worker
+	}
+	hold := func(p history.Process) *holder {
+		h := &holder{inside: make(chan struct{}), resume: make(chan struct{}), done: make(chan struct{})}
+		h.w, _ = r.lockWorker(t, p, "setnx", lease, true, func(context.Context, client.Section) {
+			close(h.inside)
+			<-h.resume
+		})
+		go func() { h.w.Section(ctx); close(h.done) }()
+		<-h.inside
+		return h
+	}
+	a := hold(0)
+	time.Sleep(lease * 3 / 2)
+	b := hold(1)
+	close(a.resume)
+	<-a.done
+	close(b.resume)
+	<-b.done
+
+	res := checker.LockCounter(r.history(t), 0)
+	for key, want := range map[string]int64{"writes": 2, "final": 1, "lost": 1, "stale-rejected": 0} {
+		if got, _ := history.Int(res.Get(key)); got != want {
+			t.Errorf("%s = %v, want %d", key, res.Get(key), want)
+		}
+	}
+	if res.Valid != checker.Invalid {
+		t.Errorf("valid? %v, want false: an update was lost under fencing", res.Valid)
+	}
+}

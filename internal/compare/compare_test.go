@@ -1,0 +1,276 @@
+package compare
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+var faults = Faults{Pause: 800 * time.Millisecond, Interval: 700 * time.Millisecond, Every: 20}
+
+func TestRanges(t *testing.T) {
+	r := Row{Runs: []Figures{
+		{Writes: 352, Lost: 4, Overlapping: 53, Sections: 400, Valid: "false"},
+		{Writes: 379, Lost: 3, Overlapping: 42, Sections: 420, Valid: "false"},
+		{Writes: 360, Lost: 0, Overlapping: 42, Sections: 360, Valid: "true"},
+	}}
+	for _, tc := range []struct {
+		name string
+		pick func(Figures) int64
+		want Range
+		text string
+	}{
+		{"writes", writes, Range{352, 379}, "352–379"},
+		{"lost", lost, Range{0, 4}, "0–4"},
+		{"overlapping", overlapping, Range{42, 53}, "42–53"},
+		{"rejected", rejected, Range{0, 0}, "0"},
+	} {
+		if got := r.Range(tc.pick); got != tc.want || got.String() != tc.text {
+			t.Errorf("%s: %v (%q), want %v (%q)", tc.name, got, got.String(), tc.want, tc.text)
+		}
+	}
+	l := r.LostPer1000()
+	// 4/400, 3/420 and 0/360 lost: 10, 7.14 and 0 per 1,000.
+	if l.Min != 0 || l.Max != 10 || l.Mean < 5.714 || l.Mean > 5.715 {
+		t.Errorf("lost per 1,000: min %v, max %v, mean %v; want 0, 10, 5.714…", l.Min, l.Max, l.Mean)
+	}
+	if v, i, u := r.Verdicts(); v != 1 || i != 2 || u != 0 {
+		t.Errorf("verdicts %d valid, %d invalid, %d unknown; want 1, 2, 0", v, i, u)
+	}
+	if got := (Figures{}).LostPer1000(); got != 0 {
+		t.Errorf("no sections: %v lost per 1,000, want 0", got)
+	}
+}
+
+func TestFiguresOf(t *testing.T) {
+	var rs checker.Results
+	rs.Add(checker.Result{Name: "lock-counter", Valid: checker.Invalid, Fields: []checker.Field{
+		{Key: "writes", Value: 12}, {Key: "lost", Value: int64(2)}, {Key: "overlapping-sections", Value: 5},
+		{Key: "stale-rejected", Value: 1}, {Key: "pauses", Value: 3},
+	}})
+	ops := []history.Op{
+		{Index: 0, Type: history.Invoke, Process: 0, F: "acquire"},
+		{Index: 1, Type: history.Ok, Process: 0, F: "acquire", Extra: map[history.Keyword]any{"lease-ms": int64(500)}},
+		{Index: 2, Type: history.Invoke, Process: 0, F: "release"},
+		{Index: 3, Type: history.Ok, Process: 0, F: "release"},
+	}
+	f := FiguresOf(rs, ops)
+	want := Figures{Valid: "false", Writes: 12, Lost: 2, Overlapping: 5, Rejected: 1, Pauses: 3, Sections: 1, Leased: true}
+	if f != want {
+		t.Errorf("FiguresOf = %+v, want %+v", f, want)
+	}
+}
+
+func TestGrids(t *testing.T) {
+	ref := Reference(faults)
+	var got []string
+	for _, s := range ref {
+		got = append(got, s.Slug())
+	}
+	want := []string{"setnx-500ms-none", "setnx-500ms-sigstop", "setnx-2s-sigstop", "setnx-500ms-sleep",
+		"setnx-500ms-sigstop-fenced", "setnx-500ms-sleep-fenced"}
+	if !slices.Equal(got, want) {
+		t.Errorf("reference rows %v, want %v", got, want)
+	}
+	if l := ref[3].PauseLabel(); l != "blocking 800 ms pause in every 20th section" {
+		t.Errorf("pause label %q", l)
+	}
+	g := Grid(faults, []string{"setnx", "renew"}, []string{PauseSigStop, PauseStop}, []bool{false, true}, time.Second)
+	if len(g) != 8 || g[0].Lock != "setnx" || g[7].Lock != "renew" || !g[7].Fenced || g[7].Pause != PauseStop || g[7].Lease != time.Second {
+		t.Errorf("grid %+v", g)
+	}
+}
+
+func TestSweep(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		lo, hi float64
+		bad    bool
+	}{
+		{in: "pause/lease=0.25..4", lo: 0.25, hi: 4},
+		{in: "pause/lease=1..1", lo: 1, hi: 1},
+		{in: "lease=1..2", bad: true},
+		{in: "pause/lease=2", bad: true},
+		{in: "pause/lease=0..2", bad: true},
+		{in: "pause/lease=4..1", bad: true},
+		{in: "pause/lease=a..b", bad: true},
+	} {
+		lo, hi, err := ParseSweep(tc.in)
+		if (err != nil) != tc.bad || (!tc.bad && (lo != tc.lo || hi != tc.hi)) {
+			t.Errorf("ParseSweep(%q) = %v, %v, %v", tc.in, lo, hi, err)
+		}
+	}
+	if got, want := Ratios(0.25, 4, 5), []float64{0.25, 0.5, 1, 2, 4}; !slices.Equal(got, want) {
+		t.Errorf("Ratios(0.25, 4, 5) = %v, want %v", got, want)
+	}
+	if got := Ratios(0.5, 2, 1); !slices.Equal(got, []float64{0.5}) {
+		t.Errorf("Ratios in 1 step = %v", got)
+	}
+	s := Sweep(faults, []string{"setnx"}, []string{PauseSigStop}, []bool{false, true}, []float64{0.25, 1, 3})
+	var leases []time.Duration
+	for _, r := range s {
+		leases = append(leases, r.Lease)
+	}
+	ms := time.Millisecond
+	if want := []time.Duration{3200 * ms, 800 * ms, 267 * ms, 3200 * ms, 800 * ms, 267 * ms}; !slices.Equal(leases, want) {
+		t.Errorf("sweep leases %v, want %v (pause 800 ms / ratio, to the ms)", leases, want)
+	}
+	if s[0].Fenced || !s[3].Fenced || s[3].Ratio != 0.25 || s[2].PauseLen != 800*ms {
+		t.Errorf("sweep rows %+v", s)
+	}
+}
+
+// table is a small finished table, with a row not run.
+func table(kind string) *Table {
+	rows := Reference(faults)[:3]
+	t := &Table{Kind: kind, Command: "hiatus compare", Started: time.Unix(0, 0), Versions: "Redis 8, PostgreSQL 17",
+		Workers: 3, Limit: 10 * time.Second, Work: 20 * time.Millisecond, Runs: 2}
+	for i, s := range rows {
+		s.Ratio = float64(i + 1)
+		t.Rows = append(t.Rows, Row{Setup: s})
+	}
+	t.Rows[0].Runs = []Figures{{Writes: 434, Sections: 434, Valid: "true", Leased: true}, {Writes: 440, Sections: 440, Valid: "true", Leased: true}}
+	t.Rows[1].Runs = []Figures{{Writes: 352, Lost: 4, Overlapping: 53, Sections: 400, Valid: "false", Leased: true},
+		{Writes: 379, Lost: 3, Overlapping: 42, Sections: 300, Valid: "false", Leased: true}}
+	return t
+}
+
+func TestMarkdown(t *testing.T) {
+	md := string(table("reference").Markdown())
+	for _, want := range []string{
+		"`hiatus compare`",
+		"| setnx | 500 ms | no faults | no | 434–440 | 0 | 0 | 0 | 0.0 | 2 valid |",
+		"| setnx | 500 ms | SIGSTOP 800 ms every 700 ms | no | 352–379 | 3–4 | 42–53 | 0 | 10.0 | 2 invalid |",
+		"| setnx | 2 s | SIGSTOP 800 ms every 700 ms | no |  |  |  |  |  | not run |",
+		"**Incomplete:**",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("table.md lacks %q:\n%s", want, md)
+		}
+	}
+	if md := string(table("sweep").Markdown()); !strings.Contains(md, "| pause/lease |") || !strings.Contains(md, "| no | 2 | 352–379 |") {
+		t.Errorf("a sweep's table lacks its ratio column:\n%s", md)
+	}
+}
+
+func TestCSVAndJSON(t *testing.T) {
+	tab := table("reference")
+	recs, err := csv.NewReader(bytes.NewReader(tab.CSV())).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 4 {
+		t.Fatalf("%d CSV records, want a header and 3 rows", len(recs))
+	}
+	col := func(name string) int { return slices.Index(recs[0], name) }
+	if r := recs[2]; r[col("writes_min")] != "352" || r[col("writes_max")] != "379" || r[col("lost_max")] != "4" ||
+		r[col("lost_per_1000_max")] != "10.000" || r[col("invalid")] != "2" || r[col("runs")] != "2" {
+		t.Errorf("CSV row %v", r)
+	}
+	b, err := tab.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js struct {
+		Complete bool
+		Rows     []struct {
+			Runs     []Figures
+			Overlaps Range `json:"overlapping_sections"`
+			Invalid  int
+		}
+	}
+	if err := json.Unmarshal(b, &js); err != nil {
+		t.Fatal(err)
+	}
+	if js.Complete || len(js.Rows) != 3 || js.Rows[1].Overlaps != (Range{42, 53}) || js.Rows[1].Invalid != 2 ||
+		js.Rows[2].Runs == nil || len(js.Rows[2].Runs) != 0 {
+		t.Errorf("table.json %s", b)
+	}
+}
+
+func TestWrite(t *testing.T) {
+	root := t.TempDir()
+	for _, kind := range []string{"reference", "sweep"} {
+		dir, err := CreateDir(root, kind, time.Unix(1, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Write(dir, table(kind)); err != nil {
+			t.Fatal(err)
+		}
+		for name, magic := range map[string]string{PlotPNG: "\x89PNG", PlotSVG: "<?xml", TableMarkdown: "`hiatus",
+			TableJSON: "{", TableCSV: "lock,", RunList: ""} {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil || !bytes.HasPrefix(b, []byte(magic)) {
+				t.Errorf("%s/%s: %v, starts %.10q", kind, name, err, b)
+			}
+		}
+		if got, err := filepath.EvalSymlinks(filepath.Join(root, kind, "latest")); err != nil || got != dir {
+			t.Errorf("%s/latest → %s (%v), want %s", kind, got, err, dir)
+		}
+	}
+}
+
+func TestRun(t *testing.T) {
+	setups := Reference(faults)[:2]
+	fail := errors.New("no servers")
+	for _, tc := range []struct {
+		name     string
+		failAt   int // the run that fails, from 1; 0 none
+		cancelAt int // the run during which ctx ends, from 1; 0 never
+		runs     []int
+		err      error
+	}{
+		{name: "all", runs: []int{3, 3}},
+		{name: "failed", failAt: 4, runs: []int{3, 0}, err: fail},
+		{name: "interrupted", cancelAt: 2, runs: []int{1, 0}, err: context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			tab := &Table{Runs: 3}
+			n := 0
+			var reports []Progress
+			err := Run(ctx, tab, setups, func(ctx context.Context, s Setup, i int) (Figures, error) {
+				n++
+				if n == tc.cancelAt {
+					cancel()
+				}
+				if n == tc.failAt {
+					return Figures{}, fail
+				}
+				return Figures{Writes: int64(n), Seed: int64(i)}, nil
+			}, time.Second, func(p Progress) { reports = append(reports, p) })
+			if !errors.Is(err, tc.err) {
+				t.Errorf("Run: %v, want %v", err, tc.err)
+			}
+			for i, r := range tab.Rows {
+				if len(r.Runs) != tc.runs[i] {
+					t.Errorf("row %d has %d runs, want %d", i, len(r.Runs), tc.runs[i])
+				}
+			}
+			if tc.name != "all" {
+				return
+			}
+			if got := tab.Rows[1].Range(writes); got != (Range{4, 6}) {
+				t.Errorf("row 2 writes %v, want 4–6", got)
+			}
+			last := reports[len(reports)-1]
+			if len(reports) != 12 || last.Done != 6 || last.Total != 6 || last.Left != 0 || last.Finished == nil ||
+				reports[0].Left != 6*time.Second || reports[0].Row != 1 || reports[2].Run != 2 {
+				t.Errorf("reports %+v", reports)
+			}
+		})
+	}
+}

@@ -1,0 +1,341 @@
+package compare
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// Figures are what one run gives a table: the lock-counter check's figures
+// (as in results.edn) and the number of critical sections in its history.
+type Figures struct {
+	Dir         string `json:"dir"`
+	Seed        int64  `json:"seed"`
+	Valid       string `json:"valid"` // true, false or :unknown, as results.edn writes it
+	Writes      int64  `json:"writes"`
+	Lost        int64  `json:"lost"`
+	Overlapping int64  `json:"overlapping_sections"`
+	Rejected    int64  `json:"stale_rejected"`
+	Late        int64  `json:"late_writes"`
+	Pauses      int64  `json:"pauses"`
+	InfoOps     int64  `json:"info_ops"`
+	Sections    int64  `json:"sections"` // acquisitions: critical sections begun
+	Leased      bool   `json:"leased"`   // the lock granted leases (the history records :lease-ms)
+}
+
+// FiguresOf reads a run's figures from its checked results and its history.
+func FiguresOf(rs checker.Results, ops []history.Op) Figures {
+	f := Figures{Valid: rs.Valid.String()}
+	secs := checker.Sections(ops)
+	f.Sections = int64(len(secs))
+	for _, s := range secs {
+		f.Leased = f.Leased || s.LeaseNS > 0
+	}
+	lc, ok := rs.Check("lock-counter")
+	if !ok {
+		return f
+	}
+	for key, p := range map[string]*int64{"writes": &f.Writes, "lost": &f.Lost,
+		"overlapping-sections": &f.Overlapping, "stale-rejected": &f.Rejected, "late-writes": &f.Late,
+		"pauses": &f.Pauses, "info-ops": &f.InfoOps} {
+		*p, _ = history.Int(lc.Get(key))
+	}
+	return f
+}
+
+// LostPer1000 is the run's lost updates per 1,000 critical sections.
+func (f Figures) LostPer1000() float64 {
+	if f.Sections == 0 {
+		return 0
+	}
+	return float64(f.Lost) * 1000 / float64(f.Sections)
+}
+
+// A Row is a Setup and the figures of its runs.
+type Row struct {
+	Setup
+	Runs []Figures
+}
+
+// A Range is the smallest and largest of a figure over a row's runs.
+type Range struct {
+	Min int64 `json:"min"`
+	Max int64 `json:"max"`
+}
+
+func (r Range) String() string {
+	if r.Min == r.Max {
+		return strconv.FormatInt(r.Min, 10)
+	}
+	return fmt.Sprintf("%d–%d", r.Min, r.Max)
+}
+
+// Range returns the range of the figure f picks over the row's runs.
+func (r Row) Range(f func(Figures) int64) Range {
+	var out Range
+	for i, run := range r.Runs {
+		v := f(run)
+		if i == 0 || v < out.Min {
+			out.Min = v
+		}
+		if i == 0 || v > out.Max {
+			out.Max = v
+		}
+	}
+	return out
+}
+
+// A Spread is the mean, smallest and largest of a ratio over a row's runs.
+type Spread struct {
+	Mean float64 `json:"mean"`
+	Min  float64 `json:"min"`
+	Max  float64 `json:"max"`
+}
+
+func (s Spread) String() string {
+	if s.Min == s.Max {
+		return strconv.FormatFloat(s.Min, 'f', 1, 64)
+	}
+	return fmt.Sprintf("%.1f–%.1f", s.Min, s.Max)
+}
+
+// LostPer1000 is the spread of lost updates per 1,000 sections.
+func (r Row) LostPer1000() Spread {
+	var s Spread
+	for i, run := range r.Runs {
+		v := run.LostPer1000()
+		s.Mean += v
+		if i == 0 || v < s.Min {
+			s.Min = v
+		}
+		if i == 0 || v > s.Max {
+			s.Max = v
+		}
+	}
+	if len(r.Runs) > 0 {
+		s.Mean /= float64(len(r.Runs))
+	}
+	return s
+}
+
+// Verdicts counts the row's runs by verdict.
+func (r Row) Verdicts() (valid, invalid, unknown int) {
+	for _, run := range r.Runs {
+		switch run.Valid {
+		case checker.Valid.String():
+			valid++
+		case checker.Invalid.String():
+			invalid++
+		default:
+			unknown++
+		}
+	}
+	return valid, invalid, unknown
+}
+
+func (r Row) verdictText() string {
+	v, i, u := r.Verdicts()
+	var parts []string
+	for _, c := range []struct {
+		n    int
+		word string
+	}{{v, "valid"}, {i, "invalid"}, {u, "unknown"}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.word))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// leaseText is the row's lease, or "none" when its lock granted none.
+func (r Row) leaseText() string {
+	for _, run := range r.Runs {
+		if run.Leased {
+			return duration(r.Lease)
+		}
+	}
+	if len(r.Runs) == 0 {
+		return duration(r.Lease)
+	}
+	return "none"
+}
+
+// Figure pickers, for Row.Range.
+func writes(f Figures) int64      { return f.Writes }
+func lost(f Figures) int64        { return f.Lost }
+func overlapping(f Figures) int64 { return f.Overlapping }
+func rejected(f Figures) int64    { return f.Rejected }
+func sections(f Figures) int64    { return f.Sections }
+
+// A Table is a finished (or interrupted) grid.
+type Table struct {
+	Kind     string // reference, grid or sweep
+	Command  string // the command line that made it
+	Started  time.Time
+	Versions string // the servers', as "Redis 7.0.15, PostgreSQL 15.20"
+	Workers  int
+	Limit    time.Duration // each run's time limit
+	Work     time.Duration
+	Runs     int // runs per row asked for
+	Rows     []Row
+}
+
+// Complete reports whether every row has all its runs.
+func (t *Table) Complete() bool {
+	for _, r := range t.Rows {
+		if len(r.Runs) < t.Runs {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *Table) sweep() bool { return t.Kind == "sweep" }
+
+// Markdown renders the table with a caption: min–max of each figure over
+// each row's runs.
+func (t *Table) Markdown() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "`%s`\n\n", t.Command)
+	fmt.Fprintf(&b, "%d workers, %s per run, %s of work per section, %s per row; %s; started %s.\n",
+		t.Workers, duration(t.Limit), duration(t.Work), plural(t.Runs, "run"), t.Versions, t.Started.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "Each cell is min–max over the row's runs.\n")
+	if !t.Complete() {
+		fmt.Fprintf(&b, "**Incomplete:** the comparison was cut short; rows with fewer runs are marked.\n")
+	}
+	b.WriteString("\n")
+	head := []string{"lock", "lease", "pause", "fenced"}
+	if t.sweep() {
+		head = append(head, "pause/lease")
+	}
+	head = append(head, "writes", "lost", "overlapping", "rejected", "lost / 1,000 sections", "verdicts")
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n|")
+	for i := range head {
+		// Words to the left, figures to the right.
+		if i < 4 || (t.sweep() && i == 4) || i == len(head)-1 {
+			b.WriteString(" --- |")
+		} else {
+			b.WriteString(" ---: |")
+		}
+	}
+	b.WriteString("\n")
+	for _, r := range t.Rows {
+		fenced := "no"
+		if r.Fenced {
+			fenced = "yes"
+		}
+		cells := []string{r.Lock, r.leaseText(), r.PauseLabel(), fenced}
+		if t.sweep() {
+			cells = append(cells, strconv.FormatFloat(r.Ratio, 'g', 3, 64))
+		}
+		if len(r.Runs) == 0 {
+			cells = append(cells, "", "", "", "", "", "not run")
+		} else {
+			verdicts := r.verdictText()
+			if len(r.Runs) < t.Runs {
+				verdicts += fmt.Sprintf(" (%d of %d runs)", len(r.Runs), t.Runs)
+			}
+			cells = append(cells, r.Range(writes).String(), r.Range(lost).String(),
+				r.Range(overlapping).String(), r.Range(rejected).String(), r.LostPer1000().String(), verdicts)
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	return b.Bytes()
+}
+
+// CSV renders one line per row: the setup, then min and max of each figure.
+func (t *Table) CSV() []byte {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	head := []string{"lock", "lease_ms", "leased", "pause", "pause_ms", "interval_ms", "every", "fenced", "ratio", "runs"}
+	for _, f := range []string{"writes", "lost", "overlapping_sections", "stale_rejected", "sections"} {
+		head = append(head, f+"_min", f+"_max")
+	}
+	head = append(head, "lost_per_1000_mean", "lost_per_1000_min", "lost_per_1000_max", "valid", "invalid", "unknown")
+	w.Write(head)
+	for _, r := range t.Rows {
+		rec := []string{r.Lock, ms(r.Lease), strconv.FormatBool(r.leaseText() != "none"), r.Pause,
+			ms(r.PauseLen), ms(r.Interval), strconv.Itoa(r.Every), strconv.FormatBool(r.Fenced),
+			strconv.FormatFloat(r.Ratio, 'g', -1, 64), strconv.Itoa(len(r.Runs))}
+		for _, pick := range []func(Figures) int64{writes, lost, overlapping, rejected, sections} {
+			rg := r.Range(pick)
+			rec = append(rec, strconv.FormatInt(rg.Min, 10), strconv.FormatInt(rg.Max, 10))
+		}
+		l := r.LostPer1000()
+		v, i, u := r.Verdicts()
+		rec = append(rec, fmtFloat(l.Mean), fmtFloat(l.Min), fmtFloat(l.Max),
+			strconv.Itoa(v), strconv.Itoa(i), strconv.Itoa(u))
+		w.Write(rec)
+	}
+	w.Flush()
+	return b.Bytes()
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+func fmtFloat(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+
+// JSON renders the whole table: every run's figures and run directory, and
+// each row's ranges.
+func (t *Table) JSON() ([]byte, error) {
+	type row struct {
+		Lock        string    `json:"lock"`
+		LeaseMS     int64     `json:"lease_ms"`
+		Leased      bool      `json:"leased"`
+		Pause       string    `json:"pause"`
+		PauseMS     int64     `json:"pause_ms"`
+		IntervalMS  int64     `json:"interval_ms"`
+		Every       int       `json:"every"`
+		Fenced      bool      `json:"fenced"`
+		Ratio       float64   `json:"ratio,omitempty"`
+		Label       string    `json:"label"`
+		Runs        []Figures `json:"runs"`
+		Writes      Range     `json:"writes"`
+		Lost        Range     `json:"lost"`
+		Overlapping Range     `json:"overlapping_sections"`
+		Rejected    Range     `json:"stale_rejected"`
+		Sections    Range     `json:"sections"`
+		LostPer1000 Spread    `json:"lost_per_1000_sections"`
+		Valid       int       `json:"valid"`
+		Invalid     int       `json:"invalid"`
+		Unknown     int       `json:"unknown"`
+	}
+	out := struct {
+		Kind        string `json:"kind"`
+		Command     string `json:"command"`
+		Started     string `json:"started"`
+		Versions    string `json:"versions"`
+		Workers     int    `json:"workers"`
+		TimeLimitMS int64  `json:"time_limit_ms"`
+		WorkMS      int64  `json:"work_ms"`
+		RunsPerRow  int    `json:"runs_per_row"`
+		Complete    bool   `json:"complete"`
+		Rows        []row  `json:"rows"`
+	}{Kind: t.Kind, Command: t.Command, Started: t.Started.UTC().Format(time.RFC3339Nano), Versions: t.Versions,
+		Workers: t.Workers, TimeLimitMS: t.Limit.Milliseconds(), WorkMS: t.Work.Milliseconds(), RunsPerRow: t.Runs,
+		Complete: t.Complete(), Rows: []row{}}
+	for _, r := range t.Rows {
+		v, i, u := r.Verdicts()
+		runs := r.Runs
+		if runs == nil {
+			runs = []Figures{}
+		}
+		out.Rows = append(out.Rows, row{Lock: r.Lock, LeaseMS: r.Lease.Milliseconds(), Leased: r.leaseText() != "none",
+			Pause: r.Pause, PauseMS: r.PauseLen.Milliseconds(), IntervalMS: r.Interval.Milliseconds(), Every: r.Every,
+			Fenced: r.Fenced, Ratio: r.Ratio, Label: r.Short() + ", " + r.PauseLabel(), Runs: runs,
+			Writes: r.Range(writes), Lost: r.Range(lost), Overlapping: r.Range(overlapping), Rejected: r.Range(rejected),
+			Sections: r.Range(sections), LostPer1000: r.LostPer1000(), Valid: v, Invalid: i, Unknown: u})
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("table.json: %w", err)
+	}
+	return append(b, '\n'), nil
+}
