@@ -177,11 +177,11 @@ func (s *Stream) cause(c lcCall) string {
 // paused, the pause that stopped its process while it held the lock;
 // otherwise, a write sent after its lease had expired. "" if neither.
 func (s *Stream) sectionCause(c lcCall, paused bool) string {
-	sec, ok := sectionOf(s.secs, c.process, c.call)
+	sec, ok := sectionOf(s.secs.secs, c.process, c.call)
 	if !ok {
 		return ""
 	}
-	if pa, ok := pauseDuring(sec, s.pauses); ok && paused {
+	if pa, ok := pauseDuring(sec, s.pauses.pauses); ok && paused {
 		return fmt.Sprintf("process %v (%s) was stopped by nemesis op %d (%s) for %d ms while holding a %d ms lease",
 			c.process, s.name(c.writePos()), pa.Index, pa.Kind, (pa.End-pa.Start)/1e6, sec.LeaseNS/1e6)
 	}

@@ -57,57 +57,70 @@ func (s Section) wrote() bool { return s.WriteType == history.Ok || s.WriteType 
 // Sections extracts the critical sections of a lock-counter history, in the
 // order their acquires completed. ops must be in history order.
 func Sections(ops []history.Op) []Section {
-	open := map[history.Process]int{} // process -> index into out
-	var out []Section
+	var b sectionBuilder
 	for _, o := range ops {
-		if !o.IsClient() {
-			continue
-		}
-		i, ok := open[o.Process]
-		switch {
-		case o.F == FAcquire && o.Type == history.Ok:
-			s := Section{Process: o.Process, Acquire: o.Index, Start: o.Time, End: o.Time,
-				Read: -1, Write: -1}
-			if ms, ok := history.Int(o.Get(KeyLeaseMS)); ok {
-				s.LeaseNS = ms * 1e6
-			}
-			if f, ok := history.Int(o.Get(KeyFence)); ok {
-				s.Fence = f
-			}
-			out = append(out, s)
-			open[o.Process] = len(out) - 1
-		case !ok:
-			// Ops outside a section (a failed acquire, the final read).
-		case o.F == FRead && o.Type == history.Invoke:
-			out[i].ReadTime = o.Time
-			out[i].End = o.Time
-		case o.F == FRead && o.Type == history.Ok:
-			if v, ok := history.Int(o.Value); ok {
-				out[i].Read = v
-			}
-			out[i].End = o.Time
-		case o.F == FWrite && o.Type == history.Invoke:
-			out[i].WriteInv = o.Time
-			if v, ok := history.Int(o.Value); ok {
-				out[i].WriteValue = v
-			}
-			out[i].End = o.Time
-		case o.F == FWrite:
-			out[i].Write, out[i].WriteEnd, out[i].WriteType = o.Index, o.Time, o.Type
-			out[i].End = o.Time
-		case o.F == FRelease && o.Type == history.Invoke:
-			out[i].End = o.Time
-		case o.F == FRelease:
-			out[i].Released = o.Type
-			delete(open, o.Process)
-		default:
-			out[i].End = o.Time
-		}
-		if ok && o.Type == history.Info {
-			delete(open, o.Process) // an :info retires the process
-		}
+		b.add(o)
 	}
-	return out
+	return b.secs
+}
+
+// A sectionBuilder extracts sections one op at a time: the one extraction
+// that LockCounter and the streaming check both use.
+type sectionBuilder struct {
+	secs []Section
+	open map[history.Process]int // process -> index into secs
+}
+
+func (b *sectionBuilder) add(o history.Op) {
+	if !o.IsClient() {
+		return
+	}
+	if b.open == nil {
+		b.open = map[history.Process]int{}
+	}
+	i, ok := b.open[o.Process]
+	out := b.secs
+	switch {
+	case o.F == FAcquire && o.Type == history.Ok:
+		s := Section{Process: o.Process, Acquire: o.Index, Start: o.Time, End: o.Time, Read: -1, Write: -1}
+		if ms, ok := history.Int(o.Get(KeyLeaseMS)); ok {
+			s.LeaseNS = ms * 1e6
+		}
+		if f, ok := history.Int(o.Get(KeyFence)); ok {
+			s.Fence = f
+		}
+		b.secs = append(b.secs, s)
+		b.open[o.Process] = len(b.secs) - 1
+	case !ok:
+		// Ops outside a section (a failed acquire, the final read).
+	case o.F == FRead && o.Type == history.Invoke:
+		out[i].ReadTime = o.Time
+		out[i].End = o.Time
+	case o.F == FRead && o.Type == history.Ok:
+		if v, ok := history.Int(o.Value); ok {
+			out[i].Read = v
+		}
+		out[i].End = o.Time
+	case o.F == FWrite && o.Type == history.Invoke:
+		out[i].WriteInv = o.Time
+		if v, ok := history.Int(o.Value); ok {
+			out[i].WriteValue = v
+		}
+		out[i].End = o.Time
+	case o.F == FWrite:
+		out[i].Write, out[i].WriteEnd, out[i].WriteType = o.Index, o.Time, o.Type
+		out[i].End = o.Time
+	case o.F == FRelease && o.Type == history.Invoke:
+		out[i].End = o.Time
+	case o.F == FRelease:
+		out[i].Released = o.Type
+		delete(b.open, o.Process)
+	default:
+		out[i].End = o.Time
+	}
+	if ok && o.Type == history.Info {
+		delete(b.open, o.Process) // an :info retires the process
+	}
 }
 
 // A Pause is a fault that froze one process: a SIGSTOP from the nemesis or a
@@ -121,37 +134,56 @@ type Pause struct {
 
 // Pauses extracts the nemesis's pause windows from ops.
 func Pauses(ops []history.Op) []Pause {
-	var out []Pause
-	open := map[history.Process]int{}
-	var last int64
+	var b pauseBuilder
 	for _, o := range ops {
-		last = max(last, o.Time)
-		if o.IsClient() {
-			continue
-		}
-		v, _ := o.Value.(map[history.Keyword]any)
-		p, ok := history.Int(v["process"])
-		if !ok {
-			continue
-		}
-		switch o.F {
-		case FPause:
-			kind, _ := v["kind"].(history.Keyword)
-			out = append(out, Pause{Index: o.Index, Process: history.Process(p), Kind: kind, Start: o.Time, End: -1})
-			open[history.Process(p)] = len(out) - 1
-		case FResume:
-			if i, ok := open[history.Process(p)]; ok {
-				out[i].End = o.Time
-				delete(open, history.Process(p))
-			}
+		b.add(o)
+	}
+	return b.finish()
+}
+
+// A pauseBuilder extracts pauses one op at a time, for Pauses and the
+// streaming check alike.
+type pauseBuilder struct {
+	pauses []Pause
+	open   map[history.Process]int // paused process -> index into pauses
+	last   int64                   // the latest :time seen
+}
+
+func (b *pauseBuilder) add(o history.Op) {
+	b.last = max(b.last, o.Time)
+	if o.IsClient() {
+		return
+	}
+	v, _ := o.Value.(map[history.Keyword]any)
+	p, ok := history.Int(v["process"])
+	if !ok {
+		return
+	}
+	if b.open == nil {
+		b.open = map[history.Process]int{}
+	}
+	switch o.F {
+	case FPause:
+		kind, _ := v["kind"].(history.Keyword)
+		b.pauses = append(b.pauses, Pause{Index: o.Index, Process: history.Process(p), Kind: kind, Start: o.Time, End: -1})
+		b.open[history.Process(p)] = len(b.pauses) - 1
+	case FResume:
+		if i, ok := b.open[history.Process(p)]; ok {
+			b.pauses[i].End = o.Time
+			delete(b.open, history.Process(p))
 		}
 	}
-	for i := range out {
-		if out[i].End < 0 {
-			out[i].End = last
+}
+
+// finish ends the pauses still open at the history's end, and returns them
+// all.
+func (b *pauseBuilder) finish() []Pause {
+	for i := range b.pauses {
+		if b.pauses[i].End < 0 {
+			b.pauses[i].End = b.last
 		}
 	}
-	return out
+	return b.pauses
 }
 
 // LockCounter checks a lock-counter history whose counter started at initial:

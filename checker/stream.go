@@ -36,11 +36,9 @@ type Stream struct {
 	done  bool // Check has finished the open calls
 
 	// What LockCounter reads.
-	secs      []Section
-	inSection map[history.Process]int // process -> index into secs
-	pauses    []Pause
-	paused    map[history.Process]int // process -> index into pauses
-	counts    lcCounts
+	secs   sectionBuilder
+	pauses pauseBuilder
+	counts lcCounts
 
 	// The pairing of invocations with completions, as pairCalls does it.
 	open          map[history.Process]openCall
@@ -76,7 +74,6 @@ type openCall struct {
 func NewStream() *Stream {
 	return &Stream{
 		timed: true, sorted: true, fs: map[history.Keyword]bool{}, names: map[int]int64{},
-		inSection: map[history.Process]int{}, paused: map[history.Process]int{},
 		open: map[history.Process]openCall{}, crashed: map[history.Process]int{},
 		lastRead: map[history.Process]lcCall{}, badAt: -1,
 	}
@@ -89,7 +86,7 @@ func NewStream() *Stream {
 func (s *Stream) Grow(n int) {
 	// A critical section is eight ops, and makes one Section and one
 	// counter operation.
-	s.secs = slices.Grow(s.secs, n/8)
+	s.secs.secs = slices.Grow(s.secs.secs, n/8)
 	s.calls = slices.Grow(s.calls, n/8)
 }
 
@@ -114,84 +111,11 @@ func (s *Stream) Add(o history.Op) {
 	if o.Process >= 0 {
 		s.fs[o.F] = true
 	}
-	s.addSection(o)
-	s.addPause(o)
+	s.secs.add(o)
+	s.pauses.add(o)
 	s.counts.add(o)
 	if o.Process >= 0 {
 		s.pair(i, o)
-	}
-}
-
-// addSection follows Sections.
-func (s *Stream) addSection(o history.Op) {
-	if !o.IsClient() {
-		return
-	}
-	i, ok := s.inSection[o.Process]
-	out := s.secs
-	switch {
-	case o.F == FAcquire && o.Type == history.Ok:
-		sec := Section{Process: o.Process, Acquire: o.Index, Start: o.Time, End: o.Time, Read: -1, Write: -1}
-		if ms, ok := history.Int(o.Get(KeyLeaseMS)); ok {
-			sec.LeaseNS = ms * 1e6
-		}
-		if f, ok := history.Int(o.Get(KeyFence)); ok {
-			sec.Fence = f
-		}
-		s.secs = append(s.secs, sec)
-		s.inSection[o.Process] = len(s.secs) - 1
-	case !ok:
-		// Ops outside a section (a failed acquire, the final read).
-	case o.F == FRead && o.Type == history.Invoke:
-		out[i].ReadTime = o.Time
-		out[i].End = o.Time
-	case o.F == FRead && o.Type == history.Ok:
-		if v, ok := history.Int(o.Value); ok {
-			out[i].Read = v
-		}
-		out[i].End = o.Time
-	case o.F == FWrite && o.Type == history.Invoke:
-		out[i].WriteInv = o.Time
-		if v, ok := history.Int(o.Value); ok {
-			out[i].WriteValue = v
-		}
-		out[i].End = o.Time
-	case o.F == FWrite:
-		out[i].Write, out[i].WriteEnd, out[i].WriteType = o.Index, o.Time, o.Type
-		out[i].End = o.Time
-	case o.F == FRelease && o.Type == history.Invoke:
-		out[i].End = o.Time
-	case o.F == FRelease:
-		out[i].Released = o.Type
-		delete(s.inSection, o.Process)
-	default:
-		out[i].End = o.Time
-	}
-	if ok && o.Type == history.Info {
-		delete(s.inSection, o.Process) // an :info retires the process
-	}
-}
-
-// addPause follows Pauses.
-func (s *Stream) addPause(o history.Op) {
-	if o.IsClient() {
-		return
-	}
-	v, _ := o.Value.(map[history.Keyword]any)
-	p, ok := history.Int(v["process"])
-	if !ok {
-		return
-	}
-	switch o.F {
-	case FPause:
-		kind, _ := v["kind"].(history.Keyword)
-		s.pauses = append(s.pauses, Pause{Index: o.Index, Process: history.Process(p), Kind: kind, Start: o.Time, End: -1})
-		s.paused[history.Process(p)] = len(s.pauses) - 1
-	case FResume:
-		if i, ok := s.paused[history.Process(p)]; ok {
-			s.pauses[i].End = o.Time
-			delete(s.paused, history.Process(p))
-		}
 	}
 }
 
@@ -328,11 +252,7 @@ func (s *Stream) finish() {
 	for _, p := range procs {
 		s.flush(p)
 	}
-	for i := range s.pauses {
-		if s.pauses[i].End < 0 {
-			s.pauses[i].End = s.maxTime
-		}
-	}
+	s.pauses.finish()
 }
 
 // name names the op at position i as opName does: by its :index, or as
@@ -414,7 +334,7 @@ func (s *Stream) results(initial int64, truncated bool, linear func() Result) Re
 
 // lockCounter is LockCounter's result, from what the Stream kept.
 func (s *Stream) lockCounter(initial int64) Result {
-	return lockCounterResult(s.secs, s.pauses, s.counts, initial)
+	return lockCounterResult(s.secs.secs, s.pauses.pauses, s.counts, initial)
 }
 
 // linear is the :linear check by the counter walk.
