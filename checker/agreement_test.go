@@ -69,22 +69,22 @@ func genHistory(t *rapid.T) ([]history.Op, int64) {
 			return rapid.SampledFrom(pool).Draw(t, label)
 		}
 		for range rapid.IntRange(0, 3).Draw(t, "sections") {
-			acq := add(FAcquire, outcome("acquire", 8, 1, 1))
+			acq := add(history.FAcquire, outcome("acquire", 8, 1, 1))
 			if acq.done.Type != history.Ok {
 				continue
 			}
-			acq.done.Extra = map[history.Keyword]any{KeyLeaseMS: int64(5), KeyToken: "t"}
-			rd := add(FRead, outcome("read", 8, 1, 0))
+			acq.done.Extra = map[history.Keyword]any{history.KeyLeaseMS: int64(5), history.KeyToken: "t"}
+			rd := add(history.FRead, outcome("read", 8, 1, 0))
 			if rd.done.Type == history.Ok {
-				wr := add(FWrite, outcome("write", 5, 1, 2))
+				wr := add(history.FWrite, outcome("write", 5, 1, 2))
 				wr.write, wr.read = true, rd
 				wr.happened = wr.done.Type == history.Ok ||
 					wr.done.Type == history.Info && rapid.Bool().Draw(t, "happened")
 				if wr.done.Type == history.Fail {
-					wr.done.Error = ErrStaleFence
+					wr.done.Error = history.ErrStaleFence
 				}
 			}
-			rel := add(FRelease, outcome("release", 6, 2, 1))
+			rel := add(history.FRelease, outcome("release", 6, 2, 1))
 			if rel.done.Type == history.Fail {
 				rel.done.Error = history.Keyword("expired")
 			}
@@ -96,7 +96,7 @@ func genHistory(t *rapid.T) ([]history.Op, int64) {
 	counter := initial
 	for _, s := range byPoint {
 		switch {
-		case s.op.F == FRead:
+		case s.op.F == history.FRead:
 			s.done.Value = counter
 		case s.write:
 			v, _ := history.Int(s.read.done.Value)
@@ -111,11 +111,11 @@ func genHistory(t *rapid.T) ([]history.Op, int64) {
 		ops = append(ops, s.op, s.done)
 	}
 	if rapid.IntRange(0, 5).Draw(t, "final") > 0 {
-		final := map[history.Keyword]any{KeyFinal: true}
+		final := map[history.Keyword]any{history.KeyFinal: true}
 		proc := history.Process(1000)
 		ops = append(ops,
-			history.Op{Time: maxT + 1, Type: history.Invoke, Process: proc, F: FRead, Extra: final},
-			history.Op{Time: maxT + 2, Type: history.Ok, Process: proc, F: FRead, Value: counter, Extra: final})
+			history.Op{Time: maxT + 1, Type: history.Invoke, Process: proc, F: history.FRead, Extra: final},
+			history.Op{Time: maxT + 2, Type: history.Ok, Process: proc, F: history.FRead, Value: counter, Extra: final})
 	}
 	for range rapid.IntRange(0, 1).Draw(t, "spoils") {
 		if len(ops) == 0 {

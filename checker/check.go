@@ -220,17 +220,17 @@ func detect(fs map[history.Keyword]bool) (string, error) {
 	switch {
 	case len(fs) == 0:
 		return "", fmt.Errorf("%w: the history has no client ops to tell a model by; pass --model", ErrUnknownModel)
-	case fs[FAcquire] && (fs[FRead] || fs[FWrite]) && only(FAcquire, FRelease, FRead, FWrite):
+	case fs[history.FAcquire] && (fs[history.FRead] || fs[history.FWrite]) && only(history.FAcquire, history.FRelease, history.FRead, history.FWrite):
 		return ModelLockCounter, nil
-	case fs["cas"] && only("cas", FRead, FWrite):
+	case fs["cas"] && only("cas", history.FRead, history.FWrite):
 		return ModelCASRegister, nil
 	case fs["txn"] && only("txn"):
 		return ModelMultiRegister, nil
-	case only(FAcquire, FRelease):
+	case only(history.FAcquire, history.FRelease):
 		return ModelMutex, nil
-	case fs["add"] && only("add", FRead):
+	case fs["add"] && only("add", history.FRead):
 		return ModelCounter, nil
-	case only(FRead, FWrite):
+	case only(history.FRead, history.FWrite):
 		return ModelRegister, nil
 	}
 	var names []string

@@ -123,8 +123,8 @@ func TestCheckMalformedOps(t *testing.T) {
 		{"txn micro-op", ModelMultiRegister, h(inv(0, "txn", txn(appendX)), ok(0, "txn", txn(appendX))), "neither a :read nor a :write"},
 		{"counter add", ModelCounter, h(inv(0, "add", "x"), ok(0, "add", "x")), "not a non-negative integer"},
 		{"lock-counter write", ModelLockCounter, build([]history.Op{
-			{Time: 1, Type: history.Invoke, Process: 0, F: FWrite, Value: "x"},
-			{Time: 2, Type: history.Ok, Process: 0, F: FWrite, Value: "x"}}), "not an integer"},
+			{Time: 1, Type: history.Invoke, Process: 0, F: history.FWrite, Value: "x"},
+			{Time: 2, Type: history.Ok, Process: 0, F: history.FWrite, Value: "x"}}), "not an integer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rs, err := Check(context.Background(), tc.ops, Options{Model: tc.model})

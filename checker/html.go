@@ -332,11 +332,11 @@ func (lr *linearRun) annotations(drawn []porcupine.Operation, windowed bool) []p
 		})
 	}
 	for _, o := range lr.hist {
-		if o.F == FWrite && o.Type == history.Fail && o.Error == ErrStaleFence && keep(o.Time, o.Time) {
+		if o.F == history.FWrite && o.Type == history.Fail && o.Error == history.ErrStaleFence && keep(o.Time, o.Time) {
 			out = append(out, porcupine.Annotation{
 				Tag: "fence", Start: o.Time, End: o.Time,
 				Description:     "stale fence rejected",
-				Details:         fmt.Sprintf("op %d: process %v's write of %s with fence %v was rejected", o.Index, o.Process, canon(o.Value), o.Get(KeyFence)),
+				Details:         fmt.Sprintf("op %d: process %v's write of %s with fence %v was rejected", o.Index, o.Process, canon(o.Value), o.Get(history.KeyFence)),
 				BackgroundColor: "#fff4ce",
 			})
 		}

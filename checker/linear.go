@@ -314,9 +314,9 @@ func (p *plan) lockCounterOps(op func(inv, done int, proc history.Process, in an
 	for i := range p.calls {
 		c := &p.calls[i]
 		switch c.f {
-		case FAcquire, FRelease:
+		case history.FAcquire, history.FRelease:
 			flush(c.process)
-		case FRead:
+		case history.FRead:
 			if c.typ != history.Ok {
 				continue
 			}
@@ -330,7 +330,7 @@ func (p *plan) lockCounterOps(op func(inv, done int, proc history.Process, in an
 			} else {
 				lastRead[c.process] = c
 			}
-		case FWrite:
+		case history.FWrite:
 			if c.typ == history.Fail {
 				fails++
 				continue
@@ -360,7 +360,7 @@ func (p *plan) lockCounterOps(op func(inv, done int, proc history.Process, in an
 }
 
 func isFinal(ops []history.Op, c call) bool {
-	return ops[c.inv].Get(KeyFinal) == true || (c.done >= 0 && ops[c.done].Get(KeyFinal) == true)
+	return ops[c.inv].Get(history.KeyFinal) == true || (c.done >= 0 && ops[c.done].Get(history.KeyFinal) == true)
 }
 
 // A violation is where porcupine's search got furthest in a partition it

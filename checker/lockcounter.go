@@ -7,28 +7,6 @@ import (
 	"github.com/hiatus-dev/hiatus/history"
 )
 
-// The ops of a lock-counter history (docs/history-format.md): each critical
-// section of a worker is acquire, read, write, release; the nemesis records
-// :pause and :resume; a final read with :final? true closes the run.
-const (
-	FAcquire history.Keyword = "acquire"
-	FRead    history.Keyword = "read"
-	FWrite   history.Keyword = "write"
-	FRelease history.Keyword = "release"
-	FPause   history.Keyword = "pause"
-	FResume  history.Keyword = "resume"
-)
-
-// Extra keys and error values of lock-counter ops.
-const (
-	KeyToken   history.Keyword = "token"
-	KeyFence   history.Keyword = "fence"
-	KeyLeaseMS history.Keyword = "lease-ms"
-	KeyFinal   history.Keyword = "final?"
-
-	ErrStaleFence history.Keyword = "stale-fence"
-)
-
 // evidenceLimit caps the lists of evidence a result carries; the counts are
 // always complete.
 const evidenceLimit = 10
@@ -81,38 +59,38 @@ func (b *sectionBuilder) add(o history.Op) {
 	i, ok := b.open[o.Process]
 	out := b.secs
 	switch {
-	case o.F == FAcquire && o.Type == history.Ok:
+	case o.F == history.FAcquire && o.Type == history.Ok:
 		s := Section{Process: o.Process, Acquire: o.Index, Start: o.Time, End: o.Time, Read: -1, Write: -1}
-		if ms, ok := history.Int(o.Get(KeyLeaseMS)); ok {
+		if ms, ok := history.Int(o.Get(history.KeyLeaseMS)); ok {
 			s.LeaseNS = ms * 1e6
 		}
-		if f, ok := history.Int(o.Get(KeyFence)); ok {
+		if f, ok := history.Int(o.Get(history.KeyFence)); ok {
 			s.Fence = f
 		}
 		b.secs = append(b.secs, s)
 		b.open[o.Process] = len(b.secs) - 1
 	case !ok:
 		// Ops outside a section (a failed acquire, the final read).
-	case o.F == FRead && o.Type == history.Invoke:
+	case o.F == history.FRead && o.Type == history.Invoke:
 		out[i].ReadTime = o.Time
 		out[i].End = o.Time
-	case o.F == FRead && o.Type == history.Ok:
+	case o.F == history.FRead && o.Type == history.Ok:
 		if v, ok := history.Int(o.Value); ok {
 			out[i].Read = v
 		}
 		out[i].End = o.Time
-	case o.F == FWrite && o.Type == history.Invoke:
+	case o.F == history.FWrite && o.Type == history.Invoke:
 		out[i].WriteInv = o.Time
 		if v, ok := history.Int(o.Value); ok {
 			out[i].WriteValue = v
 		}
 		out[i].End = o.Time
-	case o.F == FWrite:
+	case o.F == history.FWrite:
 		out[i].Write, out[i].WriteEnd, out[i].WriteType = o.Index, o.Time, o.Type
 		out[i].End = o.Time
-	case o.F == FRelease && o.Type == history.Invoke:
+	case o.F == history.FRelease && o.Type == history.Invoke:
 		out[i].End = o.Time
-	case o.F == FRelease:
+	case o.F == history.FRelease:
 		out[i].Released = o.Type
 		delete(b.open, o.Process)
 	default:
@@ -163,11 +141,11 @@ func (b *pauseBuilder) add(o history.Op) {
 		b.open = map[history.Process]int{}
 	}
 	switch o.F {
-	case FPause:
+	case history.FPause:
 		kind, _ := v["kind"].(history.Keyword)
 		b.pauses = append(b.pauses, Pause{Index: o.Index, Process: history.Process(p), Kind: kind, Start: o.Time, End: -1})
 		b.open[history.Process(p)] = len(b.pauses) - 1
-	case FResume:
+	case history.FResume:
 		if i, ok := b.open[history.Process(p)]; ok {
 			b.pauses[i].End = o.Time
 			delete(b.open, history.Process(p))
@@ -210,7 +188,7 @@ type lcCounts struct {
 // add counts o.
 func (c *lcCounts) add(o history.Op) {
 	if !o.IsClient() {
-		if o.Process == history.Nemesis && (o.F == FPause || o.F == "kill") {
+		if o.Process == history.Nemesis && (o.F == history.FPause || o.F == history.FKill) {
 			c.faults++
 		}
 		return
@@ -219,13 +197,13 @@ func (c *lcCounts) add(o history.Op) {
 		c.infoOps++
 	}
 	switch {
-	case o.F == FWrite && o.Type == history.Ok:
+	case o.F == history.FWrite && o.Type == history.Ok:
 		c.writes++
-	case o.F == FWrite && o.Type == history.Info:
+	case o.F == history.FWrite && o.Type == history.Info:
 		c.infoWrites++
-	case o.F == FWrite && o.Type == history.Fail && o.Error == ErrStaleFence:
+	case o.F == history.FWrite && o.Type == history.Fail && o.Error == history.ErrStaleFence:
 		c.rejected++
-	case o.F == FRead && o.Type == history.Ok && o.Get(KeyFinal) == true:
+	case o.F == history.FRead && o.Type == history.Ok && o.Get(history.KeyFinal) == true:
 		c.final, c.haveFinal = history.Int(o.Value)
 	}
 }

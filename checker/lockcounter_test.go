@@ -12,41 +12,41 @@ import (
 // release invoked at t1+1.
 func sec(p history.Process, t0, t1, r int64, wt history.Type, fence int64) []history.Op {
 	ms := int64(1e6)
-	acq := map[history.Keyword]any{KeyLeaseMS: int64(500)}
+	acq := map[history.Keyword]any{history.KeyLeaseMS: int64(500)}
 	var wx map[history.Keyword]any
 	if fence > 0 {
-		acq[KeyFence] = fence
-		wx = map[history.Keyword]any{KeyFence: fence}
+		acq[history.KeyFence] = fence
+		wx = map[history.Keyword]any{history.KeyFence: fence}
 	}
-	w := history.Op{Time: t1 * ms, Type: wt, Process: p, F: FWrite, Value: r + 1, Extra: wx}
+	w := history.Op{Time: t1 * ms, Type: wt, Process: p, F: history.FWrite, Value: r + 1, Extra: wx}
 	if wt == history.Fail {
-		w.Error = ErrStaleFence
+		w.Error = history.ErrStaleFence
 	}
 	return []history.Op{
-		{Time: t0*ms - 1, Type: history.Invoke, Process: p, F: FAcquire},
-		{Time: t0 * ms, Type: history.Ok, Process: p, F: FAcquire, Extra: acq},
-		{Time: t0*ms + 1, Type: history.Invoke, Process: p, F: FRead},
-		{Time: t0*ms + 2, Type: history.Ok, Process: p, F: FRead, Value: r},
-		{Time: (t1 - 1) * ms, Type: history.Invoke, Process: p, F: FWrite, Value: r + 1, Extra: wx},
+		{Time: t0*ms - 1, Type: history.Invoke, Process: p, F: history.FAcquire},
+		{Time: t0 * ms, Type: history.Ok, Process: p, F: history.FAcquire, Extra: acq},
+		{Time: t0*ms + 1, Type: history.Invoke, Process: p, F: history.FRead},
+		{Time: t0*ms + 2, Type: history.Ok, Process: p, F: history.FRead, Value: r},
+		{Time: (t1 - 1) * ms, Type: history.Invoke, Process: p, F: history.FWrite, Value: r + 1, Extra: wx},
 		w,
-		{Time: (t1 + 1) * ms, Type: history.Invoke, Process: p, F: FRelease},
-		{Time: (t1+1)*ms + 1, Type: history.Ok, Process: p, F: FRelease},
+		{Time: (t1 + 1) * ms, Type: history.Invoke, Process: p, F: history.FRelease},
+		{Time: (t1+1)*ms + 1, Type: history.Ok, Process: p, F: history.FRelease},
 	}
 }
 
 func finalRead(t, v int64) []history.Op {
-	x := map[history.Keyword]any{KeyFinal: true}
+	x := map[history.Keyword]any{history.KeyFinal: true}
 	return []history.Op{
-		{Time: t * 1e6, Type: history.Invoke, Process: 100, F: FRead, Extra: x},
-		{Time: t*1e6 + 1, Type: history.Ok, Process: 100, F: FRead, Value: v, Extra: x},
+		{Time: t * 1e6, Type: history.Invoke, Process: 100, F: history.FRead, Extra: x},
+		{Time: t*1e6 + 1, Type: history.Ok, Process: 100, F: history.FRead, Value: v, Extra: x},
 	}
 }
 
 func pause(p history.Process, t0, t1 int64) []history.Op {
 	v := map[history.Keyword]any{"process": int64(p), "kind": history.Keyword("sigstop")}
 	return []history.Op{
-		{Time: t0 * 1e6, Type: history.Info, Process: history.Nemesis, F: FPause, Value: v},
-		{Time: t1 * 1e6, Type: history.Info, Process: history.Nemesis, F: FResume, Value: v},
+		{Time: t0 * 1e6, Type: history.Info, Process: history.Nemesis, F: history.FPause, Value: v},
+		{Time: t1 * 1e6, Type: history.Info, Process: history.Nemesis, F: history.FResume, Value: v},
 	}
 }
 
@@ -147,9 +147,9 @@ func TestLockCounter(t *testing.T) {
 func TestLockCounterNoPanic(t *testing.T) {
 	for _, ops := range [][]history.Op{
 		nil,
-		{{Type: history.Ok, Process: 0, F: FWrite, Value: "x"}},
-		{{Type: history.Info, Process: history.Nemesis, F: FPause, Value: 3}},
-		{{Type: history.Ok, Process: 0, F: FAcquire}, {Type: history.Ok, Process: 0, F: FAcquire}},
+		{{Type: history.Ok, Process: 0, F: history.FWrite, Value: "x"}},
+		{{Type: history.Info, Process: history.Nemesis, F: history.FPause, Value: 3}},
+		{{Type: history.Ok, Process: 0, F: history.FAcquire}, {Type: history.Ok, Process: 0, F: history.FAcquire}},
 	} {
 		r := LockCounter(ops, 0)
 		if strings.Contains(r.Explanation, "panicked") {

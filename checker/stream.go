@@ -135,7 +135,7 @@ func (s *Stream) pair(i int, o history.Op) {
 			delete(s.crashed, o.Process)
 		}
 		s.open[o.Process] = openCall{inv: i, invTime: o.Time, process: o.Process, f: o.F, arg: o.Value,
-			value: o.Value, final: o.Get(KeyFinal) == true}
+			value: o.Value, final: o.Get(history.KeyFinal) == true}
 		return
 	}
 	if !isOpen {
@@ -152,7 +152,7 @@ func (s *Stream) pair(i int, o history.Op) {
 	if o.Type == history.Ok {
 		c.value = o.Value
 	}
-	c.final = c.final || o.Get(KeyFinal) == true
+	c.final = c.final || o.Get(history.KeyFinal) == true
 	if o.Type == history.Info {
 		s.crashed[o.Process] = i
 	}
@@ -173,9 +173,9 @@ func (s *Stream) problem(msg string) {
 // that matters: the records are sorted later.
 func (s *Stream) addCall(c *openCall) {
 	switch c.f {
-	case FAcquire, FRelease:
+	case history.FAcquire, history.FRelease:
 		s.flush(c.process)
-	case FRead:
+	case history.FRead:
 		if c.typ != history.Ok {
 			return
 		}
@@ -191,7 +191,7 @@ func (s *Stream) addCall(c *openCall) {
 		} else {
 			s.lastRead[c.process] = rd
 		}
-	case FWrite:
+	case history.FWrite:
 		if c.typ == history.Fail {
 			s.fails++
 			return

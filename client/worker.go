@@ -9,20 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Keys and error values the worker writes into its ops; docs/history-format.md
-// describes them.
-const (
-	keyToken   history.Keyword = "token"
-	keyFence   history.Keyword = "fence"
-	keyLeaseMS history.Keyword = "lease-ms"
-	keySection history.Keyword = "section"
-
-	errTimeout    history.Keyword = "timeout"
-	errStaleFence history.Keyword = "stale-fence"
-	errExpired    history.Keyword = "expired"
-	errStolen     history.Keyword = "stolen"
-)
-
 // Resolve turns the :info writes of ops into what the audit table says
 // happened: :ok when the write is there, :fail when it is not. Each resolved
 // op keeps its :error and gains :resolved :audit. Call it only when no write
@@ -30,14 +16,14 @@ const (
 // with it.
 func Resolve(ops []history.Op, audited map[WriteID]bool) (resolved int) {
 	for i, o := range ops {
-		if !o.IsClient() || o.F != "write" || o.Type != history.Info {
+		if !o.IsClient() || o.F != history.FWrite || o.Type != history.Info {
 			continue
 		}
-		s, ok := history.Int(o.Get(keySection))
+		s, ok := history.Int(o.Get(history.KeySection))
 		if !ok {
 			continue
 		}
-		o = o.With("resolved", history.Keyword("audit"))
+		o = o.With(history.KeyResolved, history.Keyword("audit"))
 		o.Type = history.Fail
 		if audited[WriteID{Process: int64(o.Process), Section: s}] {
 			o.Type = history.Ok
@@ -102,26 +88,26 @@ func (w *Worker) Run(ctx context.Context) {
 // steps after it run to their end under OpTimeout each.
 func (w *Worker) Section(ctx context.Context) {
 	w.sections++
-	w.invoke(ctx, "acquire", nil, nil)
+	w.invoke(ctx, history.FAcquire, nil, nil)
 	g, err := w.Lock.Acquire(ctx)
 	switch {
 	case errors.Is(err, ErrGaveUp):
-		w.complete(ctx, history.Fail, "acquire", nil, errTimeout, nil)
+		w.complete(ctx, history.Fail, history.FAcquire, nil, history.ErrTimeout, nil)
 		return
 	case err != nil:
 		w.failures++
-		w.complete(ctx, outcome(err, true), "acquire", nil, err.Error(), nil)
+		w.complete(ctx, outcome(err, true), history.FAcquire, nil, err.Error(), nil)
 		return
 	}
 	w.failures = 0
-	extra := map[history.Keyword]any{keyToken: g.Token}
+	extra := map[history.Keyword]any{history.KeyToken: g.Token}
 	if g.Lease > 0 {
-		extra[keyLeaseMS] = g.Lease.Milliseconds()
+		extra[history.KeyLeaseMS] = g.Lease.Milliseconds()
 	}
 	if g.Fence > 0 {
-		extra[keyFence] = g.Fence
+		extra[history.KeyFence] = g.Fence
 	}
-	w.complete(ctx, history.Ok, "acquire", nil, nil, extra)
+	w.complete(ctx, history.Ok, history.FAcquire, nil, nil, extra)
 
 	// The section is finished even when the run ends meanwhile.
 	sctx := context.WithoutCancel(ctx)
@@ -132,16 +118,16 @@ func (w *Worker) Section(ctx context.Context) {
 
 // step runs read, work, hook and write.
 func (w *Worker) step(ctx context.Context, g Grant) {
-	w.invoke(ctx, "read", nil, nil)
+	w.invoke(ctx, history.FRead, nil, nil)
 	rctx, cancel := w.opContext(ctx)
 	v, _, err := w.Counter.Read(rctx)
 	cancel()
 	if err != nil {
 		// A read changes nothing, so one that did not answer is a :fail.
-		w.complete(ctx, history.Fail, "read", nil, err.Error(), nil)
+		w.complete(ctx, history.Fail, history.FRead, nil, err.Error(), nil)
 		return
 	}
-	w.complete(ctx, history.Ok, "read", v, nil, nil)
+	w.complete(ctx, history.Ok, history.FRead, v, nil, nil)
 
 	if w.Work > 0 {
 		time.Sleep(w.Work)
@@ -153,40 +139,40 @@ func (w *Worker) step(ctx context.Context, g Grant) {
 	// :section names the write in the audit table, where an :info write is
 	// looked up after the run.
 	id := WriteID{Process: int64(w.Process), Section: int64(w.sections)}
-	extra := map[history.Keyword]any{keySection: id.Section}
+	extra := map[history.Keyword]any{history.KeySection: id.Section}
 	if w.Counter.Fenced {
-		extra[keyFence] = g.Fence
+		extra[history.KeyFence] = g.Fence
 	}
-	w.invoke(ctx, "write", v+1, extra)
+	w.invoke(ctx, history.FWrite, v+1, extra)
 	wctx, cancel := w.opContext(ctx)
 	err = w.Counter.Write(wctx, v+1, g.Fence, id)
 	cancel()
 	switch {
 	case err == nil:
-		w.complete(ctx, history.Ok, "write", v+1, nil, extra)
+		w.complete(ctx, history.Ok, history.FWrite, v+1, nil, extra)
 	case errors.Is(err, ErrStale):
-		w.complete(ctx, history.Fail, "write", v+1, errStaleFence, extra)
+		w.complete(ctx, history.Fail, history.FWrite, v+1, history.ErrStaleFence, extra)
 	case errors.Is(err, pgx.ErrNoRows):
-		w.complete(ctx, history.Fail, "write", v+1, err.Error(), extra)
+		w.complete(ctx, history.Fail, history.FWrite, v+1, err.Error(), extra)
 	default:
-		w.complete(ctx, outcome(err, true), "write", v+1, err.Error(), extra)
+		w.complete(ctx, outcome(err, true), history.FWrite, v+1, err.Error(), extra)
 	}
 }
 
 func (w *Worker) release(ctx context.Context, g Grant) {
-	w.invoke(ctx, "release", nil, nil)
+	w.invoke(ctx, history.FRelease, nil, nil)
 	rctx, cancel := w.opContext(ctx)
 	err := w.Lock.Release(rctx, g)
 	cancel()
 	switch {
 	case err == nil:
-		w.complete(ctx, history.Ok, "release", nil, nil, nil)
+		w.complete(ctx, history.Ok, history.FRelease, nil, nil, nil)
 	case errors.Is(err, ErrNotHeld):
-		w.complete(ctx, history.Fail, "release", nil, errExpired, nil)
+		w.complete(ctx, history.Fail, history.FRelease, nil, history.ErrExpired, nil)
 	case errors.Is(err, ErrStolen):
-		w.complete(ctx, history.Fail, "release", nil, errStolen, nil)
+		w.complete(ctx, history.Fail, history.FRelease, nil, history.ErrStolen, nil)
 	default:
-		w.complete(ctx, outcome(err, true), "release", nil, err.Error(), nil)
+		w.complete(ctx, outcome(err, true), history.FRelease, nil, err.Error(), nil)
 	}
 }
 

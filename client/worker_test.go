@@ -99,7 +99,7 @@ func (r *rig) worker(p history.Process, lease time.Duration, fenced bool, hook c
 func (r *rig) history(t *testing.T) []history.Op {
 	t.Helper()
 	ctx := context.Background()
-	extra := map[history.Keyword]any{checker.KeyFinal: true}
+	extra := map[history.Keyword]any{history.KeyFinal: true}
 	r.record(history.Op{Time: r.clock.Now(ctx), Type: history.Invoke, Process: 99, F: "read", Extra: extra})
 	v, _, err := (&client.Counter{DB: r.db, ID: r.id}).Read(ctx)
 	if err != nil {

@@ -37,13 +37,13 @@ func (n *InSection) Maybe(ctx context.Context, p history.Process, section int) {
 		kind = KindSleep
 	}
 	v := map[history.Keyword]any{"kind": kind, "process": int64(p), "ms": n.Pause.Milliseconds()}
-	record(ctx, n.Clock, n.Record, "pause", v)
+	record(ctx, n.Clock, n.Record, history.FPause, v)
 	if kind == KindStop {
 		stopSelf()
 	} else {
 		sleep(ctx, n.Pause)
 	}
-	record(ctx, n.Clock, n.Record, "resume", v)
+	record(ctx, n.Clock, n.Record, history.FResume, v)
 }
 
 // stopSelf stops the calling process with SIGSTOP until its parent resumes

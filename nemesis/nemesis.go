@@ -46,9 +46,9 @@ const (
 // verbs are the :f of the events that begin and end a fault of kind k.
 func verbs(k history.Keyword) (begin, end history.Keyword) {
 	if strings.HasPrefix(string(k), "kill-") {
-		return "kill", "restart"
+		return history.FKill, history.FRestart
 	}
-	return "pause", "resume"
+	return history.FPause, history.FResume
 }
 
 func record(ctx context.Context, c Clock, rec Recorder, f history.Keyword, v map[history.Keyword]any) {

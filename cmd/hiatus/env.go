@@ -139,7 +139,7 @@ func (e *env) resolveInfo(ctx context.Context, cfg runConfig, ops []history.Op, 
 
 func hasInfoWrite(ops []history.Op) bool {
 	for _, o := range ops {
-		if o.IsClient() && o.F == "write" && o.Type == history.Info {
+		if o.IsClient() && o.F == history.FWrite && o.Type == history.Info {
 			return true
 		}
 	}

@@ -365,12 +365,12 @@ func final(ctx context.Context, clock client.Clock, c *client.Counter, col *coll
 	if p < history.Process(workers) {
 		p = history.Process(workers)
 	}
-	extra := map[history.Keyword]any{checker.KeyFinal: true}
-	col.record(history.Op{Index: history.Unset, Time: clock.Now(ctx), Type: history.Invoke, Process: p, F: "read", Extra: extra})
+	extra := map[history.Keyword]any{history.KeyFinal: true}
+	col.record(history.Op{Index: history.Unset, Time: clock.Now(ctx), Type: history.Invoke, Process: p, F: history.FRead, Extra: extra})
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	v, _, err := c.Read(rctx)
 	cancel()
-	o := history.Op{Index: history.Unset, Time: clock.Now(ctx), Type: history.Ok, Process: p, F: "read", Value: v, Extra: extra}
+	o := history.Op{Index: history.Unset, Time: clock.Now(ctx), Type: history.Ok, Process: p, F: history.FRead, Value: v, Extra: extra}
 	if err != nil {
 		o.Type, o.Value, o.Error = history.Fail, nil, err.Error()
 	}
@@ -447,7 +447,7 @@ func (c *collector) read(slot int, r io.Reader, lg *runLog) {
 			}
 			c.mu.Unlock()
 		}
-		if v, ok := o.Value.(map[history.Keyword]any); ok && o.F == "pause" && v["kind"] == nemesis.KindStop {
+		if v, ok := o.Value.(map[history.Keyword]any); ok && o.F == history.FPause && v["kind"] == nemesis.KindStop {
 			ms, _ := history.Int(v["ms"])
 			c.resumeAfter(slot, time.Duration(ms)*time.Millisecond)
 		}
@@ -467,7 +467,7 @@ func (c *collector) crashed(slot int, t int64) {
 		return
 	}
 	c.record(history.Op{Index: history.Unset, Time: t, Type: history.Info, Process: inv.Process,
-		F: inv.F, Value: inv.Value, Error: history.Keyword("killed"), Extra: inv.Extra})
+		F: inv.F, Value: inv.Value, Error: history.ErrKilled, Extra: inv.Extra})
 }
 
 // resumeAfter sends SIGCONT to the worker in slot after d: the worker has

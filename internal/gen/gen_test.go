@@ -51,11 +51,11 @@ func TestWrite(t *testing.T) {
 					t.Fatalf("op %d (index %d, time %d) out of order", i, o.Index, o.Time)
 				}
 				switch {
-				case o.F == checker.FPause:
+				case o.F == history.FPause:
 					pauses++
-				case o.F == checker.FWrite && o.Type == history.Info:
+				case o.F == history.FWrite && o.Type == history.Info:
 					infos++
-				case o.F == checker.FAcquire && o.Type == history.Ok:
+				case o.F == history.FAcquire && o.Type == history.Ok:
 					sections++
 				}
 			}

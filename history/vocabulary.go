@@ -1,0 +1,36 @@
+package history
+
+// The vocabulary of lock-counter histories (docs/history-format.md), shared
+// by the client that writes them and the checker that reads them. Each
+// critical section of a worker is :acquire, :read, :write, :release; the
+// nemesis records :pause and :resume, or :kill and :restart; a read with
+// :final? true closes the run.
+const (
+	FAcquire Keyword = "acquire"
+	FRead    Keyword = "read"
+	FWrite   Keyword = "write"
+	FRelease Keyword = "release"
+	FPause   Keyword = "pause"
+	FResume  Keyword = "resume"
+	FKill    Keyword = "kill"
+	FRestart Keyword = "restart"
+)
+
+// Extra keys of lock-counter ops.
+const (
+	KeyToken    Keyword = "token"    // the holder's random token, on an acquire's completion
+	KeyFence    Keyword = "fence"    // the fencing token, on an acquire's completion and the write
+	KeyLeaseMS  Keyword = "lease-ms" // the lease granted, on an acquire's completion
+	KeySection  Keyword = "section"  // the worker's section number, on a write: its audit key
+	KeyFinal    Keyword = "final?"   // true on the final read
+	KeyResolved Keyword = "resolved" // :audit on a write whose :info the audit table settled
+)
+
+// Error values of lock-counter ops.
+const (
+	ErrTimeout    Keyword = "timeout"     // an acquire given up when the run ended
+	ErrStaleFence Keyword = "stale-fence" // a fenced write Postgres rejected
+	ErrExpired    Keyword = "expired"     // a release that found no lock: the lease had lapsed
+	ErrStolen     Keyword = "stolen"      // a release that found another holder's token
+	ErrKilled     Keyword = "killed"      // the op of a worker the nemesis killed
+)
