@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -65,11 +63,11 @@ return 0`)
 
 // Acquire implements Lock.
 func (l *SetNX) Acquire(ctx context.Context) (Grant, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return Grant{}, fmt.Errorf("lock token: %w", err)
+	token, err := newToken()
+	if err != nil {
+		return Grant{}, err
 	}
-	g := Grant{Token: hex.EncodeToString(b[:]), Lease: l.Lease}
+	g := Grant{Token: token, Lease: l.Lease}
 	retry := l.Retry
 	if retry <= 0 {
 		retry = 5 * time.Millisecond
@@ -87,22 +85,12 @@ func (l *SetNX) Acquire(ctx context.Context) (Grant, error) {
 		if ok {
 			break
 		}
-		t := time.NewTimer(retry)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !wait(ctx, retry) {
 			return Grant{}, ErrGaveUp
-		case <-t.C:
 		}
 	}
-	if l.Fenced {
-		f, err := l.Redis.Incr(context.WithoutCancel(ctx), l.FenceKey).Result()
-		if err != nil {
-			return g, fmt.Errorf("INCR %s: %w", l.FenceKey, err)
-		}
-		g.Fence = f
-	}
-	return g, nil
+	g.Fence, err = fencer{Redis: l.Redis, Key: l.FenceKey, On: l.Fenced}.fence(ctx)
+	return g, err
 }
 
 // sentErr reports whether err came back from a request that reached the

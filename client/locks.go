@@ -74,7 +74,9 @@ func (f fencer) fence(ctx context.Context) (int64, error) {
 	if !f.On {
 		return 0, nil
 	}
-	n, err := f.Redis.Incr(ctx, f.Key).Result()
+	// The lock is held: the INCR is not cut short when ctx ends, or the
+	// grant would end with an unknown outcome.
+	n, err := f.Redis.Incr(context.WithoutCancel(ctx), f.Key).Result()
 	if err != nil {
 		return 0, fmt.Errorf("INCR %s: %w", f.Key, err)
 	}
