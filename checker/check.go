@@ -303,46 +303,54 @@ type call struct {
 func pairCalls(ops []history.Op) ([]call, []string) {
 	var calls []call
 	var problems []string
-	open := map[history.Process]int{}    // process -> index into calls
-	crashed := map[history.Process]int{} // process -> position of its :info completion
+	var pr history.Pairer
+	at := map[int]int{} // position of an open invocation -> index into calls
+	name := func(i int) string { return opName(ops, i) }
 	for i, o := range ops {
-		if o.Process < 0 {
-			continue // the nemesis, and named processes: not clients, as in Jepsen
+		done, _, problem := pr.Add(i, o)
+		if msg := pairProblem(problem, o, func(j int) history.Keyword { return ops[j].F }, name); msg != "" {
+			problems = append(problems, msg)
 		}
-		j, ok := open[o.Process]
 		switch {
+		case o.Process < 0:
+			// the nemesis, and named processes: not clients, as in Jepsen
 		case o.Type == history.Invoke:
-			if ok {
-				problems = append(problems, fmt.Sprintf("%s: process %v invoked :%s while its %s was still open",
-					opName(ops, i), o.Process, o.F, opName(ops, calls[j].inv)))
-			} else if at, ok := crashed[o.Process]; ok {
-				problems = append(problems, fmt.Sprintf("%s: process %v invoked :%s after its %s completed :info; a crashed process must not invoke again",
-					opName(ops, i), o.Process, o.F, opName(ops, at)))
-				delete(crashed, o.Process)
-			}
+			at[i] = len(calls)
 			calls = append(calls, call{inv: i, done: -1, typ: history.Info, process: o.Process, f: o.F, value: o.Value})
-			open[o.Process] = len(calls) - 1
-		case !ok:
-			if o.Type != history.Info { // Knossos lets a lone :info stand
-				problems = append(problems, fmt.Sprintf("%s: process %v completed :%s that it never invoked", opName(ops, i), o.Process, o.F))
-			}
-		default:
-			c := &calls[j]
-			if o.F != c.f {
-				problems = append(problems, fmt.Sprintf("%s: process %v completed :%s, but invoked :%s at %s",
-					opName(ops, i), o.Process, o.F, c.f, opName(ops, c.inv)))
-			}
+		case done >= 0:
+			c := &calls[at[done]]
+			delete(at, done)
 			c.done, c.typ = i, o.Type
 			if o.Type == history.Ok {
 				c.value = o.Value
 			}
-			if o.Type == history.Info {
-				crashed[o.Process] = i
-			}
-			delete(open, o.Process)
 		}
 	}
 	return calls, problems
+}
+
+// pairProblem says in words what problem the pairing found at o, naming ops
+// with name; "" for none, and for a lone :info completion, which Knossos
+// lets stand. invF looks up the :f of the invocation at a position.
+func pairProblem(p *history.PairProblem, o history.Op, invF func(int) history.Keyword, name func(int) string) string {
+	if p == nil {
+		return ""
+	}
+	switch p.Kind {
+	case history.DoubleInvoke:
+		return fmt.Sprintf("%s: process %v invoked :%s while its %s was still open", name(p.At), o.Process, o.F, name(p.Other))
+	case history.InvokeAfterInfo:
+		return fmt.Sprintf("%s: process %v invoked :%s after its %s completed :info; a crashed process must not invoke again",
+			name(p.At), o.Process, o.F, name(p.Other))
+	case history.Orphan:
+		if o.Type == history.Info {
+			return ""
+		}
+		return fmt.Sprintf("%s: process %v completed :%s that it never invoked", name(p.At), o.Process, o.F)
+	case history.Mismatch:
+		return fmt.Sprintf("%s: process %v completed :%s, but invoked :%s at %s", name(p.At), o.Process, o.F, invF(p.Other), name(p.Other))
+	}
+	return fmt.Sprintf("%s: process %v: unknown op type %v", name(p.At), o.Process, o.Type)
 }
 
 // opName names the op at position i so that grep finds it: by its :index,

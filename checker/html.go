@@ -168,6 +168,14 @@ func (lr *linearRun) window(ctx context.Context, timeout time.Duration) (window,
 			w.note += fmt.Sprintf(", of partition 1 of %d", len(lr.parts))
 		}
 	}
+	return lr.searchWindow(ctx, w, head, rest, lr.result == porcupine.Illegal, timeout)
+}
+
+// searchWindow searches the ops of rest, from the state the ops of head
+// leave, so that porcupine can draw them; violated says the whole history
+// is not linearizable, so that a window that is gets a word of warning.
+func (lr *linearRun) searchWindow(ctx context.Context, w window, head, rest []porcupine.Operation,
+	violated bool, timeout time.Duration) (window, error) {
 	start := lr.replay(head)
 	w.model = lr.model
 	w.model.Init = func() any { return start }
@@ -176,7 +184,7 @@ func (lr *linearRun) window(ctx context.Context, timeout time.Duration) (window,
 	if err != nil {
 		return w, fmt.Errorf("check the window to draw: %w", err)
 	}
-	if lr.result == porcupine.Illegal && res != porcupine.Illegal {
+	if violated && res != porcupine.Illegal {
 		w.note += "; on its own this window is linearizable: the violation needs ops outside it, so read it with the results"
 	}
 	w.info = info
@@ -262,19 +270,7 @@ func (lr *linearRun) walkWindow(ctx context.Context, timeout time.Duration) (win
 			w.note += fmt.Sprintf(", starting from the state %d that the %d ops linearized before them leave", start, len(head))
 		}
 	}
-	start := lr.replay(head)
-	w.model = lr.model
-	w.model.Init = func() any { return start }
-	w.ops = rest
-	res, info, err := search(ctx, w.model, [][]porcupine.Operation{rest}, timeout)
-	if err != nil {
-		return w, fmt.Errorf("check the window to draw: %w", err)
-	}
-	if !lr.walk.ok && res != porcupine.Illegal {
-		w.note += "; on its own this window is linearizable: the violation needs ops outside it, so read it with the results"
-	}
-	w.info = info
-	return w, nil
+	return lr.searchWindow(ctx, w, head, rest, !lr.walk.ok, timeout)
 }
 
 // annotations marks, beside a lock-counter history, each section's lease,

@@ -20,13 +20,11 @@ type Section struct {
 	LeaseNS    int64 // the lease it was granted, 0 if not recorded
 	Fence      int64 // fencing token, 0 if unfenced
 	Read       int64 // value read; -1 if the read did not complete ok
-	ReadTime   int64 // read invoke time
 	Write      int64 // index of the write's completion; -1 if none
 	WriteInv   int64 // write invoke time
 	WriteEnd   int64 // write completion time
 	WriteType  history.Type
 	WriteValue int64
-	Released   history.Type // release completion type; 0 if none
 }
 
 // wrote reports whether the section's write may have changed the counter.
@@ -71,9 +69,6 @@ func (b *sectionBuilder) add(o history.Op) {
 		b.open[o.Process] = len(b.secs) - 1
 	case !ok:
 		// Ops outside a section (a failed acquire, the final read).
-	case o.F == history.FRead && o.Type == history.Invoke:
-		out[i].ReadTime = o.Time
-		out[i].End = o.Time
 	case o.F == history.FRead && o.Type == history.Ok:
 		if v, ok := history.Int(o.Value); ok {
 			out[i].Read = v
@@ -91,7 +86,6 @@ func (b *sectionBuilder) add(o history.Op) {
 	case o.F == history.FRelease && o.Type == history.Invoke:
 		out[i].End = o.Time
 	case o.F == history.FRelease:
-		out[i].Released = o.Type
 		delete(b.open, o.Process)
 	default:
 		out[i].End = o.Time

@@ -41,8 +41,8 @@ type Stream struct {
 	counts lcCounts
 
 	// The pairing of invocations with completions, as pairCalls does it.
+	pairer        history.Pairer
 	open          map[history.Process]openCall
-	crashed       map[history.Process]int // process -> position of its :info completion
 	problems      int
 	firstProblems []string
 
@@ -74,7 +74,7 @@ type openCall struct {
 func NewStream() *Stream {
 	return &Stream{
 		timed: true, sorted: true, fs: map[history.Keyword]bool{}, names: map[int]int64{},
-		open: map[history.Process]openCall{}, crashed: map[history.Process]int{},
+		open:     map[history.Process]openCall{},
 		lastRead: map[history.Process]lcCall{}, badAt: -1,
 	}
 }
@@ -122,40 +122,30 @@ func (s *Stream) Add(o history.Op) {
 // pair follows pairCalls, and hands each call to addCall once it is
 // complete or can no longer complete.
 func (s *Stream) pair(i int, o history.Op) {
-	c, isOpen := s.open[o.Process]
+	done, abandoned, problem := s.pairer.Add(i, o)
+	invF := func(int) history.Keyword { return s.open[o.Process].f }
+	if msg := pairProblem(problem, o, invF, s.name); msg != "" {
+		s.problem(msg)
+	}
+	if abandoned >= 0 {
+		c := s.open[o.Process]
+		c.done, c.typ = -1, history.Info
+		s.addCall(&c) // it never completes now
+	}
 	if o.Type == history.Invoke {
-		if isOpen {
-			s.problem(fmt.Sprintf("%s: process %v invoked :%s while its %s was still open",
-				s.name(i), o.Process, o.F, s.name(c.inv)))
-			c.done, c.typ = -1, history.Info
-			s.addCall(&c) // it never completes now
-		} else if at, ok := s.crashed[o.Process]; ok {
-			s.problem(fmt.Sprintf("%s: process %v invoked :%s after its %s completed :info; a crashed process must not invoke again",
-				s.name(i), o.Process, o.F, s.name(at)))
-			delete(s.crashed, o.Process)
-		}
 		s.open[o.Process] = openCall{inv: i, invTime: o.Time, process: o.Process, f: o.F, arg: o.Value,
 			value: o.Value, final: o.Get(history.KeyFinal) == true}
 		return
 	}
-	if !isOpen {
-		if o.Type != history.Info { // Knossos lets a lone :info stand
-			s.problem(fmt.Sprintf("%s: process %v completed :%s that it never invoked", s.name(i), o.Process, o.F))
-		}
+	if done < 0 {
 		return
 	}
-	if o.F != c.f {
-		s.problem(fmt.Sprintf("%s: process %v completed :%s, but invoked :%s at %s",
-			s.name(i), o.Process, o.F, c.f, s.name(c.inv)))
-	}
+	c := s.open[o.Process]
 	c.done, c.doneTime, c.typ = i, o.Time, o.Type
 	if o.Type == history.Ok {
 		c.value = o.Value
 	}
 	c.final = c.final || o.Get(history.KeyFinal) == true
-	if o.Type == history.Info {
-		s.crashed[o.Process] = i
-	}
 	delete(s.open, o.Process)
 	s.addCall(&c)
 }

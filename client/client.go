@@ -89,12 +89,10 @@ var errClockDown = errors.New("clock: Redis did not answer TIME just now")
 // :fail when the step provably did not take effect, :info when it may have.
 // go-redis and pgx errors are classified with their own predicates, never by
 // their text.
-func outcome(err error, sent bool) history.Type {
+func outcome(err error) history.Type {
 	switch {
 	case err == nil:
 		return history.Ok
-	case !sent:
-		return history.Fail
 	case errors.Is(err, redis.Nil):
 		return history.Fail
 	}

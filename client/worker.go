@@ -74,12 +74,7 @@ func (w *Worker) Run(ctx context.Context) {
 		w.Section(ctx)
 		if w.failures > 0 {
 			d := min(time.Duration(1<<min(w.failures, 7))*time.Millisecond, 100*time.Millisecond)
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
+			wait(ctx, d)
 		}
 	}
 }
@@ -96,7 +91,7 @@ func (w *Worker) Section(ctx context.Context) {
 		return
 	case err != nil:
 		w.failures++
-		w.complete(ctx, outcome(err, true), history.FAcquire, nil, err.Error(), nil)
+		w.complete(ctx, outcome(err), history.FAcquire, nil, err.Error(), nil)
 		return
 	}
 	w.failures = 0
@@ -155,7 +150,7 @@ func (w *Worker) step(ctx context.Context, g Grant) {
 	case errors.Is(err, pgx.ErrNoRows):
 		w.complete(ctx, history.Fail, history.FWrite, v+1, err.Error(), extra)
 	default:
-		w.complete(ctx, outcome(err, true), history.FWrite, v+1, err.Error(), extra)
+		w.complete(ctx, outcome(err), history.FWrite, v+1, err.Error(), extra)
 	}
 }
 
@@ -172,7 +167,7 @@ func (w *Worker) release(ctx context.Context, g Grant) {
 	case errors.Is(err, ErrStolen):
 		w.complete(ctx, history.Fail, history.FRelease, nil, history.ErrStolen, nil)
 	default:
-		w.complete(ctx, outcome(err, true), history.FRelease, nil, err.Error(), nil)
+		w.complete(ctx, outcome(err), history.FRelease, nil, err.Error(), nil)
 	}
 }
 

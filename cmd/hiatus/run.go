@@ -171,7 +171,7 @@ func (c runConfig) validate() error {
 		return fmt.Errorf("--pause-kind %q: want sleep or stop", c.PauseKind)
 	case !slices.Contains(client.LockNames(), c.Lock):
 		return fmt.Errorf("--lock %q: want one of %s", c.Lock, strings.Join(client.LockNames(), ", "))
-	case c.Name == "" || c.Name == "latest" || containsSlash(c.Name):
+	case c.Name == "" || c.Name == "latest" || strings.ContainsAny(c.Name, `/\`):
 		return fmt.Errorf("--name %q: want a plain name", c.Name)
 	}
 	faults := c.faultNames()
@@ -220,15 +220,6 @@ func (c runConfig) faultNames() []string {
 		}
 	}
 	return out
-}
-
-func containsSlash(s string) bool {
-	for _, r := range s {
-		if r == '/' || r == '\\' {
-			return true
-		}
-	}
-	return false
 }
 
 // redact hides a URL's password, for logs and test.edn.
