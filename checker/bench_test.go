@@ -61,15 +61,7 @@ func BenchmarkLinear(b *testing.B) {
 		if sections > 100000 {
 			continue
 		}
-		pops := make([]porcupine.Operation, len(s.calls))
-		for i, c := range s.calls {
-			ret := c.ret
-			if c.maybe {
-				ret = s.end()
-			}
-			pops[i] = porcupine.Operation{ClientId: int(c.process), Call: c.call, Return: ret,
-				Input: lcOp{increment: c.increment, value: c.value, maybe: c.maybe}}
-		}
+		pops := porcupineOps(s.calls, s.end())
 		b.Run(fmt.Sprintf("analyzer=porcupine/sections=%d", sections), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -125,9 +125,7 @@ func newPlan(ops []history.Op, opts Options) (*plan, error) {
 		for _, o := range p.ops {
 			p.stream.Add(o)
 		}
-		if p.analyzer != AnalyzerPorcupine {
-			return p, nil
-		}
+		return p, nil // both analyzers read the Stream's counter operations
 	}
 	p.calls, p.problems = pairCalls(p.ops)
 	return p, nil

@@ -2,36 +2,43 @@ package checker
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 
 	"github.com/hiatus-dev/hiatus/history"
 )
 
-// An lcCall is one operation of the lock-protected counter, as both the
-// counter walk and porcupine read a lock-counter history: an increment (a
-// critical section's read and its ok or :info write, from the read's
-// invocation to the write's completion, whose output is the value written)
-// or a read that no write used (the final read, a read whose write failed).
-// It holds no pointers, so millions of them cost the garbage collector
-// nothing to keep.
+// An lcCall is one operation on the counter register of the lock-counter
+// model (docs/checkers.md), as both the counter walk and porcupine read a
+// lock-counter history: an :ok read — inside a section or not, the final
+// read included — or a write that completed :ok or :info or never completed,
+// with the write's own interval. It holds no pointers, so millions of them
+// cost the garbage collector nothing to keep.
 type lcCall struct {
 	inv, done int   // positions in the history of the invocation and the completion; done -1 if none
 	call, ret int64 // :time of inv and done; ret is meaningless when done < 0
-	value     int64 // the value written or read
+	value     int64 // the value read or written
+	from      int64 // a write: the value its section read, or value-1 when it read none
+	fence     int64 // a write's fencing token; 0 if unfenced
 	process   history.Process
-	increment bool
-	maybe     bool // an increment whose write is :info or never completed
+	write     bool
+	maybe     bool // a write that completed :info or never completed
+	read      bool // a write whose section read: from is what it read
 }
 
-// writePos is the position of an increment's write: its completion, or for
+// pos is the position of the op that names the call: its completion, or for
 // one that never completed its invocation.
-func (c lcCall) writePos() int {
+func (c lcCall) pos() int {
 	if c.done >= 0 {
 		return c.done
 	}
 	return c.inv
 }
+
+// increment reports whether a write writes what its section read plus one,
+// the only write the model lets take effect.
+func (c lcCall) increment() bool { return c.value == c.from+1 }
 
 // A walkFault says why the counter walk found no linearization, in terms of
 // the ops it blames.
@@ -41,80 +48,98 @@ const (
 	// faultBelow: an op wrote or read a value the counter, which starts at
 	// the initial value and only rises, cannot have held.
 	faultBelow walkFault = iota + 1
-	// faultCollision: two acknowledged increments wrote the same value.
+	// faultCollision: two acknowledged writes wrote the same value.
 	faultCollision
 	// faultGap: an op needs the counter to have passed a value that no
-	// increment, acknowledged or of unknown outcome, wrote.
+	// write, acknowledged or of unknown outcome, wrote.
 	faultGap
 	// faultOrder: op completed before other was invoked, yet the counter's
 	// order puts other first.
 	faultOrder
+	// faultNotIncrement: an acknowledged write is not its section's read
+	// plus one.
+	faultNotIncrement
+	// faultFence: op's fence is not above the fence of other, a write the
+	// counter's order puts before it.
+	faultFence
 )
 
-// A counterWalk decides whether the operations of a lock-counter history
-// are linearizable against lockCounterModel(initial) — the question
-// porcupine answers — in O(n log n) and without a search.
+// A counterWalk decides whether a lock-counter history's operations are
+// linearizable in the lock-counter model (docs/checkers.md) — the question
+// porcupine answers with lockCounterModel — in O(n log n) and without a
+// search.
 //
-// In that model the counter only moves by +1, each step made by an
-// increment that writes the current value plus one, so any linearization
-// takes the counter through initial+1, initial+2, … up to some top, and each
-// of those values is written by exactly one increment, its producer. That
-// gives the walk:
+// In that model a write takes effect only as a compare-and-set from its
+// section's read v to v+1, so any linearization takes the counter through
+// initial+1, initial+2, … up to some top, and each of those values is
+// written by exactly one write that took effect, its producer. That gives
+// the walk:
 //
-//  1. An acknowledged increment must take effect, so acknowledged increments
-//     write distinct values above initial: two of one value are a lost
-//     update (faultCollision), one at or below initial is impossible
-//     (faultBelow).
-//  2. An increment of unknown outcome (:info, or never completed: its return
-//     is later than every event) may take effect or not; placed last, what
-//     it does is seen by nothing. So it matters only where no acknowledged
-//     increment wrote its value: a gap, which it may fill. Of several for one gap the
-//     earliest-invoked is as good as any other, since they differ only in
-//     their calls. The top is the largest value written or read; a value up
-//     to it that nothing wrote is a gap no one filled (faultGap).
+//  1. An acknowledged write must take effect, so it must be an increment
+//     (faultNotIncrement), and acknowledged writes write distinct values
+//     above initial: two of one value are a lost update (faultCollision),
+//     one at or below initial is impossible (faultBelow).
+//  2. A write of unknown outcome (:info, or never completed: its return is
+//     later than every event) may take effect or not; placed last, what it
+//     does is seen by nothing. So it matters only where no acknowledged
+//     write produced its value: a gap, which it may fill. The top is the
+//     largest value written or read; a value up to it that nothing wrote is
+//     a gap no one filled (faultGap).
 //  3. A linearization is then the producers in value order, each read of v
 //     between the producer of v and that of v+1. With linearization points
 //     x_k in each producer's [call, return], that is: x_k non-decreasing in
 //     k, x_v no later than the return of every read of v, x_{v+1} no earlier
-//     than the call of every read of v. One walk in value order puts each
-//     x_k as early as it may go — the latest point forced so far, the
-//     producer's call, or the latest call of a read of k-1 — and finds such
-//     points exactly when they exist, since an earlier point never hurts a
-//     later one. It fails where an op would have to take effect after it
-//     returned, or after a read of its value returned (faultOrder).
+//     than the call of every read of v — the producer's own section read
+//     among them. One walk in value order puts each x_k as early as it may
+//     go — the latest point forced so far, the producer's call, or the
+//     latest call of a read of k-1 — and finds such points exactly when they
+//     exist, since an earlier point never hurts a later one. It fails where
+//     an op would have to take effect after it returned, or after a read of
+//     its value returned (faultOrder).
+//  4. With fencing, the fenced producers' fences must rise in value order
+//     (faultFence). Of several writes of unknown outcome that could fill a
+//     gap, one with a lower fence leaves more room for those after it and
+//     one invoked earlier less constraint in time, so the walk keeps each
+//     (point, fence) that no other beats in both: a Pareto front, one state
+//     wide without fencing (the earliest-invoked filler is then as good as
+//     any), and in real histories one or two with it.
 //
 // Points in closed intervals are what porcupine checks too: it orders one
 // op before another only when the first returns strictly before the other
-// is called (calls sort before returns at equal times). Reads and :info
-// increments are the only choices a search has; the walk resolves both
-// without search, which is why a history of millions of ops takes it about
-// as long as sorting them.
+// is called (calls sort before returns at equal times).
 type counterWalk struct {
 	calls   []lcCall
 	initial int64
 	top     int64
-	// known, maybe and reads are the acknowledged increments, those of
-	// unknown outcome and the reads, by value; ties by position.
+	// known, maybe and reads are the acknowledged writes, the increments of
+	// unknown outcome and the reads, by value; ties by position (maybe: by
+	// call, then position). A write of unknown outcome that is no
+	// increment can never take effect and is left out.
 	known, maybe, reads []walkItem
+	// wild are the writes of unknown outcome that are no increment: they
+	// can never take effect in the model, but may have landed, losing
+	// updates, in an execution that breaks it.
+	wild []walkItem
 }
 
 // A walkItem is one of the calls, with its interval.
 type walkItem struct {
 	i     int   // index into calls
 	value int64 // the value written or read
-	c, r  int64 // call and return; r is end for an increment of unknown outcome
-	pos   int   // position of the write or read completion, for ties
+	c, r  int64 // call and return; r is end for a write of unknown outcome
+	fence int64
+	pos   int // position of the write or read completion, for ties
 }
 
 // newCounterWalk sorts calls for the walk. With timed, intervals are the
 // ops' :time, else their positions in the history; end is the return of
-// every increment of unknown outcome, later than any event.
+// every write of unknown outcome, later than any event.
 func newCounterWalk(calls []lcCall, initial, end int64, timed bool) *counterWalk {
 	w := &counterWalk{calls: calls, initial: initial, top: initial}
 	var nk, nm, nr int
 	for _, c := range calls {
 		switch {
-		case !c.increment:
+		case !c.write:
 			nr++
 		case c.maybe:
 			nm++
@@ -124,22 +149,26 @@ func newCounterWalk(calls []lcCall, initial, end int64, timed bool) *counterWalk
 	}
 	w.known, w.maybe, w.reads = make([]walkItem, 0, nk), make([]walkItem, 0, nm), make([]walkItem, 0, nr)
 	for i, c := range calls {
-		it := walkItem{i: i, value: c.value, c: c.call, r: c.ret, pos: c.writePos()}
+		it := walkItem{i: i, value: c.value, c: c.call, r: c.ret, fence: c.fence, pos: c.pos()}
 		if !timed {
 			it.c, it.r = int64(c.inv), int64(c.done)
 		}
 		switch {
-		case !c.increment:
+		case !c.write:
 			w.reads = append(w.reads, it)
 		case c.maybe:
 			it.r = end
-			w.maybe = append(w.maybe, it)
+			if c.increment() {
+				w.maybe = append(w.maybe, it)
+			} else {
+				w.wild = append(w.wild, it)
+			}
 		default:
 			w.known = append(w.known, it)
 		}
 		if !c.maybe {
-			// A value only increments of unknown outcome wrote is not one
-			// the counter must reach.
+			// A value only writes of unknown outcome wrote is not one the
+			// counter must reach.
 			w.top = max(w.top, c.value)
 		}
 	}
@@ -155,9 +184,9 @@ func newCounterWalk(calls []lcCall, initial, end int64, timed bool) *counterWalk
 // A walkViolation is where the counter walk stopped.
 type walkViolation struct {
 	fault walkFault
-	value int64 // the value the counter could not reach in order (faultBelow: the value written or read)
+	value int64 // the value the counter could not reach in order (faultBelow, faultNotIncrement: the value written or read)
 	op    int   // the op blamed, an index into calls
-	other int   // the colliding increment, or the op on the other side of the real-time order; -1 if none
+	other int   // the colliding write, the op on the other side of the real-time order, or the write of the higher fence; -1 if none
 	// staleRead says, for faultOrder, that op is a read invoked after other
 	// had completed; otherwise op completed before other was invoked.
 	staleRead bool
@@ -181,65 +210,163 @@ func (c *cursor) at(v int64) []walkItem {
 	return c.items[c.i:j]
 }
 
+// A walkState is one way of producing the values so far: the earliest point
+// the last producer can take effect at, the highest fence that took effect,
+// and the ops that forced them.
+type walkState struct {
+	point       int64
+	pointBy     int  // the call that forced point; -1 if none
+	pointByRead bool // pointBy is a read, not the producer
+	fence       int64
+	fenceBy     int   // the write whose fence is fence; -1 if none
+	path        int32 // index into the walk's path, when it keeps one; -1 at the start
+}
+
+// A pathStep is one producer of a state's way, for the linearization.
+type pathStep struct {
+	call   int   // index into calls
+	parent int32 // the step before; -1 if none
+}
+
 // run walks the values from initial up and returns the first violation, or
 // ok. With order, it also returns a linearization of the ops it placed (all
 // of them when ok; when not, the producers below the violation and the
 // reads below their last), as indexes into calls.
 func (w *counterWalk) run(order bool) (v walkViolation, ok bool, lin []int) {
+	if v, ok := w.notIncrement(); !ok {
+		return v, false, nil
+	}
 	if v, ok := w.below(); !ok {
 		return v, false, nil
 	}
 	known, maybe, reads := cursor{items: w.known}, cursor{items: w.maybe}, cursor{items: w.reads}
-	// The latest call among the reads of the value before k, which the
-	// producer of k must follow, and the op that made it.
 	prev := reads.at(w.initial)
-	if order {
-		lin = appendByCall(lin, prev)
-	}
-	point, pointBy, pointByRead := int64(math.MinInt64), -1, false
+	front := []walkState{{point: math.MinInt64, pointBy: -1, fenceBy: -1, path: -1}}
+	var next, spare []walkState
+	var path []pathStep
 	for k := w.initial + 1; k <= w.top; k++ {
-		var p walkItem
-		switch ks, ms := known.at(k), maybe.at(k); {
+		var cands []walkItem
+		switch ks := known.at(k); {
 		case len(ks) > 1:
 			// The two earliest in the history; the later one is blamed.
-			return walkViolation{fault: faultCollision, value: k, op: ks[1].i, other: ks[0].i}, false, lin
+			v := walkViolation{fault: faultCollision, value: k, op: ks[1].i, other: ks[0].i}
+			return v, false, w.linearization(order, path, front[0], k)
 		case len(ks) == 1:
-			p = ks[0]
-		case len(ms) > 0:
-			p = ms[0]
+			cands = ks
 		default:
-			return walkViolation{fault: faultGap, value: k, op: w.gapOp(k), other: -1}, false, lin
+			cands = maybe.at(k)
 		}
-		lo, loBy, loRead := p.c, p.i, false
-		for _, rd := range prev {
-			if rd.c > lo {
-				lo, loBy, loRead = rd.c, rd.i, true
-			}
-		}
-		if lo > point {
-			point, pointBy, pointByRead = lo, loBy, loRead
+		if len(cands) == 0 {
+			v := walkViolation{fault: faultGap, value: k, op: w.gapOp(k), other: -1}
+			return v, false, w.linearization(order, path, front[0], k)
 		}
 		cur := reads.at(k)
-		hi, hiBy := p.r, p.i
-		for _, rd := range cur {
-			if rd.r < hi {
-				hi, hiBy = rd.r, rd.i
+		next = next[:0]
+		// The fault reported is the first candidate's: its order fault in
+		// the earliest state that fails it by order, else (every state
+		// failed it by fence) its fence fault in the state of the lowest
+		// fence, whose fence every other state's is at least.
+		var first walkViolation
+		for _, s := range front {
+			for ci, p := range cands {
+				ns, fault := step(s, p, prev, cur, k)
+				if fault.fault != 0 {
+					if ci == 0 && first.fault != faultOrder {
+						first = fault
+					}
+					continue
+				}
+				if order {
+					path = append(path, pathStep{call: p.i, parent: s.path})
+					ns.path = int32(len(path) - 1)
+				}
+				next = append(next, ns)
 			}
 		}
-		if point > hi {
-			v := walkViolation{fault: faultOrder, value: k, op: hiBy, other: pointBy}
-			if pointByRead {
-				v.op, v.other, v.staleRead = pointBy, hiBy, true
-			}
-			return v, false, lin
+		if len(next) == 0 {
+			return first, false, w.linearization(order, path, front[0], k)
 		}
-		if order {
-			lin = append(lin, p.i)
-			lin = appendByCall(lin, cur)
-		}
+		front, spare = paretoFront(next, spare[:0]), front
 		prev = cur
 	}
-	return walkViolation{}, true, lin
+	return walkViolation{}, true, w.linearization(order, path, front[0], w.top+1)
+}
+
+// step makes p, a write of k, the producer of k after state s, where prev
+// are the reads of k-1 and cur those of k. It returns the state after p, or
+// the fault that forbids it.
+func step(s walkState, p walkItem, prev, cur []walkItem, k int64) (walkState, walkViolation) {
+	if p.fence > 0 && p.fence <= s.fence {
+		return s, walkViolation{fault: faultFence, value: k, op: p.i, other: s.fenceBy}
+	}
+	lo, loBy, loRead := p.c, p.i, false
+	for _, rd := range prev {
+		if rd.c > lo {
+			lo, loBy, loRead = rd.c, rd.i, true
+		}
+	}
+	ns := s
+	if lo > ns.point {
+		ns.point, ns.pointBy, ns.pointByRead = lo, loBy, loRead
+	}
+	hi, hiBy := p.r, p.i
+	for _, rd := range cur {
+		if rd.r < hi {
+			hi, hiBy = rd.r, rd.i
+		}
+	}
+	if ns.point > hi {
+		v := walkViolation{fault: faultOrder, value: k, op: hiBy, other: ns.pointBy}
+		if ns.pointByRead {
+			v.op, v.other, v.staleRead = ns.pointBy, hiBy, true
+		}
+		return s, v
+	}
+	if p.fence > 0 {
+		ns.fence, ns.fenceBy = p.fence, p.i
+	}
+	return ns, walkViolation{}
+}
+
+// paretoFront keeps, of states, those that no other beats in both point and
+// fence (earlier and lower are better), ordered by point, into dst. Of equal
+// states the first is kept.
+func paretoFront(states, dst []walkState) []walkState {
+	if len(states) == 1 {
+		return append(dst, states[0])
+	}
+	slices.SortStableFunc(states, func(a, b walkState) int {
+		return cmp.Or(cmp.Compare(a.point, b.point), cmp.Compare(a.fence, b.fence))
+	})
+	for _, s := range states {
+		if n := len(dst); n == 0 || s.fence < dst[n-1].fence {
+			dst = append(dst, s)
+		}
+	}
+	return dst
+}
+
+// linearization returns, when order is set, the ops the walk placed on s's
+// way up to the value below k: the reads of initial, then each producer
+// followed by the reads of its value.
+func (w *counterWalk) linearization(order bool, path []pathStep, s walkState, k int64) []int {
+	if !order {
+		return nil
+	}
+	var producers []int
+	for at := s.path; at >= 0; at = path[at].parent {
+		producers = append(producers, path[at].call)
+	}
+	slices.Reverse(producers)
+	reads := cursor{items: w.reads}
+	lin := appendByCall(nil, reads.at(w.initial))
+	for j, p := range producers {
+		if v := w.initial + 1 + int64(j); v < k {
+			lin = append(lin, p)
+			lin = appendByCall(lin, reads.at(v))
+		}
+	}
+	return lin
 }
 
 // appendByCall appends the reads of one value in the order of their calls,
@@ -251,6 +378,18 @@ func appendByCall(lin []int, reads []walkItem) []int {
 		lin = append(lin, r.i)
 	}
 	return lin
+}
+
+// notIncrement finds the first acknowledged write, in the history, that is
+// not its section's read plus one.
+func (w *counterWalk) notIncrement() (walkViolation, bool) {
+	v := walkViolation{fault: faultNotIncrement, op: -1, other: -1}
+	for _, it := range w.known {
+		if c := w.calls[it.i]; !c.increment() && (v.op < 0 || it.pos < w.calls[v.op].pos()) {
+			v.op, v.value = it.i, c.value
+		}
+	}
+	return v, v.op < 0
 }
 
 // below finds the lowest value written or read that the counter, starting at
@@ -268,18 +407,143 @@ func (w *counterWalk) below() (walkViolation, bool) {
 }
 
 // gapOp is the op that needs the counter past the gap k: of the reads of k
-// or more and the acknowledged increments above k, the one of the lowest
-// value, then the earliest in the history.
+// or more and the acknowledged writes above k, the one of the lowest value,
+// then the earliest in the history.
 func (w *counterWalk) gapOp(k int64) int {
 	var best walkItem
 	found := false
-	if i, _ := slices.BinarySearchFunc(w.known, k+1, func(it walkItem, v int64) int { return cmp.Compare(it.value, v) }); i < len(w.known) {
+	if i, _ := slices.BinarySearchFunc(w.known, k+1, byItemValue); i < len(w.known) {
 		best, found = w.known[i], true
 	}
-	if i, _ := slices.BinarySearchFunc(w.reads, k, func(it walkItem, v int64) int { return cmp.Compare(it.value, v) }); i < len(w.reads) {
+	if i, _ := slices.BinarySearchFunc(w.reads, k, byItemValue); i < len(w.reads) {
 		if r := w.reads[i]; !found || r.value < best.value || r.value == best.value && r.pos < best.pos {
 			best = r
 		}
 	}
 	return best.i
+}
+
+func byItemValue(it walkItem, v int64) int { return cmp.Compare(it.value, v) }
+
+// A proof is a read that only writes of unknown outcome can explain: the
+// counter cannot have held what it returned unless one of them took effect.
+type proof struct {
+	read  int // index into calls of the read that completed first
+	maybe int // index into calls of the earliest-invoked of those writes
+	n     int // how many writes of unknown outcome could have produced it
+}
+
+// lostBounds bounds the updates lost at the final read, calls[final], that
+// returned value: the writes that took effect before it, less the counter's
+// rise. The bounds hold for every execution the history allows, even one
+// in which writes land unconditionally and lose updates:
+//
+//   - at least, the acknowledged writes that completed before the final
+//     read was invoked, and one write of unknown outcome for each proof
+//     (see proofs) among the reads that completed before then, or the final
+//     read itself;
+//   - at most, every write invoked before the final read completed.
+//
+// ok says how many acknowledged writes completed before the final read.
+func (w *counterWalk) lostBounds(final int, value int64) (lo, hi int64, ok, proven int, first proof) {
+	f := w.item(final)
+	may := 0
+	for _, it := range w.known {
+		if it.r < f.c {
+			ok++
+		}
+		if it.c <= f.r {
+			may++
+		}
+	}
+	for _, items := range [][]walkItem{w.maybe, w.wild} {
+		for _, it := range items {
+			if it.c <= f.r {
+				may++
+			}
+		}
+	}
+	proven, first = w.proofs(func(rd walkItem) bool { return rd.r < f.c || rd.i == final })
+	rise := value - w.initial
+	return max(0, int64(ok+proven)-rise), max(0, int64(may)-rise), ok, proven, first
+}
+
+// proofs returns, for each value other than initial that a read returned
+// (among the reads use accepts), the proof that a write of unknown outcome
+// took effect, when there is one: the writes of that value invoked before
+// the earliest of those reads completed are all of unknown outcome, and
+// there is at least one. Values differ, so each proof is a different write.
+// first is the earliest-completing read of the proofs; count is their
+// number.
+func (w *counterWalk) proofs(use func(walkItem) bool) (count int, first proof) {
+	known, maybe := cursor{items: w.known}, cursor{items: w.maybe}
+	first.read = -1
+	var firstAt walkItem
+	for i := 0; i < len(w.reads); {
+		v := w.reads[i].value
+		j, found := i, false
+		var earliest walkItem
+		for ; j < len(w.reads) && w.reads[j].value == v; j++ {
+			if rd := w.reads[j]; use(rd) && (!found || rd.r < earliest.r) {
+				earliest, found = rd, true
+			}
+		}
+		i = j
+		if !found || v == w.initial {
+			continue
+		}
+		settled := false
+		for _, k := range known.at(v) {
+			settled = settled || k.c <= earliest.r
+		}
+		if settled {
+			continue
+		}
+		var pr proof
+		for _, m := range maybe.at(v) {
+			if m.c <= earliest.r {
+				if pr.n == 0 {
+					pr.maybe = m.i
+				}
+				pr.n++
+			}
+		}
+		if pr.n == 0 {
+			continue
+		}
+		pr.read = earliest.i
+		count++
+		if first.read < 0 || earliest.r < firstAt.r || earliest.r == firstAt.r && earliest.pos < firstAt.pos {
+			first, firstAt = pr, earliest
+		}
+	}
+	return count, first
+}
+
+// item returns the walk's item for calls[i], a read or a write it kept.
+func (w *counterWalk) item(i int) walkItem {
+	items := w.reads
+	if c := w.calls[i]; c.write && c.maybe {
+		items = w.maybe
+	} else if c.write {
+		items = w.known
+	}
+	j, _ := slices.BinarySearchFunc(items, w.calls[i].value, byItemValue)
+	for ; j < len(items); j++ {
+		if items[j].i == i {
+			return items[j]
+		}
+	}
+	panic(fmt.Sprintf("counter walk: call %d is not among its items", i))
+}
+
+// maybeWriters returns the increments of unknown outcome that write v and
+// were invoked no later than t, earliest first.
+func (w *counterWalk) maybeWriters(v, t int64) []walkItem {
+	j, _ := slices.BinarySearchFunc(w.maybe, v, byItemValue)
+	var out []walkItem
+	for ; j < len(w.maybe) && w.maybe[j].value == v && w.maybe[j].c <= t; j++ {
+		out = append(out, w.maybe[j])
+	}
+	return out
 }

@@ -2,7 +2,9 @@ package checker
 
 import (
 	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
 )
@@ -55,29 +57,32 @@ func (s *Stream) explainLockCounter(lr *linearRun, v violation) (string, []Field
 	}
 	in := v.op.Input.(lcOp)
 	m := v.op.Metadata.(opMeta)
-	if !in.increment {
-		return fmt.Sprintf("%s (process %v) read %d, but the increments before it leave the counter at %s: %s",
+	if !in.write {
+		return fmt.Sprintf("%s (process %v) read %d, but the writes before it leave the counter at %s: %s",
 			s.name(v.completion()), m.process, in.value, orList(toStrings(v.states)), lr.lostHint()), nil
 	}
-	// Another increment that wrote the same value collided with this one.
+	// Another acknowledged write of the same value collided with this one.
 	for _, other := range lr.parts[v.part] {
 		o, om := other.Input.(lcOp), other.Metadata.(opMeta)
-		if !o.increment || o.maybe || o.value != in.value || om.inv == m.inv {
+		if !o.write || o.maybe || o.value != in.value || om.inv == m.inv {
 			continue
 		}
 		first, second := om, m
 		if writeOf(first) > writeOf(second) {
 			first, second = second, first
 		}
-		msg := fmt.Sprintf("%s and %s both wrote %d after reading %d",
-			s.name(writeOf(first)), s.name(writeOf(second)), in.value, in.value-1)
+		msg := fmt.Sprintf("%s and %s both wrote %d", s.name(writeOf(first)), s.name(writeOf(second)), in.value)
 		if c := s.collisionCause(s.callAt(first), s.callAt(second)); c != "" {
 			msg += "; " + c
 		}
 		return msg, []Field{{"colliding", []any{s.id(writeOf(first)), s.id(writeOf(second))}}}
 	}
-	msg := fmt.Sprintf("%s (process %v) wrote %d, but the increments before it leave the counter at %s",
-		s.name(writeOf(m)), m.process, in.value, orList(toStrings(v.states)))
+	wrote := fmt.Sprintf("wrote %d", in.value)
+	if in.read {
+		wrote += fmt.Sprintf(" after reading %d", in.from)
+	}
+	msg := fmt.Sprintf("%s (process %v) %s, but the writes before it leave the counter at %s",
+		s.name(writeOf(m)), m.process, wrote, orList(toStrings(v.states)))
 	if c := s.cause(s.callAt(m)); c != "" {
 		msg += "; " + c
 	}
@@ -91,64 +96,133 @@ func (s *Stream) callAt(m opMeta) lcCall {
 			return c
 		}
 	}
-	return lcCall{inv: m.inv, done: m.done, process: m.process, call: history.Unset, increment: true}
+	return lcCall{inv: m.inv, done: m.done, process: m.process, call: history.Unset, write: true}
 }
 
-// explainWalk says in words where the counter walk stopped, and gives the
+// explainWalk says in words where the counter walk w stopped, and gives the
 // evidence for results.edn.
-func (s *Stream) explainWalk(v walkViolation, initial int64) (string, []Field) {
+func (s *Stream) explainWalk(w *counterWalk, v walkViolation, initial int64) (string, []Field) {
 	c := s.calls[v.op]
-	at := func(c lcCall) string { return s.name(c.writePos()) }
-	who := func(c lcCall) string { return fmt.Sprintf("%s (process %v)", at(c), c.process) }
-	did := func(c lcCall) string {
-		if c.increment {
-			return fmt.Sprintf("wrote %d after reading %d", c.value, c.value-1)
-		}
-		return fmt.Sprintf("read %d", c.value)
-	}
-	fields := []Field{{"op", s.id(c.writePos())}, {"process", int64(c.process)}, {"value", v.value}}
+	fields := []Field{{"op", s.id(c.pos())}, {"process", int64(c.process)}, {"value", v.value}}
 	var msg string
 	switch v.fault {
 	case faultBelow:
-		msg = fmt.Sprintf("%s %s, but the counter starts at %d and only rises", who(c), did(c), initial)
+		msg = fmt.Sprintf("%s %s, but the counter starts at %d and only rises", s.who(c), did(c), initial)
+	case faultNotIncrement:
+		msg = fmt.Sprintf("%s %s: a section writes what it read plus one", s.who(c), did(c))
 	case faultCollision:
 		first := s.calls[v.other]
-		msg = fmt.Sprintf("%s and %s both wrote %d after reading %d", at(first), at(c), v.value, v.value-1)
+		msg = fmt.Sprintf("%s and %s both wrote %d", s.name(first.pos()), s.name(c.pos()), v.value)
+		if first.read && c.read && first.from == c.from {
+			msg += fmt.Sprintf(" after reading %d", c.from)
+		}
 		if cause := s.collisionCause(first, c); cause != "" {
 			msg += "; " + cause
 		}
-		return msg, append(fields, Field{"colliding", []any{s.id(first.writePos()), s.id(c.writePos())}})
+		return msg, append(fields, Field{"colliding", []any{s.id(first.pos()), s.id(c.pos())}})
 	case faultGap:
-		msg = fmt.Sprintf("%s %s, but no write, acknowledged or of unknown outcome, made the counter %d", who(c), did(c), v.value)
-	case faultOrder:
+		msg = fmt.Sprintf("%s %s, but no write, acknowledged or of unknown outcome, made the counter %d", s.who(c), did(c), v.value)
+	case faultFence:
 		o := s.calls[v.other]
-		fields = append(fields, Field{"other", s.id(o.writePos())})
-		if v.staleRead {
-			done := fmt.Sprintf("read %d", o.value)
-			if o.increment {
-				done = fmt.Sprintf("written %d", o.value)
-			}
-			msg = fmt.Sprintf("%s read %d, but %s had %s before it began: the counter was at least %d by then",
-				who(c), c.value, who(o), done, v.value)
-			break
-		}
-		reached := v.value
-		if c.increment {
-			reached--
-		}
-		wrote := fmt.Sprintf("which wrote %d", o.value)
+		fields = append(fields, Field{"other", s.id(o.pos())})
+		had := fmt.Sprintf("%s had written %d with fence %d before it", s.who(o), o.value, o.fence)
 		if o.maybe {
-			wrote = fmt.Sprintf("whose write of %d has an unknown outcome and is the only one that can have made it", o.value)
+			had = fmt.Sprintf("in every order the history allows, a write with a fence of %d or more took effect before it (in the earliest, %s, a write of %d whose outcome is unknown)",
+				o.fence, s.who(o), o.value)
 		}
-		msg = fmt.Sprintf("%s %s, but completed before %s, %s, began at %s: the counter cannot have reached %d by then",
-			who(c), did(c), who(o), wrote, s.name(o.inv), reached)
+		msg = fmt.Sprintf("%s wrote %d with fence %d, but %s: a fence takes effect only above every fence before it", s.who(c), c.value, c.fence, had)
+	case faultOrder:
+		var more []Field
+		msg, more = s.explainOrder(w, v, c)
+		fields = append(fields, more...)
 	}
-	if c.increment {
+	if c.write {
 		if cause := s.cause(c); cause != "" {
 			msg += "; " + cause
 		}
 	}
 	return msg, fields
+}
+
+// explainOrder explains a faultOrder of the walk w, where c is the op blamed.
+func (s *Stream) explainOrder(w *counterWalk, v walkViolation, c lcCall) (string, []Field) {
+	o := s.calls[v.other]
+	fields := []Field{{"other", s.id(o.pos())}}
+	if v.staleRead {
+		done := fmt.Sprintf("read %d", o.value)
+		if o.write {
+			done = fmt.Sprintf("written %d", o.value)
+		}
+		return fmt.Sprintf("%s read %d, but %s had %s before it began: the counter was at least %d by then",
+			s.who(c), c.value, s.who(o), done, v.value), fields
+	}
+	if !c.write && o.write && !o.maybe && o.value == c.value {
+		// A read of k completed before the acknowledged write of k began: a
+		// write of unknown outcome made k, and o wrote it again.
+		if ms := w.maybeWriters(c.value, w.item(v.op).r); len(ms) > 0 {
+			m := s.calls[ms[0].i]
+			fields = append(fields, Field{"maybe-writer", s.id(m.pos())})
+			only := fmt.Sprintf("only %s, a write of unknown outcome%s,", s.who(m), s.at("invoked", m.call))
+			if len(ms) > 1 {
+				only = fmt.Sprintf("only the %d writes of unknown outcome invoked before it (first %s%s)", len(ms), s.who(m), s.at("invoked", m.call))
+			}
+			msg := fmt.Sprintf("%s read %d%s, which %s could have produced; %s then wrote %d again%s after reading %d: an update was lost",
+				s.who(c), c.value, s.at("completed", c.ret), only, s.who(o), o.value, s.at("invoked", o.call), o.from)
+			if cause := s.cause(o); cause != "" {
+				msg += "; " + cause
+			}
+			return msg, fields
+		}
+	}
+	reached := v.value
+	if c.write {
+		reached--
+	}
+	wrote := fmt.Sprintf("which wrote %d", o.value)
+	if o.maybe {
+		wrote = fmt.Sprintf("whose write of %d has an unknown outcome and is the only one that can have made it", o.value)
+		if n := len(w.maybeWriters(o.value, math.MaxInt64)); n > 1 {
+			wrote = fmt.Sprintf("whose write of %d has an unknown outcome (the %d other such writes of %d cannot have made it either)", o.value, n-1, o.value)
+		}
+	}
+	return fmt.Sprintf("%s %s, but completed before %s, %s, began at %s: the counter cannot have reached %d by then",
+		s.who(c), did(c), s.who(o), wrote, s.name(o.inv), reached), fields
+}
+
+// who names call c and its process.
+func (s *Stream) who(c lcCall) string {
+	return fmt.Sprintf("%s (process %v)", s.name(c.pos()), c.process)
+}
+
+// at says what happened when, on the history's clock from its first op:
+// " (completed at +34ms)"; "" in a history without times.
+func (s *Stream) at(what string, t int64) string {
+	if !s.timed {
+		return ""
+	}
+	return fmt.Sprintf(" (%s at +%v)", what, time.Duration(t-s.firstTime))
+}
+
+// did says what call c did.
+func did(c lcCall) string {
+	switch {
+	case c.write && c.read:
+		return fmt.Sprintf("wrote %d after reading %d", c.value, c.from)
+	case c.write:
+		return fmt.Sprintf("wrote %d, its section having read nothing", c.value)
+	}
+	return fmt.Sprintf("read %d", c.value)
+}
+
+// describeProof says which read proves that a write of unknown outcome took
+// effect.
+func (s *Stream) describeProof(p proof) string {
+	rd, m := s.calls[p.read], s.calls[p.maybe]
+	if p.n == 1 {
+		return fmt.Sprintf("%s read %d, which only %s, a write of unknown outcome, could have produced", s.who(rd), rd.value, s.who(m))
+	}
+	return fmt.Sprintf("%s read %d, which only the %d writes of unknown outcome invoked before it (first %s) could have produced",
+		s.who(rd), rd.value, p.n, s.who(m))
 }
 
 // collisionCause says what let two increments of one value collide: the
@@ -183,11 +257,11 @@ func (s *Stream) sectionCause(c lcCall, paused bool) string {
 	}
 	if pa, ok := pauseDuring(sec, s.pauses.pauses); ok && paused {
 		return fmt.Sprintf("process %v (%s) was stopped by nemesis op %d (%s) for %d ms while holding a %d ms lease",
-			c.process, s.name(c.writePos()), pa.Index, pa.Kind, (pa.End-pa.Start)/1e6, sec.LeaseNS/1e6)
+			c.process, s.name(c.pos()), pa.Index, pa.Kind, (pa.End-pa.Start)/1e6, sec.LeaseNS/1e6)
 	}
 	if !paused && sec.LeaseNS > 0 && sec.WriteInv > sec.Start+sec.LeaseNS {
 		return fmt.Sprintf("process %v sent %s %d ms after its acquire, past its %d ms lease",
-			c.process, s.name(c.writePos()), (sec.WriteInv-sec.Start)/1e6, sec.LeaseNS/1e6)
+			c.process, s.name(c.pos()), (sec.WriteInv-sec.Start)/1e6, sec.LeaseNS/1e6)
 	}
 	return ""
 }
@@ -197,12 +271,12 @@ func (lr *linearRun) lostHint() string {
 	n := 0
 	for _, p := range lr.parts {
 		for _, op := range p {
-			if in := op.Input.(lcOp); in.increment && !in.maybe {
+			if in := op.Input.(lcOp); in.write && !in.maybe {
 				n++
 			}
 		}
 	}
-	return fmt.Sprintf("%d increments were acknowledged, so some were lost or made twice", n)
+	return fmt.Sprintf("%d writes were acknowledged, so some were lost or made twice", n)
 }
 
 // writeOf is the position of an increment's write: its completion, or for

@@ -196,9 +196,6 @@ func (lr *linearRun) searchWindow(ctx context.Context, w window, head, rest []po
 // whole; a larger one keeps the walk's linearization, from which
 // walkWindow picks the ops to search and draw.
 func (p *plan) walkRun(ctx context.Context) (*linearRun, error) {
-	if p.calls == nil {
-		p.calls, p.problems = pairCalls(p.ops)
-	}
 	lr, _, bad := p.problem()
 	if len(bad) > 0 {
 		return nil, nil
@@ -223,7 +220,7 @@ func (p *plan) walkRun(ctx context.Context) (*linearRun, error) {
 	}
 	lr.walk = &walkView{lin: lin, ok: ok}
 	if !ok {
-		lr.walk.at = s.name(s.calls[v.op].writePos())
+		lr.walk.at = s.name(s.calls[v.op].pos())
 	}
 	return lr, nil
 }
@@ -250,7 +247,7 @@ func (lr *linearRun) walkWindow(ctx context.Context, timeout time.Duration) (win
 		w.note = fmt.Sprintf("the history has %d ops, more than the %d a browser draws well; drawn: the first %d of them", total, HTMLLimit, len(rest))
 	} else {
 		head = lr.walk.lin[:max(0, len(lr.walk.lin)-HTMLLimit/2)]
-		start := lr.replay(head).(int64)
+		start := lr.replay(head).(lcState)
 		done := map[int]bool{}
 		for _, op := range head {
 			done[key(op)] = true
@@ -258,7 +255,7 @@ func (lr *linearRun) walkWindow(ctx context.Context, timeout time.Duration) (win
 		for _, op := range lr.parts[0] {
 			// An increment of unknown outcome at or below the start can
 			// no longer take effect: it adds nothing to the window.
-			if in := op.Input.(lcOp); !done[key(op)] && !(in.maybe && in.value <= start) {
+			if in := op.Input.(lcOp); !done[key(op)] && !(in.maybe && in.value <= start.value) {
 				rest = append(rest, op)
 			}
 		}
@@ -267,7 +264,7 @@ func (lr *linearRun) walkWindow(ctx context.Context, timeout time.Duration) (win
 		w.note = fmt.Sprintf("the history has %d ops, more than the %d a browser draws well; drawn: the %d ops around the first violation (%s)",
 			total, HTMLLimit, len(rest), lr.walk.at)
 		if len(head) > 0 {
-			w.note += fmt.Sprintf(", starting from the state %d that the %d ops linearized before them leave", start, len(head))
+			w.note += fmt.Sprintf(", starting from the state %s that the %d ops linearized before them leave", lr.model.DescribeState(start), len(head))
 		}
 	}
 	return lr.searchWindow(ctx, w, head, rest, !lr.walk.ok, timeout)

@@ -46,8 +46,8 @@ func TestCheckHTML(t *testing.T) {
 		},
 		{
 			name: "lock-counter annotated", ops: paused, opts: Options{},
-			valid: Invalid, drawn: 4,
-			output: []string{"increment → 1", "lease 500 ms", "pause p0", "nemesis op 4: sigstop of process 0 for 880 ms"},
+			valid: Invalid, drawn: 7,
+			output: []string{"write 0 → 1", "lease 500 ms", "pause p0", "nemesis op 4: sigstop of process 0 for 880 ms"},
 		},
 		{
 			name: "large invalid: the window around the violation", ops: serialRegister(HTMLLimit, HTMLLimit*3/4),
@@ -57,7 +57,7 @@ func TestCheckHTML(t *testing.T) {
 		{
 			name: "large lock-counter invalid: the window the counter walk points to", ops: lost,
 			valid: Invalid, drawn: HTMLLimit, note: "around the first violation",
-			output: []string{"increment → ", "lease 500 ms", "pause p"},
+			output: []string{"write ", " → ", "lease 500 ms", "pause p"},
 		},
 		{
 			name: "large lock-counter valid: the start of the walk's linearization", ops: valid,

@@ -297,70 +297,24 @@ func timesKnown(ops []history.Op) bool {
 	return len(ops) > 0
 }
 
-// lockCounterOps reads a lock-counter history as increments and reads of
-// the counter. A section's read and its write (ok or :info) are one
-// increment, from the read's invocation to the write's completion, whose
-// output is the value written; a write that failed did not happen, and its
-// section's read stands alone, as does the final read.
+// lockCounterOps gives porcupine the counter operations the Stream made of
+// the history — the very ones the counter walk decides — so that the two
+// analyzers differ only in how they decide. It returns how many writes
+// failed (they did not happen) and, for each op that cannot be read as a
+// counter op, the words for the first.
 func (p *plan) lockCounterOps(op func(inv, done int, proc history.Process, in any) porcupine.Operation) (ops []porcupine.Operation, fails int, bad []string) {
-	lastRead := map[history.Process]*call{} // the ok read of each open section, until a write uses it
-	var reads []call
-	flush := func(proc history.Process) {
-		if c := lastRead[proc]; c != nil {
-			reads = append(reads, *c)
-			delete(lastRead, proc)
-		}
+	s := p.stream
+	s.finish()
+	if s.bad > 0 {
+		bad = make([]string, s.bad)
+		bad[0] = s.firstBad
 	}
-	for i := range p.calls {
-		c := &p.calls[i]
-		switch c.f {
-		case history.FAcquire, history.FRelease:
-			flush(c.process)
-		case history.FRead:
-			if c.typ != history.Ok {
-				continue
-			}
-			if _, ok := history.Int(c.value); !ok {
-				bad = append(bad, fmt.Sprintf("%s: read %s, not an integer", opName(p.ops, c.done), canon(c.value)))
-				continue
-			}
-			flush(c.process)
-			if isFinal(p.ops, *c) {
-				reads = append(reads, *c)
-			} else {
-				lastRead[c.process] = c
-			}
-		case history.FWrite:
-			if c.typ == history.Fail {
-				fails++
-				continue
-			}
-			v, ok := history.Int(p.ops[c.inv].Value)
-			if !ok {
-				bad = append(bad, fmt.Sprintf("%s: wrote %s, not an integer", opName(p.ops, c.inv), canon(p.ops[c.inv].Value)))
-				continue
-			}
-			inv := c.inv
-			if rd := lastRead[c.process]; rd != nil {
-				inv = rd.inv
-				delete(lastRead, c.process)
-			}
-			ops = append(ops, op(inv, c.done, c.process, lcOp{increment: true, value: v, maybe: c.typ != history.Ok}))
-		}
-	}
-	for proc := range lastRead {
-		flush(proc)
-	}
-	for _, c := range reads {
-		v, _ := history.Int(c.value)
-		ops = append(ops, op(c.inv, c.done, c.process, lcOp{value: v}))
+	ops = make([]porcupine.Operation, 0, len(s.calls))
+	for _, c := range s.calls {
+		ops = append(ops, op(c.inv, c.done, c.process, lcOp{write: c.write, value: c.value, from: c.from, fence: c.fence, maybe: c.maybe, read: c.read}))
 	}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
-	return ops, fails, bad
-}
-
-func isFinal(ops []history.Op, c call) bool {
-	return ops[c.inv].Get(history.KeyFinal) == true || (c.done >= 0 && ops[c.done].Get(history.KeyFinal) == true)
+	return ops, s.fails, bad
 }
 
 // A violation is where porcupine's search got furthest in a partition it

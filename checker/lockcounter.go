@@ -159,17 +159,19 @@ func (b *pauseBuilder) finish() []Pause {
 }
 
 // LockCounter checks a lock-counter history whose counter started at initial:
-// lost updates (successful writes the final counter does not account for),
-// critical sections that overlap on the Redis clock, writes sent after the
-// writer's lease had expired, fencing order, and the pause behind each stale
-// write. The verdict is invalid when updates were lost, unknown when the
-// history has no final read.
+// lost updates (the increments the final counter is missing, as bounds when
+// writes of unknown outcome remain), critical sections that overlap on the
+// Redis clock, writes sent after the writer's lease had expired, fencing
+// order, and the pause behind each stale write. The verdict is invalid when
+// the history proves an update lost, unknown when it has no final read. It
+// is the :lock-counter result of Check.
 func LockCounter(ops []history.Op, initial int64) Result {
-	var c lcCounts
+	s := NewStream()
 	for _, o := range ops {
-		c.add(o)
+		s.Add(o)
 	}
-	return lockCounterResult(Sections(ops), Pauses(ops), c, initial)
+	s.finish()
+	return s.lockCounter(initial, s.walk(initial))
 }
 
 // lcCounts are the figures LockCounter counts op by op.
@@ -202,19 +204,21 @@ func (c *lcCounts) add(o history.Op) {
 	}
 }
 
-// lockCounterResult is LockCounter's result from the sections, pauses and
-// counts of a history.
-func lockCounterResult(secs []Section, pauses []Pause, c lcCounts, initial int64) (r Result) {
+// lockCounter is LockCounter's result from what the Stream kept, with w
+// the counter walk over its calls (for the reads that prove a write of
+// unknown outcome took effect).
+func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 	const name = "lock-counter"
 	defer recovered(name, &r)
 	r.Name = name
+	c, secs, pauses := s.counts, s.secs.secs, s.pauses.pauses
 
-	writes, infoWrites := c.writes, c.infoWrites
+	writes, infoWrites := int64(c.writes), int64(c.infoWrites+s.unfinished)
 	overlapping, pairs := overlaps(secs, Section.wrote)
 	lockOverlapping, _ := overlaps(secs, func(Section) bool { return true })
 	late := 0
-	for _, s := range secs {
-		if s.LeaseNS > 0 && s.WriteType == history.Ok && s.WriteInv > s.Start+s.LeaseNS {
+	for _, sec := range secs {
+		if sec.LeaseNS > 0 && sec.WriteType == history.Ok && sec.WriteInv > sec.Start+sec.LeaseNS {
 			late++
 		}
 	}
@@ -225,26 +229,24 @@ func lockCounterResult(secs []Section, pauses []Pause, c lcCounts, initial int64
 		{"writes", writes},
 		{"info-writes", infoWrites},
 	}
-	if c.haveFinal {
-		r.Fields = append(r.Fields, Field{"final", c.final})
-	} else {
+	var lost, lostMax any // nil: unknown, with no final read
+	proven := 0
+	if !c.haveFinal || s.finalRead < 0 {
 		r.Fields = append(r.Fields, Field{"final", nil})
-	}
-	lost := int64(0)
-	switch {
-	case !c.haveFinal:
 		r.Valid = Unknown
 		r.Explanation = "the history has no final read of the counter, so lost updates cannot be counted"
-	default:
-		delta := c.final - initial
-		lost = max(0, int64(writes)-delta)
+	} else {
+		r.Fields = append(r.Fields, Field{"final", c.final})
+		lo, hi, ok, n, first := w.lostBounds(s.finalRead, c.final)
+		lost, lostMax, proven = lo, hi, n
+		rise := c.final - initial
 		switch {
-		case lost > 0:
+		case lo > 0:
 			r.Valid = Invalid
-			r.Explanation = fmt.Sprintf("%d successful writes but the counter rose by %d: %d %s lost", writes, delta, lost, plural(lost, "update", "updates"))
-		case delta > int64(writes+infoWrites):
+			r.Explanation = s.lostWords(int64(ok), writes, rise, lo, hi, n, first)
+		case rise > writes+infoWrites:
 			r.Valid = Invalid
-			r.Explanation = fmt.Sprintf("the counter rose by %d, more than the %d writes that may have happened", delta, writes+infoWrites)
+			r.Explanation = fmt.Sprintf("the counter rose by %d, more than the %d writes that may have happened", rise, writes+infoWrites)
 		}
 	}
 	if len(fenceViolations) > 0 {
@@ -258,7 +260,9 @@ func lockCounterResult(secs []Section, pauses []Pause, c lcCounts, initial int64
 		r.Explanation += "; first stale write: " + describeStale(stale[0], pauses)
 	}
 	r.Fields = append(r.Fields,
-		Field{"lost", lost},
+		Field{"lost-min", lost},
+		Field{"lost-max", lostMax},
+		Field{"proven-writes", proven},
 		Field{"overlapping-sections", overlapping},
 		Field{"lock-overlapping-sections", lockOverlapping},
 		Field{"stale-rejected", c.rejected},
@@ -271,6 +275,28 @@ func lockCounterResult(secs []Section, pauses []Pause, c lcCounts, initial int64
 		Field{"fence-violations", fenceViolations},
 	)
 	return r
+}
+
+// lostWords says how many updates the history proves lost, lo, and how many
+// it may have lost, hi, from the ok of all writes acknowledged that
+// completed before the final read, the writes of unknown outcome proven to
+// have taken effect before it (first proof first), and the counter's rise.
+func (s *Stream) lostWords(ok, writes, rise, lo, hi int64, proven int, first proof) string {
+	acked := fmt.Sprintf("%d successful writes", ok)
+	if ok < writes {
+		acked += " completed before the final read"
+	}
+	var msg string
+	if proven == 0 {
+		msg = fmt.Sprintf("%s but the counter rose by %d: ", acked, rise)
+	} else {
+		msg = fmt.Sprintf("%s, and %d of unknown outcome that reads prove took effect (%s), but the counter rose by %d: ",
+			acked, proven, s.describeProof(first), rise)
+	}
+	if hi > lo {
+		return msg + fmt.Sprintf("at least %d %s lost, and %d if every write of unknown outcome took effect", lo, plural(lo, "update", "updates"), hi)
+	}
+	return msg + fmt.Sprintf("%d %s lost", lo, plural(lo, "update", "updates"))
 }
 
 // overlaps counts the sections (among those keep accepts) whose interval

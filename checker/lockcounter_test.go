@@ -79,7 +79,7 @@ func TestLockCounter(t *testing.T) {
 			name:  "serial sections",
 			ops:   build(sec(0, 10, 40, 0, history.Ok, 0), sec(1, 50, 80, 1, history.Ok, 0), sec(2, 90, 120, 2, history.Ok, 0), finalRead(200, 3)),
 			valid: Valid,
-			want:  map[string]int64{"writes": 3, "final": 3, "lost": 0, "overlapping-sections": 0, "lock-overlapping-sections": 0, "pauses": 0},
+			want:  map[string]int64{"writes": 3, "final": 3, "lost-min": 0, "lost-max": 0, "overlapping-sections": 0, "lock-overlapping-sections": 0, "pauses": 0},
 		},
 		{
 			name: "paused holder overwrites",
@@ -88,7 +88,7 @@ func TestLockCounter(t *testing.T) {
 			ops: build(sec(0, 10, 901, 0, history.Ok, 0), pause(0, 20, 900),
 				sec(1, 520, 560, 0, history.Ok, 0), sec(2, 570, 600, 1, history.Ok, 0), finalRead(1000, 1)),
 			valid:   Invalid,
-			want:    map[string]int64{"writes": 3, "final": 1, "lost": 2, "overlapping-sections": 3, "late-writes": 1, "pauses": 1},
+			want:    map[string]int64{"writes": 3, "final": 1, "lost-min": 2, "lost-max": 2, "overlapping-sections": 3, "late-writes": 1, "pauses": 1},
 			explain: "paused (sigstop",
 		},
 		{
@@ -96,7 +96,7 @@ func TestLockCounter(t *testing.T) {
 			ops: build(sec(0, 10, 901, 0, history.Fail, 1), pause(0, 20, 900),
 				sec(1, 520, 560, 0, history.Ok, 2), sec(2, 570, 600, 1, history.Ok, 3), finalRead(1000, 2)),
 			valid: Valid,
-			want: map[string]int64{"writes": 2, "final": 2, "lost": 0, "stale-rejected": 1,
+			want: map[string]int64{"writes": 2, "final": 2, "lost-min": 0, "lost-max": 0, "stale-rejected": 1,
 				"overlapping-sections": 0, "lock-overlapping-sections": 3},
 		},
 		{
@@ -109,7 +109,7 @@ func TestLockCounter(t *testing.T) {
 			name:  ":info write that happened",
 			ops:   build(sec(0, 10, 40, 0, history.Info, 0), sec(1, 50, 80, 1, history.Ok, 0), finalRead(200, 2)),
 			valid: Valid,
-			want:  map[string]int64{"writes": 1, "info-writes": 1, "lost": 0},
+			want:  map[string]int64{"writes": 1, "info-writes": 1, "lost-min": 0, "lost-max": 0},
 		},
 		{
 			name:    "counter above every write",

@@ -405,41 +405,66 @@ func newTxnOp(c call, ks *keySpace) (txnOp, error) {
 	return op, nil
 }
 
-// An lcOp is one step of the lock-protected counter: a critical section's
-// read and write as one increment, whose output is the value written, or a
-// read outside a write (the final read, a read whose write failed).
+// An lcOp is one operation on the counter of the lock-counter model
+// (docs/checkers.md): a read, or a section's write, a compare-and-set from
+// the value its section read to the value it writes.
 type lcOp struct {
-	increment bool
-	value     int64 // the value written or read
-	maybe     bool  // an increment whose write is :info
+	write bool
+	value int64 // the value read or written
+	from  int64 // a write: the value its section read
+	fence int64 // a write's fencing token; 0 if unfenced
+	maybe bool  // a write that completed :info or never completed
+	read  bool  // a write whose section read (else from is value-1)
 }
 
-// lockCounterModel is a counter register that only the lock-protected
-// increment changes: an increment is legal when it writes the current value
-// plus one, a read when it returns the current value. A maybe-increment
-// that does not write the current value plus one did not happen: had it
-// happened, it would be a lost update the history cannot show.
+// An lcState is the counter and the highest fence that took effect.
+type lcState struct{ value, fence int64 }
+
+// lockCounterModel is the lock-counter model as a state machine: a read is
+// legal when it returns the counter; a write takes effect when the counter
+// holds what its section read, it writes that plus one, and its fence (if
+// any) is above every fence before it. A write of unknown outcome takes
+// effect when it can and is a legal no-op when it cannot; it never returns,
+// so the search may always place it last instead, where it is the same as
+// never having happened.
 func lockCounterModel(initial int64) porcupine.Model {
 	return porcupine.Model{
-		Init: func() any { return initial },
+		Init: func() any { return lcState{value: initial} },
 		Step: func(state, input, _ any) (bool, any) {
-			s, op := state.(int64), input.(lcOp)
+			s, op := state.(lcState), input.(lcOp)
 			switch {
-			case !op.increment:
-				return op.value == s, s
-			case op.value == s+1:
-				return true, op.value
+			case !op.write:
+				return op.value == s.value, s
+			case op.value == op.from+1 && s.value == op.from && (op.fence == 0 || op.fence > s.fence):
+				next := lcState{value: op.value, fence: s.fence}
+				if op.fence > 0 {
+					next.fence = op.fence
+				}
+				return true, next
 			}
 			return op.maybe, s
 		},
-		Hash: func(state any) uint64 { return uint64(state.(int64)) },
+		Hash: func(state any) uint64 {
+			s := state.(lcState)
+			return uint64(s.value)*0x9e3779b97f4a7c15 ^ uint64(s.fence)
+		},
 		DescribeOperation: func(input, _ any) string {
 			op := input.(lcOp)
-			if op.increment {
-				return fmt.Sprintf("increment → %d%s", op.value, maybeSuffix(op.maybe))
+			if !op.write {
+				return fmt.Sprintf("read %d", op.value)
 			}
-			return fmt.Sprintf("read %d", op.value)
+			d := fmt.Sprintf("write %d → %d", op.from, op.value)
+			if op.fence > 0 {
+				d += fmt.Sprintf(" (fence %d)", op.fence)
+			}
+			return d + maybeSuffix(op.maybe)
 		},
-		DescribeState: func(state any) string { return fmt.Sprint(state.(int64)) },
+		DescribeState: func(state any) string {
+			s := state.(lcState)
+			if s.fence > 0 {
+				return fmt.Sprintf("%d (fence %d)", s.value, s.fence)
+			}
+			return fmt.Sprint(s.value)
+		},
 	}
 }

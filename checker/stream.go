@@ -16,20 +16,21 @@ var ErrWholeHistory = errors.New("the check needs the whole history")
 
 // A Stream takes a lock-counter history one op at a time and keeps only
 // what the checks need of it: one Section per critical section, the pauses,
-// a few counts, and one compact record per counter operation — about 170
-// bytes a critical section, where its eight Ops with their maps take
-// several times that. Check on a Stream gives exactly the results Check
+// a few counts, and one compact record per counter operation (a section's
+// read and its write) — about 240 bytes a critical section, where its eight
+// Ops with their maps take several times that. Check on a Stream gives exactly the results Check
 // gives on the whole history; Check itself runs lock-counter histories
 // through a Stream, so the two cannot drift apart.
 //
 // Add ops in history order, then call Check once.
 type Stream struct {
-	n        int
-	timed    bool  // every op has a :time
-	sorted   bool  // no op's :time is below the one before it
-	lastTime int64 // :time of the last op
-	maxTime  int64 // the largest :time
-	fs       map[history.Keyword]bool
+	n         int
+	timed     bool  // every op has a :time
+	sorted    bool  // no op's :time is below the one before it
+	lastTime  int64 // :time of the last op
+	firstTime int64 // :time of the first op
+	maxTime   int64 // the largest :time
+	fs        map[history.Keyword]bool
 	// names holds the :index of each op whose :index is not its position
 	// (Unset included); in a history a run writes there are none.
 	names map[int]int64
@@ -46,13 +47,15 @@ type Stream struct {
 	problems      int
 	firstProblems []string
 
-	// The counter operations, as lockCounterOps makes them.
-	calls    []lcCall
-	lastRead map[history.Process]lcCall // the ok read of each open section, until a write uses it
-	fails    int
-	bad      int
-	firstBad string
-	badAt    int // invocation position of the first bad op
+	// The counter operations of the lock-counter model.
+	calls       []lcCall
+	sectionRead map[history.Process]int64 // the value the open section of each process read, until its write
+	unfinished  int                       // writes that never completed
+	finalRead   int                       // index into calls of the final read; -1 if none
+	fails       int
+	bad         int
+	firstBad    string
+	badAt       int // invocation position of the first bad op
 }
 
 // An openCall is an invocation waiting for its completion.
@@ -63,6 +66,7 @@ type openCall struct {
 	f       history.Keyword
 	arg     any // the invocation's value
 	value   any // the invocation's value, then an ok completion's
+	fence   int64
 	final   bool
 	// Set by the completion.
 	done     int
@@ -74,8 +78,8 @@ type openCall struct {
 func NewStream() *Stream {
 	return &Stream{
 		timed: true, sorted: true, fs: map[history.Keyword]bool{}, names: map[int]int64{},
-		open:     map[history.Process]openCall{},
-		lastRead: map[history.Process]lcCall{}, badAt: -1,
+		open:        map[history.Process]openCall{},
+		sectionRead: map[history.Process]int64{}, badAt: -1, finalRead: -1,
 	}
 }
 
@@ -84,10 +88,10 @@ func NewStream() *Stream {
 // say) spares the Stream copying what it keeps as it grows. Room that is
 // never used costs address space, not memory.
 func (s *Stream) Grow(n int) {
-	// A critical section is eight ops, and makes one Section and one
-	// counter operation.
+	// A critical section is eight ops, and makes one Section and two
+	// counter operations, its read and its write.
 	s.secs.secs = slices.Grow(s.secs.secs, n/8)
-	s.calls = slices.Grow(s.calls, n/8)
+	s.calls = slices.Grow(s.calls, n/4)
 }
 
 // Ops returns the number of ops added.
@@ -102,6 +106,9 @@ func (s *Stream) Add(o history.Op) {
 	}
 	if o.Time == history.Unset {
 		s.timed = false
+	}
+	if i == 0 {
+		s.firstTime = o.Time
 	}
 	if i > 0 && o.Time < s.lastTime {
 		s.sorted = false
@@ -133,8 +140,10 @@ func (s *Stream) pair(i int, o history.Op) {
 		s.addCall(&c) // it never completes now
 	}
 	if o.Type == history.Invoke {
+		fence, _ := history.Int(o.Get(history.KeyFence))
+		fence = max(fence, 0) // a fence of 0 or less is none: INCR never hands one out
 		s.open[o.Process] = openCall{inv: i, invTime: o.Time, process: o.Process, f: o.F, arg: o.Value,
-			value: o.Value, final: o.Get(history.KeyFinal) == true}
+			value: o.Value, fence: fence, final: o.Get(history.KeyFinal) == true}
 		return
 	}
 	if done < 0 {
@@ -157,16 +166,18 @@ func (s *Stream) problem(msg string) {
 	}
 }
 
-// addCall follows lockCounterOps: a section's ok read waits for its write,
-// which makes them one increment; a read no write uses stands alone. Calls
-// of one process arrive in the order of their invocations, which is all
-// that matters: the records are sorted later.
+// addCall makes a completed call (or one that can no longer complete) a
+// counter operation of the model: every :ok read is one; a write is one
+// unless it failed, and carries its section's read. Calls of one process
+// arrive in the order of their invocations, which is all that matters: the
+// records are sorted later.
 func (s *Stream) addCall(c *openCall) {
 	switch c.f {
 	case history.FAcquire, history.FRelease:
-		s.flush(c.process)
+		delete(s.sectionRead, c.process)
 	case history.FRead:
 		if c.typ != history.Ok {
+			delete(s.sectionRead, c.process)
 			return
 		}
 		v, ok := history.Int(c.value)
@@ -174,38 +185,32 @@ func (s *Stream) addCall(c *openCall) {
 			s.badOp(c.inv, fmt.Sprintf("%s: read %s, not an integer", s.name(c.done), canon(c.value)))
 			return
 		}
-		s.flush(c.process)
-		rd := lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, process: c.process}
+		s.calls = append(s.calls, lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, process: c.process})
 		if c.final {
-			s.calls = append(s.calls, rd)
+			s.finalRead = len(s.calls) - 1
 		} else {
-			s.lastRead[c.process] = rd
+			s.sectionRead[c.process] = v
 		}
 	case history.FWrite:
+		from, read := s.sectionRead[c.process]
+		delete(s.sectionRead, c.process)
 		if c.typ == history.Fail {
 			s.fails++
 			return
+		}
+		if c.done < 0 {
+			s.unfinished++
 		}
 		v, ok := history.Int(c.arg) // what was asked; a completion need not repeat it
 		if !ok {
 			s.badOp(c.inv, fmt.Sprintf("%s: wrote %s, not an integer", s.name(c.inv), canon(c.arg)))
 			return
 		}
-		inc := lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, process: c.process,
-			increment: true, maybe: c.typ != history.Ok}
-		if rd, ok := s.lastRead[c.process]; ok {
-			inc.inv, inc.call = rd.inv, rd.call
-			delete(s.lastRead, c.process)
+		if !read {
+			from = v - 1
 		}
-		s.calls = append(s.calls, inc)
-	}
-}
-
-// flush makes the waiting read of process p, if any, a read on its own.
-func (s *Stream) flush(p history.Process) {
-	if rd, ok := s.lastRead[p]; ok {
-		s.calls = append(s.calls, rd)
-		delete(s.lastRead, p)
+		s.calls = append(s.calls, lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, from: from,
+			fence: c.fence, process: c.process, write: true, maybe: c.typ != history.Ok, read: read})
 	}
 }
 
@@ -234,14 +239,6 @@ func (s *Stream) finish() {
 		s.addCall(&c)
 	}
 	clear(s.open)
-	procs := make([]history.Process, 0, len(s.lastRead))
-	for p := range s.lastRead {
-		procs = append(procs, p)
-	}
-	slices.Sort(procs)
-	for _, p := range procs {
-		s.flush(p)
-	}
 	s.pauses.finish()
 }
 
@@ -309,12 +306,13 @@ func (s *Stream) Check(opts Options) (Results, error) {
 // counter walk's verdict (with porcupine's).
 func (s *Stream) results(initial int64, truncated bool, linear func() Result) Results {
 	s.finish()
+	w := s.walk(initial)
 	var rs Results
-	rs.Add(s.lockCounter(initial))
+	rs.Add(s.lockCounter(initial, w))
 	if linear != nil {
 		rs.Add(linear())
 	} else {
-		rs.Add(s.linear(initial))
+		rs.Add(s.linear(initial, w))
 	}
 	if r, ok := historyResult(s.n, truncated, s.problems, s.firstProblems); ok {
 		rs.Add(r)
@@ -322,13 +320,13 @@ func (s *Stream) results(initial int64, truncated bool, linear func() Result) Re
 	return rs
 }
 
-// lockCounter is LockCounter's result, from what the Stream kept.
-func (s *Stream) lockCounter(initial int64) Result {
-	return lockCounterResult(s.secs.secs, s.pauses.pauses, s.counts, initial)
+// walk is the counter walk over the Stream's calls.
+func (s *Stream) walk(initial int64) *counterWalk {
+	return newCounterWalk(s.calls, initial, s.end(), s.timed)
 }
 
-// linear is the :linear check by the counter walk.
-func (s *Stream) linear(initial int64) (r Result) {
+// linear is the :linear check by the counter walk w.
+func (s *Stream) linear(initial int64, w *counterWalk) (r Result) {
 	const name = "linear"
 	defer recovered(name, &r)
 	r.Name = name
@@ -350,12 +348,12 @@ func (s *Stream) linear(initial int64) (r Result) {
 		r.Explanation = fmt.Sprintf("%d ops cannot be read as %s ops; first: %s", s.bad, ModelLockCounter, s.firstBad)
 		return r
 	}
-	v, ok, _ := newCounterWalk(s.calls, initial, s.end(), s.timed).run(false)
+	v, ok, _ := w.run(false)
 	if ok {
 		return r
 	}
 	r.Valid = Invalid
-	expl, fields := s.explainWalk(v, initial)
+	expl, fields := s.explainWalk(w, v, initial)
 	r.Fields = append(r.Fields, fields...)
 	r.Explanation = expl
 	return r

@@ -127,7 +127,7 @@ func TestLocksPausedHolder(t *testing.T) {
 
 			res := checker.LockCounter(r.history(t), 0)
 			for key, want := range map[string]int64{"writes": tc.want.writes, "final": tc.want.final,
-				"lost": tc.want.lost, "stale-rejected": tc.want.rejected,
+				"lost-min": tc.want.lost, "lost-max": tc.want.lost, "stale-rejected": tc.want.rejected,
 				"lock-overlapping-sections": tc.want.overlapping} {
 				if got, _ := history.Int(res.Get(key)); got != want {
 					t.Errorf("%s = %v, want %d", key, res.Get(key), want)
@@ -232,7 +232,7 @@ func TestFenceDoesNotFenceTheRead(t *testing.T) {
 	<-b.done
 
 	res := checker.LockCounter(r.history(t), 0)
-	for key, want := range map[string]int64{"writes": 2, "final": 1, "lost": 1, "stale-rejected": 0} {
+	for key, want := range map[string]int64{"writes": 2, "final": 1, "lost-min": 1, "lost-max": 1, "stale-rejected": 0} {
 		if got, _ := history.Int(res.Get(key)); got != want {
 			t.Errorf("%s = %v, want %d", key, res.Get(key), want)
 		}

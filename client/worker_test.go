@@ -149,7 +149,7 @@ func TestPausedHolder(t *testing.T) {
 
 			res := checker.LockCounter(r.history(t), 0)
 			for key, want := range map[string]int64{"writes": tc.writes, "final": tc.final,
-				"lost": tc.lost, "stale-rejected": tc.rejected} {
+				"lost-min": tc.lost, "lost-max": tc.lost, "stale-rejected": tc.rejected} {
 				if got, _ := history.Int(res.Get(key)); got != want {
 					t.Errorf("%s = %v, want %d", key, res.Get(key), want)
 				}

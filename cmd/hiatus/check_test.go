@@ -353,3 +353,34 @@ func TestCheckInterrupted(t *testing.T) {
 		t.Errorf("exit %d, want %d (%v)", code, exitInterrupted, err)
 	}
 }
+
+// TestCheckExamples checks the hand-made histories of docs/examples, whose
+// explanations docs/checkers.md prints, with both analyzers: each must keep
+// its verdict and its words.
+func TestCheckExamples(t *testing.T) {
+	for _, tc := range []struct {
+		file   string
+		code   int
+		stdout []string
+	}{
+		{"read-proves-info.edn", exitInvalid, []string{"lost-min 1, lost-max 1",
+			"op 21 (process 3) read 2 (completed at +24ms), which only op 17 (process 2), a write of unknown outcome (invoked at +17ms), could have produced; op 23 (process 1) then wrote 2 again (invoked at +39ms) after reading 1: an update was lost"}},
+		{"not-an-increment.edn", exitInvalid, []string{"op 13 (process 1) wrote 2 after reading 7: a section writes what it read plus one"}},
+		{"fence-after-info.edn", exitInvalid, []string{"op 21 (process 2) wrote 3 with fence 4, but in every order the history allows, a write with a fence of 5 or more took effect before it"}},
+		{"unsettled.edn", exitValid, []string{"lost-min 0, lost-max 1", "valid? true"}},
+	} {
+		for _, analyzer := range []string{checker.AnalyzerCounterWalk, checker.AnalyzerPorcupine} {
+			t.Run(tc.file+"/"+analyzer, func(t *testing.T) {
+				code, stdout, stderr := hiatus(t, "check", "--analyzer", analyzer, filepath.Join("..", "..", "docs", "examples", tc.file))
+				if code != tc.code {
+					t.Errorf("exit %d, want %d\n%s%s", code, tc.code, stdout, stderr)
+				}
+				for _, want := range tc.stdout {
+					if analyzer == checker.AnalyzerCounterWalk && !strings.Contains(stdout, want) {
+						t.Errorf("stdout lacks %q:\n%s", want, stdout)
+					}
+				}
+			})
+		}
+	}
+}

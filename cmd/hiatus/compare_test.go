@@ -21,12 +21,12 @@ type tableJSON struct {
 		Runs  []struct {
 			Dir         string `json:"dir"`
 			Writes      int64  `json:"writes"`
-			Lost        int64  `json:"lost"`
+			Lost        int64  `json:"lost_min"`
 			Overlapping int64  `json:"overlapping_sections"`
 			Rejected    int64  `json:"stale_rejected"`
 		} `json:"runs"`
 		Writes      compare.Range `json:"writes"`
-		Lost        compare.Range `json:"lost"`
+		Lost        compare.Range `json:"lost_min"`
 		Overlapping compare.Range `json:"overlapping_sections"`
 		Rejected    compare.Range `json:"stale_rejected"`
 	} `json:"rows"`
@@ -80,7 +80,7 @@ func TestCompare(t *testing.T) {
 		if len(row.Runs) != 2 {
 			t.Fatalf("%s %s: %d runs, want 2", row.Lock, row.Pause, len(row.Runs))
 		}
-		ranges := map[string]*compare.Range{"writes": {}, "lost": {}, "overlapping-sections": {}, "stale-rejected": {}}
+		ranges := map[string]*compare.Range{"writes": {}, "lost-min": {}, "overlapping-sections": {}, "stale-rejected": {}}
 		for i, run := range row.Runs {
 			res, err := os.ReadFile(filepath.Join(run.Dir, store.Results))
 			if err != nil {
@@ -95,11 +95,11 @@ func TestCompare(t *testing.T) {
 					rg.Max = v
 				}
 			}
-			if got, want := run.Lost, figure(t, string(res), "lost"); got != want {
+			if got, want := run.Lost, figure(t, string(res), "lost-min"); got != want {
 				t.Errorf("%s: table has lost %d, results.edn %d", run.Dir, got, want)
 			}
 		}
-		for key, got := range map[string]compare.Range{"writes": row.Writes, "lost": row.Lost,
+		for key, got := range map[string]compare.Range{"writes": row.Writes, "lost-min": row.Lost,
 			"overlapping-sections": row.Overlapping, "stale-rejected": row.Rejected} {
 			if want := *ranges[key]; got != want {
 				t.Errorf("%s %s: %s %v, but the runs' results.edn give %v", row.Lock, row.Pause, key, got, want)

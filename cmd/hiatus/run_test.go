@@ -64,7 +64,7 @@ func TestRunEmbedded(t *testing.T) {
 	if w := figure(t, res, "writes"); w < 20 {
 		t.Errorf("%d writes in 1 s", w)
 	}
-	for _, k := range []string{"lost", "overlapping-sections", "lock-overlapping-sections", "pauses"} {
+	for _, k := range []string{"lost-min", "lost-max", "overlapping-sections", "lock-overlapping-sections", "pauses"} {
 		if n := figure(t, res, k); n != 0 {
 			t.Errorf("%s = %d, want 0", k, n)
 		}
@@ -97,7 +97,7 @@ func TestRunPauses(t *testing.T) {
 				if code != 1 {
 					t.Errorf("exit %d, want 1 (invalid)", code)
 				}
-				if n := figure(t, res, "lost"); n == 0 {
+				if n := figure(t, res, "lost-min"); n == 0 {
 					t.Errorf("no update lost to pauses longer than the lease")
 				}
 				if n := figure(t, res, "overlapping-sections"); n == 0 {
@@ -109,7 +109,7 @@ func TestRunPauses(t *testing.T) {
 				if code != 0 {
 					t.Errorf("exit %d, want 0 (valid)", code)
 				}
-				if n := figure(t, res, "lost"); n != 0 {
+				if n := figure(t, res, "lost-min"); n != 0 {
 					t.Errorf("%d updates lost with fencing", n)
 				}
 				if n := figure(t, res, "stale-rejected"); n == 0 {

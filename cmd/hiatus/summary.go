@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/history"
 )
 
 // printSummary prints the figures of a lock-counter run as a table, then the
@@ -18,7 +19,7 @@ func printSummary(out io.Writer, cfg runConfig, dir string, rs checker.Results) 
 		for _, row := range []struct{ label, key string }{
 			{"successful writes", "writes"},
 			{"final counter", "final"},
-			{"lost updates", "lost"},
+			{"lost updates", "lost-min"},
 			{"overlapping sections", "overlapping-sections"},
 			{"stale writes rejected", "stale-rejected"},
 			{"writes past the lease", "late-writes"},
@@ -27,8 +28,11 @@ func printSummary(out io.Writer, cfg runConfig, dir string, rs checker.Results) 
 			{":info ops", "info-ops"},
 		} {
 			v := lc.Get(row.key)
-			if v == nil {
+			switch {
+			case v == nil:
 				v = "unknown"
+			case row.key == "lost-min":
+				v = lostText(lc)
 			}
 			fmt.Fprintf(tw, "  %s\t%v\n", row.label, v)
 		}
@@ -41,4 +45,20 @@ func printSummary(out io.Writer, cfg runConfig, dir string, rs checker.Results) 
 		}
 	}
 	fmt.Fprintf(out, "valid? %v   (%s)\n", rs.Valid, dir)
+}
+
+// lostText is a run's lost updates as the history proves them: a count, or
+// a range with the writes of unknown outcome that leave it open.
+func lostText(lc checker.Result) string {
+	lo, _ := history.Int(lc.Get("lost-min"))
+	hi, _ := history.Int(lc.Get("lost-max"))
+	if hi == lo {
+		return fmt.Sprint(lo)
+	}
+	n, _ := history.Int(lc.Get("info-writes"))
+	writes := "writes"
+	if n == 1 {
+		writes = "write"
+	}
+	return fmt.Sprintf("%d–%d (%d %s of unknown outcome)", lo, hi, n, writes)
 }

@@ -21,9 +21,9 @@ var faults = Faults{Pause: 800 * time.Millisecond, Interval: 700 * time.Millisec
 
 func TestRanges(t *testing.T) {
 	r := Row{Runs: []Figures{
-		{Writes: 352, Lost: 4, Overlapping: 53, Sections: 400, Valid: "false"},
-		{Writes: 379, Lost: 3, Overlapping: 42, Sections: 420, Valid: "false"},
-		{Writes: 360, Lost: 0, Overlapping: 42, Sections: 360, Valid: "true"},
+		{Writes: 352, LostMin: 4, LostMax: 4, Overlapping: 53, Sections: 400, Valid: "false"},
+		{Writes: 379, LostMin: 3, LostMax: 3, Overlapping: 42, Sections: 420, Valid: "false"},
+		{Writes: 360, LostMin: 0, LostMax: 0, Overlapping: 42, Sections: 360, Valid: "true"},
 	}}
 	for _, tc := range []struct {
 		name string
@@ -32,7 +32,7 @@ func TestRanges(t *testing.T) {
 		text string
 	}{
 		{"writes", writes, Range{352, 379}, "352–379"},
-		{"lost", lost, Range{0, 4}, "0–4"},
+		{"lost", lostMin, Range{0, 4}, "0–4"},
 		{"overlapping", overlapping, Range{42, 53}, "42–53"},
 		{"rejected", rejected, Range{0, 0}, "0"},
 	} {
@@ -56,7 +56,7 @@ func TestRanges(t *testing.T) {
 func TestFiguresOf(t *testing.T) {
 	var rs checker.Results
 	rs.Add(checker.Result{Name: "lock-counter", Valid: checker.Invalid, Fields: []checker.Field{
-		{Key: "writes", Value: 12}, {Key: "lost", Value: int64(2)}, {Key: "overlapping-sections", Value: 5},
+		{Key: "writes", Value: 12}, {Key: "lost-min", Value: int64(2)}, {Key: "lost-max", Value: int64(2)}, {Key: "overlapping-sections", Value: 5},
 		{Key: "stale-rejected", Value: 1}, {Key: "pauses", Value: 3},
 	}})
 	ops := []history.Op{
@@ -66,7 +66,7 @@ func TestFiguresOf(t *testing.T) {
 		{Index: 3, Type: history.Ok, Process: 0, F: "release"},
 	}
 	f := FiguresOf(rs, ops)
-	want := Figures{Valid: "false", Writes: 12, Lost: 2, Overlapping: 5, Rejected: 1, Pauses: 3, Sections: 1, Leased: true}
+	want := Figures{Valid: "false", Writes: 12, LostMin: 2, LostMax: 2, Overlapping: 5, Rejected: 1, Pauses: 3, Sections: 1, Leased: true}
 	if f != want {
 		t.Errorf("FiguresOf = %+v, want %+v", f, want)
 	}
@@ -141,8 +141,8 @@ func table(kind string) *Table {
 		t.Rows = append(t.Rows, Row{Setup: s})
 	}
 	t.Rows[0].Runs = []Figures{{Writes: 434, Sections: 434, Valid: "true", Leased: true}, {Writes: 440, Sections: 440, Valid: "true", Leased: true}}
-	t.Rows[1].Runs = []Figures{{Writes: 352, Lost: 4, Overlapping: 53, Sections: 400, Valid: "false", Leased: true},
-		{Writes: 379, Lost: 3, Overlapping: 42, Sections: 300, Valid: "false", Leased: true}}
+	t.Rows[1].Runs = []Figures{{Writes: 352, LostMin: 4, LostMax: 4, Overlapping: 53, Sections: 400, Valid: "false", Leased: true},
+		{Writes: 379, LostMin: 3, LostMax: 3, Overlapping: 42, Sections: 300, Valid: "false", Leased: true}}
 	return t
 }
 
@@ -174,7 +174,7 @@ func TestCSVAndJSON(t *testing.T) {
 		t.Fatalf("%d CSV records, want a header and 3 rows", len(recs))
 	}
 	col := func(name string) int { return slices.Index(recs[0], name) }
-	if r := recs[2]; r[col("writes_min")] != "352" || r[col("writes_max")] != "379" || r[col("lost_max")] != "4" ||
+	if r := recs[2]; r[col("writes_min")] != "352" || r[col("writes_max")] != "379" || r[col("lost_min_max")] != "4" ||
 		r[col("lost_per_1000_max")] != "10.000" || r[col("invalid")] != "2" || r[col("runs")] != "2" {
 		t.Errorf("CSV row %v", r)
 	}
@@ -272,5 +272,28 @@ func TestRun(t *testing.T) {
 				t.Errorf("reports %+v", reports)
 			}
 		})
+	}
+}
+
+// TestLostText: a run whose writes of unknown outcome leave its lost
+// updates open shows the bound; a row with one says the most any may have
+// lost.
+func TestLostText(t *testing.T) {
+	settled := Figures{LostMin: 2, LostMax: 2}
+	open := Figures{LostMin: 0, LostMax: 3}
+	for _, tc := range []struct {
+		runs []Figures
+		want string
+	}{
+		{[]Figures{settled}, "2"},
+		{[]Figures{settled, {LostMin: 4, LostMax: 4}}, "2–4"},
+		{[]Figures{settled, open}, "0–2 (≤ 3)"},
+	} {
+		if got := (Row{Runs: tc.runs}).lostText(); got != tc.want {
+			t.Errorf("%+v: lost %q, want %q", tc.runs, got, tc.want)
+		}
+	}
+	if got := open.LostText(); got != "0–3" {
+		t.Errorf("a run with lost 0–3 says %q", got)
 	}
 }

@@ -20,7 +20,8 @@ type Figures struct {
 	Seed        int64  `json:"seed"`
 	Valid       string `json:"valid"` // true, false or :unknown, as results.edn writes it
 	Writes      int64  `json:"writes"`
-	Lost        int64  `json:"lost"`
+	LostMin     int64  `json:"lost_min"` // lost updates the history proves
+	LostMax     int64  `json:"lost_max"` // lost updates it allows: above LostMin only with writes of unknown outcome
 	Overlapping int64  `json:"overlapping_sections"`
 	Rejected    int64  `json:"stale_rejected"`
 	Late        int64  `json:"late_writes"`
@@ -42,7 +43,7 @@ func FiguresOf(rs checker.Results, ops []history.Op) Figures {
 	if !ok {
 		return f
 	}
-	for key, p := range map[string]*int64{"writes": &f.Writes, "lost": &f.Lost,
+	for key, p := range map[string]*int64{"writes": &f.Writes, "lost-min": &f.LostMin, "lost-max": &f.LostMax,
 		"overlapping-sections": &f.Overlapping, "stale-rejected": &f.Rejected, "late-writes": &f.Late,
 		"pauses": &f.Pauses, "info-ops": &f.InfoOps} {
 		*p, _ = history.Int(lc.Get(key))
@@ -50,12 +51,19 @@ func FiguresOf(rs checker.Results, ops []history.Op) Figures {
 	return f
 }
 
-// LostPer1000 is the run's lost updates per 1,000 critical sections.
+// LostPer1000 is the run's lost updates per 1,000 critical sections: those
+// its history proves.
 func (f Figures) LostPer1000() float64 {
 	if f.Sections == 0 {
 		return 0
 	}
-	return float64(f.Lost) * 1000 / float64(f.Sections)
+	return float64(f.LostMin) * 1000 / float64(f.Sections)
+}
+
+// LostText is the run's lost updates: a count, or "min–max" when writes of
+// unknown outcome leave it open.
+func (f Figures) LostText() string {
+	return Range{Min: f.LostMin, Max: f.LostMax}.String()
 }
 
 // A Row is a Setup and the figures of its runs.
@@ -106,7 +114,8 @@ func (s Spread) String() string {
 	return fmt.Sprintf("%.1f–%.1f", s.Min, s.Max)
 }
 
-// LostPer1000 is the spread of lost updates per 1,000 sections.
+// LostPer1000 is the spread of the lost updates the runs' histories prove,
+// per 1,000 sections.
 func (r Row) LostPer1000() Spread {
 	var s Spread
 	for i, run := range r.Runs {
@@ -167,9 +176,21 @@ func (r Row) leaseText() string {
 	return "none"
 }
 
+// lostText is the row's lost updates: the range of what its runs' histories
+// prove, and when writes of unknown outcome leave any run's open, the most
+// that any may have lost, as "2–4 (≤ 6)".
+func (r Row) lostText() string {
+	proven, most := r.Range(lostMin), r.Range(lostMax)
+	if most.Max > proven.Max {
+		return fmt.Sprintf("%v (≤ %d)", proven, most.Max)
+	}
+	return proven.String()
+}
+
 // Figure pickers, for Row.Range.
 func writes(f Figures) int64      { return f.Writes }
-func lost(f Figures) int64        { return f.Lost }
+func lostMin(f Figures) int64     { return f.LostMin }
+func lostMax(f Figures) int64     { return f.LostMax }
 func overlapping(f Figures) int64 { return f.Overlapping }
 func rejected(f Figures) int64    { return f.Rejected }
 func sections(f Figures) int64    { return f.Sections }
@@ -242,7 +263,7 @@ func (t *Table) Markdown() []byte {
 			if len(r.Runs) < t.Runs {
 				verdicts += fmt.Sprintf(" (%d of %d runs)", len(r.Runs), t.Runs)
 			}
-			cells = append(cells, r.Range(writes).String(), r.Range(lost).String(),
+			cells = append(cells, r.Range(writes).String(), r.lostText(),
 				r.Range(overlapping).String(), r.Range(rejected).String(), r.LostPer1000().String(), verdicts)
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
@@ -255,7 +276,7 @@ func (t *Table) CSV() []byte {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	head := []string{"lock", "lease_ms", "leased", "pause", "pause_ms", "interval_ms", "every", "fenced", "ratio", "runs"}
-	for _, f := range []string{"writes", "lost", "overlapping_sections", "stale_rejected", "sections"} {
+	for _, f := range []string{"writes", "lost_min", "lost_max", "overlapping_sections", "stale_rejected", "sections"} {
 		head = append(head, f+"_min", f+"_max")
 	}
 	head = append(head, "lost_per_1000_mean", "lost_per_1000_min", "lost_per_1000_max", "valid", "invalid", "unknown")
@@ -264,7 +285,7 @@ func (t *Table) CSV() []byte {
 		rec := []string{r.Lock, ms(r.Lease), strconv.FormatBool(r.leaseText() != "none"), r.Pause,
 			ms(r.PauseLen), ms(r.Interval), strconv.Itoa(r.Every), strconv.FormatBool(r.Fenced),
 			strconv.FormatFloat(r.Ratio, 'g', -1, 64), strconv.Itoa(len(r.Runs))}
-		for _, pick := range []func(Figures) int64{writes, lost, overlapping, rejected, sections} {
+		for _, pick := range []func(Figures) int64{writes, lostMin, lostMax, overlapping, rejected, sections} {
 			rg := r.Range(pick)
 			rec = append(rec, strconv.FormatInt(rg.Min, 10), strconv.FormatInt(rg.Max, 10))
 		}
@@ -298,7 +319,8 @@ func (t *Table) JSON() ([]byte, error) {
 		Label       string    `json:"label"`
 		Runs        []Figures `json:"runs"`
 		Writes      Range     `json:"writes"`
-		Lost        Range     `json:"lost"`
+		LostMin     Range     `json:"lost_min"`
+		LostMax     Range     `json:"lost_max"`
 		Overlapping Range     `json:"overlapping_sections"`
 		Rejected    Range     `json:"stale_rejected"`
 		Sections    Range     `json:"sections"`
@@ -330,7 +352,7 @@ func (t *Table) JSON() ([]byte, error) {
 		out.Rows = append(out.Rows, row{Lock: r.Lock, LeaseMS: r.Lease.Milliseconds(), Leased: r.leaseText() != "none",
 			Pause: r.Pause, PauseMS: r.PauseLen.Milliseconds(), IntervalMS: r.Interval.Milliseconds(), Every: r.Every,
 			Fenced: r.Fenced, Ratio: r.Ratio, Label: r.Short() + ", " + r.PauseLabel(), Runs: runs,
-			Writes: r.Range(writes), Lost: r.Range(lost), Overlapping: r.Range(overlapping), Rejected: r.Range(rejected),
+			Writes: r.Range(writes), LostMin: r.Range(lostMin), LostMax: r.Range(lostMax), Overlapping: r.Range(overlapping), Rejected: r.Range(rejected),
 			Sections: r.Range(sections), LostPer1000: r.LostPer1000(), Valid: v, Invalid: i, Unknown: u})
 	}
 	b, err := json.MarshalIndent(out, "", "  ")

@@ -1,0 +1,165 @@
+package checker
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// A mutant is the checker broken in one way that matters: each edit is an
+// exact replacement in one file, so that a change to the code it mutates
+// makes the mutant fail to apply rather than quietly test nothing.
+type mutant struct {
+	name  string
+	file  string
+	edits [][2]string // old, new
+}
+
+var mutants = []mutant{
+	{
+		name: "reads do not bound the write that made their value",
+		file: "counterwalk.go",
+		edits: [][2]string{{
+			"		if rd.r < hi {\n			hi, hiBy = rd.r, rd.i",
+			"		if false && rd.r < hi {\n			hi, hiBy = rd.r, rd.i"}},
+	},
+	{
+		name: "writes of unknown outcome never fill a gap",
+		file: "counterwalk.go",
+		edits: [][2]string{{
+			"		default:\n			cands = maybe.at(k)",
+			"		default:\n			cands = maybe.at(k)[:0]"}},
+	},
+	{
+		name: "fences are not checked",
+		file: "counterwalk.go",
+		edits: [][2]string{{
+			"	if p.fence > 0 && p.fence <= s.fence {",
+			"	if false && p.fence > 0 && p.fence <= s.fence {"}},
+	},
+	{
+		name: "of the writes that may fill a gap, only the earliest is kept",
+		file: "counterwalk.go",
+		edits: [][2]string{{
+			"		if n := len(dst); n == 0 || s.fence < dst[n-1].fence {",
+			"		if n := len(dst); n == 0 {"}},
+	},
+	{
+		// The defect of issue 9: a section's read and write are one
+		// increment from the read's invocation, and the read's value is
+		// thrown away.
+		name: "the model before: a section is one increment, its read no evidence",
+		file: "stream.go",
+		edits: [][2]string{
+			{
+				"		s.calls = append(s.calls, lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, process: c.process})\n		if c.final {\n			s.finalRead = len(s.calls) - 1\n		} else {\n			s.sectionRead[c.process] = v\n		}",
+				"		if c.final {\n			s.calls = append(s.calls, lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, process: c.process})\n			s.finalRead = len(s.calls) - 1\n		} else {\n			s.sectionRead[c.process] = v\n			s.readCall[c.process] = c.invTime\n		}",
+			},
+			{
+				"		if !read {\n			from = v - 1\n		}\n		s.calls = append(s.calls, lcCall{inv: c.inv, done: c.done, call: c.invTime,",
+				"		from = v - 1\n		call := c.invTime\n		if read {\n			call = s.readCall[c.process]\n		}\n		s.calls = append(s.calls, lcCall{inv: c.inv, done: c.done, call: call,",
+			},
+			{
+				"		sectionRead: map[history.Process]int64{}, badAt: -1,",
+				"		sectionRead: map[history.Process]int64{}, badAt: -1, readCall: map[history.Process]int64{},",
+			},
+			{
+				"	unfinished  int                       // writes that never completed",
+				"	unfinished  int\n	readCall    map[history.Process]int64",
+			},
+		},
+	},
+	{
+		name: "a read proves a write of unknown outcome even beside an acknowledged one",
+		file: "counterwalk.go",
+		edits: [][2]string{{
+			"			settled = settled || k.c <= earliest.r",
+			"			settled = settled || k.c <= earliest.r && false"}},
+	},
+}
+
+// TestMutants breaks the checker in each way of mutants, in a copy of the
+// module, and requires the properties checked against the brute-force
+// reference (TestModelReference, then TestCounterWalkAgreesWithPorcupine) to
+// catch every one; it logs how many histories the first to fail took. Each mutant is a build of its own: -short
+// skips them.
+func TestMutants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the checker once a mutant")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the mutants with")
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedAfter := regexp.MustCompile(`\[rapid\] failed after (\d+) tests`)
+	for _, m := range mutants {
+		t.Run(m.name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyModule(t, root, dir)
+			path := filepath.Join(dir, "checker", m.file)
+			src, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range m.edits {
+				if bytes.Count(src, []byte(e[0])) != 1 {
+					t.Fatalf("the mutant no longer applies: %s does not hold exactly one\n%s", m.file, e[0])
+				}
+				src = bytes.Replace(src, []byte(e[0]), []byte(e[1]), 1)
+			}
+			if err := os.WriteFile(path, src, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.CommandContext(context.Background(), gobin, "test", "./checker", "-count=1", "-run", "^(TestModelReference|TestCounterWalkAgreesWithPorcupine)$",
+				"-rapid.checks=100000", "-rapid.nofailfile")
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the reference properties passed 100000 histories each against the mutant:\n%s", out)
+			}
+			n := failedAfter.FindSubmatch(out)
+			if n == nil {
+				t.Fatalf("the mutant did not build or run:\n%s", out)
+			}
+			t.Logf("caught after %s histories", n[1])
+		})
+	}
+}
+
+// copyModule copies the module's Go files and go.mod/go.sum from root to
+// dir, leaving out what is not code (run stores, built binaries, .git).
+func copyModule(t *testing.T, root, dir string) {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "store" || d.Name() == "bin" || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dir, rel), 0o755)
+		}
+		if !strings.HasSuffix(path, ".go") && d.Name() != "go.mod" && d.Name() != "go.sum" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("copy the module: %v", err)
+	}
+}
