@@ -472,11 +472,14 @@ func refLost(ops []refOp, initial, final int64) (lo, hi int64, ok bool) {
 //
 // A long campaign: go test ./checker -run TestModelReference -rapid.checks=1000000
 func TestModelReference(t *testing.T) {
+	var seen refStats
+	defer func() { t.Log(seen) }()
 	rapid.Check(t, func(t *rapid.T) {
 		r := drawModelRun(t)
 		ops := r.ops()
 		ref := r.refOps()
 		want := refValid(ref, r.initial)
+		seen.add(r, ref, want)
 		var lc Result
 		for _, analyzer := range []string{AnalyzerCounterWalk, AnalyzerPorcupine} {
 			rs, err := Check(context.Background(), ops, Options{Model: ModelLockCounter, Initial: r.initial, Analyzer: analyzer, Timeout: time.Minute})
@@ -511,11 +514,50 @@ func TestModelReference(t *testing.T) {
 		case !r.spoilt && (r.lost < lo || r.lost > hi):
 			t.Fatalf("the simulation lost %d, reported %d–%d (%s)\n%s", r.lost, lo, hi, lc.Explanation, edn(ops))
 		}
-		if refLo, refHi, ok := refLost(ref, r.initial, r.final.value); ok && (lo > refLo || hi < refHi) {
+		refLo, refHi, ok := refLost(ref, r.initial, r.final.value)
+		if ok && (lo > refLo || hi < refHi) {
 			t.Fatalf("executions lose %d–%d, reported %d–%d (%s)\n%s\nreference ops:\n%s",
 				refLo, refHi, lo, hi, lc.Explanation, edn(ops), describeRef(ref))
 		}
+		if ok && (refLo != refHi || lo != hi) {
+			seen.open++
+			if lo == refLo {
+				seen.loExact++
+			}
+			if hi == refHi {
+				seen.hiExact++
+			}
+		}
 	})
+}
+
+// refStats count what TestModelReference drew, so that a long run says
+// what it covered and how tight the bounds were.
+type refStats struct {
+	runs, invalid, maybe, fenced, lost int
+	open, loExact, hiExact             int // histories whose lost updates are open, and where each bound is the brute force's
+}
+
+func (s *refStats) add(r *modelRun, ref []refOp, valid bool) {
+	s.runs++
+	if !valid {
+		s.invalid++
+	}
+	if slices.ContainsFunc(ref, func(o refOp) bool { return o.maybe }) {
+		s.maybe++
+	}
+	if r.fenced {
+		s.fenced++
+	}
+	if r.lost > 0 && !r.spoilt && r.final != nil {
+		s.lost++
+	}
+}
+
+func (s refStats) String() string {
+	return fmt.Sprintf("%d histories: %d not valid, %d with a write of unknown outcome, %d fenced, %d losing an update in the simulation; "+
+		"of %d whose lost updates are open, lost-min is the brute force's least in %d, lost-max its most in %d",
+		s.runs, s.invalid, s.maybe, s.fenced, s.lost, s.open, s.loExact, s.hiExact)
 }
 
 func describeRef(ops []refOp) string {

@@ -140,8 +140,11 @@ func (s *Stream) pair(i int, o history.Op) {
 		s.addCall(&c) // it never completes now
 	}
 	if o.Type == history.Invoke {
-		fence, _ := history.Int(o.Get(history.KeyFence))
-		fence = max(fence, 0) // a fence of 0 or less is none: INCR never hands one out
+		var fence int64
+		if o.F == history.FWrite {
+			fence, _ = history.Int(o.Get(history.KeyFence))
+			fence = max(fence, 0) // a fence of 0 or less is none: INCR never hands one out
+		}
 		s.open[o.Process] = openCall{inv: i, invTime: o.Time, process: o.Process, f: o.F, arg: o.Value,
 			value: o.Value, fence: fence, final: o.Get(history.KeyFinal) == true}
 		return
