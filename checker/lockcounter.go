@@ -177,8 +177,6 @@ func LockCounter(ops []history.Op, initial int64) Result {
 // lcCounts are the figures LockCounter counts op by op.
 type lcCounts struct {
 	writes, infoWrites, rejected, infoOps, faults int
-	final                                         int64
-	haveFinal                                     bool
 }
 
 // add counts o.
@@ -199,8 +197,6 @@ func (c *lcCounts) add(o history.Op) {
 		c.infoWrites++
 	case o.F == history.FWrite && o.Type == history.Fail && o.Error == history.ErrStaleFence:
 		c.rejected++
-	case o.F == history.FRead && o.Type == history.Ok && o.Get(history.KeyFinal) == true:
-		c.final, c.haveFinal = history.Int(o.Value)
 	}
 }
 
@@ -231,15 +227,16 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 	}
 	var lost, lostMax any // nil: unknown, with no final read
 	proven := 0
-	if !c.haveFinal || s.finalRead < 0 {
+	if s.finalRead < 0 {
 		r.Fields = append(r.Fields, Field{"final", nil})
 		r.Valid = Unknown
 		r.Explanation = "the history has no final read of the counter, so lost updates cannot be counted"
 	} else {
-		r.Fields = append(r.Fields, Field{"final", c.final})
-		lo, hi, ok, n, first := w.lostBounds(s.finalRead, c.final)
+		final := s.calls[s.finalRead].value
+		r.Fields = append(r.Fields, Field{"final", final})
+		lo, hi, ok, n, first := w.lostBounds(s.finalRead, final)
 		lost, lostMax, proven = lo, hi, n
-		rise := c.final - initial
+		rise := final - initial
 		switch {
 		case lo > 0:
 			r.Valid = Invalid
@@ -278,9 +275,10 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 }
 
 // lostWords says how many updates the history proves lost, lo, and how many
-// it may have lost, hi, from the ok of all writes acknowledged that
-// completed before the final read, the writes of unknown outcome proven to
-// have taken effect before it (first proof first), and the counter's rise.
+// it may have lost, hi, from the acknowledged writes (ok of all of them
+// completed before the final read), the writes of unknown outcome reads
+// prove took effect before it (first, the first proof), and the counter's
+// rise.
 func (s *Stream) lostWords(ok, writes, rise, lo, hi int64, proven int, first proof) string {
 	acked := fmt.Sprintf("%d successful writes", ok)
 	if ok < writes {

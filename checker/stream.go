@@ -18,9 +18,9 @@ var ErrWholeHistory = errors.New("the check needs the whole history")
 // what the checks need of it: one Section per critical section, the pauses,
 // a few counts, and one compact record per counter operation (a section's
 // read and its write) — about 240 bytes a critical section, where its eight
-// Ops with their maps take several times that. Check on a Stream gives exactly the results Check
-// gives on the whole history; Check itself runs lock-counter histories
-// through a Stream, so the two cannot drift apart.
+// Ops with their maps take several times that. Check on a Stream gives
+// exactly the results Check gives on the whole history; Check itself runs
+// lock-counter histories through a Stream, so the two cannot drift apart.
 //
 // Add ops in history order, then call Check once.
 type Stream struct {
