@@ -379,7 +379,7 @@ func opID(ops []history.Op, i int) int64 {
 func counterBounds(ops []history.Op, calls []call, initial int64) (r Result) {
 	const name = "counter"
 	defer recovered(name, &r)
-	r.Name = name
+	r.Name, r.Valid = name, Valid // until the check finds otherwise
 
 	// Events in history order: +add to upper at an invocation that did not
 	// fail, +add to lower at an ok completion; a read takes lower at its

@@ -142,3 +142,36 @@ func TestCheckMalformedOps(t *testing.T) {
 		})
 	}
 }
+
+// TestVerdictZeroValue: a verdict nobody reached is unknown, never valid;
+// verdicts merge by rank, as Jepsen's merge-valid.
+func TestVerdictZeroValue(t *testing.T) {
+	var zero Validity
+	if zero != Unknown || (Results{}).Valid != Unknown || (Result{}).Valid != Unknown {
+		t.Fatalf("zero values: Validity %v, Results %v, Result %v; want :unknown", zero, (Results{}).Valid, (Result{}).Valid)
+	}
+	if code := (Results{}).Valid.ExitCode(); code != 2 {
+		t.Errorf("an empty Results exits %d, want 2", code)
+	}
+	for _, tc := range []struct{ a, b, want Validity }{
+		{Valid, Valid, Valid},
+		{Valid, Unknown, Unknown},
+		{Unknown, Valid, Unknown},
+		{Valid, Invalid, Invalid},
+		{Invalid, Unknown, Invalid},
+		{Unknown, Invalid, Invalid},
+	} {
+		if got := Merge(tc.a, tc.b); got != tc.want {
+			t.Errorf("Merge(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+	var rs Results
+	rs.Add(Result{Name: "a", Valid: Valid})
+	if rs.Valid != Valid {
+		t.Errorf("one valid check: %v", rs.Valid)
+	}
+	rs.Add(Result{Name: "b"}) // a check that judged nothing
+	if rs.Valid != Unknown {
+		t.Errorf("a valid check and an unjudged one: %v, want :unknown", rs.Valid)
+	}
+}

@@ -206,7 +206,7 @@ func (c *lcCounts) add(o history.Op) {
 func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 	const name = "lock-counter"
 	defer recovered(name, &r)
-	r.Name = name
+	r.Name, r.Valid = name, Valid // until the check finds otherwise
 	c, secs, pauses := s.counts, s.secs.secs, s.pauses.pauses
 
 	writes, infoWrites := int64(c.writes), int64(c.infoWrites+s.unfinished)

@@ -11,18 +11,31 @@ import (
 	"github.com/hiatus-dev/hiatus/history"
 )
 
-// A Validity is a three-way verdict, as Jepsen's :valid?.
+// A Validity is a three-way verdict, as Jepsen's :valid?. Its zero value is
+// Unknown, so that a verdict nobody reached (a Results returned beside an
+// error, a Result a check forgot to judge) never reads as valid.
 type Validity uint8
 
 const (
-	// Valid: the check found the history correct.
-	Valid Validity = iota
 	// Unknown: the check could not decide (a timeout, a truncated history,
-	// unknown outcomes it could not resolve).
-	Unknown
+	// unknown outcomes it could not resolve), or did not run.
+	Unknown Validity = iota
+	// Valid: the check found the history correct.
+	Valid
 	// Invalid: the check found a violation.
 	Invalid
 )
+
+// rank orders verdicts from best to worst: valid, unknown, invalid.
+func (v Validity) rank() int {
+	switch v {
+	case Valid:
+		return 0
+	case Invalid:
+		return 2
+	}
+	return 1
+}
 
 func (v Validity) String() string {
 	switch v {
@@ -48,7 +61,7 @@ func (v Validity) EDN() any {
 // Merge returns the worse of a and b, as Jepsen's merge-valid: false beats
 // :unknown beats true.
 func Merge(a, b Validity) Validity {
-	if a > b {
+	if a.rank() > b.rank() {
 		return a
 	}
 	return b
@@ -93,7 +106,8 @@ func (r Result) Get(key string) any {
 	return nil
 }
 
-// Results are the verdicts of all checks run on one history.
+// Results are the verdicts of all checks run on one history. With no check
+// added, the verdict is Unknown: nothing was checked.
 type Results struct {
 	Valid  Validity
 	Checks []Result
@@ -101,8 +115,12 @@ type Results struct {
 
 // Add appends r and merges its verdict into the whole.
 func (rs *Results) Add(r Result) {
+	if len(rs.Checks) == 0 {
+		rs.Valid = r.Valid
+	} else {
+		rs.Valid = Merge(rs.Valid, r.Valid)
+	}
 	rs.Checks = append(rs.Checks, r)
-	rs.Valid = Merge(rs.Valid, r.Valid)
 }
 
 // Check returns the result named name and whether there is one.

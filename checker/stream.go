@@ -332,7 +332,7 @@ func (s *Stream) walk(initial int64) *counterWalk {
 func (s *Stream) linear(initial int64, w *counterWalk) (r Result) {
 	const name = "linear"
 	defer recovered(name, &r)
-	r.Name = name
+	r.Name, r.Valid = name, Valid // until the check finds otherwise
 	maybe := 0
 	for _, c := range s.calls {
 		if c.maybe {
