@@ -209,67 +209,56 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 	r.Name, r.Valid = name, Valid // until the check finds otherwise
 	c, secs, pauses := s.counts, s.secs.secs, s.pauses.pauses
 
-	writes, infoWrites := int64(c.writes), int64(c.infoWrites+s.unfinished)
+	f := LockCounterFigures{
+		Writes: int64(c.writes), InfoWrites: int64(c.infoWrites + s.unfinished),
+		StaleRejected: int64(c.rejected), Pauses: int64(len(pauses)), Faults: int64(c.faults), InfoOps: int64(c.infoOps),
+	}
 	overlapping, pairs := overlaps(secs, Section.wrote)
+	f.Overlapping = int64(overlapping)
 	lockOverlapping, _ := overlaps(secs, func(Section) bool { return true })
-	late := 0
+	f.LockOverlapping = int64(lockOverlapping)
 	for _, sec := range secs {
 		if sec.LeaseNS > 0 && sec.WriteType == history.Ok && sec.WriteInv > sec.Start+sec.LeaseNS {
-			late++
+			f.LateWrites++
 		}
 	}
 	stale := staleWrites(secs)
-	fenceViolations := fenceOrder(secs)
+	violations, examples := fenceOrder(secs)
+	f.FenceViolations = int64(violations)
 
-	r.Fields = []Field{
-		{"writes", writes},
-		{"info-writes", infoWrites},
-	}
-	var lost, lostMax any // nil: unknown, with no final read
-	proven := 0
 	if s.finalRead < 0 {
-		r.Fields = append(r.Fields, Field{"final", nil})
 		r.Valid = Unknown
 		r.Explanation = "the history has no final read of the counter, so lost updates cannot be counted"
 	} else {
-		final := s.calls[s.finalRead].value
-		r.Fields = append(r.Fields, Field{"final", final})
-		lo, hi, ok, n, first := w.lostBounds(s.finalRead, final)
-		lost, lostMax, proven = lo, hi, n
-		rise := final - initial
+		f.Counted, f.Final = true, s.calls[s.finalRead].value
+		lo, hi, ok, n, first := w.lostBounds(s.finalRead, f.Final)
+		f.LostMin, f.LostMax, f.ProvenWrites = lo, hi, int64(n)
+		rise := f.Final - initial
 		switch {
 		case lo > 0:
 			r.Valid = Invalid
-			r.Explanation = s.lostWords(int64(ok), writes, rise, lo, hi, n, first)
-		case rise > writes+infoWrites:
+			r.Explanation = s.lostWords(int64(ok), f.Writes, rise, lo, hi, n, first)
+		case rise > f.Writes+f.InfoWrites:
 			r.Valid = Invalid
-			r.Explanation = fmt.Sprintf("the counter rose by %d, more than the %d writes that may have happened", rise, writes+infoWrites)
+			r.Explanation = fmt.Sprintf("the counter rose by %d, more than the %d writes that may have happened", rise, f.Writes+f.InfoWrites)
 		}
 	}
-	if len(fenceViolations) > 0 {
+	if violations > 0 {
 		r.Valid = Invalid
 		if r.Explanation != "" {
 			r.Explanation += "; "
 		}
-		r.Explanation += fmt.Sprintf("%d accepted writes carried a fence no larger than one accepted before them", len(fenceViolations))
+		r.Explanation += fmt.Sprintf("%d accepted %s carried a fence no larger than one accepted before them",
+			violations, plural(int64(violations), "write", "writes"))
 	}
 	if r.Valid == Invalid && len(stale) > 0 {
 		r.Explanation += "; first stale write: " + describeStale(stale[0], pauses)
 	}
-	r.Fields = append(r.Fields,
-		Field{"lost-min", lost},
-		Field{"lost-max", lostMax},
-		Field{"proven-writes", proven},
-		Field{"overlapping-sections", overlapping},
-		Field{"lock-overlapping-sections", lockOverlapping},
-		Field{"stale-rejected", c.rejected},
-		Field{"late-writes", late},
-		Field{"pauses", len(pauses)},
-		Field{"faults", c.faults},
-		Field{"info-ops", c.infoOps},
+	r.lockCounter = &f
+	r.Fields = append(f.fields(),
 		Field{"stale-writes", staleEvidence(stale, pauses)},
 		Field{"overlaps", pairs},
-		Field{"fence-violations", fenceViolations},
+		Field{"fence-violation-examples", examples},
 	)
 	return r
 }
@@ -381,9 +370,10 @@ func staleWrites(secs []Section) []staleWrite {
 	return out
 }
 
-// fenceOrder returns [earlier later] write indexes where a write that began
-// after another had been accepted carried a fence no larger than it.
-func fenceOrder(secs []Section) []any {
+// fenceOrder counts the accepted writes that began after another had been
+// accepted and carried a fence no larger than it, and gives the first as
+// [earlier later] write indexes.
+func fenceOrder(secs []Section) (n int, examples []any) {
 	var ok []Section
 	for _, s := range secs {
 		if s.WriteType == history.Ok && s.Fence > 0 {
@@ -393,7 +383,6 @@ func fenceOrder(secs []Section) []any {
 	byEnd := append([]Section(nil), ok...)
 	sort.SliceStable(byEnd, func(i, j int) bool { return byEnd[i].WriteEnd < byEnd[j].WriteEnd })
 	sort.SliceStable(ok, func(i, j int) bool { return ok[i].WriteInv < ok[j].WriteInv })
-	var out []any
 	var top Section
 	k := 0
 	for _, s := range ok {
@@ -403,11 +392,14 @@ func fenceOrder(secs []Section) []any {
 			}
 			k++
 		}
-		if top.Fence > 0 && s.Fence <= top.Fence && len(out) < evidenceLimit {
-			out = append(out, []any{top.Write, s.Write})
+		if top.Fence > 0 && s.Fence <= top.Fence {
+			n++
+			if len(examples) < evidenceLimit {
+				examples = append(examples, []any{top.Write, s.Write})
+			}
 		}
 	}
-	return out
+	return n, examples
 }
 
 func pauseDuring(s Section, pauses []Pause) (Pause, bool) {

@@ -88,6 +88,9 @@ type Result struct {
 	Fields []Field
 	// Explanation says in words why the check is not valid; empty when valid.
 	Explanation string
+	// lockCounter holds the :lock-counter check's figures, typed; nil for
+	// any other check.
+	lockCounter *LockCounterFigures
 }
 
 // A Field is one named figure or piece of evidence of a Result.

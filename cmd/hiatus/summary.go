@@ -6,35 +6,35 @@ import (
 	"text/tabwriter"
 
 	"github.com/hiatus-dev/hiatus/checker"
-	"github.com/hiatus-dev/hiatus/history"
 )
 
-// printSummary prints the figures of a lock-counter run as a table, then the
-// verdict and, when invalid, why.
+// printSummary prints the figures of a lock-counter run as a table, under
+// the names results.edn gives them (docs/checkers.md defines each), then
+// the verdict and, when invalid, why.
 func printSummary(out io.Writer, cfg runConfig, dir string, rs checker.Results) {
-	lc, ok := rs.Check("lock-counter")
-	if ok {
+	if f, ok := rs.LockCounter(); ok {
+		final, lost := "unknown", "unknown"
+		if f.Counted {
+			final, lost = fmt.Sprint(f.Final), lostText(f)
+		}
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw)
-		for _, row := range []struct{ label, key string }{
-			{"successful writes", "writes"},
-			{"final counter", "final"},
-			{"lost updates", "lost-min"},
-			{"overlapping sections", "overlapping-sections"},
-			{"stale writes rejected", "stale-rejected"},
-			{"writes past the lease", "late-writes"},
-			{"pauses injected", "pauses"},
-			{"faults injected", "faults"},
-			{":info ops", "info-ops"},
+		for _, row := range []struct {
+			name  string
+			value any
+			gloss string
+		}{
+			{"writes", f.Writes, "acknowledged writes"},
+			{"final", final, "the counter at the final read"},
+			{"lost", lost, "updates the counter is missing"},
+			{"overlapping-sections", f.Overlapping, "sections that overlapped another, of those that may have written"},
+			{"stale-rejected", f.StaleRejected, "writes refused for a stale fence"},
+			{"late-writes", f.LateWrites, "writes sent after the writer's lease expired"},
+			{"pauses", f.Pauses, "processes frozen by the nemesis or in their sections"},
+			{"faults", f.Faults, "nemesis faults: pauses and kills"},
+			{"info-ops", f.InfoOps, "ops of unknown outcome"},
 		} {
-			v := lc.Get(row.key)
-			switch {
-			case v == nil:
-				v = "unknown"
-			case row.key == "lost-min":
-				v = lostText(lc)
-			}
-			fmt.Fprintf(tw, "  %s\t%v\n", row.label, v)
+			fmt.Fprintf(tw, "  %s\t%v\t%s\n", row.name, row.value, row.gloss)
 		}
 		tw.Flush()
 	}
@@ -49,16 +49,13 @@ func printSummary(out io.Writer, cfg runConfig, dir string, rs checker.Results) 
 
 // lostText is a run's lost updates as the history proves them: a count, or
 // a range with the writes of unknown outcome that leave it open.
-func lostText(lc checker.Result) string {
-	lo, _ := history.Int(lc.Get("lost-min"))
-	hi, _ := history.Int(lc.Get("lost-max"))
-	if hi == lo {
-		return fmt.Sprint(lo)
+func lostText(f checker.LockCounterFigures) string {
+	if f.LostMax == f.LostMin {
+		return fmt.Sprint(f.LostMin)
 	}
-	n, _ := history.Int(lc.Get("info-writes"))
 	writes := "writes"
-	if n == 1 {
+	if f.InfoWrites == 1 {
 		writes = "write"
 	}
-	return fmt.Sprintf("%d–%d (%d %s of unknown outcome)", lo, hi, n, writes)
+	return fmt.Sprintf("%d–%d (%d %s of unknown outcome)", f.LostMin, f.LostMax, f.InfoWrites, writes)
 }

@@ -10,18 +10,16 @@ import (
 // them, never 0 beside a write of unknown outcome that could hide one.
 func TestLostText(t *testing.T) {
 	for _, tc := range []struct {
-		lo, hi, info int64
-		want         string
+		f    checker.LockCounterFigures
+		want string
 	}{
-		{0, 0, 0, "0"},
-		{3, 3, 2, "3"},
-		{0, 1, 1, "0–1 (1 write of unknown outcome)"},
-		{2, 4, 3, "2–4 (3 writes of unknown outcome)"},
+		{checker.LockCounterFigures{}, "0"},
+		{checker.LockCounterFigures{LostMin: 3, LostMax: 3, InfoWrites: 2}, "3"},
+		{checker.LockCounterFigures{LostMin: 0, LostMax: 1, InfoWrites: 1}, "0–1 (1 write of unknown outcome)"},
+		{checker.LockCounterFigures{LostMin: 2, LostMax: 4, InfoWrites: 3}, "2–4 (3 writes of unknown outcome)"},
 	} {
-		lc := checker.Result{Fields: []checker.Field{{Key: "info-writes", Value: tc.info},
-			{Key: "lost-min", Value: tc.lo}, {Key: "lost-max", Value: tc.hi}}}
-		if got := lostText(lc); got != tc.want {
-			t.Errorf("lost %d–%d with %d :info writes: %q, want %q", tc.lo, tc.hi, tc.info, got, tc.want)
+		if got := lostText(tc.f); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.f, got, tc.want)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/gen"
 )
 
 var faults = Faults{Pause: 800 * time.Millisecond, Interval: 700 * time.Millisecond, Every: 20}
@@ -53,22 +54,28 @@ func TestRanges(t *testing.T) {
 	}
 }
 
+// TestFiguresOf reads a run's figures from the check of a real history:
+// a generated one with 2 lost updates.
 func TestFiguresOf(t *testing.T) {
-	var rs checker.Results
-	rs.Add(checker.Result{Name: "lock-counter", Valid: checker.Invalid, Fields: []checker.Field{
-		{Key: "writes", Value: 12}, {Key: "lost-min", Value: int64(2)}, {Key: "lost-max", Value: int64(2)}, {Key: "overlapping-sections", Value: 5},
-		{Key: "stale-rejected", Value: 1}, {Key: "pauses", Value: 3},
-	}})
-	ops := []history.Op{
-		{Index: 0, Type: history.Invoke, Process: 0, F: "acquire"},
-		{Index: 1, Type: history.Ok, Process: 0, F: "acquire", Extra: map[history.Keyword]any{"lease-ms": int64(500)}},
-		{Index: 2, Type: history.Invoke, Process: 0, F: "release"},
-		{Index: 3, Type: history.Ok, Process: 0, F: "release"},
+	var buf bytes.Buffer
+	st, err := gen.Write(&buf, gen.Config{Sections: 200, Workers: 4, Lost: 2, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
 	}
+	ops, err := history.ReadAll(&buf, "history.edn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := checker.Check(context.Background(), ops, checker.Options{Model: checker.ModelLockCounter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, _ := rs.LockCounter()
 	f := FiguresOf(rs, ops)
-	want := Figures{Valid: "false", Writes: 12, LostMin: 2, LostMax: 2, Overlapping: 5, Rejected: 1, Pauses: 3, Sections: 1, Leased: true}
-	if f != want {
-		t.Errorf("FiguresOf = %+v, want %+v", f, want)
+	want := Figures{Valid: "false", Writes: int64(st.Writes), LostMin: 2, LostMax: 2, Overlapping: lc.Overlapping,
+		Rejected: 0, Late: lc.LateWrites, Pauses: 2, Sections: 200, Leased: true}
+	if f != want || lc.Overlapping == 0 || lc.LateWrites == 0 {
+		t.Errorf("FiguresOf = %+v, want %+v (overlapping and late writes > 0)", f, want)
 	}
 }
 

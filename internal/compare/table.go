@@ -39,15 +39,12 @@ func FiguresOf(rs checker.Results, ops []history.Op) Figures {
 	for _, s := range secs {
 		f.Leased = f.Leased || s.LeaseNS > 0
 	}
-	lc, ok := rs.Check("lock-counter")
+	lc, ok := rs.LockCounter()
 	if !ok {
 		return f
 	}
-	for key, p := range map[string]*int64{"writes": &f.Writes, "lost-min": &f.LostMin, "lost-max": &f.LostMax,
-		"overlapping-sections": &f.Overlapping, "stale-rejected": &f.Rejected, "late-writes": &f.Late,
-		"pauses": &f.Pauses, "info-ops": &f.InfoOps} {
-		*p, _ = history.Int(lc.Get(key))
-	}
+	f.Writes, f.LostMin, f.LostMax, f.Overlapping = lc.Writes, lc.LostMin, lc.LostMax, lc.Overlapping
+	f.Rejected, f.Late, f.Pauses, f.InfoOps = lc.StaleRejected, lc.LateWrites, lc.Pauses, lc.InfoOps
 	return f
 }
 
@@ -236,7 +233,7 @@ func (t *Table) Markdown() []byte {
 	if t.sweep() {
 		head = append(head, "pause/lease")
 	}
-	head = append(head, "writes", "lost", "overlapping", "rejected", "lost / 1,000 sections", "verdicts")
+	head = append(head, "writes", "lost", "overlapping-sections", "stale-rejected", "lost / 1,000 sections", "verdicts")
 	b.WriteString("| " + strings.Join(head, " | ") + " |\n|")
 	for i := range head {
 		// Words to the left, figures to the right.
