@@ -114,9 +114,11 @@ func newPlan(ops []history.Op, opts Options) (*plan, error) {
 		return nil, err
 	}
 	if p.model == ModelLockCounter {
-		if !sortedByTime(ops) {
+		if !sortedByTime(ops) && timesKnown(ops) {
 			// A journal holds ops as they arrived, not in time order; the
-			// checks need the order of the history a run writes.
+			// checks need the order of the history a run writes. A history
+			// some of whose ops have no :time is checked in file order, by
+			// position, as one with none.
 			p.ops = append([]history.Op(nil), ops...)
 			sort.SliceStable(p.ops, func(i, j int) bool { return p.ops[i].Time < p.ops[j].Time })
 		}

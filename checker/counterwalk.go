@@ -102,7 +102,7 @@ const (
 //     one invoked earlier less constraint in time, so the walk keeps each
 //     (point, fence) that no other beats in both: a Pareto front, one state
 //     wide without fencing (the earliest-invoked filler is then as good as
-//     any), and in real histories one or two with it.
+//     any).
 //
 // Points in closed intervals are what porcupine checks too: it orders one
 // op before another only when the first returns strictly before the other

@@ -127,10 +127,14 @@ func (s *Stream) explainWalk(w *counterWalk, v walkViolation, initial int64) (st
 		fields = append(fields, Field{"other", s.id(o.pos())})
 		had := fmt.Sprintf("%s had written %d with fence %d before it", s.who(o), o.value, o.fence)
 		if o.maybe {
-			had = fmt.Sprintf("in every order the history allows, a write with a fence of %d or more took effect before it (in the earliest, %s, a write of %d whose outcome is unknown)",
+			had = fmt.Sprintf("in every order the history allows, a write with a fence of %d or more took effect before it (such as %s, a write of %d whose outcome is unknown)",
 				o.fence, s.who(o), o.value)
 		}
 		msg = fmt.Sprintf("%s wrote %d with fence %d, but %s: a fence takes effect only above every fence before it", s.who(c), c.value, c.fence, had)
+		if c.maybe {
+			msg = fmt.Sprintf("the counter must have reached %d, which only writes of unknown outcome wrote; the first, %s, carries fence %d, but %s: a fence takes effect only above every fence before it",
+				v.value, s.who(c), c.fence, had)
+		}
 	case faultOrder:
 		var more []Field
 		msg, more = s.explainOrder(w, v, c)
@@ -158,16 +162,21 @@ func (s *Stream) explainOrder(w *counterWalk, v walkViolation, c lcCall) (string
 	}
 	if !c.write && o.write && !o.maybe && o.value == c.value {
 		// A read of k completed before the acknowledged write of k began: a
-		// write of unknown outcome made k, and o wrote it again.
-		if ms := w.maybeWriters(c.value, w.item(v.op).r); len(ms) > 0 {
+		// write of unknown outcome made k, and o wrote it again. (Not said
+		// of a fenced one, which its fence may have kept from landing.)
+		if ms := unfenced(w.maybeWriters(c.value, w.item(v.op).r)); len(ms) > 0 {
 			m := s.calls[ms[0].i]
 			fields = append(fields, Field{"maybe-writer", s.id(m.pos())})
 			only := fmt.Sprintf("only %s, a write of unknown outcome%s,", s.who(m), s.at("invoked", m.call))
 			if len(ms) > 1 {
 				only = fmt.Sprintf("only the %d writes of unknown outcome invoked before it (first %s%s)", len(ms), s.who(m), s.at("invoked", m.call))
 			}
-			msg := fmt.Sprintf("%s read %d%s, which %s could have produced; %s then wrote %d again%s after reading %d: an update was lost",
-				s.who(c), c.value, s.at("completed", c.ret), only, s.who(o), o.value, s.at("invoked", o.call), o.from)
+			again := fmt.Sprintf("%s then wrote %d again%s", s.who(o), o.value, s.at("invoked", o.call))
+			if o.read {
+				again += fmt.Sprintf(" after reading %d", o.from)
+			}
+			msg := fmt.Sprintf("%s read %d%s, which %s could have produced; %s: an update was lost",
+				s.who(c), c.value, s.at("completed", c.ret), only, again)
 			if cause := s.cause(o); cause != "" {
 				msg += "; " + cause
 			}
@@ -182,11 +191,22 @@ func (s *Stream) explainOrder(w *counterWalk, v walkViolation, c lcCall) (string
 	if o.maybe {
 		wrote = fmt.Sprintf("whose write of %d has an unknown outcome and is the only one that can have made it", o.value)
 		if n := len(w.maybeWriters(o.value, math.MaxInt64)); n > 1 {
-			wrote = fmt.Sprintf("whose write of %d has an unknown outcome (the %d other such writes of %d cannot have made it either)", o.value, n-1, o.value)
+			wrote = fmt.Sprintf("whose write of %d has an unknown outcome (and none of the %d other writes of %d of unknown outcome fits an order the history allows either)", o.value, n-1, o.value)
 		}
 	}
 	return fmt.Sprintf("%s %s, but completed before %s, %s, began at %s: the counter cannot have reached %d by then",
 		s.who(c), did(c), s.who(o), wrote, s.name(o.inv), reached), fields
+}
+
+// unfenced keeps the writes that carry no fence.
+func unfenced(items []walkItem) []walkItem {
+	var out []walkItem
+	for _, it := range items {
+		if it.fence == 0 {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // who names call c and its process.
@@ -218,11 +238,17 @@ func did(c lcCall) string {
 // effect.
 func (s *Stream) describeProof(p proof) string {
 	rd, m := s.calls[p.read], s.calls[p.maybe]
-	if p.n == 1 {
-		return fmt.Sprintf("%s read %d, which only %s, a write of unknown outcome, could have produced", s.who(rd), rd.value, s.who(m))
+	// A fenced write may have been refused; then nothing explains the read,
+	// and :linear says so.
+	landed := ""
+	if m.fence > 0 {
+		landed = " (if fences let it land)"
 	}
-	return fmt.Sprintf("%s read %d, which only the %d writes of unknown outcome invoked before it (first %s) could have produced",
-		s.who(rd), rd.value, p.n, s.who(m))
+	if p.n == 1 {
+		return fmt.Sprintf("%s read %d, which only %s, a write of unknown outcome, could have produced%s", s.who(rd), rd.value, s.who(m), landed)
+	}
+	return fmt.Sprintf("%s read %d, which only the %d writes of unknown outcome invoked before it (first %s) could have produced%s",
+		s.who(rd), rd.value, p.n, s.who(m), landed)
 }
 
 // collisionCause says what let two increments of one value collide: the

@@ -226,10 +226,16 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 	violations, examples := fenceOrder(secs)
 	f.FenceViolations = int64(violations)
 
-	if s.finalRead < 0 {
+	switch {
+	case s.bad > 0:
+		// A write whose value cannot be read may have landed or not: the
+		// bounds would leave it out.
+		r.Valid = Unknown
+		r.Explanation = fmt.Sprintf("%d ops cannot be read as %s ops, so lost updates cannot be counted; first: %s", s.bad, ModelLockCounter, s.firstBad)
+	case s.finalRead < 0:
 		r.Valid = Unknown
 		r.Explanation = "the history has no final read of the counter, so lost updates cannot be counted"
-	} else {
+	default:
 		f.Counted, f.Final = true, s.calls[s.finalRead].value
 		lo, hi, ok, n, first := w.lostBounds(s.finalRead, f.Final)
 		f.LostMin, f.LostMax, f.ProvenWrites = lo, hi, int64(n)
@@ -269,19 +275,23 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 // prove took effect before it (first, the first proof), and the counter's
 // rise.
 func (s *Stream) lostWords(ok, writes, rise, lo, hi int64, proven int, first proof) string {
-	acked := fmt.Sprintf("%d successful writes", ok)
+	acked := fmt.Sprintf("%d successful %s", ok, plural(ok, "write", "writes"))
 	if ok < writes {
 		acked += " completed before the final read"
 	}
+	moved := fmt.Sprintf("the counter rose by %d", rise)
+	if rise < 0 {
+		moved = fmt.Sprintf("the counter fell by %d", -rise)
+	}
 	var msg string
 	if proven == 0 {
-		msg = fmt.Sprintf("%s but the counter rose by %d: ", acked, rise)
+		msg = fmt.Sprintf("%s, but %s: ", acked, moved)
 	} else {
-		msg = fmt.Sprintf("%s, and %d of unknown outcome that reads prove took effect (%s), but the counter rose by %d: ",
-			acked, proven, s.describeProof(first), rise)
+		msg = fmt.Sprintf("%s, and %d of unknown outcome that reads prove took effect (%s), but %s: ",
+			acked, proven, s.describeProof(first), moved)
 	}
 	if hi > lo {
-		return msg + fmt.Sprintf("at least %d %s lost, and %d if every write of unknown outcome took effect", lo, plural(lo, "update", "updates"), hi)
+		return msg + fmt.Sprintf("at least %d %s lost, at most %d", lo, plural(lo, "update", "updates"), hi)
 	}
 	return msg + fmt.Sprintf("%d %s lost", lo, plural(lo, "update", "updates"))
 }

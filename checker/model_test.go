@@ -2,6 +2,7 @@ package checker
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,67 @@ func TestLockCounterModel(t *testing.T) {
 				}
 				if !strings.Contains(lc.Explanation, tc.lcExplain) {
 					t.Errorf(":lock-counter explanation %q lacks %q", lc.Explanation, tc.lcExplain)
+				}
+			}
+		})
+	}
+}
+
+// TestLockCounterEdges checks histories that a review found the checker
+// once judged or explained wrongly (checker/testdata/edge), with both
+// analyzers: each keeps its verdicts, its bounds and its words.
+func TestLockCounterEdges(t *testing.T) {
+	unknown := [2]int64{-1, -1} // lost-min and lost-max nil
+	for _, tc := range []struct {
+		file             string
+		linear, lockCtr  Validity
+		lost             [2]int64
+		linearX, lockCtX string // phrases the explanations hold
+	}{
+		// The last final read is flagged on its invocation only.
+		{"twofinal.edn", Valid, Valid, [2]int64{0, 0}, "", ""},
+		// A write whose value is no integer may have landed: nothing counted.
+		{"bad.edn", Unknown, Unknown, unknown, "not an integer", "lost updates cannot be counted"},
+		// The final read has no :time: checked in file order, not sorted first.
+		{"mixed.edn", Valid, Valid, [2]int64{0, 0}, "", ""},
+		// A section's second write read what its first did.
+		{"twowrites.edn", Invalid, Invalid, [2]int64{0, 0}, "wrote 3 after reading 0: a section writes what it read plus one", ""},
+		// An acknowledged write overlaps the final read: lost 1–2, and no
+		// write of unknown outcome to blame for the range.
+		{"overlapok.edn", Invalid, Invalid, [2]int64{1, 2}, "", "at least 1 update lost, at most 2"},
+		// The only write that could explain a read carries a stale fence.
+		{"fenceproof.edn", Invalid, Invalid, [2]int64{1, 1}, "read 2, but completed before op 21", "(if fences let it land)"},
+		{"fencemaybe.edn", Invalid, Valid, [2]int64{0, 0}, "the counter must have reached 2, which only writes of unknown outcome wrote", ""},
+		// The write again was made with no read before it.
+		{"noread.edn", Invalid, Invalid, [2]int64{1, 1}, "op 13 (process 1) then wrote 1 again (invoked at +14ns): an update was lost", ""},
+		{"fenceorder.edn", Invalid, Valid, [2]int64{0, 1}, "none of the 1 other writes of 1 of unknown outcome fits an order the history allows", ""},
+		{"fenceearliest.edn", Invalid, Valid, [2]int64{0, 1}, "a write with a fence of 6 or more took effect before it (such as op 15", ""},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			ops, err := history.ReadFile(filepath.Join("testdata", "edge", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, analyzer := range []string{AnalyzerCounterWalk, AnalyzerPorcupine} {
+				rs, err := Check(context.Background(), ops, Options{Model: ModelLockCounter, Analyzer: analyzer})
+				if err != nil {
+					t.Fatal(err)
+				}
+				lin, _ := rs.Check("linear")
+				lc, _ := rs.Check("lock-counter")
+				lo, hi := int64(-1), int64(-1)
+				if f, _ := rs.LockCounter(); f.Counted {
+					lo, hi = f.LostMin, f.LostMax
+				}
+				if lin.Valid != tc.linear || lc.Valid != tc.lockCtr || lo != tc.lost[0] || hi != tc.lost[1] {
+					t.Errorf("%s: :linear %v, :lock-counter %v, lost %d–%d; want %v, %v, %d–%d\n%s\n%s",
+						analyzer, lin.Valid, lc.Valid, lo, hi, tc.linear, tc.lockCtr, tc.lost[0], tc.lost[1], lin.Explanation, lc.Explanation)
+				}
+				if analyzer == AnalyzerCounterWalk && !strings.Contains(lin.Explanation, tc.linearX) {
+					t.Errorf(":linear explanation %q lacks %q", lin.Explanation, tc.linearX)
+				}
+				if !strings.Contains(lc.Explanation, tc.lockCtX) {
+					t.Errorf(":lock-counter explanation %q lacks %q", lc.Explanation, tc.lockCtX)
 				}
 			}
 		})

@@ -307,7 +307,10 @@ func (h *checkedHistory) resolve(opts checker.Options, detect func() (string, er
 		h.model, h.detected = m, " (detected from :f)"
 	}
 	initial, err := checker.InitialState(h.model, opts.Initial)
-	if err != nil {
+	switch {
+	case errors.Is(err, checker.ErrUnknownModel):
+		return usageErrorf("--model: %v", err)
+	case err != nil:
 		return usageErrorf("--initial: %v", err)
 	}
 	h.initial = initial

@@ -35,7 +35,7 @@ func compareFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "work", Value: 20 * time.Millisecond, Usage: "simulated work between the read and the write"},
 		&cli.DurationFlag{Name: "retry", Value: 5 * time.Millisecond, Usage: "wait between attempts to acquire the lock"},
 		&cli.DurationFlag{Name: "op-timeout", Value: 5 * time.Second, Usage: "bound on each read, write and release"},
-		&cli.Int64Flag{Name: "seed", Usage: "run i of every row uses seed SEED+i, so that rows see the same nemesis choices (default: from the clock)"},
+		&cli.Int64Flag{Name: "seed", Usage: "run i of every row uses seed SEED+i, so that rows see the same nemesis choices", DefaultText: "from the clock"},
 		&cli.StringFlag{Name: "redis-url", EnvVars: []string{"HIATUS_REDIS_URL"}, Usage: "use this Redis instead of a throwaway redis-server (one for the whole grid)"},
 		&cli.StringFlag{Name: "postgres-url", EnvVars: []string{"HIATUS_POSTGRES_URL"}, Usage: "use this PostgreSQL instead of a throwaway one (one for the whole grid)"},
 		&cli.StringFlag{Name: "store", Value: "store", Usage: "directory where runs are kept"},
@@ -64,6 +64,9 @@ func compareCommand() *cli.Command {
 			"254 bad arguments or servers, 255 internal error.",
 		Flags: compareFlags(),
 		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageErrorf("compare takes flags only, not %q (see hiatus compare --help)", c.Args().Slice())
+			}
 			a, err := compareArgsOf(c)
 			if err != nil {
 				return usageError(err)

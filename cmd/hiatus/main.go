@@ -5,11 +5,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"slices"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 )
 
@@ -86,10 +90,34 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = func(c *cli.Context, err error, _ bool) error {
-			return usageErrorf("%s: %v (see hiatus %s --help)", c.Command.Name, err, c.Command.Name)
+			return usageErrorf("%s: %v (see hiatus %s --help)", c.Command.Name, flagWords(c.Command, err), c.Command.Name)
 		}
 	}
 	return app
+}
+
+// badValue is how urfave/cli reports a flag value it cannot parse.
+var badValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([a-z0-9-]+): parse error$`)
+
+// flagWords says what a flag that could not be parsed takes, where
+// urfave/cli says only "parse error": a duration needs its unit.
+func flagWords(cmd *cli.Command, err error) error {
+	m := badValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	for _, f := range cmd.Flags {
+		if !slices.Contains(f.Names(), m[2]) {
+			continue
+		}
+		switch f.(type) {
+		case *cli.DurationFlag:
+			return fmt.Errorf("--%s takes a duration with its unit, such as 500ms, 2s or 1m30s, not %q", m[2], m[1])
+		case *cli.IntFlag, *cli.Int64Flag:
+			return fmt.Errorf("--%s takes a whole number, not %q", m[2], m[1])
+		}
+	}
+	return err
 }
 
 // exitCode maps an error from the app to an exit status, printing it.
@@ -113,7 +141,14 @@ func exitCode(err error, stderr io.Writer) int {
 	return exitInternal
 }
 
+// quietRedis drops go-redis's own log lines: they would repeat, in the
+// library's words and on stderr, an error hiatus reports itself.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
 func main() {
+	redis.SetLogger(quietRedis{}) // the library's logger is global; only the program may set it
 	err := newApp(os.Stdout, os.Stderr).Run(os.Args)
 	os.Exit(exitCode(err, os.Stderr))
 }

@@ -72,7 +72,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "pause-kind", Value: "sleep", Usage: "the in-section pause: sleep (only the worker's goroutine blocks) or stop (the worker SIGSTOPs its whole process)"},
 		&cli.StringFlag{Name: "lock", Value: "setnx", Usage: "the lock under test: " + strings.Join(client.LockNames(), ", ")},
 		&cli.BoolFlag{Name: "fenced", Usage: "write with a fencing token (Redis INCR), which Postgres checks: UPDATE … WHERE fence < $n"},
-		&cli.Int64Flag{Name: "seed", Usage: "seed of the nemesis's choices, to replay a schedule (default: from the clock, recorded in test.edn)"},
+		&cli.Int64Flag{Name: "seed", Usage: "seed of the nemesis's choices, to replay a schedule", DefaultText: "from the clock, recorded in test.edn"},
 		&cli.StringFlag{Name: "redis-url", EnvVars: []string{"HIATUS_REDIS_URL"}, Usage: "use this Redis (redis://host:port/db) instead of a throwaway redis-server"},
 		&cli.StringFlag{Name: "postgres-url", EnvVars: []string{"HIATUS_POSTGRES_URL"}, Usage: "use this PostgreSQL instead of a throwaway one; it must allow CREATE TABLE"},
 		&cli.StringFlag{Name: "store", Value: "store", Usage: "directory where runs are kept"},
@@ -91,9 +91,13 @@ func runCommand() *cli.Command {
 			"Examples:\n" +
 			"  hiatus run --nemesis sigstop --pause 800ms --interval 700ms\n" +
 			"  hiatus run --nemesis none --inject-every 20 --pause 800ms --fenced\n\n" +
-			"Exit status: 0 valid, 1 invalid, 2 unknown, 254 bad arguments or servers, 255 internal error.",
+			"Exit status: 0 valid, 1 invalid, 2 unknown, 130 interrupted (the history up to then is kept and\n" +
+			"checked), 254 bad arguments or servers, 255 internal error.",
 		Flags: runFlags(),
 		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageErrorf("run takes flags only, not %q (see hiatus run --help)", c.Args().Slice())
+			}
 			cfg := runConfig{
 				Name: c.String("name"), Workers: c.Int("workers"), TimeLimit: c.Duration("time-limit"),
 				Lease: c.Duration("lease"), Work: c.Duration("work"), Retry: c.Duration("retry"),

@@ -53,9 +53,11 @@ func lostText(f checker.LockCounterFigures) string {
 	if f.LostMax == f.LostMin {
 		return fmt.Sprint(f.LostMin)
 	}
-	writes := "writes"
-	if f.InfoWrites == 1 {
-		writes = "write"
+	switch {
+	case f.InfoWrites == 1:
+		return fmt.Sprintf("%d–%d (1 write of unknown outcome)", f.LostMin, f.LostMax)
+	case f.InfoWrites > 1:
+		return fmt.Sprintf("%d–%d (%d writes of unknown outcome)", f.LostMin, f.LostMax, f.InfoWrites)
 	}
-	return fmt.Sprintf("%d–%d (%d %s of unknown outcome)", f.LostMin, f.LostMax, f.InfoWrites, writes)
+	return fmt.Sprintf("%d–%d (writes that overlap the final read)", f.LostMin, f.LostMax)
 }
