@@ -20,6 +20,10 @@ const (
 	Results = "results.edn" // the checkers' verdicts
 	Test    = "test.edn"    // the run's full configuration
 	Log     = "hiatus.log"  // what the run printed and did
+
+	// CompareRuns is the run list a comparison's directory holds: row, run,
+	// setup and run directory, tab-separated, one run a line.
+	CompareRuns = "runs.txt"
 )
 
 // TimeLayout names run directories by their start time, in UTC, so that
@@ -90,7 +94,22 @@ func Resolve(root, path string) (Run, string, error) {
 			return Run{}, "", fmt.Errorf("store: %w", err)
 		}
 	}
+	if runs, err := os.ReadFile(filepath.Join(path, CompareRuns)); err == nil {
+		return Run{}, "", fmt.Errorf("store: %s is a comparison, not a run: check one of the runs %s lists%s",
+			path, filepath.Join(path, CompareRuns), firstRun(runs))
+	}
 	return Run{}, "", fmt.Errorf("store: %s holds no %s or %s", path, History, Journal)
+}
+
+// firstRun names the first run of a comparison's run list, as an example:
+// ", such as hiatus check DIR"; "" when it lists none.
+func firstRun(list []byte) string {
+	line, _, _ := strings.Cut(string(list), "\n")
+	fields := strings.Split(line, "\t")
+	if len(fields) < 4 || fields[3] == "" {
+		return ""
+	}
+	return ", such as: hiatus check " + fields[3]
 }
 
 // WriteFile writes data to name inside the run, through a temporary file and
@@ -101,6 +120,12 @@ func (r Run) WriteFile(name string, data []byte) error {
 		return fmt.Errorf("store: %w", err)
 	}
 	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("store: write %s: %w", name, err)
+	}
+	// CreateTemp makes the file 0600; a run's files are all readable alike.
+	if err := tmp.Chmod(0o644); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
 		return fmt.Errorf("store: write %s: %w", name, err)

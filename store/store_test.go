@@ -3,6 +3,7 @@ package store
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -67,5 +68,36 @@ func TestCreateBadName(t *testing.T) {
 		if _, err := Create(t.TempDir(), name, time.Now()); err == nil {
 			t.Errorf("Create(%q): no error", name)
 		}
+	}
+}
+
+// TestResolveComparison: a comparison's directory is no run; the error
+// points at the runs it lists.
+func TestResolveComparison(t *testing.T) {
+	dir := t.TempDir()
+	list := "1\t1\tsetnx 500ms sigstop\tstore/lock-counter/20261201T000000.000Z\n"
+	if err := os.WriteFile(filepath.Join(dir, CompareRuns), []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := Resolve("", dir)
+	if err == nil || !strings.Contains(err.Error(), "is a comparison, not a run") ||
+		!strings.Contains(err.Error(), "such as: hiatus check store/lock-counter/20261201T000000.000Z") {
+		t.Errorf("Resolve of a comparison: %v", err)
+	}
+}
+
+// TestWriteFileMode: files a run writes whole are as readable as those it
+// appends to.
+func TestWriteFileMode(t *testing.T) {
+	run := Run{Dir: t.TempDir()}
+	if err := run.WriteFile(Results, []byte("{:valid? true}\n")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(run.Path(Results))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o644 {
+		t.Errorf("%s is %v, want -rw-r--r--", Results, fi.Mode().Perm())
 	}
 }

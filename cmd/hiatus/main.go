@@ -147,8 +147,13 @@ type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
-func main() {
+// hiatusMain runs the program with args (its name first) and returns its exit
+// status: main, and a test that runs its own binary as hiatus.
+func hiatusMain(args []string, stdout, stderr io.Writer) int {
 	redis.SetLogger(quietRedis{}) // the library's logger is global; only the program may set it
-	err := newApp(os.Stdout, os.Stderr).Run(os.Args)
-	os.Exit(exitCode(err, os.Stderr))
+	return exitCode(newApp(stdout, stderr).Run(args), stderr)
+}
+
+func main() {
+	os.Exit(hiatusMain(os.Args, os.Stdout, os.Stderr))
 }

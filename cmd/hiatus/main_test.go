@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/hiatus-dev/hiatus/internal/servers"
@@ -24,7 +27,7 @@ var testRedisURL, testPostgresURL string
 // starts the servers the tests share.
 func TestMain(m *testing.M) {
 	if os.Getenv(asMainEnv) == "1" || (len(os.Args) > 1 && os.Args[1] == "worker") {
-		os.Exit(exitCode(newApp(os.Stdout, os.Stderr).Run(os.Args), os.Stderr))
+		os.Exit(hiatusMain(os.Args, os.Stdout, os.Stderr))
 	}
 	ctx := context.Background()
 	r, err := servers.StartRedis(ctx)
@@ -61,5 +64,44 @@ func TestUnknownCommand(t *testing.T) {
 	}
 	if want := `unknown command "bogus"`; !bytes.Contains([]byte(errOut), []byte(want)) {
 		t.Errorf("stderr %q lacks %q", errOut, want)
+	}
+}
+
+// TestCLIWords: what a new user typing the wrong thing is told, and that
+// nothing starts: each exits 254 with words that name the fix.
+func TestCLIWords(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"run", "extra-arg"}, `run takes flags only, not ["extra-arg"]`},
+		{[]string{"compare", "extra-arg"}, `compare takes flags only, not ["extra-arg"]`},
+		{[]string{"run", "--lease", "500"}, `--lease takes a duration with its unit, such as 500ms, 2s or 1m30s, not "500"`},
+		{[]string{"run", "--workers", "three"}, `--workers takes a whole number, not "three"`},
+		{[]string{"check", "--model", "foo", "../../docs/examples/unsettled.edn"}, `--model: unknown model "foo"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, stderr := hiatus(t, tc.args...)
+			if code != exitUsage || !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, exitUsage, tc.stderr)
+			}
+		})
+	}
+}
+
+// TestUnreachableRedisWords runs hiatus as its own process against a Redis
+// that is not there: one line that says so, and none of go-redis's own.
+func TestUnreachableRedisWords(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "run", "--store", t.TempDir(), "--redis-url", "redis://127.0.0.1:1", "--time-limit", "1s")
+	cmd.Env = append(os.Environ(), asMainEnv+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+		t.Fatalf("exit %v, want %d\n%s", err, exitUsage, stderr.String())
+	}
+	if got := stderr.String(); !strings.Contains(got, "cannot reach Redis at redis://127.0.0.1:1") || strings.Contains(got, "pool.go") {
+		t.Errorf("stderr %q: want the unreachable Redis named, and no go-redis log line", got)
 	}
 }

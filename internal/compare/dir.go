@@ -17,7 +17,7 @@ const (
 	TableJSON     = "table.json"
 	PlotPNG       = "plot.png"
 	PlotSVG       = "plot.svg"
-	RunList       = "runs.txt" // row, run and run directory, one run a line
+	RunList       = store.CompareRuns // row, run, setup and run directory, one run a line
 )
 
 // CreateDir makes root/name/<start>/ for a comparison, named as runs are, and
