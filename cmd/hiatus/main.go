@@ -12,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
@@ -78,8 +79,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			workerCommand(),
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usageErrorf("unknown command %q (see hiatus --help)", c.Args().First())
+			switch {
+			case c.Args().First() == "help" && c.NArg() == 2 && c.App.Command(c.Args().Get(1)) != nil:
+				return cli.ShowCommandHelp(c, c.Args().Get(1))
+			case c.Args().First() == "help" && c.NArg() == 1:
+				return cli.ShowAppHelp(c)
+			case c.NArg() > 0:
+				return usageErrorf("unknown command %q (see hiatus --help)", strings.Join(c.Args().Slice(), " "))
 			}
 			return cli.ShowAppHelp(c)
 		},
@@ -87,13 +93,26 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return usageError(err)
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main decides the exit status
+		// urfave/cli v2 gives every app the one global HelpFlag and help
+		// command, which it writes to as it parses: apps run side by side
+		// (the tests') race on them. Each app and command has a flag of its
+		// own instead; v2 finds it by name.
+		HideHelp: true,
+		Flags:    []cli.Flag{helpFlag()},
 	}
 	for _, cmd := range app.Commands {
+		cmd.HideHelp = true
+		cmd.Flags = append(cmd.Flags, helpFlag())
 		cmd.OnUsageError = func(c *cli.Context, err error, _ bool) error {
 			return usageErrorf("%s: %v (see hiatus %s --help)", c.Command.Name, flagWords(c.Command, err), c.Command.Name)
 		}
 	}
 	return app
+}
+
+// helpFlag is a --help flag of an app's or command's own.
+func helpFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "help", Aliases: []string{"h"}, Usage: "show help", DisableDefaultText: true}
 }
 
 // badValue is how urfave/cli reports a flag value it cannot parse.

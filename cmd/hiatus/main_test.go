@@ -105,3 +105,20 @@ func TestUnreachableRedisWords(t *testing.T) {
 		t.Errorf("stderr %q: want the unreachable Redis named, and no go-redis log line", got)
 	}
 }
+
+// TestHelp: help is there however it is asked for, from each app of its
+// own (the tests run apps side by side; -race watches them).
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"help", "run"}, {"run", "--help"}, {"check", "-h"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := hiatus(t, args...)
+			if code != exitValid || !strings.Contains(stdout, "USAGE:") {
+				t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+			}
+		})
+	}
+	if code, _, stderr := hiatus(t, "help", "bogus"); code != exitUsage || !strings.Contains(stderr, `unknown command "help bogus"`) {
+		t.Errorf("help bogus: exit %d, %q", code, stderr)
+	}
+}
