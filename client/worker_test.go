@@ -142,7 +142,8 @@ func TestPausedHolder(t *testing.T) {
 			done := make(chan struct{})
 			go func() { a.Section(ctx); close(done) }()
 			<-inside
-			time.Sleep(lease * 3 / 2)
+			// B's acquire retries until A's lease lapses on Redis's clock,
+			// however long the machine takes: no sleep guesses at it.
 			b.Section(ctx)
 			close(resume)
 			<-done

@@ -104,13 +104,17 @@ func TestRunPauses(t *testing.T) {
 					t.Errorf("no overlapping sections")
 				}
 			}},
+		// Fencing guards the write, not the read of a read-modify-write: a
+		// paused holder can still lose an update when it wakes just as the
+		// next holder has read (docs/comparisons.md). What it guarantees is
+		// that no write is accepted with a fence below one accepted before.
 		{"in-section fenced", []string{"--nemesis", "none", "--inject-every", "3", "--fenced"},
 			func(t *testing.T, code int, res string) {
-				if code != 0 {
-					t.Errorf("exit %d, want 0 (valid)", code)
+				if code != 0 && code != 1 {
+					t.Errorf("exit %d, want a verdict", code)
 				}
-				if n := figure(t, res, "lost-min"); n != 0 {
-					t.Errorf("%d updates lost with fencing", n)
+				if n := figure(t, res, "fence-violations"); n != 0 {
+					t.Errorf("%d writes accepted with a stale fence", n)
 				}
 				if n := figure(t, res, "stale-rejected"); n == 0 {
 					t.Errorf("no stale write rejected")
