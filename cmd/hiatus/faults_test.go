@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,18 +16,23 @@ import (
 )
 
 // TestNemeses runs each fault against throwaway servers of the run's own
-// (the kills restart them) and checks its effect in the history.
+// (the kills restart them) and checks its effect in the history. A fault
+// whose effect needs time after it ends (a restarted server, a replacement
+// worker) is not given a time limit to show it in, which a loaded machine
+// may not meet: its run goes on until the journal shows the effect, and is
+// then interrupted.
 func TestNemeses(t *testing.T) {
 	for _, tc := range []struct {
 		nemesis string
 		check   func(t *testing.T, ops []history.Op)
+		until   func(ops []history.Op) bool // when set, the run is interrupted once it holds
 	}{
 		{"pause-redis", func(t *testing.T, ops []history.Op) {
 			// Requests wait for the paused server past --op-timeout.
 			if n := count(ops, func(o history.Op) bool { return o.IsClient() && (o.Type == history.Info || o.Type == history.Fail) }); n == 0 {
 				t.Errorf("no client op failed or timed out while Redis was paused")
 			}
-		}},
+		}, nil},
 		{"pause-postgres", func(t *testing.T, ops []history.Op) {
 			if n := count(ops, func(o history.Op) bool {
 				return o.IsClient() && (o.F == "read" || o.F == "write") && o.Type != history.Ok && o.Type != history.Invoke
@@ -40,34 +46,39 @@ func TestNemeses(t *testing.T) {
 			if n := count(ops, func(o history.Op) bool { return o.Get("resolved") != nil }); n == 0 {
 				t.Logf("no write needed resolving this time")
 			}
-		}},
+		}, nil},
 		{"kill-redis", func(t *testing.T, ops []history.Op) {
-			if n := count(ops, func(o history.Op) bool {
-				return o.IsClient() && o.Type == history.Ok && o.F == "write" && o.Time > restartTime(ops)
-			}); n == 0 {
+			if !writeAfterRestart(ops) {
 				t.Errorf("no write succeeded after Redis was restarted")
 			}
-		}},
+		}, writeAfterRestart},
 		{"kill-postgres", func(t *testing.T, ops []history.Op) {
-			if n := count(ops, func(o history.Op) bool {
-				return o.IsClient() && o.Type == history.Ok && o.F == "write" && o.Time > restartTime(ops)
-			}); n == 0 {
+			if !writeAfterRestart(ops) {
 				t.Errorf("no write succeeded after Postgres was restarted")
 			}
-		}},
+		}, writeAfterRestart},
 		{"kill-worker", func(t *testing.T, ops []history.Op) {
-			// The replacement records under a process number past the first workers'.
-			if n := count(ops, func(o history.Op) bool { return o.IsClient() && o.Process >= 3 && o.F == "write" }); n == 0 {
+			if !replacementWrote(ops) {
 				t.Errorf("no replacement worker wrote")
 			}
-		}},
+		}, replacementWrote},
 	} {
 		t.Run(tc.nemesis, func(t *testing.T) {
 			t.Parallel()
-			code, dir, res := runIn(t, "--nemesis", tc.nemesis, "--time-limit", "2500ms", "--interval", "400ms",
-				"--pause", "400ms", "--op-timeout", "200ms", "--lease", "300ms", "--work", "5ms", "--seed", "3")
-			if code > exitUnknown {
-				t.Fatalf("exit %d, want a verdict", code)
+			args := []string{"--nemesis", tc.nemesis, "--interval", "400ms",
+				"--pause", "400ms", "--op-timeout", "200ms", "--lease", "300ms", "--work", "5ms", "--seed", "3"}
+			var code int
+			var dir, res string
+			if tc.until != nil {
+				code, dir, res = runUntil(t, tc.until, args...)
+				if code != exitInterrupted {
+					t.Fatalf("exit %d, want %d (interrupted once the effect showed)", code, exitInterrupted)
+				}
+			} else {
+				code, dir, res = runIn(t, append(args, "--time-limit", "2500ms")...)
+				if code > exitUnknown {
+					t.Fatalf("exit %d, want a verdict", code)
+				}
 			}
 			ops, err := history.ReadFile(filepath.Join(dir, store.History))
 			if err != nil {
@@ -94,6 +105,69 @@ func count(ops []history.Op, f func(history.Op) bool) int {
 		}
 	}
 	return n
+}
+
+// writeAfterRestart reports whether a write succeeded after the first
+// restart of a server.
+func writeAfterRestart(ops []history.Op) bool {
+	at := restartTime(ops)
+	return count(ops, func(o history.Op) bool {
+		return o.IsClient() && o.Type == history.Ok && o.F == "write" && o.Time > at
+	}) > 0
+}
+
+// replacementWrote reports whether a worker started in place of a killed one
+// wrote: it records under a process number past the first three workers'.
+func replacementWrote(ops []history.Op) bool {
+	return count(ops, func(o history.Op) bool { return o.IsClient() && o.Process >= 3 && o.F == "write" }) > 0
+}
+
+// runUntil runs hiatus as a real process with no time limit to speak of,
+// interrupts it once its journal's ops satisfy until, and returns its exit
+// status, run directory and results.edn.
+func runUntil(t *testing.T, until func([]history.Op) bool, args ...string) (code int, dir, results string) {
+	t.Helper()
+	cmd, root := startRun(t, append(args, "--time-limit", "10m")...)
+	dir = waitJournalOps(t, root, until)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, store.Results))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, dir, string(b)
+}
+
+// waitJournalOps waits until the ops of the newest run's journal satisfy
+// until, and returns the run directory. The wait is bounded only so that a
+// run that never shows it fails instead of hanging.
+func waitJournalOps(t *testing.T, root string, until func([]history.Op) bool) string {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if dir, err := filepath.EvalSymlinks(filepath.Join(root, "latest")); err == nil {
+			if f, err := os.Open(filepath.Join(dir, store.Journal)); err == nil {
+				ops, _ := history.ReadAll(f, "journal") // it may end mid-line: the ops before count
+				f.Close()
+				if until(ops) {
+					return dir
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the journal never showed the fault's effect")
+	return ""
 }
 
 // restartTime is the time of the first restart event, or the end.
