@@ -63,10 +63,39 @@ func startEnv(ctx context.Context, cfg *runConfig, out io.Writer) (_ *env, err e
 	if err := e.counter.Setup(pctx); err != nil {
 		return nil, usageErrorf("PostgreSQL at %s: %v", redact(cfg.PostgresURL), err)
 	}
+	if err := seats(pctx, e.db, *cfg); err != nil {
+		return nil, usageErrorf("PostgreSQL at %s: %v", redact(cfg.PostgresURL), err)
+	}
 	if err := e.rdb.Del(pctx, lockKey(cfg.Name), fenceKey(cfg.Name)).Err(); err != nil {
 		return nil, usageErrorf("Redis at %s: %v", redact(cfg.RedisURL), err)
 	}
 	return e, nil
+}
+
+// seats refuses a run whose workers PostgreSQL cannot all seat: each holds
+// a session for the counter (and pg-advisory one more for its lock), and a
+// worker that cannot connect would leave the run with fewer workers than
+// asked for, and a verdict on a run nobody asked for.
+func seats(ctx context.Context, db *pgxpool.Pool, cfg runConfig) error {
+	var max, reserved, open int
+	err := db.QueryRow(ctx, `SELECT current_setting('max_connections')::int,
+		current_setting('superuser_reserved_connections')::int, (SELECT count(*) FROM pg_stat_activity)::int`).
+		Scan(&max, &reserved, &open)
+	if err != nil {
+		return fmt.Errorf("count its free sessions: %w", err)
+	}
+	per := 1
+	if cfg.Lock == "pg-advisory" {
+		per = 2
+	}
+	// The run's own pool opens up to 4 sessions; a replaced worker's
+	// session may linger while its successor connects.
+	need, free := cfg.Workers*per+4+per, max-reserved-open
+	if need > free {
+		return fmt.Errorf("--workers %d needs about %d sessions, but it has %d free (max_connections %d, %d reserved, %d open): "+
+			"use fewer workers, or a server with a larger max_connections", cfg.Workers, need, free, max, reserved, open)
+	}
+	return nil
 }
 
 // faults builds the nemesis's faults that cfg names.

@@ -224,3 +224,13 @@ func procState(pid int) string {
 	}
 	return ""
 }
+
+// TestRunRefusesWorkersItCannotSeat: more workers than PostgreSQL has
+// sessions for is refused before anything starts, not run with fewer.
+func TestRunRefusesWorkersItCannotSeat(t *testing.T) {
+	code, _, stderr := hiatus(t, "run", "--store", t.TempDir(), "--redis-url", testRedisURL, "--postgres-url", testPostgresURL,
+		"--workers", "10000", "--time-limit", "1s", "--name", "seats", "--counter-id", "300")
+	if code != exitUsage || !strings.Contains(stderr, "--workers 10000 needs about 10005 sessions") {
+		t.Errorf("exit %d, stderr %q; want %d and the sessions it needs", code, stderr, exitUsage)
+	}
+}
