@@ -282,6 +282,7 @@ func runCompare(ctx context.Context, a compareArgs, stdout, stderr io.Writer) er
 	show := newProgress(stderr)
 	runErr := compare.Run(ctx, t, a.setups, func(ctx context.Context, s compare.Setup, i int) (compare.Figures, error) {
 		cfg := a.config(s, i)
+		cfg.Store = dir // the cells live in their comparison's directory, not among the store's runs
 		res, err := runTest(ctx, cfg, io.Discard)
 		if err != nil {
 			return compare.Figures{}, err

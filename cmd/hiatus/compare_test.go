@@ -76,7 +76,15 @@ func TestCompare(t *testing.T) {
 		t.Fatalf("table.json: kind %q, complete %v, %d rows; want grid, true, 2", tab.Kind, tab.Complete, len(tab.Rows))
 	}
 
+	if _, err := os.Lstat(filepath.Join(root, "latest")); err == nil {
+		t.Errorf("the comparison moved the store's latest run link")
+	}
 	for _, row := range tab.Rows {
+		for _, run := range row.Runs {
+			if rel, err := filepath.Rel(dir, run.Dir); err != nil || strings.HasPrefix(rel, "..") {
+				t.Errorf("run %s is not inside the comparison's directory %s", run.Dir, dir)
+			}
+		}
 		if len(row.Runs) != 2 {
 			t.Fatalf("%s %s: %d runs, want 2", row.Lock, row.Pause, len(row.Runs))
 		}
