@@ -21,6 +21,10 @@ const (
 	Test    = "test.edn"    // the run's full configuration
 	Log     = "hiatus.log"  // what the run printed and did
 
+	// The logs of the throwaway servers a run started, kept when they go.
+	RedisLog    = "redis-server.log"
+	PostgresLog = "postgres.log"
+
 	// CompareRuns is the run list a comparison's directory holds: row, run,
 	// setup and run directory, tab-separated, one run a line.
 	CompareRuns = "runs.txt"

@@ -126,6 +126,39 @@ func (e *env) faults(cfg runConfig, ws *workerSet, fz *nemesis.Freezer) []nemesi
 	return fs
 }
 
+// logServers says in the run's log which servers the run uses.
+func (e *env) logServers(cfg runConfig, lg *runLog) {
+	for _, sv := range []struct {
+		s        *servers.Server
+		url, log string
+	}{{e.redis, cfg.RedisURL, store.RedisLog}, {e.postgres, cfg.PostgresURL, store.PostgresLog}} {
+		if sv.s != nil {
+			lg.logf("%s: throwaway, pid %d, at %s; its own log is kept as %s", sv.s.Name(), sv.s.ProcessID(), redact(sv.url), sv.log)
+		} else {
+			lg.logf("server given: %s", redact(sv.url))
+		}
+	}
+}
+
+// keepLogs copies the throwaway servers' own logs into the run directory.
+func (e *env) keepLogs(run store.Run, lg *runLog) {
+	for _, sv := range []struct {
+		s    *servers.Server
+		name string
+	}{{e.redis, store.RedisLog}, {e.postgres, store.PostgresLog}} {
+		if sv.s == nil {
+			continue
+		}
+		b, err := os.ReadFile(sv.s.Log())
+		if err == nil {
+			err = run.WriteFile(sv.name, b)
+		}
+		if err != nil {
+			lg.logf("%s: cannot keep its log: %v", sv.s.Name(), err)
+		}
+	}
+}
+
 // workerApp is the application_name of the workers' sessions.
 func workerApp(counterID int64) string { return fmt.Sprintf("hiatus-worker-%d", counterID) }
 

@@ -92,6 +92,26 @@ func TestNemeses(t *testing.T) {
 			if figure(t, res, "faults") != int64(begins) {
 				t.Errorf("results count %d faults, the history %d", figure(t, res, "faults"), begins)
 			}
+			// hiatus.log tells what the run did: the servers, each worker,
+			// each fault; the throwaway servers' own logs are kept.
+			log, err := os.ReadFile(filepath.Join(dir, store.Log))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"redis-server: throwaway, pid", "postgres: throwaway, pid", "worker 0: started as process 0",
+				"worker 2 (pid "} {
+				if !strings.Contains(string(log), want) {
+					t.Errorf("hiatus.log lacks %q:\n%s", want, log)
+				}
+			}
+			if n := strings.Count(string(log), "nemesis: pause {") + strings.Count(string(log), "nemesis: kill {"); n != begins {
+				t.Errorf("hiatus.log names %d faults begun, the history %d:\n%s", n, begins, log)
+			}
+			for _, name := range []string{store.RedisLog, store.PostgresLog} {
+				if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() == 0 {
+					t.Errorf("the run kept no %s: %v", name, err)
+				}
+			}
 			tc.check(t, ops)
 		})
 	}

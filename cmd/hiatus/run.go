@@ -286,6 +286,8 @@ func runTestUntil(ctx, hard context.Context, cfg runConfig, out io.Writer) (*run
 		return nil, err
 	}
 	lg.printf("run %s: %s", run.Dir, cfg.describe())
+	env.logServers(cfg, lg)
+	defer env.keepLogs(run, lg) // before env.close removes the servers' directories
 
 	journal, err := os.OpenFile(run.Path(store.Journal), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -309,7 +311,10 @@ func runTestUntil(ctx, hard context.Context, cfg runConfig, out io.Writer) (*run
 	nemDone := make(chan error, 1)
 	if faults := env.faults(cfg, workers, freezer); len(faults) > 0 {
 		sched := &nemesis.Schedule{Faults: faults, Pause: cfg.Pause, Interval: cfg.Interval,
-			Rand: rand.New(rand.NewSource(cfg.Seed)), Clock: clock, Record: col.record}
+			Rand: rand.New(rand.NewSource(cfg.Seed)), Clock: clock, Record: func(o history.Op) {
+				lg.logf("nemesis: %s %s", o.F, history.AppendValue(nil, o.Value))
+				col.record(o)
+			}}
 		go func() { nemDone <- sched.Run(rctx) }()
 	} else {
 		close(nemDone)

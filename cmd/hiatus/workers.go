@@ -111,10 +111,13 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 	ws.slots[slot] = p
 	ws.all = append(ws.all, p)
 	ws.mu.Unlock()
+	ws.lg.logf("worker %d: started as process %d, pid %d", slot, process, cmd.Process.Pid)
 	go func() {
 		ws.col.read(slot, stdout, ws.lg)
 		if err := cmd.Wait(); err != nil {
 			ws.lg.logf("worker %d (pid %d): %v", slot, cmd.Process.Pid, err)
+		} else {
+			ws.lg.logf("worker %d (pid %d): exited", slot, cmd.Process.Pid)
 		}
 		close(p.done)
 	}()
