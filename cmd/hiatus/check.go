@@ -97,9 +97,15 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 	// the checks need of it; any other, or one that needs all its ops
 	// (porcupine, a drawing), is read whole.
 	var h *checkedHistory
+	var total int64
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		total = fi.Size()
+	}
+	prog := startProgress(stderr, path, total)
+	defer prog.end()
 	err = checker.ErrWholeHistory
 	if a.html == "" {
-		h, err = streamHistory(ctx, path, opts)
+		h, err = streamHistory(ctx, path, opts, prog)
 	}
 	if errors.Is(err, checker.ErrWholeHistory) {
 		h, err = readHistory(path, opts)
@@ -111,6 +117,7 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 	if h.truncated != nil {
 		fmt.Fprintf(stderr, "hiatus: %v: the history is truncated; checking the %d ops before it\n", h.truncated, h.n)
 	}
+	prog.checking(fmt.Sprintf("checking %d ops as %s", h.n, h.model))
 	fmt.Fprintf(stdout, "checking %s\n  model %s%s, %d ops", path, h.model, h.detected, h.n)
 	if opts.Model != checker.ModelMutex {
 		fmt.Fprintf(stdout, ", initial %s", history.AppendValue(nil, h.initial))
@@ -134,6 +141,7 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
+	prog.end() // the line goes before the results
 	printResults(stdout, rs)
 	if drawn != nil {
 		fmt.Fprintf(stdout, "html: %s (%d of %d ops)\n", a.html, drawn.Ops, drawn.Total)
@@ -176,7 +184,7 @@ type checkedHistory struct {
 // be read whole instead, as readHistory does: when it is not lock-counter,
 // the options need all its ops, or it is not a regular file (a pipe), which
 // could not be read again.
-func streamHistory(ctx context.Context, path string, opts checker.Options) (*checkedHistory, error) {
+func streamHistory(ctx context.Context, path string, opts checker.Options, prog *checkProgress) (*checkedHistory, error) {
 	if opts.Analyzer == checker.AnalyzerPorcupine || opts.Model != "" && opts.Model != checker.ModelLockCounter {
 		return nil, checker.ErrWholeHistory
 	}
@@ -196,7 +204,7 @@ func streamHistory(ctx context.Context, path string, opts checker.Options) (*che
 	// hiatus writes about 100 bytes an op; a little more room than needed
 	// is cheaper than growing.
 	h.stream.Grow(int(fi.Size() / 80))
-	err = readOps(ctx, history.NewReader(f, path), h.stream.Add)
+	err = readOps(ctx, history.NewReader(prog.reader(f), path), h.stream.Add)
 	switch {
 	case errors.Is(err, history.ErrTruncated):
 		h.truncated = err
