@@ -77,10 +77,9 @@ func TestWrite(t *testing.T) {
 			if final, _ := history.Int(lc.Get("final")); final != st.Final {
 				t.Errorf("the final read says %d, Stats %d", final, st.Final)
 			}
-			lo, _ := history.Int(lc.Get("lost-min"))
-			hi, _ := history.Int(lc.Get("lost-max"))
-			if lo > int64(tc.cfg.Lost) || hi < int64(tc.cfg.Lost) || tc.cfg.Info == 0 && lo != hi {
-				t.Errorf("lost %d–%d, want %d", lo, hi, tc.cfg.Lost)
+			f, _ := rs.LockCounter()
+			if f.LostMin > int64(tc.cfg.Lost) || f.LostMax < int64(tc.cfg.Lost) || tc.cfg.Info == 0 && f.LostMin != f.LostMax {
+				t.Errorf("lost %d–%d, want %d", f.LostMin, f.LostMax, tc.cfg.Lost)
 			}
 			if lin, _ := rs.Check("linear"); lin.Valid != tc.linear {
 				t.Errorf("linear %v, want %v: %s", lin.Valid, tc.linear, lin.Explanation)
@@ -150,11 +149,9 @@ func TestLostFound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lc, _ := rs.Check("lock-counter")
-		lo, _ := history.Int(lc.Get("lost-min"))
-		hi, _ := history.Int(lc.Get("lost-max"))
-		if lo > int64(cfg.Lost) || hi < int64(cfg.Lost) {
-			t.Fatalf("%+v: lost %d–%d (%s)", cfg, lo, hi, lc.Explanation)
+		lc, _ := rs.LockCounter()
+		if lc.LostMin > int64(cfg.Lost) || lc.LostMax < int64(cfg.Lost) {
+			t.Fatalf("%+v: lost %d–%d\n%s", cfg, lc.LostMin, lc.LostMax, rs.AppendEDN(nil))
 		}
 		if cfg.Lost > 0 && rs.Valid != checker.Invalid {
 			t.Fatalf("%+v: %d lost, but valid? %v\n%s", cfg, cfg.Lost, rs.Valid, rs.AppendEDN(nil))
