@@ -44,7 +44,6 @@ type modelOp struct {
 
 type modelSection struct {
 	proc     history.Process // the process of the acquire and the read
-	wproc    history.Process // the process of the write (the same; a new one after an :info read)
 	acq      [2]int64        // acquire invoked, granted
 	fence    int64
 	read     modelOp
@@ -81,14 +80,13 @@ func drawModelRun(t *rapid.T) *modelRun {
 			return modelOp{inv: inv, point: pt, done: at("to complete", 3)}
 		}
 		for range rapid.IntRange(0, 2).Draw(t, "sections") {
-			s := &modelSection{proc: proc, wproc: proc}
+			s := &modelSection{proc: proc}
 			s.acq[0] = at("acquire", 2)
 			s.acq[1] = at("granted", 2)
 			s.read = op()
 			s.read.typ = rapid.SampledFrom([]history.Type{history.Ok, history.Ok, history.Ok, history.Ok, history.Ok, history.Fail, history.Info}).Draw(t, "read")
 			if s.read.typ == history.Info {
-				proc += history.Process(workers) // an :info retires the process
-				s.wproc = proc
+				proc += history.Process(workers) // an :info retires the process; the section writes nothing
 			}
 			stop := false
 			if s.read.typ != history.Info && (s.read.typ == history.Ok || rapid.IntRange(0, 3).Draw(t, "write without a read") == 0) {
@@ -255,9 +253,9 @@ func (r *modelRun) ops() []history.Op {
 		}
 		add(rd)
 		if w := s.write; w != nil {
-			add(history.Op{Time: w.inv, Type: history.Invoke, Process: s.wproc, F: history.FWrite, Value: w.value, Extra: wx})
+			add(history.Op{Time: w.inv, Type: history.Invoke, Process: s.proc, F: history.FWrite, Value: w.value, Extra: wx})
 			if w.typ != history.Invoke {
-				c := history.Op{Time: w.done, Type: w.typ, Process: s.wproc, F: history.FWrite, Value: w.value, Extra: wx}
+				c := history.Op{Time: w.done, Type: w.typ, Process: s.proc, F: history.FWrite, Value: w.value, Extra: wx}
 				if w.typ == history.Fail {
 					c.Error = history.ErrStaleFence
 				}
