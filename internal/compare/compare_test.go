@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/checker"
-	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/gen"
 )
 
@@ -57,12 +56,7 @@ func TestRanges(t *testing.T) {
 // TestFiguresOf reads a run's figures from the check of a real history:
 // a generated one with 2 lost updates.
 func TestFiguresOf(t *testing.T) {
-	var buf bytes.Buffer
-	st, err := gen.Write(&buf, gen.Config{Sections: 200, Workers: 4, Lost: 2, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops, err := history.ReadAll(&buf, "history.edn")
+	ops, st, err := gen.Ops(gen.Config{Sections: 200, Workers: 4, Lost: 2, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

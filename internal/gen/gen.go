@@ -6,6 +6,7 @@ package gen
 
 import (
 	"bufio"
+	"bytes"
 	"container/heap"
 	"encoding/hex"
 	"errors"
@@ -91,6 +92,18 @@ func Write(w io.Writer, cfg Config) (Stats, error) {
 		return s.stats, fmt.Errorf("write history: %w", err)
 	}
 	return s.stats, s.err
+}
+
+// Ops returns the history cfg describes as ops, as reading what Write
+// writes gives them: for a history wanted in memory, a test's say.
+func Ops(cfg Config) ([]history.Op, Stats, error) {
+	var buf bytes.Buffer
+	st, err := Write(&buf, cfg)
+	if err != nil {
+		return nil, st, err
+	}
+	ops, err := history.ReadAll(&buf, "generated history")
+	return ops, st, err
 }
 
 // Check says what is wrong with c, if anything.

@@ -137,11 +137,7 @@ func TestLostFound(t *testing.T) {
 			Seed:    rapid.Int64().Draw(t, "seed"),
 		}
 		cfg.Sections = 2*cfg.Lost + cfg.Info + rapid.IntRange(0, 100).Draw(t, "plain")
-		var buf bytes.Buffer
-		if _, err := Write(&buf, cfg); err != nil {
-			t.Fatal(err)
-		}
-		ops, err := history.ReadAll(&buf, "history.edn")
+		ops, _, err := Ops(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
