@@ -77,23 +77,35 @@ func startEnv(ctx context.Context, cfg *runConfig, out io.Writer) (_ *env, err e
 // worker that cannot connect would leave the run with fewer workers than
 // asked for, and a verdict on a run nobody asked for.
 func seats(ctx context.Context, db *pgxpool.Pool, cfg runConfig) error {
+	// Only client sessions take connection slots (not the checkpointer and
+	// the like), and a superuser may use the reserved ones too.
 	var max, reserved, open int
+	var super bool
 	err := db.QueryRow(ctx, `SELECT current_setting('max_connections')::int,
-		current_setting('superuser_reserved_connections')::int, (SELECT count(*) FROM pg_stat_activity)::int`).
-		Scan(&max, &reserved, &open)
+		current_setting('superuser_reserved_connections')::int,
+		(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int,
+		(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)`).Scan(&max, &reserved, &open, &super)
 	if err != nil {
 		return fmt.Errorf("count its free sessions: %w", err)
+	}
+	free := max - open
+	if !super {
+		free -= reserved
 	}
 	per := 1
 	if cfg.Lock == "pg-advisory" {
 		per = 2
 	}
-	// The run's own pool opens up to 4 sessions; a replaced worker's
-	// session may linger while its successor connects.
-	need, free := cfg.Workers*per+4+per, max-reserved-open
+	// The run's own pool holds one of the open sessions and may open 3 more;
+	// a replaced worker's session may linger while its successor connects.
+	need := cfg.Workers*per + per + 3
 	if need > free {
-		return fmt.Errorf("--workers %d needs about %d sessions, but it has %d free (max_connections %d, %d reserved, %d open): "+
-			"use fewer workers, or a server with a larger max_connections", cfg.Workers, need, free, max, reserved, open)
+		why := fmt.Sprintf("max_connections %d, %d open", max, open)
+		if !super {
+			why += fmt.Sprintf(", %d reserved for superusers", reserved)
+		}
+		return fmt.Errorf("--workers %d needs about %d sessions, but it has %d free (%s): "+
+			"use fewer workers, or a server with a larger max_connections", cfg.Workers, need, free, why)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -229,11 +230,19 @@ func (c runConfig) faultNames() []string {
 // redact hides a URL's password, for logs and test.edn.
 func redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
+	if err != nil || u.Scheme == "" {
+		// A key=value connection string (host=… password=…), or none.
+		return dsnPassword.ReplaceAllString(raw, "${1}xxxxx")
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
 }
+
+// dsnPassword finds the password of a key=value connection string.
+var dsnPassword = regexp.MustCompile(`(password\s*=\s*)('[^']*'|\S+)`)
 
 // redactErr drops the URL from url.Parse errors, which quote it whole.
 func redactErr(err error) error {

@@ -230,7 +230,23 @@ func procState(pid int) string {
 func TestRunRefusesWorkersItCannotSeat(t *testing.T) {
 	code, _, stderr := hiatus(t, "run", "--store", t.TempDir(), "--redis-url", testRedisURL, "--postgres-url", testPostgresURL,
 		"--workers", "10000", "--time-limit", "1s", "--name", "seats", "--counter-id", "300")
-	if code != exitUsage || !strings.Contains(stderr, "--workers 10000 needs about 10005 sessions") {
+	if code != exitUsage || !strings.Contains(stderr, "--workers 10000 needs about 10004 sessions") {
 		t.Errorf("exit %d, stderr %q; want %d and the sessions it needs", code, stderr, exitUsage)
+	}
+}
+
+// TestRedact: no password of a server's address reaches a log or a message,
+// whichever way the address gives it.
+func TestRedact(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"redis://:secret@127.0.0.1:6379/0", "redis://:xxxxx@127.0.0.1:6379/0"},
+		{"postgres://postgres:secret@127.0.0.1/postgres?sslmode=disable", "postgres://postgres:xxxxx@127.0.0.1/postgres?sslmode=disable"},
+		{"postgres://postgres@127.0.0.1/postgres?password=secret", "postgres://postgres@127.0.0.1/postgres?password=xxxxx"},
+		{"host=127.0.0.1 port=5432 user=postgres password=secret dbname=postgres", "host=127.0.0.1 port=5432 user=postgres password=xxxxx dbname=postgres"},
+		{"host=127.0.0.1 password='se cret' user=postgres", "host=127.0.0.1 password=xxxxx user=postgres"},
+	} {
+		if got := redact(tc.in); got != tc.want || strings.Contains(got, "secret") || strings.Contains(got, "cret") {
+			t.Errorf("redact(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
