@@ -7,8 +7,11 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -119,17 +122,11 @@ func firstRun(list []byte) string {
 // WriteFile writes data to name inside the run, through a temporary file and
 // a rename, so that a crash never leaves half a file where a whole one was.
 func (r Run) WriteFile(name string, data []byte) error {
-	tmp, err := os.CreateTemp(r.Dir, "."+name+".*")
+	tmp, err := createTemp(r.Dir, name)
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("store: write %s: %w", name, err)
-	}
-	// CreateTemp makes the file 0600; a run's files are all readable alike.
-	if err := tmp.Chmod(0o644); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
 		return fmt.Errorf("store: write %s: %w", name, err)
@@ -142,4 +139,18 @@ func (r Run) WriteFile(name string, data []byte) error {
 		return fmt.Errorf("store: write %s: %w", name, err)
 	}
 	return nil
+}
+
+// createTemp creates a new file beside name in dir, as os.CreateTemp does,
+// but with the mode of every other file of a run, 0644 less the umask:
+// CreateTemp's 0600 would make some of a run's files private and others not.
+func createTemp(dir, name string) (*os.File, error) {
+	for range 100 {
+		path := filepath.Join(dir, "."+name+"."+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("create a temporary file for %s in %s: every name tried exists", name, dir)
 }

@@ -97,7 +97,17 @@ func TestWriteFileMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi.Mode().Perm() != 0o644 {
-		t.Errorf("%s is %v, want -rw-r--r--", Results, fi.Mode().Perm())
+	// As a file the run appends to is made: 0644 less the umask.
+	f, err := os.OpenFile(run.Path(Journal), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	ji, err := os.Stat(run.Path(Journal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != ji.Mode().Perm() {
+		t.Errorf("%s is %v, a file the run appends to %v", Results, fi.Mode().Perm(), ji.Mode().Perm())
 	}
 }

@@ -108,24 +108,14 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 		h, err = streamHistory(ctx, path, opts, prog)
 	}
 	if errors.Is(err, checker.ErrWholeHistory) {
-		h, err = readHistory(path, opts)
+		h, err = readHistory(path, opts, prog)
 	}
 	if err != nil {
 		return err
 	}
 	opts.Model, opts.Truncated = h.model, h.truncated != nil
-	if h.truncated != nil {
-		fmt.Fprintf(stderr, "hiatus: %v: the history is truncated; checking the %d ops before it\n", h.truncated, h.n)
-	}
-	prog.checking(fmt.Sprintf("checking %d ops as %s", h.n, h.model))
-	fmt.Fprintf(stdout, "checking %s\n  model %s%s, %d ops", path, h.model, h.detected, h.n)
-	if opts.Model != checker.ModelMutex {
-		fmt.Fprintf(stdout, ", initial %s", history.AppendValue(nil, h.initial))
-	}
-	fmt.Fprintln(stdout)
-
+	prog.checking(fmt.Sprintf("checking %s ops as %s", thousands(int64(h.n)), h.model))
 	var rs checker.Results
-	var drawn *checker.Visualization
 	if h.stream != nil {
 		rs, err = h.stream.Check(opts)
 		if errors.Is(err, checker.ErrWholeHistory) {
@@ -136,12 +126,23 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 			return usageError(err)
 		}
 	}
+	// Nothing else is written while the progress line is on the terminal:
+	// it goes first, then everything is said.
+	prog.end()
+	if h.truncated != nil {
+		fmt.Fprintf(stderr, "hiatus: %v: the history is truncated; checking the %d ops before it\n", h.truncated, h.n)
+	}
+	fmt.Fprintf(stdout, "checking %s\n  model %s%s, %d ops", path, h.model, h.detected, h.n)
+	if opts.Model != checker.ModelMutex {
+		fmt.Fprintf(stdout, ", initial %s", history.AppendValue(nil, h.initial))
+	}
+	fmt.Fprintln(stdout)
+	var drawn *checker.Visualization
 	if h.stream == nil {
 		if rs, drawn, err = check(ctx, a.html, h.ops, opts, stderr); err != nil {
 			return err
 		}
 	}
-	prog.end() // the line goes before the results
 	printResults(stdout, rs)
 	if drawn != nil {
 		fmt.Fprintf(stdout, "html: %s (%d of %d ops)\n", a.html, drawn.Ops, drawn.Total)
@@ -286,10 +287,15 @@ func readOps(ctx context.Context, r *history.Reader, add func(history.Op)) error
 }
 
 // readHistory reads every op of the history at path.
-func readHistory(path string, opts checker.Options) (*checkedHistory, error) {
+func readHistory(path string, opts checker.Options, prog *checkProgress) (*checkedHistory, error) {
 	// A malformed history is a *history.SyntaxError, which says
 	// file:line:col; a truncated one is checked as far as it goes.
-	ops, err := history.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usageError(fmt.Errorf("read history: %w", err))
+	}
+	defer f.Close()
+	ops, err := history.ReadAll(prog.reader(f), path)
 	h := &checkedHistory{path: path, ops: ops, n: len(ops)}
 	switch {
 	case errors.Is(err, history.ErrTruncated):

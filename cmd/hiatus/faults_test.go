@@ -144,15 +144,18 @@ func replacementWrote(ops []history.Op) bool {
 
 // runUntil runs hiatus as a real process with no time limit to speak of,
 // interrupts it once its journal's ops satisfy until, and returns its exit
-// status, run directory and results.edn.
+// status, run directory and results.edn. A run that ends by itself first
+// fails the test with its exit status.
 func runUntil(t *testing.T, until func([]history.Op) bool, args ...string) (code int, dir, results string) {
 	t.Helper()
 	cmd, root := startRun(t, append(args, "--time-limit", "10m")...)
-	dir = waitJournalOps(t, root, until)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	dir = waitJournalOps(t, root, until, exited)
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	err := cmd.Wait()
+	err := <-exited
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -169,9 +172,10 @@ func runUntil(t *testing.T, until func([]history.Op) bool, args ...string) (code
 }
 
 // waitJournalOps waits until the ops of the newest run's journal satisfy
-// until, and returns the run directory. The wait is bounded only so that a
-// run that never shows it fails instead of hanging.
-func waitJournalOps(t *testing.T, root string, until func([]history.Op) bool) string {
+// until, and returns the run directory. It fails the test if the run exits
+// first, or (so that a run that never shows it fails instead of hanging)
+// after two minutes; the test's cleanup then interrupts the run.
+func waitJournalOps(t *testing.T, root string, until func([]history.Op) bool, exited <-chan error) string {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
@@ -184,7 +188,11 @@ func waitJournalOps(t *testing.T, root string, until func([]history.Op) bool) st
 				}
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case err := <-exited:
+			t.Fatalf("the run ended (%v) before its journal showed the fault's effect", err)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	t.Fatal("the journal never showed the fault's effect")
 	return ""
@@ -211,7 +219,22 @@ func startRun(t *testing.T, args ...string) (*exec.Cmd, string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	t.Cleanup(func() {
+		// A run still going when its test ends is interrupted, so that it
+		// removes its throwaway servers' directories, and killed only if it
+		// does not end. A run already waited for refuses the signals.
+		if cmd.Process.Signal(syscall.SIGINT) != nil {
+			return
+		}
+		for range 600 {
+			if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+	})
 	return cmd, root
 }
 

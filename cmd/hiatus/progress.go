@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,6 +87,20 @@ func (p *checkProgress) line(now time.Time) string {
 	frac := min(1, float64(read)/float64(p.total))
 	left := time.Duration(float64(now.Sub(p.start)) * (1 - frac) / frac).Round(time.Second)
 	return fmt.Sprintf("%s: read %.0f%% (%s of %s), ~%v left to read", p.path, 100*frac, size(read), size(p.total), left)
+}
+
+// thousands writes n with commas between thousands: 2,500,000.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
 }
 
 // size writes a byte count for people.

@@ -32,3 +32,11 @@ func TestCheckProgressLine(t *testing.T) {
 		t.Errorf("a buffer is no terminal, yet progress wrote %q", out.String())
 	}
 }
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 2500000: "2,500,000", -20000130: "-20,000,130"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
