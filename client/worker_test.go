@@ -115,8 +115,8 @@ func (r *rig) history(t *testing.T) []history.Op {
 }
 
 // TestPausedHolder is the deterministic pause test: holder A acquires with a
-// 200 ms lease and reads, then waits inside its section; after 1.5 leases
-// holder B acquires, reads and writes; then A goes on and writes. Unfenced,
+// 200 ms lease and reads, then waits inside its section; holder B acquires
+// as soon as A's lease lapses, reads and writes; then A goes on and writes. Unfenced,
 // A's write overwrites B's: two successful writes, a counter of 1, one update
 // lost. Fenced, A's write is rejected and nothing is lost.
 func TestPausedHolder(t *testing.T) {

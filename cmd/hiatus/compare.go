@@ -39,7 +39,7 @@ func compareFlags() []cli.Flag {
 		&cli.StringFlag{Name: "redis-url", EnvVars: []string{"HIATUS_REDIS_URL"}, Usage: "use this Redis instead of a throwaway redis-server (one for the whole grid)"},
 		&cli.StringFlag{Name: "postgres-url", EnvVars: []string{"HIATUS_POSTGRES_URL"}, Usage: "use this PostgreSQL instead of a throwaway one (one for the whole grid)"},
 		&cli.StringFlag{Name: "store", Value: "store", Usage: "directory where runs are kept"},
-		&cli.StringFlag{Name: "name", Value: "compare", Usage: "the comparison goes to STORE/NAME/START-TIME/, its runs to STORE/NAME-ROW/START-TIME/"},
+		&cli.StringFlag{Name: "name", Value: "compare", Usage: "the comparison goes to STORE/NAME/START-TIME/, and its runs inside it, to NAME-ROW/START-TIME/"},
 		&cli.Int64Flag{Name: "counter-id", Value: 1, Usage: "row of the counter table the runs use"},
 	}
 }

@@ -68,7 +68,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			"operation in an EDN history, and checks the history for lost updates, overlapping\n" +
 			"critical sections and linearizability. Runs are kept under ./store.\n\n" +
 			"Start with:  hiatus run --nemesis sigstop\n" +
-			"Then:        hiatus check        (re-checks store/latest)",
+			"Then:        hiatus check        (re-checks store/latest)\n" +
+			"Help on one: hiatus help COMMAND, or hiatus COMMAND --help",
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Commands: []*cli.Command{
@@ -79,12 +80,15 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			workerCommand(),
 		},
 		Action: func(c *cli.Context) error {
-			switch {
-			case c.Args().First() == "help" && c.NArg() == 2 && c.App.Command(c.Args().Get(1)) != nil:
-				return cli.ShowCommandHelp(c, c.Args().Get(1))
-			case c.Args().First() == "help" && c.NArg() == 1:
-				return cli.ShowAppHelp(c)
-			case c.NArg() > 0:
+			if topic, ok := helpTopic(c.Args().Slice()); ok {
+				if topic != "" && c.App.Command(topic) != nil {
+					return cli.ShowCommandHelp(c, topic)
+				}
+				if topic == "" {
+					return cli.ShowAppHelp(c)
+				}
+			}
+			if c.NArg() > 0 {
 				return usageErrorf("unknown command %q (see hiatus --help)", strings.Join(c.Args().Slice(), " "))
 			}
 			return cli.ShowAppHelp(c)
@@ -110,6 +114,26 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	return app
 }
 
+// helpTopic reads `hiatus help [CMD]` (or h, and any -h, --help or help
+// after it, as urfave/cli's own help command took them): ok says the args
+// ask for help, topic names the command, "" for the app.
+func helpTopic(args []string) (topic string, ok bool) {
+	if len(args) == 0 || args[0] != "help" && args[0] != "h" {
+		return "", false
+	}
+	for _, a := range args[1:] {
+		switch a {
+		case "-h", "--help", "-help", "help", "h":
+		default:
+			if topic != "" {
+				return "", false
+			}
+			topic = a
+		}
+	}
+	return topic, true
+}
+
 // helpFlag is a --help flag of an app's or command's own.
 func helpFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "help", Aliases: []string{"h"}, Usage: "show help", DisableDefaultText: true}
@@ -131,6 +155,9 @@ func flagWords(cmd *cli.Command, err error) error {
 		}
 		switch f.(type) {
 		case *cli.DurationFlag:
+			if strings.Trim(m[1], "0123456789.") != "" {
+				return fmt.Errorf("--%s: %q is not a duration such as 500ms, 2s or 1m30s (at most about 290 years)", m[2], m[1])
+			}
 			return fmt.Errorf("--%s takes a duration with its unit, such as 500ms, 2s or 1m30s, not %q", m[2], m[1])
 		case *cli.IntFlag, *cli.Int64Flag:
 			return fmt.Errorf("--%s takes a whole number, not %q", m[2], m[1])

@@ -78,6 +78,7 @@ func TestCLIWords(t *testing.T) {
 		{[]string{"compare", "extra-arg"}, `compare takes flags only, not ["extra-arg"]`},
 		{[]string{"run", "--lease", "500"}, `--lease takes a duration with its unit, such as 500ms, 2s or 1m30s, not "500"`},
 		{[]string{"run", "--workers", "three"}, `--workers takes a whole number, not "three"`},
+		{[]string{"run", "--time-limit", "99999999999h"}, `--time-limit: "99999999999h" is not a duration such as 500ms`},
 		{[]string{"check", "--model", "foo", "../../docs/examples/unsettled.edn"}, `--model: unknown model "foo"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -109,7 +110,8 @@ func TestUnreachableRedisWords(t *testing.T) {
 // TestHelp: help is there however it is asked for, from each app of its
 // own (the tests run apps side by side; -race watches them).
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"help"}, {"help", "run"}, {"run", "--help"}, {"check", "-h"}} {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"help", "run"}, {"run", "--help"}, {"check", "-h"},
+		{"h"}, {"h", "run"}, {"help", "-h"}, {"help", "run", "-h"}, {"help", "help"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Parallel()
 			code, stdout, stderr := hiatus(t, args...)
