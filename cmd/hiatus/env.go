@@ -152,22 +152,14 @@ func (e *env) logServers(cfg runConfig, lg *runLog) {
 	}
 }
 
-// keepLogs copies the throwaway servers' own logs into the run directory.
-func (e *env) keepLogs(run store.Run, lg *runLog) {
-	for _, sv := range []struct {
-		s    *servers.Server
-		name string
-	}{{e.redis, store.RedisLog}, {e.postgres, store.PostgresLog}} {
-		if sv.s == nil {
-			continue
-		}
-		b, err := os.ReadFile(sv.s.Log())
-		if err == nil {
-			err = run.WriteFile(sv.name, b)
-		}
-		if err != nil {
-			lg.logf("%s: cannot keep its log: %v", sv.s.Name(), err)
-		}
+// keepLogs has the throwaway servers' own logs kept in the run directory
+// when they stop, so that the kept logs show how they ended.
+func (e *env) keepLogs(run store.Run) {
+	if e.redis != nil {
+		e.redis.KeepLog(run.Path(store.RedisLog))
+	}
+	if e.postgres != nil {
+		e.postgres.KeepLog(run.Path(store.PostgresLog))
 	}
 }
 

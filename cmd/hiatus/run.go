@@ -296,7 +296,7 @@ func runTestUntil(ctx, hard context.Context, cfg runConfig, out io.Writer) (*run
 	}
 	lg.printf("run %s: %s", run.Dir, cfg.describe())
 	env.logServers(cfg, lg)
-	defer env.keepLogs(run, lg) // before env.close removes the servers' directories
+	env.keepLogs(run)
 
 	journal, err := os.OpenFile(run.Path(store.Journal), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

@@ -33,6 +33,7 @@ type Server struct {
 	cred  *syscall.Credential
 	dir   string         // removed on Stop
 	log   string         // the server's own log, quoted when it fails
+	keep  string         // where Stop copies the log; "" for nowhere
 	quit  syscall.Signal // the signal that ends it cleanly
 	crash syscall.Signal // the signal that ends it abruptly
 	ready func(context.Context) error
@@ -68,14 +69,26 @@ func (s *Server) Stop() error {
 		return nil
 	}
 	s.end(s.quit, 5*time.Second)
+	var kept error
+	if s.keep != "" && s.dir != "" {
+		if b, err := os.ReadFile(s.log); err != nil {
+			kept = fmt.Errorf("keep %s's log: %w", s.name, err)
+		} else if err := os.WriteFile(s.keep, b, 0o644); err != nil {
+			kept = fmt.Errorf("keep %s's log: %w", s.name, err)
+		}
+	}
 	if s.dir != "" {
 		if err := os.RemoveAll(s.dir); err != nil {
-			return fmt.Errorf("remove %s: %w", s.dir, err)
+			return errors.Join(kept, fmt.Errorf("remove %s: %w", s.dir, err))
 		}
 		s.dir = ""
 	}
-	return nil
+	return kept
 }
+
+// KeepLog has Stop copy the server's own log to path, as it was when the
+// server had ended, before it removes the server's directory.
+func (s *Server) KeepLog(path string) { s.keep = path }
 
 // Crash ends the server abruptly — SIGKILL for Redis, an immediate shutdown
 // for PostgreSQL — and waits until it has exited. Its directory stays, for

@@ -3,7 +3,9 @@ package servers
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -107,5 +109,35 @@ func TestRemoveOrphans(t *testing.T) {
 	}
 	if _, err := os.Stat(mine); err != nil {
 		t.Errorf("live %s removed: %v", mine, err)
+	}
+}
+
+// TestKeepLog: a kept log is the server's own, as it was once the server
+// had ended, and outlives the server's directory.
+func TestKeepLog(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		start func(context.Context) (*Server, error)
+		ended string // what the server logs as it ends
+	}{
+		{StartRedis, "bye bye"},
+		{StartPostgres, "database system is shut down"},
+	} {
+		s, err := tc.start(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := filepath.Join(t.TempDir(), s.Name()+".log")
+		s.KeepLog(kept)
+		if err := s.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(kept)
+		if err != nil || !strings.Contains(string(b), tc.ended) {
+			t.Errorf("%s's kept log (%v) lacks %q:\n%s", s.Name(), err, tc.ended, b)
+		}
+		if _, err := os.Stat(s.Log()); !os.IsNotExist(err) {
+			t.Errorf("%s's directory is still there: %v", s.Name(), err)
+		}
 	}
 }
