@@ -94,7 +94,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return cli.ShowAppHelp(c)
 		},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return usageError(err)
+			return usageErrorf("%v (see hiatus --help)", err)
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main decides the exit status
 		// urfave/cli v2 gives every app the one global HelpFlag and help
@@ -180,8 +180,10 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	var ce cli.ExitCoder
 	if errors.As(err, &ce) {
-		fmt.Fprintf(stderr, "hiatus: %v\n", err)
-		return ce.ExitCode()
+		// urfave/cli's own exit codes (3: "No help topic for …") are all
+		// about the words typed: they are the user's to fix.
+		fmt.Fprintf(stderr, "hiatus: %v (see hiatus --help)\n", err)
+		return exitUsage
 	}
 	fmt.Fprintf(stderr, "hiatus: %v\n", err)
 	return exitInternal

@@ -120,7 +120,17 @@ func TestHelp(t *testing.T) {
 			}
 		})
 	}
-	if code, _, stderr := hiatus(t, "help", "bogus"); code != exitUsage || !strings.Contains(stderr, `unknown command "help bogus"`) {
-		t.Errorf("help bogus: exit %d, %q", code, stderr)
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"help", "bogus"}, `unknown command "help bogus"`},
+		{[]string{"--help", "nosuch"}, "No help topic for 'nosuch' (see hiatus --help)"},
+		{[]string{"run", "-h", "extra"}, "No help topic for 'extra'"},
+		{[]string{"--bogus"}, "flag provided but not defined: -bogus (see hiatus --help)"},
+	} {
+		if code, _, stderr := hiatus(t, tc.args...); code != exitUsage || !strings.Contains(stderr, tc.stderr) {
+			t.Errorf("%v: exit %d, %q; want %d and %q", tc.args, code, stderr, exitUsage, tc.stderr)
+		}
 	}
 }
