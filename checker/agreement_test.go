@@ -144,7 +144,7 @@ func genHistory(t *rapid.T) ([]history.Op, int64) {
 // every drawn lock-counter history,
 //
 //   - the counter walk and porcupine give the same :linear verdict;
-//   - the Stream makes the counter operations porcupine is given;
+//   - the Stream finds the problems pairCalls finds;
 //   - the Stream's :lock-counter result is LockCounter's;
 //   - the history written as EDN and checked as it is read gives the
 //     results Check gives in memory, to the byte.
@@ -173,11 +173,7 @@ func TestLockCounterAgreement(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.calls, p.problems = pairCalls(p.ops)
-		lr, _, bad := p.problem()
 		p.stream.finish()
-		if got, want := len(p.stream.calls), len(lr.ops()); bad == nil && got != want {
-			t.Fatalf("the stream made %d counter ops, porcupine is given %d", got, want)
-		}
 		if got, want := p.stream.firstProblems, p.problems[:min(len(p.problems), evidenceLimit)]; p.stream.problems != len(p.problems) || !slices.Equal(got, want) {
 			t.Fatalf("the stream found %d problems %q, pairCalls %d %q", p.stream.problems, got, len(p.problems), want)
 		}

@@ -433,6 +433,14 @@ type proof struct {
 	n     int // how many writes of unknown outcome could have produced it
 }
 
+// lostBound is what a history proves of the updates lost at its final read.
+type lostBound struct {
+	lo, hi int64 // the least and the most lost, in any execution the history allows
+	ok     int   // acknowledged writes that completed before the final read
+	proven int   // writes of unknown outcome that reads prove took effect before it
+	first  proof // the earliest of those proofs, when proven > 0
+}
+
 // lostBounds bounds the updates lost at the final read, calls[final], that
 // returned value: the writes that took effect before it, less the counter's
 // rise. The bounds hold for every execution the history allows, even one
@@ -443,14 +451,13 @@ type proof struct {
 //     (see proofs) among the reads that completed before then, or the final
 //     read itself;
 //   - at most, every write invoked before the final read completed.
-//
-// ok says how many acknowledged writes completed before the final read.
-func (w *counterWalk) lostBounds(final int, value int64) (lo, hi int64, ok, proven int, first proof) {
+func (w *counterWalk) lostBounds(final int, value int64) lostBound {
 	f := w.item(final)
+	var b lostBound
 	may := 0
 	for _, it := range w.known {
 		if it.r < f.c {
-			ok++
+			b.ok++
 		}
 		if it.c <= f.r {
 			may++
@@ -463,20 +470,21 @@ func (w *counterWalk) lostBounds(final int, value int64) (lo, hi int64, ok, prov
 			}
 		}
 	}
-	proven, first = w.proofs(func(rd walkItem) bool { return rd.r < f.c || rd.i == final })
+	b.proven, b.first = w.proofs(f.c, final)
 	rise := value - w.initial
-	return max(0, int64(ok+proven)-rise), max(0, int64(may)-rise), ok, proven, first
+	b.lo, b.hi = max(0, int64(b.ok+b.proven)-rise), max(0, int64(may)-rise)
+	return b
 }
 
 // proofs returns, for each value other than initial that a read returned
-// (among the reads use accepts), the proof that a write of unknown outcome
-// took effect, when there is one: the writes of that value invoked before
-// the earliest of those reads completed are all of unknown outcome, and
-// there is at least one. Values differ, so each proof is a different write.
-// first is the earliest-completing read of the proofs; count is their
-// number.
-func (w *counterWalk) proofs(use func(walkItem) bool) (count int, first proof) {
-	known, maybe := cursor{items: w.known}, cursor{items: w.maybe}
+// (a read that completed before the time cut, or calls[final]), the proof
+// that a write of unknown outcome took effect, when there is one: the
+// writes of that value invoked before the earliest of those reads completed
+// are all of unknown outcome, and there is at least one. Values differ, so
+// each proof is a different write. first is the earliest-completing read of
+// the proofs; count is their number.
+func (w *counterWalk) proofs(cut int64, final int) (count int, first proof) {
+	known := cursor{items: w.known}
 	first.read = -1
 	var firstAt walkItem
 	for i := 0; i < len(w.reads); {
@@ -484,37 +492,22 @@ func (w *counterWalk) proofs(use func(walkItem) bool) (count int, first proof) {
 		j, found := i, false
 		var earliest walkItem
 		for ; j < len(w.reads) && w.reads[j].value == v; j++ {
-			if rd := w.reads[j]; use(rd) && (!found || rd.r < earliest.r) {
+			if rd := w.reads[j]; (rd.r < cut || rd.i == final) && (!found || rd.r < earliest.r) {
 				earliest, found = rd, true
 			}
 		}
 		i = j
-		if !found || v == w.initial {
+		if !found || v == w.initial ||
+			slices.ContainsFunc(known.at(v), func(k walkItem) bool { return k.c <= earliest.r }) {
 			continue
 		}
-		settled := false
-		for _, k := range known.at(v) {
-			settled = settled || k.c <= earliest.r
-		}
-		if settled {
+		ms := w.maybeWriters(v, earliest.r)
+		if len(ms) == 0 {
 			continue
 		}
-		var pr proof
-		for _, m := range maybe.at(v) {
-			if m.c <= earliest.r {
-				if pr.n == 0 {
-					pr.maybe = m.i
-				}
-				pr.n++
-			}
-		}
-		if pr.n == 0 {
-			continue
-		}
-		pr.read = earliest.i
 		count++
 		if first.read < 0 || earliest.r < firstAt.r || earliest.r == firstAt.r && earliest.pos < firstAt.pos {
-			first, firstAt = pr, earliest
+			first, firstAt = proof{read: earliest.i, maybe: ms[0].i, n: len(ms)}, earliest
 		}
 	}
 	return count, first

@@ -77,12 +77,8 @@ func (s *Stream) explainLockCounter(lr *linearRun, v violation) (string, []Field
 		}
 		return msg, []Field{{"colliding", []any{s.id(writeOf(first)), s.id(writeOf(second))}}}
 	}
-	wrote := fmt.Sprintf("wrote %d", in.value)
-	if in.read {
-		wrote += fmt.Sprintf(" after reading %d", in.from)
-	}
 	msg := fmt.Sprintf("%s (process %v) %s, but the writes before it leave the counter at %s",
-		s.name(writeOf(m)), m.process, wrote, orList(toStrings(v.states)))
+		s.name(writeOf(m)), m.process, did(s.callAt(m)), orList(toStrings(v.states)))
 	if c := s.cause(s.callAt(m)); c != "" {
 		msg += "; " + c
 	}

@@ -311,7 +311,7 @@ func (p *plan) lockCounterOps(op func(inv, done int, proc history.Process, in an
 	}
 	ops = make([]porcupine.Operation, 0, len(s.calls))
 	for _, c := range s.calls {
-		ops = append(ops, op(c.inv, c.done, c.process, lcOp{write: c.write, value: c.value, from: c.from, fence: c.fence, maybe: c.maybe, read: c.read}))
+		ops = append(ops, op(c.inv, c.done, c.process, lcOp{write: c.write, value: c.value, from: c.from, fence: c.fence, maybe: c.maybe}))
 	}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
 	return ops, s.fails, bad

@@ -165,8 +165,8 @@ func (b *pauseBuilder) finish() []Pause {
 // writes of unknown outcome remain), critical sections that overlap on the
 // Redis clock, writes sent after the writer's lease had expired, fencing
 // order, and the pause behind each stale write. The verdict is invalid when
-// the history proves an update lost, unknown when it has no final read. It
-// is the :lock-counter result of Check.
+// the history proves an update lost, unknown when it has no final read or
+// ops it cannot read as counter ops. It is the :lock-counter result of Check.
 func LockCounter(ops []history.Op, initial int64) Result {
 	s := NewStream()
 	for _, o := range ops {
@@ -239,13 +239,13 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 		r.Explanation = "the history has no final read of the counter, so lost updates cannot be counted"
 	default:
 		f.Counted, f.Final = true, s.calls[s.finalRead].value
-		lo, hi, ok, n, first := w.lostBounds(s.finalRead, f.Final)
-		f.LostMin, f.LostMax, f.ProvenWrites = lo, hi, int64(n)
+		b := w.lostBounds(s.finalRead, f.Final)
+		f.LostMin, f.LostMax, f.ProvenWrites = b.lo, b.hi, int64(b.proven)
 		rise := f.Final - initial
 		switch {
-		case lo > 0:
+		case b.lo > 0:
 			r.Valid = Invalid
-			r.Explanation = s.lostWords(int64(ok), f.Writes, rise, lo, hi, n, first)
+			r.Explanation = s.lostWords(b, f.Writes, rise)
 		case rise > f.Writes+f.InfoWrites:
 			r.Valid = Invalid
 			r.Explanation = fmt.Sprintf("the counter rose by %d, more than the %d writes that may have happened", rise, f.Writes+f.InfoWrites)
@@ -271,12 +271,10 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 	return r
 }
 
-// lostWords says how many updates the history proves lost, lo, and how many
-// it may have lost, hi, from the acknowledged writes (ok of all of them
-// completed before the final read), the writes of unknown outcome reads
-// prove took effect before it (first, the first proof), and the counter's
-// rise.
-func (s *Stream) lostWords(ok, writes, rise, lo, hi int64, proven int, first proof) string {
+// lostWords says how many updates the history proves lost and how many it
+// may have lost, from b, the writes acknowledged and the counter's rise.
+func (s *Stream) lostWords(b lostBound, writes, rise int64) string {
+	ok, lo, hi := int64(b.ok), b.lo, b.hi
 	acked := fmt.Sprintf("%d successful %s", ok, plural(ok, "write", "writes"))
 	if ok < writes {
 		acked += " completed before the final read"
@@ -286,11 +284,11 @@ func (s *Stream) lostWords(ok, writes, rise, lo, hi int64, proven int, first pro
 		moved = fmt.Sprintf("the counter fell by %d", -rise)
 	}
 	var msg string
-	if proven == 0 {
+	if b.proven == 0 {
 		msg = fmt.Sprintf("%s, but %s: ", acked, moved)
 	} else {
 		msg = fmt.Sprintf("%s, and %d of unknown outcome that reads prove took effect (%s), but %s: ",
-			acked, proven, s.describeProof(first), moved)
+			acked, b.proven, s.describeProof(b.first), moved)
 	}
 	if hi > lo {
 		return msg + fmt.Sprintf("at least %d %s lost, at most %d", lo, plural(lo, "update", "updates"), hi)

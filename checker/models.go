@@ -414,7 +414,6 @@ type lcOp struct {
 	from  int64 // a write: the value its section read
 	fence int64 // a write's fencing token; 0 if unfenced
 	maybe bool  // a write that completed :info or never completed
-	read  bool  // a write whose section read (else from is value-1)
 }
 
 // An lcState is the counter and the highest fence that took effect.

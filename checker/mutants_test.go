@@ -79,8 +79,8 @@ var mutants = []mutant{
 		name: "a read proves a write of unknown outcome even beside an acknowledged one",
 		file: "counterwalk.go",
 		edits: [][2]string{{
-			"			settled = settled || k.c <= earliest.r",
-			"			settled = settled || k.c <= earliest.r && false"}},
+			"func(k walkItem) bool { return k.c <= earliest.r }",
+			"func(k walkItem) bool { return k.c <= earliest.r && false }"}},
 	},
 }
 

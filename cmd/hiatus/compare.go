@@ -15,7 +15,6 @@ import (
 	"github.com/hiatus-dev/hiatus/internal/compare"
 	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 )
 
 func compareFlags() []cli.Flag {
@@ -342,8 +341,7 @@ type progress struct {
 }
 
 func newProgress(w io.Writer) *progress {
-	f, ok := w.(*os.File)
-	return &progress{w: w, tty: ok && term.IsTerminal(int(f.Fd()))}
+	return &progress{w: w, tty: isTerminal(w)}
 }
 
 func (p *progress) report(pr compare.Progress) {

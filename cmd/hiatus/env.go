@@ -138,28 +138,20 @@ func (e *env) faults(cfg runConfig, ws *workerSet, fz *nemesis.Freezer) []nemesi
 	return fs
 }
 
-// logServers says in the run's log which servers the run uses.
-func (e *env) logServers(cfg runConfig, lg *runLog) {
+// logServers says in the run's log which servers the run uses, and has the
+// throwaway ones keep their own logs in the run directory when they stop,
+// so that the kept logs show how they ended.
+func (e *env) logServers(run store.Run, cfg runConfig, lg *runLog) {
 	for _, sv := range []struct {
 		s        *servers.Server
 		url, log string
 	}{{e.redis, cfg.RedisURL, store.RedisLog}, {e.postgres, cfg.PostgresURL, store.PostgresLog}} {
-		if sv.s != nil {
-			lg.logf("%s: throwaway, pid %d, at %s; its own log is kept as %s", sv.s.Name(), sv.s.ProcessID(), redact(sv.url), sv.log)
-		} else {
+		if sv.s == nil {
 			lg.logf("server given: %s", redact(sv.url))
+			continue
 		}
-	}
-}
-
-// keepLogs has the throwaway servers' own logs kept in the run directory
-// when they stop, so that the kept logs show how they ended.
-func (e *env) keepLogs(run store.Run) {
-	if e.redis != nil {
-		e.redis.KeepLog(run.Path(store.RedisLog))
-	}
-	if e.postgres != nil {
-		e.postgres.KeepLog(run.Path(store.PostgresLog))
+		lg.logf("%s: throwaway, pid %d, at %s; its own log is kept as %s", sv.s.Name(), sv.s.ProcessID(), redact(sv.url), sv.log)
+		sv.s.KeepLog(run.Path(sv.log))
 	}
 }
 

@@ -35,7 +35,7 @@ const progressAfter = 2 * time.Second
 // of total bytes, on w when w is a terminal.
 func startProgress(w io.Writer, path string, total int64) *checkProgress {
 	p := &checkProgress{w: w, path: path, total: total, start: time.Now(), stop: make(chan struct{})}
-	if f, ok := w.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+	if !isTerminal(w) {
 		return p
 	}
 	p.done.Add(1)
@@ -60,6 +60,13 @@ func startProgress(w io.Writer, path string, total int64) *checkProgress {
 		}
 	}()
 	return p
+}
+
+// isTerminal reports whether w is a terminal, where a line rewritten in
+// place makes sense; in a pipe or a log it would be noise.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // reader counts what r reads as the check's progress.

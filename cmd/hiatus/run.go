@@ -295,8 +295,7 @@ func runTestUntil(ctx, hard context.Context, cfg runConfig, out io.Writer) (*run
 		return nil, err
 	}
 	lg.printf("run %s: %s", run.Dir, cfg.describe())
-	env.logServers(cfg, lg)
-	env.keepLogs(run)
+	env.logServers(run, cfg, lg)
 
 	journal, err := os.OpenFile(run.Path(store.Journal), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

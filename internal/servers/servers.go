@@ -47,10 +47,6 @@ type Server struct {
 // Name names the server's program: "redis-server", "postgres".
 func (s *Server) Name() string { return s.name }
 
-// Log returns the path of the server's own log, which Stop removes with
-// the rest of its directory.
-func (s *Server) Log() string { return s.log }
-
 // ProcessID returns the server's PID now; it changes when it is restarted.
 func (s *Server) ProcessID() int {
 	s.mu.Lock()

@@ -136,7 +136,7 @@ func TestKeepLog(t *testing.T) {
 		if err != nil || !strings.Contains(string(b), tc.ended) {
 			t.Errorf("%s's kept log (%v) lacks %q:\n%s", s.Name(), err, tc.ended, b)
 		}
-		if _, err := os.Stat(s.Log()); !os.IsNotExist(err) {
+		if _, err := os.Stat(s.log); !os.IsNotExist(err) {
 			t.Errorf("%s's directory is still there: %v", s.Name(), err)
 		}
 	}
