@@ -7,8 +7,10 @@ package checker
 // writes were stale, which sections overlapped) stays in the Result's
 // Fields.
 type LockCounterFigures struct {
-	Writes     int64 // :writes — acknowledged (:ok) writes
-	InfoWrites int64 // :info-writes — writes of unknown outcome: completed :info or never completed
+	Sections       int64 // :sections — critical sections: acquires that were granted
+	LeasedSections int64 // :leased-sections — of them, those granted with a lease (:lease-ms)
+	Writes         int64 // :writes — acknowledged (:ok) writes
+	InfoWrites     int64 // :info-writes — writes of unknown outcome: completed :info or never completed
 	// Counted says the history has a final read, so that Final, LostMin and
 	// LostMax are known; without one they are nil in results.edn.
 	Counted          bool
@@ -32,6 +34,8 @@ func (f LockCounterFigures) fields() []Field {
 		final, lo, hi = f.Final, f.LostMin, f.LostMax
 	}
 	return []Field{
+		{"sections", f.Sections},
+		{"leased-sections", f.LeasedSections},
 		{"writes", f.Writes},
 		{"info-writes", f.InfoWrites},
 		{"final", final},

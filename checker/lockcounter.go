@@ -214,12 +214,16 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 	f := LockCounterFigures{
 		Writes: int64(c.writes), InfoWrites: int64(c.infoWrites + s.unfinished),
 		StaleRejected: int64(c.rejected), Pauses: int64(len(pauses)), Faults: int64(c.faults), InfoOps: int64(c.infoOps),
+		Sections: int64(len(secs)),
 	}
 	overlapping, pairs := overlaps(secs, mayHaveWritten)
 	f.Overlapping = int64(overlapping)
 	lockOverlapping, _ := overlaps(secs, anySection)
 	f.LockOverlapping = int64(lockOverlapping)
 	for _, sec := range secs {
+		if sec.LeaseNS > 0 {
+			f.LeasedSections++
+		}
 		if sec.LeaseNS > 0 && sec.WriteType == history.Ok && sec.WriteInv > sec.Start+sec.LeaseNS {
 			f.LateWrites++
 		}

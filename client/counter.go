@@ -104,10 +104,16 @@ func (c *Counter) Write(ctx context.Context, value, fence int64, id WriteID) err
 	return nil
 }
 
-// Audited returns the writes the audit table holds for the counter: the
-// ones that took effect.
-func (c *Counter) Audited(ctx context.Context) (map[WriteID]bool, error) {
-	rows, err := c.DB.Query(ctx, `SELECT process, section FROM counter_audit WHERE counter_id = $1`, c.ID)
+// Audited returns which of ids the audit table holds for the counter: the
+// writes that took effect.
+func (c *Counter) Audited(ctx context.Context, ids []WriteID) (map[WriteID]bool, error) {
+	procs, secs := make([]int64, len(ids)), make([]int64, len(ids))
+	for i, id := range ids {
+		procs[i], secs[i] = id.Process, id.Section
+	}
+	rows, err := c.DB.Query(ctx, `SELECT process, section FROM counter_audit
+		WHERE counter_id = $1 AND (process, section) IN (SELECT * FROM unnest($2::bigint[], $3::bigint[]))`,
+		c.ID, procs, secs)
 	if err != nil {
 		return nil, fmt.Errorf("read counter_audit: %w", err)
 	}

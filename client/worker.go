@@ -9,29 +9,33 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Resolve turns the :info writes of ops into what the audit table says
-// happened: :ok when the write is there, :fail when it is not. Each resolved
-// op keeps its :error and gains :resolved :audit. Call it only when no write
-// can still be in flight: every worker has ended and its server sessions
-// with it.
-func Resolve(ops []history.Op, audited map[WriteID]bool) (resolved int) {
-	for i, o := range ops {
-		if !o.IsClient() || o.F != history.FWrite || o.Type != history.Info {
-			continue
-		}
-		s, ok := history.Int(o.Get(history.KeySection))
-		if !ok {
-			continue
-		}
-		o = o.With(history.KeyResolved, history.Keyword("audit"))
-		o.Type = history.Fail
-		if audited[WriteID{Process: int64(o.Process), Section: s}] {
-			o.Type = history.Ok
-		}
-		ops[i] = o
-		resolved++
+// InfoWrite names the write o is, when o is an :info write that the audit
+// table can settle: one that carries its :section.
+func InfoWrite(o history.Op) (WriteID, bool) {
+	if !o.IsClient() || o.F != history.FWrite || o.Type != history.Info {
+		return WriteID{}, false
 	}
-	return resolved
+	s, ok := history.Int(o.Get(history.KeySection))
+	return WriteID{Process: int64(o.Process), Section: s}, ok
+}
+
+// Resolve turns an :info write into what the audit table says happened:
+// :ok when the write is there, :fail when it is not; the op keeps its
+// :error and gains :resolved :audit. Other ops, and :info writes not among
+// asked (the writes whose audit rows were read), are returned as they are,
+// with false. Call it only when no write can still be in flight: every
+// worker has ended and its server sessions with it.
+func Resolve(o history.Op, asked, audited map[WriteID]bool) (history.Op, bool) {
+	id, ok := InfoWrite(o)
+	if !ok || !asked[id] {
+		return o, false
+	}
+	o = o.With(history.KeyResolved, history.Keyword("audit"))
+	o.Type = history.Fail
+	if audited[id] {
+		o.Type = history.Ok
+	}
+	return o, true
 }
 
 // A Section tells a Hook which critical section it is called in.

@@ -207,8 +207,8 @@ func TestMutualExclusion(t *testing.T) {
 	}
 }
 
-// TestResolve: :info writes become :ok when the audit table has them and
-// :fail when it does not; nothing else changes.
+// TestResolve: :info writes asked about become :ok when the audit table has
+// them and :fail when it does not; nothing else changes.
 func TestResolve(t *testing.T) {
 	sec := map[history.Keyword]any{"section": int64(4)}
 	ops := []history.Op{
@@ -216,17 +216,31 @@ func TestResolve(t *testing.T) {
 		{Type: history.Info, Process: 2, F: "write", Value: int64(7), Extra: sec},
 		{Type: history.Info, Process: 3, F: "read"},
 		{Type: history.Ok, Process: 1, F: "write", Value: int64(8), Extra: sec},
-		{Type: history.Info, Process: 4, F: "write", Value: int64(9)}, // no :section: left alone
+		{Type: history.Info, Process: 4, F: "write", Value: int64(9)},             // no :section: left alone
+		{Type: history.Info, Process: 5, F: "write", Value: int64(9), Extra: sec}, // not asked about
 	}
-	n := client.Resolve(ops, map[client.WriteID]bool{{Process: 1, Section: 4}: true})
-	want := []history.Type{history.Ok, history.Fail, history.Info, history.Ok, history.Info}
-	for i, o := range ops {
-		if o.Type != want[i] {
-			t.Errorf("op %d: %v, want %v", i, o.Type, want[i])
+	asked := map[client.WriteID]bool{}
+	for _, o := range ops[:5] {
+		if id, ok := client.InfoWrite(o); ok {
+			asked[id] = true
 		}
 	}
-	if n != 2 || ops[0].Get("resolved") != history.Keyword("audit") {
-		t.Errorf("resolved %d ops, op 0 %v; want 2 and :resolved :audit", n, ops[0])
+	want := []history.Type{history.Ok, history.Fail, history.Info, history.Ok, history.Info, history.Info}
+	n := 0
+	for i, o := range ops {
+		got, ok := client.Resolve(o, asked, map[client.WriteID]bool{{Process: 1, Section: 4}: true})
+		if ok {
+			n++
+		}
+		if got.Type != want[i] {
+			t.Errorf("op %d: %v, want %v", i, got.Type, want[i])
+		}
+		if i == 0 && got.Get("resolved") != history.Keyword("audit") {
+			t.Errorf("op 0 %v; want :resolved :audit", got)
+		}
+	}
+	if n != 2 {
+		t.Errorf("resolved %d ops, want 2", n)
 	}
 }
 
@@ -242,7 +256,7 @@ func TestAudit(t *testing.T) {
 	if err := c.Write(ctx, 1, 4, client.WriteID{Process: 1, Section: 1}); err != client.ErrStale {
 		t.Fatalf("stale write: %v, want ErrStale", err)
 	}
-	got, err := c.Audited(ctx)
+	got, err := c.Audited(ctx, []client.WriteID{{Process: 0, Section: 1}, {Process: 1, Section: 1}, {Process: 2, Section: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,3 +55,16 @@ func stopSelf() {
 	defer runtime.UnlockOSThread()
 	_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
 }
+
+// SelfStopped reports whether o is the :pause event an InSection of kind
+// KindStop records just before it stops its own process, and for how long:
+// whoever started that process must resume it (SIGCONT) after d, since a
+// stopped process cannot wake itself.
+func SelfStopped(o history.Op) (d time.Duration, ok bool) {
+	v, isMap := o.Value.(map[history.Keyword]any)
+	if !isMap || o.F != history.FPause || v["kind"] != KindStop {
+		return 0, false
+	}
+	ms, _ := history.Int(v["ms"])
+	return time.Duration(ms) * time.Millisecond, true
+}

@@ -122,23 +122,61 @@ func firstRun(list []byte) string {
 // WriteFile writes data to name inside the run, through a temporary file and
 // a rename, so that a crash never leaves half a file where a whole one was.
 func (r Run) WriteFile(name string, data []byte) error {
+	f, err := r.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Abort()
+		return err
+	}
+	return f.Close()
+}
+
+// A File is a file of a run being written: it takes its name only when
+// closed, whole; until then, or when aborted, the name is left as it was.
+type File struct {
+	tmp  *os.File
+	path string
+	name string
+}
+
+// Create starts writing name inside the run, for files too large to make
+// in memory first; see WriteFile. Close or Abort it.
+func (r Run) Create(name string) (*File, error) {
 	tmp, err := createTemp(r.Dir, name)
 	if err != nil {
-		return fmt.Errorf("store: %w", err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("store: write %s: %w", name, err)
+	return &File{tmp: tmp, path: r.Path(name), name: name}, nil
+}
+
+// Write implements io.Writer.
+func (f *File) Write(p []byte) (int, error) {
+	n, err := f.tmp.Write(p)
+	if err != nil {
+		err = fmt.Errorf("store: write %s: %w", f.name, err)
 	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("store: write %s: %w", name, err)
+	return n, err
+}
+
+// Close gives the file its name.
+func (f *File) Close() error {
+	if err := f.tmp.Close(); err != nil {
+		os.Remove(f.tmp.Name())
+		return fmt.Errorf("store: write %s: %w", f.name, err)
 	}
-	if err := os.Rename(tmp.Name(), r.Path(name)); err != nil {
-		return fmt.Errorf("store: write %s: %w", name, err)
+	if err := os.Rename(f.tmp.Name(), f.path); err != nil {
+		os.Remove(f.tmp.Name())
+		return fmt.Errorf("store: write %s: %w", f.name, err)
 	}
 	return nil
+}
+
+// Abort drops what was written.
+func (f *File) Abort() {
+	f.tmp.Close()
+	os.Remove(f.tmp.Name())
 }
 
 // createTemp creates a new file beside name in dir, as os.CreateTemp does,

@@ -201,7 +201,7 @@ func TestCheckCommandRunDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := string(analyze(ops).AppendEDN(nil))
+	want := string(lockCounter(t, ops).AppendEDN(nil))
 	for _, args := range [][]string{
 		{"check", run.Dir},
 		{"check", "--store", root},

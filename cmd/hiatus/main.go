@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 )
@@ -77,7 +78,6 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			checkCommand(),
 			genCommand(),
 			compareCommand(),
-			workerCommand(),
 		},
 		Action: func(c *cli.Context) error {
 			if topic, ok := helpTopic(c.Args().Slice()); ok {
@@ -203,5 +203,6 @@ func hiatusMain(args []string, stdout, stderr io.Writer) int {
 }
 
 func main() {
+	harness.ServeWorker(nil) // a run's workers are this same binary
 	os.Exit(hiatusMain(os.Args, os.Stdout, os.Stderr))
 }

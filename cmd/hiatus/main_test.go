@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/internal/servers"
 )
 
@@ -21,12 +22,13 @@ const asMainEnv = "HIATUS_TEST_AS_MAIN"
 // throwaway default itself.
 var testRedisURL, testPostgresURL string
 
-// TestMain serves two roles. `hiatus run` starts its workers as
-// `<own binary> worker`; under `go test` the own binary is this test binary,
-// so when called that way it is a worker, not a test run. Otherwise it
-// starts the servers the tests share.
+// TestMain serves three roles. `hiatus run` starts its workers as its own
+// binary; under `go test` that is this test binary, which then serves as a
+// worker (harness.ServeWorker), as main does. Started with asMainEnv, it is
+// hiatus itself. Otherwise it starts the servers the tests share.
 func TestMain(m *testing.M) {
-	if os.Getenv(asMainEnv) == "1" || (len(os.Args) > 1 && os.Args[1] == "worker") {
+	harness.ServeWorker(nil)
+	if os.Getenv(asMainEnv) == "1" {
 		os.Exit(hiatusMain(os.Args, os.Stdout, os.Stderr))
 	}
 	ctx := context.Background()

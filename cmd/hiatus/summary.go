@@ -11,7 +11,7 @@ import (
 // printSummary prints the figures of a lock-counter run as a table, under
 // the names results.edn gives them (docs/checkers.md defines each), then
 // the verdict and, when invalid, why.
-func printSummary(out io.Writer, cfg runConfig, dir string, rs checker.Results) {
+func printSummary(out io.Writer, dir string, rs checker.Results) {
 	if f, ok := rs.LockCounter(); ok {
 		final, lost := "unknown", "unknown"
 		if f.Counted {

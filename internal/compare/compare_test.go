@@ -65,7 +65,7 @@ func TestFiguresOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	lc, _ := rs.LockCounter()
-	f := FiguresOf(rs, ops)
+	f := FiguresOf(rs)
 	want := Figures{Valid: "false", Writes: int64(st.Writes), LostMin: 2, LostMax: 2, Overlapping: lc.Overlapping,
 		Rejected: 0, Late: lc.LateWrites, Pauses: 2, Sections: 200, Leased: true}
 	if f != want || lc.Overlapping == 0 || lc.LateWrites == 0 {

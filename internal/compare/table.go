@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/checker"
-	"github.com/hiatus-dev/hiatus/history"
 )
 
 // Figures are what one run gives a table: the lock-counter check's figures
@@ -31,18 +30,14 @@ type Figures struct {
 	Leased      bool   `json:"leased"`   // the lock granted leases (the history records :lease-ms)
 }
 
-// FiguresOf reads a run's figures from its checked results and its history.
-func FiguresOf(rs checker.Results, ops []history.Op) Figures {
+// FiguresOf reads a run's figures from its checked results.
+func FiguresOf(rs checker.Results) Figures {
 	f := Figures{Valid: rs.Valid.String()}
-	secs := checker.Sections(ops)
-	f.Sections = int64(len(secs))
-	for _, s := range secs {
-		f.Leased = f.Leased || s.LeaseNS > 0
-	}
 	lc, ok := rs.LockCounter()
 	if !ok {
 		return f
 	}
+	f.Sections, f.Leased = lc.Sections, lc.LeasedSections > 0
 	f.Writes, f.LostMin, f.LostMax, f.Overlapping = lc.Writes, lc.LostMin, lc.LostMax, lc.Overlapping
 	f.Rejected, f.Late, f.Pauses, f.InfoOps = lc.StaleRejected, lc.LateWrites, lc.Pauses, lc.InfoOps
 	return f

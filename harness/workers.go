@@ -1,14 +1,12 @@
-package main
+package harness
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"sync"
 	"syscall"
 	"time"
@@ -16,30 +14,12 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
-	"github.com/urfave/cli/v2"
 )
-
-// workerConfig is what `hiatus worker` reads on its standard input: JSON,
-// so that server URLs never show in the process list.
-type workerConfig struct {
-	RedisURL, PostgresURL string
-	LockKey, FenceKey     string
-	CounterID             int64
-	Lease, Retry, Work    time.Duration
-	OpTimeout, Pause      time.Duration
-	Fenced                bool
-	InjectEvery           int
-	PauseKind             string
-	Lock                  string
-	Process, Stride       int64
-	StartUnixNano         int64 // the run's start on the Redis clock
-	DeadlineUnixNano      int64 // when to stop starting sections, local clock
-}
 
 // workerSet is the worker processes of a run: one per slot at a time, and
 // more over the run when the nemesis kills workers and replaces them.
 type workerSet struct {
-	cfg      runConfig
+	cfg      Config
 	start    time.Time
 	deadline time.Time
 	self     string
@@ -58,9 +38,9 @@ type workerProc struct {
 	done chan struct{} // closed once it has exited and its output is read
 }
 
-// startWorkers starts cfg.Workers processes of this same binary, each
-// running `hiatus worker`, and feeds their output to col.
-func startWorkers(cfg runConfig, start time.Time, col *collector, clock client.Clock, lg *runLog) (*workerSet, error) {
+// startWorkers starts cfg.Workers processes of this same binary as workers
+// (see ServeWorker), and feeds their output to col.
+func startWorkers(cfg Config, start time.Time, col *collector, clock client.Clock, lg *runLog) (*workerSet, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return &workerSet{}, fmt.Errorf("find own binary: %w", err)
@@ -91,7 +71,8 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 	if err != nil {
 		return fmt.Errorf("worker config: %w", err)
 	}
-	cmd := exec.Command(ws.self, "worker")
+	cmd := exec.Command(ws.self)
+	cmd.Env = append(os.Environ(), workerEnv+"=1")
 	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stderr = ws.lg.f
 	// A worker dies with the run, even when the run is killed.
@@ -175,9 +156,9 @@ func (ws *workerSet) Replace(_ context.Context, slot int) error {
 	return ws.spawn(slot, ws.col.current[slot].Load()+int64(ws.cfg.Workers))
 }
 
-// wait waits up to grace, or until hard ends, for the workers to finish
-// their last sections, then ends those still running.
-func (ws *workerSet) wait(hard context.Context, grace time.Duration) {
+// wait waits up to grace, or until abort is closed, for the workers to
+// finish their last sections, then ends those still running.
+func (ws *workerSet) wait(abort <-chan struct{}, grace time.Duration) {
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	ws.mu.Lock()
@@ -190,7 +171,7 @@ func (ws *workerSet) wait(hard context.Context, grace time.Duration) {
 			ws.lg.printf("workers still running %v after the time limit: ending them", grace)
 			ws.kill()
 			return
-		case <-hard.Done():
+		case <-abort:
 			ws.lg.printf("interrupted again: ending the workers now")
 			ws.kill()
 			return
@@ -230,83 +211,4 @@ func (ws *workerSet) kill() {
 	for _, p := range all {
 		<-p.done
 	}
-}
-
-func workerCommand() *cli.Command {
-	return &cli.Command{
-		Name:   "worker",
-		Hidden: true,
-		Usage:  "one worker process of a run (started by hiatus run; reads its configuration on stdin)",
-		Action: func(c *cli.Context) error {
-			var wc workerConfig
-			if err := json.NewDecoder(os.Stdin).Decode(&wc); err != nil {
-				return usageErrorf("worker: read configuration from stdin: %w", err)
-			}
-			return runWorker(c.Context, wc, c.App.Writer)
-		},
-	}
-}
-
-// runWorker runs critical sections until the deadline, printing each op as
-// one EDN line as soon as it is recorded.
-func runWorker(ctx context.Context, wc workerConfig, out io.Writer) error {
-	// SIGINT or SIGTERM ends the run early: the section under way is
-	// finished, no new one begins.
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithDeadline(ctx, time.Unix(0, wc.DeadlineUnixNano))
-	defer cancel()
-	rdb, err := redisClient(wc.RedisURL, 1, wc.OpTimeout)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	// One session a worker: its steps are sequential, and 64 workers must
-	// fit in a server's default 100 connections.
-	db, err := postgresPool(context.WithoutCancel(ctx), wc.PostgresURL, 1, workerApp(wc.CounterID))
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-
-	var mu sync.Mutex
-	hw := history.NewWriter(out)
-	var werr error
-	rec := func(o history.Op) {
-		mu.Lock()
-		defer mu.Unlock()
-		if werr != nil {
-			return
-		}
-		if werr = hw.Write(o); werr == nil {
-			werr = hw.Flush()
-		}
-		if werr != nil {
-			cancel() // the run is gone: nothing more to record for
-		}
-	}
-	clock := client.NewRedisClock(rdb, time.Unix(0, wc.StartUnixNano))
-	lock, err := client.NewLock(wc.Lock, client.LockConfig{Redis: rdb, Postgres: db, Key: wc.LockKey,
-		FenceKey: wc.FenceKey, Lease: wc.Lease, Retry: wc.Retry, Fenced: wc.Fenced})
-	if err != nil {
-		return err
-	}
-	w := &client.Worker{
-		Lock:    lock,
-		Counter: &client.Counter{DB: db, ID: wc.CounterID, Fenced: wc.Fenced},
-		Clock:   clock, Record: rec, Process: history.Process(wc.Process), Stride: wc.Stride,
-		Work: wc.Work, OpTimeout: wc.OpTimeout,
-	}
-	if wc.InjectEvery > 0 {
-		in := &nemesis.InSection{Every: wc.InjectEvery, Pause: wc.Pause, Kind: history.Keyword(wc.PauseKind),
-			Clock: clock, Record: rec}
-		w.Hook = func(ctx context.Context, s client.Section) { in.Maybe(ctx, s.Process, s.N) }
-	}
-	w.Run(ctx)
-	mu.Lock()
-	defer mu.Unlock()
-	if werr != nil {
-		return fmt.Errorf("worker: write ops: %w", werr)
-	}
-	return nil
 }

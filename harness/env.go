@@ -1,15 +1,12 @@
-package main
+package harness
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
-	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/store"
@@ -20,7 +17,7 @@ import (
 // startEnv starts the throwaway servers cfg asks for (filling in their URLs),
 // connects to both servers and prepares the lock keys and the counter row.
 // Unreachable servers are the user's to fix: exit 254.
-func startEnv(ctx context.Context, cfg *runConfig, out io.Writer) (_ *env, err error) {
+func startEnv(ctx context.Context, cfg *Config) (_ *env, err error) {
 	e := &env{}
 	defer func() {
 		if err != nil {
@@ -30,7 +27,7 @@ func startEnv(ctx context.Context, cfg *runConfig, out io.Writer) (_ *env, err e
 	if cfg.RedisURL == "" {
 		s, err := servers.StartRedis(ctx)
 		if err != nil {
-			return nil, usageErrorf("throwaway redis-server: %w", err)
+			return nil, setupErrorf("throwaway redis-server: %w", err)
 		}
 		e.stops = append(e.stops, s.Stop)
 		e.redis, cfg.RedisURL = s, s.URL
@@ -38,36 +35,36 @@ func startEnv(ctx context.Context, cfg *runConfig, out io.Writer) (_ *env, err e
 	if cfg.PostgresURL == "" {
 		s, err := servers.StartPostgres(ctx)
 		if err != nil {
-			return nil, usageErrorf("throwaway PostgreSQL: %w", err)
+			return nil, setupErrorf("throwaway PostgreSQL: %w", err)
 		}
 		e.stops = append(e.stops, s.Stop)
 		e.postgres, cfg.PostgresURL = s, s.URL
 	}
 	e.rdb, err = redisClient(cfg.RedisURL, cfg.Workers, cfg.OpTimeout)
 	if err != nil {
-		return nil, usageError(err)
+		return nil, &SetupError{Err: err}
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := e.rdb.Ping(pctx).Err(); err != nil {
-		return nil, usageErrorf("cannot reach Redis at %s: %v", redact(cfg.RedisURL), err)
+		return nil, setupErrorf("cannot reach Redis at %s: %v", Redact(cfg.RedisURL), err)
 	}
 	e.db, err = postgresPool(pctx, cfg.PostgresURL, 4, "hiatus-run")
 	if err != nil {
-		return nil, usageError(err)
+		return nil, &SetupError{Err: err}
 	}
 	if err := e.db.Ping(pctx); err != nil {
-		return nil, usageErrorf("cannot reach PostgreSQL at %s: %v", redact(cfg.PostgresURL), err)
+		return nil, setupErrorf("cannot reach PostgreSQL at %s: %v", Redact(cfg.PostgresURL), err)
 	}
 	e.counter = &client.Counter{DB: e.db, ID: cfg.CounterID, Fenced: cfg.Fenced}
 	if err := e.counter.Setup(pctx); err != nil {
-		return nil, usageErrorf("PostgreSQL at %s: %v", redact(cfg.PostgresURL), err)
+		return nil, setupErrorf("PostgreSQL at %s: %v", Redact(cfg.PostgresURL), err)
 	}
 	if err := seats(pctx, e.db, *cfg); err != nil {
-		return nil, usageErrorf("PostgreSQL at %s: %v", redact(cfg.PostgresURL), err)
+		return nil, setupErrorf("PostgreSQL at %s: %v", Redact(cfg.PostgresURL), err)
 	}
 	if err := e.rdb.Del(pctx, lockKey(cfg.Name), fenceKey(cfg.Name)).Err(); err != nil {
-		return nil, usageErrorf("Redis at %s: %v", redact(cfg.RedisURL), err)
+		return nil, setupErrorf("Redis at %s: %v", Redact(cfg.RedisURL), err)
 	}
 	return e, nil
 }
@@ -76,7 +73,7 @@ func startEnv(ctx context.Context, cfg *runConfig, out io.Writer) (_ *env, err e
 // a session for the counter (and pg-advisory one more for its lock), and a
 // worker that cannot connect would leave the run with fewer workers than
 // asked for, and a verdict on a run nobody asked for.
-func seats(ctx context.Context, db *pgxpool.Pool, cfg runConfig) error {
+func seats(ctx context.Context, db *pgxpool.Pool, cfg Config) error {
 	// Only client sessions take connection slots (not the checkpointer and
 	// the like), and a superuser may use the reserved ones too.
 	var max, reserved, open int
@@ -111,7 +108,7 @@ func seats(ctx context.Context, db *pgxpool.Pool, cfg runConfig) error {
 }
 
 // faults builds the nemesis's faults that cfg names.
-func (e *env) faults(cfg runConfig, ws *workerSet, fz *nemesis.Freezer) []nemesis.Fault {
+func (e *env) faults(cfg Config, ws *workerSet, fz *nemesis.Freezer) []nemesis.Fault {
 	pid := func(s *servers.Server, given int) func() int {
 		if s != nil {
 			return s.ProcessID
@@ -119,7 +116,7 @@ func (e *env) faults(cfg runConfig, ws *workerSet, fz *nemesis.Freezer) []nemesi
 		return func() int { return given }
 	}
 	var fs []nemesis.Fault
-	for _, name := range cfg.faultNames() {
+	for _, name := range cfg.FaultNames() {
 		switch name {
 		case "sigstop":
 			fs = append(fs, &nemesis.SigStop{Targets: ws.Targets, Freezer: fz})
@@ -141,16 +138,16 @@ func (e *env) faults(cfg runConfig, ws *workerSet, fz *nemesis.Freezer) []nemesi
 // logServers says in the run's log which servers the run uses, and has the
 // throwaway ones keep their own logs in the run directory when they stop,
 // so that the kept logs show how they ended.
-func (e *env) logServers(run store.Run, cfg runConfig, lg *runLog) {
+func (e *env) logServers(run store.Run, cfg Config, lg *runLog) {
 	for _, sv := range []struct {
 		s        *servers.Server
 		url, log string
 	}{{e.redis, cfg.RedisURL, store.RedisLog}, {e.postgres, cfg.PostgresURL, store.PostgresLog}} {
 		if sv.s == nil {
-			lg.logf("server given: %s", redact(sv.url))
+			lg.logf("server given: %s", Redact(sv.url))
 			continue
 		}
-		lg.logf("%s: throwaway, pid %d, at %s; its own log is kept as %s", sv.s.Name(), sv.s.ProcessID(), redact(sv.url), sv.log)
+		lg.logf("%s: throwaway, pid %d, at %s; its own log is kept as %s", sv.s.Name(), sv.s.ProcessID(), Redact(sv.url), sv.log)
 		sv.s.KeepLog(run.Path(sv.log))
 	}
 }
@@ -158,12 +155,13 @@ func (e *env) logServers(run store.Run, cfg runConfig, lg *runLog) {
 // workerApp is the application_name of the workers' sessions.
 func workerApp(counterID int64) string { return fmt.Sprintf("hiatus-worker-%d", counterID) }
 
-// resolveInfo settles the :info writes of ops from the audit table, once
-// no worker session is left that could still commit one: the sessions of
-// workers that died are given 5 s to end, then terminated.
-func (e *env) resolveInfo(ctx context.Context, cfg runConfig, ops []history.Op, lg *runLog) {
-	if !hasInfoWrite(ops) {
-		return
+// settle reads from the audit table which of ids, the run's :info writes,
+// took effect (audited) of those it could ask about (asked), once no worker
+// session is left that could still commit one: the sessions of workers
+// that died are given 5 s to end, then terminated.
+func (e *env) settle(ctx context.Context, cfg Config, ids []client.WriteID, lg *runLog) (asked, audited map[client.WriteID]bool) {
+	if len(ids) == 0 {
+		return nil, nil
 	}
 	app := workerApp(cfg.CounterID)
 	const count = `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`
@@ -172,7 +170,7 @@ func (e *env) resolveInfo(ctx context.Context, cfg runConfig, ops []history.Op, 
 		var n int
 		if err := e.db.QueryRow(ctx, count, app).Scan(&n); err != nil {
 			lg.printf("cannot resolve :info writes: %v", err)
-			return
+			return nil, nil
 		}
 		if n == 0 {
 			break
@@ -181,31 +179,24 @@ func (e *env) resolveInfo(ctx context.Context, cfg runConfig, ops []history.Op, 
 			lg.logf("terminating %d worker sessions still open", n)
 			if _, err := e.db.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
 				lg.printf("cannot resolve :info writes: %v", err)
-				return
+				return nil, nil
 			}
 			deadline = time.Now().Add(5 * time.Second)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	audited, err := e.counter.Audited(ctx)
+	audited, err := e.counter.Audited(ctx, ids)
 	if err != nil {
 		lg.printf("cannot resolve :info writes: %v", err)
-		return
+		return nil, nil
 	}
-	lg.logf("resolved %d :info writes from counter_audit", client.Resolve(ops, audited))
-}
-
-func hasInfoWrite(ops []history.Op) bool {
-	for _, o := range ops {
-		if o.IsClient() && o.F == history.FWrite && o.Type == history.Info {
-			return true
-		}
+	asked = make(map[client.WriteID]bool, len(ids))
+	for _, id := range ids {
+		asked[id] = true
 	}
-	return false
+	lg.logf("resolving %d :info writes from counter_audit: %d took effect", len(asked), len(audited))
+	return asked, audited
 }
-
-func lockKey(name string) string  { return "hiatus:lock:" + name }
-func fenceKey(name string) string { return "hiatus:fence:" + name }
 
 // redisClient connects with retries off: a retried SET NX could be granted
 // twice and the history would never know. Every request is bounded by
@@ -214,7 +205,7 @@ func fenceKey(name string) string { return "hiatus:fence:" + name }
 func redisClient(rawURL string, pool int, timeout time.Duration) (*redis.Client, error) {
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("--redis-url %s: %v", redact(rawURL), redactErr(err))
+		return nil, fmt.Errorf("--redis-url %s: %v", Redact(rawURL), redactErr(err))
 	}
 	opt.MaxRetries = -1
 	opt.PoolSize = pool + 2
@@ -228,76 +219,63 @@ func redisClient(rawURL string, pool int, timeout time.Duration) (*redis.Client,
 func postgresPool(ctx context.Context, rawURL string, conns int32, app string) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("--postgres-url %s: %v", redact(rawURL), redactErr(err))
+		return nil, fmt.Errorf("--postgres-url %s: %v", Redact(rawURL), redactErr(err))
 	}
 	pc.MaxConns = conns
 	pc.ConnConfig.RuntimeParams["application_name"] = app
 	db, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("PostgreSQL at %s: %v", redact(rawURL), err)
+		return nil, fmt.Errorf("PostgreSQL at %s: %v", Redact(rawURL), err)
 	}
 	return db, nil
 }
 
-func (c runConfig) describe() string {
-	s := fmt.Sprintf("lock %s, %d workers, %v, lease %v, work %v", c.Lock, c.Workers, c.TimeLimit, c.Lease, c.Work)
-	if f := c.faultNames(); len(f) > 0 {
-		s += fmt.Sprintf(", nemesis %s for %v every %v", strings.Join(f, "+"), c.Pause, c.Interval)
-	} else {
-		s += ", no nemesis"
-	}
-	if c.InjectEvery > 0 {
-		s += fmt.Sprintf(", in-section %s %v every %d sections", c.PauseKind, c.Pause, c.InjectEvery)
-	}
-	if c.Fenced {
-		s += ", fenced"
-	} else {
-		s += ", unfenced"
-	}
-	return s + fmt.Sprintf(", seed %d", c.Seed)
+// env holds the servers and clients of a run.
+type env struct {
+	rdb     *redis.Client
+	db      *pgxpool.Pool
+	counter *client.Counter
+	stops   []func() error
+
+	// The throwaway servers, nil for servers given by URL.
+	redis, postgres *servers.Server
 }
 
-// testEDN is the run's whole configuration, as test.edn.
-func testEDN(c runConfig, start time.Time) []byte {
-	ms := func(d time.Duration) int64 { return d.Milliseconds() }
-	m := map[history.Keyword]any{
-		"name": c.Name, "workers": c.Workers, "time-limit-ms": ms(c.TimeLimit), "lease-ms": ms(c.Lease),
-		"work-ms": ms(c.Work), "retry-ms": ms(c.Retry), "op-timeout-ms": ms(c.OpTimeout),
-		"nemesis": history.Keyword(c.Nemesis), "pause-ms": ms(c.Pause), "interval-ms": ms(c.Interval),
-		"inject-every": c.InjectEvery, "pause-kind": history.Keyword(c.PauseKind), "lock": history.Keyword(c.Lock), "fenced?": c.Fenced, "seed": c.Seed,
-		"redis-url": redact(c.RedisURL), "postgres-url": redact(c.PostgresURL), "counter-id": c.CounterID,
-		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword("lock-counter"),
-		"initial": int64(0),
-		// :time in the history counts nanoseconds from here, on the Redis clock.
-		"start-time": start.UTC().Format(time.RFC3339Nano), "start-unix-ns": start.UnixNano(),
+func (e *env) close() {
+	if e.rdb != nil {
+		e.rdb.Close()
 	}
-	return append(history.AppendValue(nil, m), '\n')
+	if e.db != nil {
+		e.db.Close()
+	}
+	for i := len(e.stops) - 1; i >= 0; i-- {
+		_ = e.stops[i]()
+	}
 }
 
-// A runLog writes what a run did to its hiatus.log, and the headlines to
-// the user too.
-type runLog struct {
-	f   *os.File
-	out io.Writer
-}
-
-func newRunLog(run store.Run, out io.Writer) (*runLog, error) {
-	f, err := os.OpenFile(run.Path(store.Log), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// ServerVersions names the servers at the two URLs, as "Redis 7.0.15,
+// PostgreSQL 15.8", for the captions of tables made from runs on them.
+func ServerVersions(ctx context.Context, redisURL, postgresURL string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rdb, err := redisClient(redisURL, 1, 5*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("open run log: %w", err)
+		return "", &SetupError{Err: err}
 	}
-	return &runLog{f: f, out: out}, nil
+	defer rdb.Close()
+	info, err := rdb.InfoMap(ctx, "server").Result()
+	if err != nil {
+		return "", setupErrorf("cannot reach Redis at %s: %v", Redact(redisURL), err)
+	}
+	db, err := postgresPool(ctx, postgresURL, 1, "hiatus-compare")
+	if err != nil {
+		return "", &SetupError{Err: err}
+	}
+	defer db.Close()
+	var pg string
+	if err := db.QueryRow(ctx, `SHOW server_version`).Scan(&pg); err != nil {
+		return "", setupErrorf("cannot reach PostgreSQL at %s: %v", Redact(postgresURL), err)
+	}
+	pg, _, _ = strings.Cut(pg, " ")
+	return fmt.Sprintf("Redis %s, PostgreSQL %s", info["Server"]["redis_version"], pg), nil
 }
-
-// logf writes to the log only.
-func (l *runLog) logf(format string, args ...any) {
-	fmt.Fprintf(l.f, "%s %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
-}
-
-// printf writes to the log and to the user.
-func (l *runLog) printf(format string, args ...any) {
-	l.logf(format, args...)
-	fmt.Fprintf(l.out, format+"\n", args...)
-}
-
-func (l *runLog) close() { l.f.Close() }

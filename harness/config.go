@@ -1,0 +1,255 @@
+package harness
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// The defaults of a run, which `hiatus run` and `hiatus compare` flags
+// both show.
+const (
+	DefaultName      = "lock-counter"
+	DefaultWorkers   = 3
+	DefaultTimeLimit = 10 * time.Second
+	DefaultLease     = 500 * time.Millisecond
+	DefaultWork      = 20 * time.Millisecond
+	DefaultRetry     = 5 * time.Millisecond
+	DefaultOpTimeout = 5 * time.Second
+	DefaultNemesis   = "sigstop"
+	DefaultPause     = 800 * time.Millisecond
+	DefaultInterval  = 700 * time.Millisecond
+	DefaultPauseKind = "sleep"
+	DefaultLock      = "setnx"
+	DefaultStore     = "store"
+	DefaultCounterID = 1
+)
+
+// Config is everything a run is made of; test.edn records it whole, but for
+// the server URLs' passwords.
+type Config struct {
+	Name        string        // the test's name: runs go to Store/Name/START-TIME/
+	Workers     int           // worker processes contending for the lock
+	TimeLimit   time.Duration // how long workers start new critical sections
+	Lease       time.Duration // the lock's lease, whole milliseconds
+	Work        time.Duration // simulated work between the read and the write
+	Retry       time.Duration // wait between attempts to acquire the lock
+	OpTimeout   time.Duration // bound on each read, write and release; a timeout is an :info op
+	Nemesis     string        // "none", or a comma-separated list of NemesisNames
+	RedisPID    int           // of an external Redis, for pause-redis
+	PostgresPID int           // of an external PostgreSQL's postmaster, for pause-postgres
+	Pause       time.Duration // how long each pause lasts (the nemesis's and in-section)
+	Interval    time.Duration // between the end of one nemesis pause and the start of the next
+	InjectEvery int           // pause each worker in its every Nth section; 0 = never
+	PauseKind   string        // of the in-section pause: sleep or stop
+	Lock        string        // the lock under test: one of client.LockNames, or of Locks
+	Fenced      bool          // write with a fencing token, which Postgres checks
+	Seed        int64         // seed of the nemesis's choices
+	RedisURL    string        // "" starts a throwaway redis-server
+	PostgresURL string        // "" starts a throwaway PostgreSQL
+	Store       string        // directory where runs are kept
+	CounterID   int64         // row of the counter table (runs sharing a server need distinct rows and names)
+
+	// Locks are locks of the caller's own, by name, for Lock to name. They
+	// are code, not settings: the worker processes must be given the same
+	// ones (see ServeWorker), and test.edn records only the name.
+	Locks Locks
+}
+
+// DefaultConfig returns the configuration of `hiatus run` with no flags,
+// seeded from the clock.
+func DefaultConfig() Config {
+	return Config{
+		Name: DefaultName, Workers: DefaultWorkers, TimeLimit: DefaultTimeLimit, Lease: DefaultLease,
+		Work: DefaultWork, Retry: DefaultRetry, OpTimeout: DefaultOpTimeout, Nemesis: DefaultNemesis,
+		Pause: DefaultPause, Interval: DefaultInterval, PauseKind: DefaultPauseKind, Lock: DefaultLock,
+		Store: DefaultStore, CounterID: DefaultCounterID, Seed: time.Now().UnixNano(),
+	}
+}
+
+// A SetupError says a run could not start as configured: a bad setting, or
+// a server that cannot be started or reached. It is the user's to fix
+// (`hiatus` exits 254), not a fault of the lock or of hiatus.
+type SetupError struct{ Err error }
+
+func (e *SetupError) Error() string { return e.Err.Error() }
+func (e *SetupError) Unwrap() error { return e.Err }
+
+func setupErrorf(format string, args ...any) error {
+	return &SetupError{Err: fmt.Errorf(format, args...)}
+}
+
+// Validate says what is wrong with c, if anything, in the words of the
+// flags that set it. Run validates too.
+func (c Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return &SetupError{Err: err}
+	}
+	return nil
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Workers < 1:
+		return fmt.Errorf("--workers must be at least 1, not %d", c.Workers)
+	case c.TimeLimit <= 0:
+		return fmt.Errorf("--time-limit must be positive, not %v", c.TimeLimit)
+	case c.Lease <= 0:
+		return fmt.Errorf("--lease must be positive, not %v", c.Lease)
+	case c.Lease%time.Millisecond != 0:
+		return fmt.Errorf("--lease must be whole milliseconds (SET … PX), not %v", c.Lease)
+	case c.Work < 0 || c.Retry < 0 || c.Pause < 0 || c.Interval < 0:
+		return fmt.Errorf("--work, --retry, --pause and --interval cannot be negative")
+	case c.OpTimeout <= 0:
+		return fmt.Errorf("--op-timeout must be positive, not %v", c.OpTimeout)
+	case c.Pause > c.TimeLimit:
+		return fmt.Errorf("--pause %v is longer than --time-limit %v", c.Pause, c.TimeLimit)
+	case c.InjectEvery < 0:
+		return fmt.Errorf("--inject-every cannot be negative")
+	case c.InjectEvery > 0 && c.Pause <= 0:
+		return fmt.Errorf("--inject-every needs a positive --pause")
+	case c.PauseKind != "sleep" && c.PauseKind != "stop":
+		return fmt.Errorf("--pause-kind %q: want sleep or stop", c.PauseKind)
+	case !slices.Contains(c.lockNames(), c.Lock):
+		return fmt.Errorf("--lock %q: want one of %s", c.Lock, strings.Join(c.lockNames(), ", "))
+	case c.Name == "" || c.Name == "latest" || strings.ContainsAny(c.Name, `/\`):
+		return fmt.Errorf("--name %q: want a plain name", c.Name)
+	case c.Store == "":
+		return fmt.Errorf("--store: want a directory")
+	}
+	if err := c.validateNemesis(); err != nil {
+		return err
+	}
+	for _, u := range []string{c.RedisURL, c.PostgresURL} {
+		if u == "" {
+			continue
+		}
+		if _, err := url.Parse(u); err != nil {
+			return fmt.Errorf("bad server URL: %v", redactErr(err))
+		}
+	}
+	return nil
+}
+
+func (c Config) validateNemesis() error {
+	faults := c.FaultNames()
+	for _, f := range faults {
+		if !slices.Contains(NemesisNames(), f) {
+			return fmt.Errorf("--nemesis %q: want none or a comma-separated list of %s", f, strings.Join(NemesisNames(), ", "))
+		}
+		if c.Pause <= 0 {
+			return fmt.Errorf("--nemesis %s needs a positive --pause", f)
+		}
+		if strings.HasPrefix(f, "kill-") && f != "kill-worker" {
+			if url := map[string]string{"kill-redis": c.RedisURL, "kill-postgres": c.PostgresURL}[f]; url != "" {
+				return fmt.Errorf("--nemesis %s restarts the server: it works on the throwaway server only, not on --%s-url",
+					f, strings.TrimPrefix(f, "kill-"))
+			}
+		}
+	}
+	if slices.Contains(faults, "pause-redis") && c.RedisURL != "" && c.RedisPID == 0 {
+		return fmt.Errorf("--nemesis pause-redis with --redis-url needs --redis-pid")
+	}
+	if slices.Contains(faults, "pause-postgres") && c.PostgresURL != "" && c.PostgresPID == 0 {
+		return fmt.Errorf("--nemesis pause-postgres with --postgres-url needs --postgres-pid (the postmaster's)")
+	}
+	return nil
+}
+
+// lockNames are the locks c may name: the built-in ones and its own.
+func (c Config) lockNames() []string {
+	names := client.LockNames()
+	for n := range c.Locks {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names[len(client.LockNames()):])
+	return names
+}
+
+// NemesisNames are the faults Config.Nemesis may list.
+func NemesisNames() []string {
+	return []string{"sigstop", "pause-redis", "pause-postgres", "kill-redis", "kill-postgres", "kill-worker"}
+}
+
+// FaultNames returns the faults of c.Nemesis; none for "none".
+func (c Config) FaultNames() []string {
+	var out []string
+	for _, f := range strings.Split(c.Nemesis, ",") {
+		if f = strings.TrimSpace(f); f != "" && f != "none" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Describe says what the run does, in one line.
+func (c Config) Describe() string {
+	s := fmt.Sprintf("lock %s, %d workers, %v, lease %v, work %v", c.Lock, c.Workers, c.TimeLimit, c.Lease, c.Work)
+	if f := c.FaultNames(); len(f) > 0 {
+		s += fmt.Sprintf(", nemesis %s for %v every %v", strings.Join(f, "+"), c.Pause, c.Interval)
+	} else {
+		s += ", no nemesis"
+	}
+	if c.InjectEvery > 0 {
+		s += fmt.Sprintf(", in-section %s %v every %d sections", c.PauseKind, c.Pause, c.InjectEvery)
+	}
+	if c.Fenced {
+		s += ", fenced"
+	} else {
+		s += ", unfenced"
+	}
+	return s + fmt.Sprintf(", seed %d", c.Seed)
+}
+
+func lockKey(name string) string  { return "hiatus:lock:" + name }
+func fenceKey(name string) string { return "hiatus:fence:" + name }
+
+// testEDN is the run's whole configuration, as test.edn.
+func testEDN(c Config, start time.Time) []byte {
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+	m := map[history.Keyword]any{
+		"name": c.Name, "workers": c.Workers, "time-limit-ms": ms(c.TimeLimit), "lease-ms": ms(c.Lease),
+		"work-ms": ms(c.Work), "retry-ms": ms(c.Retry), "op-timeout-ms": ms(c.OpTimeout),
+		"nemesis": history.Keyword(c.Nemesis), "pause-ms": ms(c.Pause), "interval-ms": ms(c.Interval),
+		"inject-every": c.InjectEvery, "pause-kind": history.Keyword(c.PauseKind), "lock": history.Keyword(c.Lock), "fenced?": c.Fenced, "seed": c.Seed,
+		"redis-url": Redact(c.RedisURL), "postgres-url": Redact(c.PostgresURL), "counter-id": c.CounterID,
+		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword("lock-counter"),
+		"initial": int64(0),
+		// :time in the history counts nanoseconds from here, on the Redis clock.
+		"start-time": start.UTC().Format(time.RFC3339Nano), "start-unix-ns": start.UnixNano(),
+	}
+	return append(history.AppendValue(nil, m), '\n')
+}
+
+// Redact hides a server URL's password, for logs, messages and test.edn.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		// A key=value connection string (host=… password=…), or none.
+		return dsnPassword.ReplaceAllString(raw, "${1}xxxxx")
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+// dsnPassword finds the password of a key=value connection string.
+var dsnPassword = regexp.MustCompile(`(password\s*=\s*)('[^']*'|\S+)`)
+
+// redactErr drops the URL from url.Parse errors, which quote it whole.
+func redactErr(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}

@@ -1,0 +1,238 @@
+// Package harness runs one experiment: Config in, a run directory and its
+// verdict out. It starts the throwaway servers (or connects to the given
+// ones), the worker processes and the nemesis schedule; collects every op
+// into the journal as it arrives; makes the final read; settles :info
+// writes from the audit table; sorts the journal into history.edn; checks
+// it; and writes the run directory through store. It is the only package
+// that wires client, nemesis, checker and store together, and it holds
+// nothing of a run in memory but what the checker keeps.
+//
+// A Go program or test runs an experiment on a lock of its own with Run,
+// and must let its binary serve as the run's workers: see ServeWorker.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// A Result is what a finished run leaves.
+type Result struct {
+	Dir     string          // the run directory
+	Config  Config          // the run's configuration, server URLs filled in
+	Results checker.Results // the checks of its history, as results.edn holds them
+	// Interrupted says the context ended the run before its time limit:
+	// the history holds what happened until then.
+	Interrupted bool
+}
+
+// Watch is how a caller follows a run and cuts it short; none of it is
+// part of the experiment, and all of it may be left zero.
+type Watch struct {
+	// Out takes the run's headlines (where it is kept, interruptions,
+	// trouble), as they are written to its hiatus.log; nil drops them.
+	Out io.Writer
+	// Abort, once closed, stops the wait for workers to finish their
+	// sections after the context ended: they are killed at once.
+	Abort <-chan struct{}
+}
+
+// Run runs the experiment cfg describes and returns its checked history,
+// as RunWatched does with nothing watching.
+func Run(ctx context.Context, cfg Config) (Result, error) { return RunWatched(ctx, cfg, Watch{}) }
+
+// RunWatched runs the experiment cfg describes and returns its checked history.
+// When ctx ends, the workers stop starting sections, and the history up to
+// then is finished and checked as usual (Result.Interrupted). Every process
+// it started is resumed and ended, and the throwaway servers removed,
+// whatever ends it. A *SetupError is a bad Config or a server that cannot
+// be had; other errors are faults of the machine (a full disk, say).
+func RunWatched(ctx context.Context, cfg Config, watch Watch) (Result, error) {
+	if os.Getenv(workerEnv) != "" {
+		return Result{}, errors.New("this process was started as a hiatus worker, yet runs an experiment: " +
+			"call harness.ServeWorker first thing in main, or in TestMain before m.Run")
+	}
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	if watch.Out == nil {
+		watch.Out = io.Discard
+	}
+	// The servers outlive an interrupt of the run: the history is finished
+	// (final read, results) after it.
+	bg := context.WithoutCancel(ctx)
+	env, err := startEnv(bg, &cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	defer env.close()
+	start, err := client.ServerTime(bg, env.rdb)
+	if err != nil {
+		return Result{}, setupErrorf("redis at %s: %v", Redact(cfg.RedisURL), err)
+	}
+	run, err := store.Create(cfg.Store, cfg.Name, start)
+	if err != nil {
+		return Result{}, err
+	}
+	lg, err := newRunLog(run, watch.Out)
+	if err != nil {
+		return Result{}, err
+	}
+	defer lg.close()
+	if err := run.WriteFile(store.Test, testEDN(cfg, start)); err != nil {
+		return Result{}, err
+	}
+	lg.printf("run %s: %s", run.Dir, cfg.Describe())
+	env.logServers(run, cfg, lg)
+
+	col, err := experiment(ctx, bg, cfg, watch, env, run, start, lg)
+	if err != nil {
+		return Result{Dir: run.Dir, Config: cfg}, err
+	}
+	rs, err := finish(bg, cfg, env, run, col, lg)
+	res := Result{Dir: run.Dir, Config: cfg, Results: rs, Interrupted: ctx.Err() != nil}
+	if err != nil {
+		return res, err
+	}
+	lg.logf("results: valid? %v", rs.Valid)
+	return res, nil
+}
+
+// experiment runs the workers and the nemesis until the time limit, or
+// until ctx ends, and the final read after them; it returns the collector
+// that journalled their ops.
+func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run store.Run, start time.Time, lg *runLog) (*collector, error) {
+	journal, err := os.OpenFile(run.Path(store.Journal), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open journal: %w", err)
+	}
+	defer journal.Close()
+	col := newCollector(journal, cfg.Workers)
+	clock := client.NewRedisClock(env.rdb, start)
+
+	workers, err := startWorkers(cfg, start, col, clock, lg)
+	defer workers.kill() // on every path: resume and end them
+	if err != nil {
+		return nil, err
+	}
+	// Workers stop starting sections at the deadline; the nemesis stops then.
+	rctx, cancel := context.WithDeadline(ctx, workers.deadline)
+	defer cancel()
+	freezer := &nemesis.Freezer{}
+	defer freezer.ResumeAll()
+	nemDone := make(chan error, 1)
+	if faults := env.faults(cfg, workers, freezer); len(faults) > 0 {
+		sched := &nemesis.Schedule{Faults: faults, Pause: cfg.Pause, Interval: cfg.Interval,
+			Rand: rand.New(rand.NewSource(cfg.Seed)), Clock: clock, Record: func(o history.Op) {
+				lg.logf("nemesis: %s %s", o.F, history.AppendValue(nil, o.Value))
+				col.record(o)
+			}}
+		go func() { nemDone <- sched.Run(rctx) }()
+	} else {
+		close(nemDone)
+	}
+	<-rctx.Done()
+	if ctx.Err() != nil {
+		// Interrupted: the workers stop starting sections now, not at the
+		// deadline. (A terminal's Ctrl-C reaches them too.)
+		lg.printf("interrupted: stopping the workers")
+		workers.signal(syscall.SIGTERM)
+	}
+	if err := <-nemDone; err != nil {
+		lg.printf("nemesis: %v", err)
+	}
+	freezer.ResumeAll()
+	workers.wait(watch.Abort, cfg.Pause+2*cfg.OpTimeout+5*time.Second)
+	col.wait()
+	final(bg, clock, env.counter, col, cfg.Workers)
+	return col, nil
+}
+
+// finish makes history.edn from the journal, settling :info writes on the
+// way, checks it as it goes, and writes results.edn.
+func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *collector, lg *runLog) (checker.Results, error) {
+	ops, _, infoWrites, jerr := col.stats()
+	if jerr != nil {
+		// What the journal took is still sorted and checked below.
+		lg.printf("%v: the history lacks the ops after it", jerr)
+	}
+	asked, audited := env.settle(ctx, cfg, infoWrites, lg)
+	out, err := run.Create(store.History)
+	if err != nil {
+		return checker.Results{}, err
+	}
+	w := history.NewWriter(out)
+	stream := checker.NewStream()
+	stream.Grow(ops)
+	settled := 0
+	err = sortJournal(ctx, run.Path(store.Journal), run.Dir, sortChunk, func(o history.Op) error {
+		o, ok := client.Resolve(o, asked, audited)
+		if ok {
+			settled++
+		}
+		stream.Add(o)
+		return w.Write(o)
+	})
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		out.Abort()
+		return checker.Results{}, fmt.Errorf("write the history (the journal keeps every op): %w", err)
+	}
+	if err := out.Close(); err != nil {
+		return checker.Results{}, err
+	}
+	lg.logf("history: %d ops, %d :info writes settled from counter_audit", stream.Ops(), settled)
+	rs := analyze(stream)
+	if jerr != nil {
+		rs.Add(checker.Result{Name: "run", Valid: checker.Unknown, Explanation: jerr.Error() + ": the history lacks the ops after it"})
+	}
+	for _, perr := range col.protocolErrors() {
+		rs.Add(checker.Result{Name: "run", Valid: checker.Unknown,
+			Explanation: fmt.Sprintf("%v: the worker's later ops are missing", perr)})
+	}
+	if err := run.WriteFile(store.Results, rs.AppendEDN(nil)); err != nil {
+		return rs, err
+	}
+	return rs, nil
+}
+
+// analyze is the verdict of a run's history.
+func analyze(s *checker.Stream) checker.Results {
+	rs, err := s.Check(checker.Options{Model: checker.ModelLockCounter})
+	if err != nil {
+		// The history is sorted and the options fixed: a bug of hiatus.
+		rs.Add(checker.Result{Name: "check", Valid: checker.Unknown, Explanation: err.Error()})
+	}
+	return rs
+}
+
+// final records the read of the counter after every worker has stopped, by
+// a process of its own.
+func final(ctx context.Context, clock client.Clock, c *client.Counter, col *collector, workers int) {
+	_, p, _, _ := col.stats()
+	p = max(p+1, history.Process(workers))
+	extra := map[history.Keyword]any{history.KeyFinal: true}
+	col.record(history.Op{Index: history.Unset, Time: clock.Now(ctx), Type: history.Invoke, Process: p, F: history.FRead, Extra: extra})
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	v, _, err := c.Read(rctx)
+	cancel()
+	o := history.Op{Index: history.Unset, Time: clock.Now(ctx), Type: history.Ok, Process: p, F: history.FRead, Value: v, Extra: extra}
+	if err != nil {
+		o.Type, o.Value, o.Error = history.Fail, nil, err.Error()
+	}
+	col.record(o)
+}

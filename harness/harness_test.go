@@ -1,0 +1,86 @@
+package harness_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// TestRunOwnLock: a run of a lock of the caller's own leaves the run
+// directory `hiatus run` leaves, names the lock in test.edn, and its
+// history, checked again, gives the verdict the run gave.
+func TestRunOwnLock(t *testing.T) {
+	cfg := harness.DefaultConfig()
+	cfg.Lock, cfg.Locks, cfg.Store = "del-release", locks, t.TempDir()
+	cfg.TimeLimit, cfg.Nemesis = time.Second, "none"
+	res, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok := res.Results.LockCounter()
+	if !ok || !f.Counted || f.Writes < 10 || f.Sections < f.Writes {
+		t.Errorf("figures %+v: want a counted run with writes", f)
+	}
+	if res.Config.RedisURL == "" || res.Interrupted {
+		t.Errorf("result config %+v, interrupted %v: want the throwaway server's URL, not interrupted", res.Config, res.Interrupted)
+	}
+	for _, name := range []string{store.History, store.Journal, store.Results, store.Test, store.Log, store.RedisLog, store.PostgresLog} {
+		if _, err := os.Stat(filepath.Join(res.Dir, name)); err != nil {
+			t.Errorf("run directory lacks %s: %v", name, err)
+		}
+	}
+	test, err := os.ReadFile(filepath.Join(res.Dir, store.Test))
+	if err != nil || !strings.Contains(string(test), ":lock :del-release") {
+		t.Errorf("test.edn %q (%v) does not name the lock", test, err)
+	}
+	ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countWrites(ops); int64(n) != f.Writes {
+		t.Errorf("history has %d ok writes, results say %d", n, f.Writes)
+	}
+}
+
+func countWrites(ops []history.Op) int {
+	n := 0
+	for _, o := range ops {
+		if o.IsClient() && o.F == history.FWrite && o.Type == history.Ok {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRunRefusesBadConfig: a lock nobody registered, or a bad setting, is a
+// SetupError before anything starts; nothing is written.
+func TestRunRefusesBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(*harness.Config)
+		want string
+	}{
+		{func(c *harness.Config) { c.Lock = "del-release" }, "--lock"}, // not in c.Locks
+		{func(c *harness.Config) { c.Workers = 0 }, "--workers"},
+		{func(c *harness.Config) { c.Lease = 1500 * time.Microsecond }, "whole milliseconds"},
+	} {
+		cfg := harness.DefaultConfig()
+		cfg.Store = t.TempDir()
+		tc.edit(&cfg)
+		_, err := harness.Run(context.Background(), cfg)
+		var se *harness.SetupError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want a SetupError naming %q", err, tc.want)
+		}
+		if left, _ := os.ReadDir(cfg.Store); len(left) != 0 {
+			t.Errorf("a refused run wrote %d entries into the store", len(left))
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package harness
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// sortChunk is how many ops the history's sort holds in memory at once:
+// about 25 MB of ops with their maps. A run longer than one chunk is
+// sorted chunk by chunk into files and merged, so a run of any length
+// sorts in that much memory.
+const sortChunk = 100_000
+
+// sortJournal reads the journal at path and hands its ops to emit in the
+// history's order — by :time, ops of equal time in the order they arrived,
+// so that a process's own ops stay in order — with dense :index from 0.
+// Chunks that do not fit in memory go to temporary files in dir, removed
+// before it returns.
+func sortJournal(ctx context.Context, path, dir string, chunk int, emit func(history.Op) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("sort the journal: %w", err)
+	}
+	defer f.Close()
+	r := history.NewReader(f, path)
+	tmp, err := os.MkdirTemp(dir, ".sort-")
+	if err != nil {
+		return fmt.Errorf("sort the journal: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+
+	var runs []string
+	for {
+		ops, end, err := readChunk(ctx, r, chunk)
+		if err != nil {
+			return err
+		}
+		slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Time, b.Time) })
+		if end && len(runs) == 0 {
+			return emitAll(ops, emit) // the whole journal fitted in one chunk
+		}
+		run := filepath.Join(tmp, fmt.Sprintf("run-%d.edn", len(runs)))
+		if err := writeRun(run, ops); err != nil {
+			return err
+		}
+		runs = append(runs, run)
+		if end {
+			return mergeRuns(ctx, runs, emit)
+		}
+	}
+}
+
+// readChunk reads up to n ops; end says the journal is done.
+func readChunk(ctx context.Context, r *history.Reader, n int) (ops []history.Op, end bool, err error) {
+	for len(ops) < n {
+		o, err := r.Next()
+		if err == io.EOF {
+			return ops, true, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("sort the journal: %w", err)
+		}
+		ops = append(ops, o)
+		if len(ops)%4096 == 0 && ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+	}
+	return ops, false, nil
+}
+
+func emitAll(ops []history.Op, emit func(history.Op) error) error {
+	for i, o := range ops {
+		o.Index = int64(i)
+		if err := emit(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeRun(path string, ops []history.Op) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("sort the journal: %w", err)
+	}
+	w := history.NewWriter(f)
+	for _, o := range ops {
+		if err = w.Write(o); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sort the journal: %w", err)
+	}
+	return nil
+}
+
+// mergeRuns merges sorted runs, each of them later in the journal than the
+// one before, so that ties of :time go to the earlier run.
+func mergeRuns(ctx context.Context, paths []string, emit func(history.Op) error) (err error) {
+	h := &runHeap{}
+	for i, p := range paths {
+		f, ferr := os.Open(p)
+		if ferr != nil {
+			return fmt.Errorf("sort the journal: %w", ferr)
+		}
+		defer f.Close()
+		c := &runCursor{r: history.NewReader(f, p), run: i}
+		if err := c.next(); err != nil {
+			return err
+		}
+		if c.ok {
+			h.cs = append(h.cs, c)
+		}
+	}
+	heap.Init(h)
+	for i := int64(0); h.Len() > 0; i++ {
+		c := h.cs[0]
+		o := c.op
+		o.Index = i
+		if err := emit(o); err != nil {
+			return err
+		}
+		if err := c.next(); err != nil {
+			return err
+		}
+		if c.ok {
+			heap.Fix(h, 0)
+		} else {
+			heap.Pop(h)
+		}
+		if i%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// A runCursor is the next op of one sorted run.
+type runCursor struct {
+	r   *history.Reader
+	run int
+	op  history.Op
+	ok  bool
+}
+
+func (c *runCursor) next() error {
+	o, err := c.r.Next()
+	switch {
+	case errors.Is(err, io.EOF):
+		c.ok = false
+		return nil
+	case err != nil:
+		return fmt.Errorf("sort the journal: %w", err)
+	}
+	c.op, c.ok = o, true
+	return nil
+}
+
+// A runHeap orders run cursors by their next op's :time, then by run.
+type runHeap struct{ cs []*runCursor }
+
+func (h *runHeap) Len() int { return len(h.cs) }
+func (h *runHeap) Less(i, j int) bool {
+	a, b := h.cs[i], h.cs[j]
+	return a.op.Time < b.op.Time || a.op.Time == b.op.Time && a.run < b.run
+}
+func (h *runHeap) Swap(i, j int) { h.cs[i], h.cs[j] = h.cs[j], h.cs[i] }
+func (h *runHeap) Push(x any)    { h.cs = append(h.cs, x.(*runCursor)) }
+func (h *runHeap) Pop() any {
+	c := h.cs[len(h.cs)-1]
+	h.cs = h.cs[:len(h.cs)-1]
+	return c
+}

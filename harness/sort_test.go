@@ -1,0 +1,68 @@
+package harness
+
+import (
+	"cmp"
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// TestSortJournal: whatever the chunk size, the history is the journal
+// sorted by :time, ops of equal time in the order they arrived, with dense
+// indexes; the sort leaves no file behind.
+func TestSortJournal(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var journal []history.Op
+	for i := range 1000 {
+		// Few distinct times, so that ties are many; :value keeps the
+		// arrival order to check against.
+		journal = append(journal, history.Op{Index: history.Unset, Time: r.Int64N(50), Type: history.Invoke,
+			Process: history.Process(i % 7), F: history.FRead, Value: int64(i)})
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "journal.edn")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := history.NewWriter(f)
+	for _, o := range journal {
+		if err := w.Write(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	want := slices.Clone(journal)
+	slices.SortStableFunc(want, func(a, b history.Op) int { return cmp.Compare(a.Time, b.Time) })
+
+	for _, chunk := range []int{1, 7, 999, 1000, 1001, 100_000} {
+		var got []history.Op
+		err := sortJournal(context.Background(), path, dir, chunk, func(o history.Op) error {
+			got = append(got, o)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("chunk %d: %v", chunk, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("chunk %d: %d ops, want %d", chunk, len(got), len(want))
+		}
+		for i, o := range got {
+			if o.Index != int64(i) || o.Time != want[i].Time || o.Value != want[i].Value {
+				t.Fatalf("chunk %d: op %d is %v, want :index %d of %v", chunk, i, o, i, want[i])
+			}
+		}
+		left, _ := os.ReadDir(dir)
+		if len(left) != 1 {
+			t.Errorf("chunk %d: %d files in the run directory after the sort, want only the journal", chunk, len(left))
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/nemesis"
+)
+
+// workerEnv marks a process that a run started as one of its workers.
+const workerEnv = "HIATUS_WORKER"
+
+// Locks are locks of a caller's own, by the name Config.Lock gives them:
+// each builds the lock from what the run hands every lock.
+type Locks map[string]func(client.LockConfig) (client.Lock, error)
+
+// new builds the lock called name: one of ls, or a built-in one.
+func (ls Locks) new(name string, cfg client.LockConfig) (client.Lock, error) {
+	if f, ok := ls[name]; ok {
+		return f(cfg)
+	}
+	return client.NewLock(name, cfg)
+}
+
+// ServeWorker makes this process a worker when a run started it as one,
+// and returns at once otherwise. Workers are separate processes (the
+// nemesis stops and kills them whole) of the very binary that called Run:
+// a program, or a test binary. So call ServeWorker first thing in main, or
+// in TestMain before m.Run, with the same Locks the Config names; a worker
+// runs its critical sections, writes its ops to standard output and exits.
+//
+//	func TestMain(m *testing.M) {
+//		harness.ServeWorker(myLocks)
+//		os.Exit(m.Run())
+//	}
+func ServeWorker(locks Locks) {
+	if os.Getenv(workerEnv) == "" {
+		return
+	}
+	var wc workerConfig
+	if err := json.NewDecoder(os.Stdin).Decode(&wc); err != nil {
+		fmt.Fprintf(os.Stderr, "hiatus worker: read the configuration from stdin: %v\n", err)
+		os.Exit(2)
+	}
+	if err := runWorker(context.Background(), wc, locks, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "hiatus worker: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// workerConfig is what a worker process reads on its standard input: JSON,
+// so that server URLs never show in the process list.
+type workerConfig struct {
+	RedisURL, PostgresURL string
+	LockKey, FenceKey     string
+	CounterID             int64
+	Lease, Retry, Work    time.Duration
+	OpTimeout, Pause      time.Duration
+	Fenced                bool
+	InjectEvery           int
+	PauseKind             string
+	Lock                  string
+	Process, Stride       int64
+	StartUnixNano         int64 // the run's start on the Redis clock
+	DeadlineUnixNano      int64 // when to stop starting sections, local clock
+}
+
+// runWorker runs critical sections until the deadline, printing each op as
+// one EDN line as soon as it is recorded.
+func runWorker(ctx context.Context, wc workerConfig, locks Locks, out io.Writer) error {
+	// SIGINT or SIGTERM ends the run early: the section under way is
+	// finished, no new one begins.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithDeadline(ctx, time.Unix(0, wc.DeadlineUnixNano))
+	defer cancel()
+	rdb, err := redisClient(wc.RedisURL, 1, wc.OpTimeout)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	// One session a worker: its steps are sequential, and 64 workers must
+	// fit in a server's default 100 connections.
+	db, err := postgresPool(context.WithoutCancel(ctx), wc.PostgresURL, 1, workerApp(wc.CounterID))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	var mu sync.Mutex
+	hw := history.NewWriter(out)
+	var werr error
+	rec := func(o history.Op) {
+		mu.Lock()
+		defer mu.Unlock()
+		if werr != nil {
+			return
+		}
+		if werr = hw.Write(o); werr == nil {
+			werr = hw.Flush()
+		}
+		if werr != nil {
+			cancel() // the run is gone: nothing more to record for
+		}
+	}
+	clock := client.NewRedisClock(rdb, time.Unix(0, wc.StartUnixNano))
+	lock, err := locks.new(wc.Lock, client.LockConfig{Redis: rdb, Postgres: db, Key: wc.LockKey,
+		FenceKey: wc.FenceKey, Lease: wc.Lease, Retry: wc.Retry, Fenced: wc.Fenced})
+	if err != nil {
+		return err
+	}
+	w := &client.Worker{
+		Lock:    lock,
+		Counter: &client.Counter{DB: db, ID: wc.CounterID, Fenced: wc.Fenced},
+		Clock:   clock, Record: rec, Process: history.Process(wc.Process), Stride: wc.Stride,
+		Work: wc.Work, OpTimeout: wc.OpTimeout,
+	}
+	if wc.InjectEvery > 0 {
+		in := &nemesis.InSection{Every: wc.InjectEvery, Pause: wc.Pause, Kind: history.Keyword(wc.PauseKind),
+			Clock: clock, Record: rec}
+		w.Hook = func(ctx context.Context, s client.Section) { in.Maybe(ctx, s.Process, s.N) }
+	}
+	w.Run(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	if werr != nil {
+		return fmt.Errorf("worker: write ops: %w", werr)
+	}
+	return nil
+}

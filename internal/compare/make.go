@@ -1,0 +1,124 @@
+package compare
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/internal/servers"
+)
+
+// A Plan is a comparison to make: its rows, and what every run shares.
+type Plan struct {
+	Kind    string // reference, grid or sweep
+	Setups  []Setup
+	Runs    int            // runs of each row
+	Base    harness.Config // each run's configuration, but for what its Setup says
+	Name    string         // the comparison goes to Base.Store/Name/START-TIME/
+	Command string         // the command line that asked for it, for the table's caption
+}
+
+// Config is the configuration of run i of the row s: the base, with the
+// setup's lock, lease, fencing and pauses, and seed Base.Seed+i, so that
+// run i of every row sees the same nemesis choices.
+func (p Plan) Config(s Setup, i int) harness.Config {
+	cfg := p.Base
+	cfg.Name = p.Name + "-" + s.Slug()
+	cfg.Lock, cfg.Lease, cfg.Fenced, cfg.Pause, cfg.Interval = s.Lock, s.Lease, s.Fenced, s.PauseLen, s.Interval
+	cfg.Seed = p.Base.Seed + int64(i)
+	cfg.Nemesis, cfg.InjectEvery, cfg.PauseKind = "none", 0, harness.DefaultPauseKind
+	switch s.Pause {
+	case PauseSigStop:
+		cfg.Nemesis = "sigstop"
+	case PauseSleep, PauseStop:
+		cfg.InjectEvery, cfg.PauseKind = s.Every, s.Pause
+	}
+	return cfg
+}
+
+// Validate checks the configuration of every run, so that a bad setting
+// stops a comparison before its first run rather than in the middle.
+func (p Plan) Validate() error {
+	if p.Runs < 1 {
+		return fmt.Errorf("--runs must be at least 1, not %d", p.Runs)
+	}
+	for _, s := range p.Setups {
+		if err := p.Config(s, 0).Validate(); err != nil {
+			return fmt.Errorf("%s: %w", s.Short(), err)
+		}
+	}
+	return nil
+}
+
+// A Watch follows a comparison being made.
+type Watch struct {
+	// Started is told where the comparison goes and how long it should
+	// take, once its directory exists.
+	Started func(dir string, guess time.Duration)
+	// Progress is told of each run as it starts and as it ends.
+	Progress func(Progress)
+}
+
+// Make runs every row of p Runs times, one run after another, each an
+// ordinary run (harness.Run) kept inside the comparison's directory, and
+// writes the table, plots and run list there, even when ctx ends it early
+// or a run fails. One pair of throwaway servers serves the whole grid
+// unless p.Base names servers: starting PostgreSQL for each run would cost
+// more than some runs.
+func Make(ctx context.Context, p Plan, w Watch) (dir string, t *Table, err error) {
+	start := time.Now()
+	base := p.Base
+	if base.RedisURL == "" {
+		s, err := servers.StartRedis(ctx)
+		if err != nil {
+			return "", nil, &harness.SetupError{Err: fmt.Errorf("throwaway redis-server: %w", err)}
+		}
+		defer s.Stop()
+		base.RedisURL = s.URL
+	}
+	if base.PostgresURL == "" {
+		s, err := servers.StartPostgres(ctx)
+		if err != nil {
+			return "", nil, &harness.SetupError{Err: fmt.Errorf("throwaway PostgreSQL: %w", err)}
+		}
+		defer s.Stop()
+		base.PostgresURL = s.URL
+	}
+	versions, err := harness.ServerVersions(ctx, base.RedisURL, base.PostgresURL)
+	if err != nil {
+		return "", nil, err
+	}
+	if dir, err = CreateDir(base.Store, p.Name, start); err != nil {
+		return "", nil, err
+	}
+	t = &Table{Kind: p.Kind, Command: p.Command, Started: start, Versions: versions,
+		Workers: base.Workers, Limit: base.TimeLimit, Work: base.Work, Runs: p.Runs}
+	// A run takes its time limit, plus the workers' start and the check.
+	guess := base.TimeLimit + time.Second
+	if w.Started != nil {
+		w.Started(dir, guess*time.Duration(len(p.Setups)*p.Runs))
+	}
+	p.Base = base
+	p.Base.Store = dir // the cells live in their comparison's directory, not among the store's runs
+	runErr := Run(ctx, t, p.Setups, func(ctx context.Context, s Setup, i int) (Figures, error) {
+		cfg := p.Config(s, i)
+		res, err := harness.Run(ctx, cfg)
+		if err != nil {
+			return Figures{}, err
+		}
+		f := FiguresOf(res.Results)
+		f.Dir, f.Seed = res.Dir, cfg.Seed
+		return f, nil
+	}, guess, w.progress)
+	if err := Write(dir, t); err != nil {
+		return dir, t, err
+	}
+	return dir, t, runErr
+}
+
+func (w Watch) progress(p Progress) {
+	if w.Progress != nil {
+		w.Progress(p)
+	}
+}
