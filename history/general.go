@@ -289,3 +289,14 @@ func normInt(n *big.Int) any {
 	}
 	return n
 }
+
+// ParseValue reads one EDN literal, such as 0 or {:x 0 :y 0}, into the
+// types an Op's values have when a history is read: a value given on a
+// command line compares equal to the same value in a history.
+func ParseValue(s string) (any, error) {
+	v, err := unmarshal([]byte(s), nil)
+	if err != nil {
+		return nil, err
+	}
+	return convert(v)
+}

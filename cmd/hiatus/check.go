@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -18,7 +16,6 @@ import (
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/store"
 	"github.com/urfave/cli/v2"
-	"olympos.io/encoding/edn"
 )
 
 func checkCommand() *cli.Command {
@@ -76,7 +73,7 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 	}
 	opts := checker.Options{Model: a.model, Timeout: a.timeout, Analyzer: a.analyzer}
 	if a.initialSet {
-		v, err := parseEDN(a.initial)
+		v, err := history.ParseValue(a.initial)
 		if err != nil {
 			return usageErrorf("--initial %q: %v", a.initial, err)
 		}
@@ -205,7 +202,7 @@ func streamHistory(ctx context.Context, path string, opts checker.Options, prog 
 	// hiatus writes about 100 bytes an op; a little more room than needed
 	// is cheaper than growing.
 	h.stream.Grow(int(fi.Size() / 80))
-	err = readOps(ctx, history.NewReader(prog.reader(f), path), h.stream.Add)
+	err = history.NewReader(prog.reader(f), path).Each(ctx, h.stream.Add)
 	switch {
 	case errors.Is(err, history.ErrTruncated):
 		h.truncated = err
@@ -222,68 +219,6 @@ func streamHistory(ctx context.Context, path string, opts checker.Options, prog 
 		return nil, fmt.Errorf("%w: the %s model", checker.ErrWholeHistory, h.model)
 	}
 	return h, nil
-}
-
-// readOps hands the ops of r to add, in history order, and returns the
-// error that ended the history: nil at its clean end, ctx's error when ctx
-// ends first. The reader parses on a goroutine of its own while add runs on
-// the caller's, a batch of ops behind, so that two cores share the work of
-// a large history.
-func readOps(ctx context.Context, r *history.Reader, add func(history.Op)) error {
-	const batches, size = 4, 4096
-	full := make(chan []history.Op, batches)
-	empty := make(chan []history.Op, batches)
-	for range batches {
-		empty <- make([]history.Op, 0, size)
-	}
-	var rerr error
-	go func() {
-		defer close(full)
-		send := func(b []history.Op) bool {
-			select {
-			case full <- b:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		for {
-			var b []history.Op
-			select {
-			case b = <-empty:
-			case <-ctx.Done():
-				return
-			}
-			for b = b[:0]; len(b) < size; {
-				o, err := r.Next()
-				if err != nil {
-					if err != io.EOF {
-						rerr = err
-					}
-					send(b)
-					return
-				}
-				b = append(b, o)
-			}
-			if !send(b) {
-				return
-			}
-		}
-	}()
-	for b := range full {
-		if err := ctx.Err(); err != nil {
-			return err // the reader stops at its next batch
-		}
-		for _, o := range b {
-			add(o)
-		}
-		clear(b) // the ops' maps are garbage once added
-		empty <- b
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return rerr // read after full is closed, which follows the last write
 }
 
 // readHistory reads every op of the history at path.
@@ -388,65 +323,4 @@ func printResults(out io.Writer, rs checker.Results) {
 		}
 	}
 	fmt.Fprintf(out, "valid? %v\n", rs.Valid)
-}
-
-// parseEDN reads one EDN literal into the value types history.Op holds.
-func parseEDN(s string) (any, error) {
-	var v any
-	if err := edn.UnmarshalString(s, &v); err != nil {
-		return nil, err
-	}
-	return fromEDN(v)
-}
-
-func fromEDN(x any) (any, error) {
-	switch v := x.(type) {
-	case nil, bool, int64, float64, string:
-		return v, nil
-	case big.Int:
-		if v.IsInt64() {
-			return v.Int64(), nil
-		}
-		return &v, nil
-	case edn.Keyword:
-		return history.Keyword(v), nil
-	case edn.Symbol:
-		return string(v), nil
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			c, err := fromEDN(e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = c
-		}
-		return out, nil
-	case map[any]bool:
-		out := make(history.Set, 0, len(v))
-		for e := range v {
-			c, err := fromEDN(e)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, c)
-		}
-		sort.Slice(out, func(i, j int) bool {
-			return string(history.AppendValue(nil, out[i])) < string(history.AppendValue(nil, out[j]))
-		})
-		return out, nil
-	case map[any]any:
-		out := make(map[any]any, len(v))
-		for k, e := range v {
-			ck, err := fromEDN(k)
-			if err != nil {
-				return nil, err
-			}
-			if out[ck], err = fromEDN(e); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("unsupported EDN value %v (%T)", x, x)
 }
