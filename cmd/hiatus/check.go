@@ -93,50 +93,45 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 	// A lock-counter history is checked as it is read, keeping only what
 	// the checks need of it; any other, or one that needs all its ops
 	// (porcupine, a drawing), is read whole.
-	var h *checkedHistory
 	var total int64
 	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
 		total = fi.Size()
 	}
 	prog := startProgress(stderr, path, total)
 	defer prog.end()
-	err = checker.ErrWholeHistory
-	if a.html == "" {
-		h, err = streamHistory(ctx, path, opts, prog)
+	h, err := checker.Open(ctx, path, opts, a.html != "", prog.reader)
+	switch {
+	case ctx.Err() != nil:
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("check interrupted while reading %s", path)}
+	case err != nil:
+		return usageError(err)
 	}
-	if errors.Is(err, checker.ErrWholeHistory) {
-		h, err = readHistory(path, opts, prog)
-	}
-	if err != nil {
-		return err
-	}
-	opts.Model, opts.Truncated = h.model, h.truncated != nil
-	prog.checking(fmt.Sprintf("checking %s ops as %s", thousands(int64(h.n)), h.model))
+	opts.Model, opts.Truncated = h.Model, h.Truncated != nil
+	prog.checking(fmt.Sprintf("checking %s ops as %s", thousands(int64(h.N)), h.Model))
 	var rs checker.Results
-	if h.stream != nil {
-		rs, err = h.stream.Check(opts)
-		if errors.Is(err, checker.ErrWholeHistory) {
-			// Ops out of time order, as in a journal: Check sorts them.
-			h.ops, _ = history.ReadFile(path) // its errors are known already
-			h.stream = nil
-		} else if err != nil {
+	var drawn *checker.Visualization
+	if a.html == "" {
+		if rs, err = h.Check(ctx, opts); err != nil {
 			return usageError(err)
 		}
 	}
 	// Nothing else is written while the progress line is on the terminal:
 	// it goes first, then everything is said.
 	prog.end()
-	if h.truncated != nil {
-		fmt.Fprintf(stderr, "hiatus: %v: the history is truncated; checking the %d ops before it\n", h.truncated, h.n)
+	if h.Truncated != nil {
+		fmt.Fprintf(stderr, "hiatus: %v: the history is truncated; checking the %d ops before it\n", h.Truncated, h.N)
 	}
-	fmt.Fprintf(stdout, "checking %s\n  model %s%s, %d ops", path, h.model, h.detected, h.n)
+	detected := ""
+	if h.Detected {
+		detected = " (detected from :f)"
+	}
+	fmt.Fprintf(stdout, "checking %s\n  model %s%s, %d ops", path, h.Model, detected, h.N)
 	if opts.Model != checker.ModelMutex {
-		fmt.Fprintf(stdout, ", initial %s", history.AppendValue(nil, h.initial))
+		fmt.Fprintf(stdout, ", initial %s", history.AppendValue(nil, h.Initial))
 	}
 	fmt.Fprintln(stdout)
-	var drawn *checker.Visualization
-	if h.stream == nil {
-		if rs, drawn, err = check(ctx, a.html, h.ops, opts, stderr); err != nil {
+	if a.html != "" {
+		if rs, drawn, err = drawCheck(ctx, a.html, h.Ops, opts, stderr); err != nil {
 			return err
 		}
 	}
@@ -164,118 +159,9 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 	return verdictExit(rs.Valid.ExitCode())
 }
 
-// A checkedHistory is what check read of a history: its ops, or a Stream
-// of them.
-type checkedHistory struct {
-	path      string
-	ops       []history.Op    // nil when read into stream
-	stream    *checker.Stream // nil when read whole
-	n         int             // ops read
-	truncated error           // where the history was cut short; nil if it was not
-	model     string
-	detected  string // " (detected from :f)" when the model was
-	initial   any
-}
-
-// streamHistory reads the history in the file at path into a Stream. It
-// returns an error wrapping checker.ErrWholeHistory when the history must
-// be read whole instead, as readHistory does: when it is not lock-counter,
-// the options need all its ops, or it is not a regular file (a pipe), which
-// could not be read again.
-func streamHistory(ctx context.Context, path string, opts checker.Options, prog *checkProgress) (*checkedHistory, error) {
-	if opts.Analyzer == checker.AnalyzerPorcupine || opts.Model != "" && opts.Model != checker.ModelLockCounter {
-		return nil, checker.ErrWholeHistory
-	}
-	fi, err := os.Stat(path)
-	if err != nil || !fi.Mode().IsRegular() {
-		// A pipe cannot be read again should the history turn out to
-		// need reading whole (nor opened to look: that would take its
-		// writer's only turn).
-		return nil, checker.ErrWholeHistory
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, usageErrorf("read history: %v", err)
-	}
-	defer f.Close()
-	h := &checkedHistory{path: path, stream: checker.NewStream()}
-	// hiatus writes about 100 bytes an op; a little more room than needed
-	// is cheaper than growing.
-	h.stream.Grow(int(fi.Size() / 80))
-	err = history.NewReader(prog.reader(f), path).Each(ctx, h.stream.Add)
-	switch {
-	case errors.Is(err, history.ErrTruncated):
-		h.truncated = err
-	case ctx.Err() != nil:
-		return nil, &exitError{code: exitInterrupted, err: fmt.Errorf("check interrupted while reading %s", path)}
-	case err != nil:
-		return nil, usageError(err)
-	}
-	h.n = h.stream.Ops()
-	if err := h.resolve(opts, h.stream.Model); err != nil {
-		return nil, err
-	}
-	if h.model != checker.ModelLockCounter {
-		return nil, fmt.Errorf("%w: the %s model", checker.ErrWholeHistory, h.model)
-	}
-	return h, nil
-}
-
-// readHistory reads every op of the history at path.
-func readHistory(path string, opts checker.Options, prog *checkProgress) (*checkedHistory, error) {
-	// A malformed history is a *history.SyntaxError, which says
-	// file:line:col; a truncated one is checked as far as it goes.
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, usageError(fmt.Errorf("read history: %w", err))
-	}
-	defer f.Close()
-	ops, err := history.ReadAll(prog.reader(f), path)
-	h := &checkedHistory{path: path, ops: ops, n: len(ops)}
-	switch {
-	case errors.Is(err, history.ErrTruncated):
-		h.truncated = err
-	case err != nil:
-		return nil, usageError(err)
-	}
-	if err := h.resolve(opts, func() (string, error) { return checker.Detect(ops) }); err != nil {
-		return nil, err
-	}
-	return h, nil
-}
-
-// resolve settles the model, detecting it when opts names none, and its
-// initial state.
-func (h *checkedHistory) resolve(opts checker.Options, detect func() (string, error)) error {
-	h.model = opts.Model
-	if h.model == "" {
-		m, err := detect()
-		if err != nil {
-			return usageErrorf("%s: %v", h.path, err)
-		}
-		h.model, h.detected = m, " (detected from :f)"
-	}
-	initial, err := checker.InitialState(h.model, opts.Initial)
-	switch {
-	case errors.Is(err, checker.ErrUnknownModel):
-		return usageErrorf("--model: %v", err)
-	case err != nil:
-		return usageErrorf("--initial: %v", err)
-	}
-	h.initial = initial
-	return nil
-}
-
-// check runs the checks, drawing them to the file html when one is named;
-// it returns what was drawn, nil if nothing was.
-func check(ctx context.Context, html string, ops []history.Op, opts checker.Options, stderr io.Writer) (checker.Results, *checker.Visualization, error) {
-	if html == "" {
-		rs, err := checker.Check(ctx, ops, opts)
-		if err != nil {
-			return rs, nil, usageError(err)
-		}
-		return rs, nil, nil
-	}
+// drawCheck runs the checks, drawing them to the file html; it returns
+// what was drawn, nil if nothing was.
+func drawCheck(ctx context.Context, html string, ops []history.Op, opts checker.Options, stderr io.Writer) (checker.Results, *checker.Visualization, error) {
 	f, err := os.Create(html)
 	if err != nil {
 		return checker.Results{}, nil, usageErrorf("--html: %v", err)

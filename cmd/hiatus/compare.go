@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -69,103 +68,17 @@ func compareCommand() *cli.Command {
 
 // compareArgsOf reads and checks the compare command's flags.
 func compareArgsOf(c *cli.Context) (compare.Plan, error) {
+	ch := compare.Choices{
+		Locks: c.String("locks"), Pauses: c.String("pauses"), Fencing: c.String("fencing"), Sweep: c.String("sweep"),
+		Steps: c.Int("steps"), StepsGiven: c.IsSet("steps"), Lease: c.Duration("lease"), LeaseGiven: c.IsSet("lease"),
+		Faults: compare.Faults{Pause: c.Duration("pause"), Interval: c.Duration("interval"), Every: c.Int("inject-every")},
+	}
 	a := compare.Plan{Runs: c.Int("runs"), Name: c.String("name"), Command: commandLine(c), Base: sharedConfig(c)}
-	faults := compare.Faults{Pause: c.Duration("pause"), Interval: c.Duration("interval"), Every: c.Int("inject-every")}
-	if faults.Every < 1 {
-		return a, fmt.Errorf("--inject-every must be at least 1, not %d", faults.Every)
-	}
-	sweep := c.String("sweep")
-	switch {
-	case sweep != "":
-		a.Kind = "sweep"
-	case c.IsSet("locks") || c.IsSet("pauses"):
-		a.Kind = "grid"
-	default:
-		a.Kind = "reference"
-		for _, f := range []string{"lease", "fencing"} {
-			if c.IsSet(f) {
-				return a, fmt.Errorf("--%s: the reference grid fixes its rows; give --locks or --pauses for a grid of your own", f)
-			}
-		}
-	}
-	switch {
-	case a.Kind != "sweep" && c.IsSet("steps"):
-		return a, fmt.Errorf("--steps goes with --sweep")
-	case a.Kind == "sweep" && c.IsSet("lease"):
-		return a, fmt.Errorf("--lease: a sweep sets the lease of each row to --pause divided by the ratio")
-	}
-	locks, err := list(c.String("locks"), "setnx", client.LockNames(), "--locks")
-	if err != nil {
+	var err error
+	if a.Kind, a.Setups, err = ch.Setups(); err != nil {
 		return a, err
-	}
-	defPauses := "sigstop,sleep,stop"
-	if a.Kind == "sweep" {
-		defPauses = "sigstop"
-	}
-	pauses, err := list(c.String("pauses"), defPauses, compare.PauseKinds(), "--pauses")
-	if err != nil {
-		return a, err
-	}
-	fencing, err := fencingOf(c.String("fencing"), a.Kind == "sweep")
-	if err != nil {
-		return a, err
-	}
-	switch a.Kind {
-	case "reference":
-		a.Setups = compare.Reference(faults)
-	case "grid":
-		a.Setups = compare.Grid(faults, locks, pauses, fencing, c.Duration("lease"))
-	case "sweep":
-		if slices.Contains(pauses, compare.PauseNone) {
-			return a, fmt.Errorf("--pauses none: a sweep of the pause/lease ratio needs pauses")
-		}
-		lo, hi, err := compare.ParseSweep(sweep)
-		if err != nil {
-			return a, err
-		}
-		if c.Int("steps") < 1 {
-			return a, fmt.Errorf("--steps must be at least 1, not %d", c.Int("steps"))
-		}
-		a.Setups = compare.Sweep(faults, locks, pauses, fencing, compare.Ratios(lo, hi, c.Int("steps")))
 	}
 	return a, a.Validate()
-}
-
-// list splits a comma-separated flag value, default def, and checks each
-// item is one of valid.
-func list(v, def string, valid []string, flag string) ([]string, error) {
-	if v == "" {
-		v = def
-	}
-	var out []string
-	for _, item := range strings.Split(v, ",") {
-		item = strings.TrimSpace(item)
-		if !slices.Contains(valid, item) {
-			return nil, fmt.Errorf("%s %q: want a comma-separated list of %s", flag, item, strings.Join(valid, ", "))
-		}
-		if !slices.Contains(out, item) {
-			out = append(out, item)
-		}
-	}
-	return out, nil
-}
-
-func fencingOf(v string, sweep bool) ([]bool, error) {
-	if v == "" {
-		v = "off"
-		if sweep {
-			v = "both"
-		}
-	}
-	switch v {
-	case "off":
-		return []bool{false}, nil
-	case "on":
-		return []bool{true}, nil
-	case "both":
-		return []bool{false, true}, nil
-	}
-	return nil, fmt.Errorf("--fencing %q: want off, on or both", v)
 }
 
 // commandLine writes the command as the flags that were set, in the order

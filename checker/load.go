@@ -1,0 +1,159 @@
+package checker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// A File is a history read from a file for checking: every op, or, for a
+// lock-counter history that can be, only what a Stream keeps of them.
+type File struct {
+	Path      string
+	Ops       []history.Op // nil when streamed
+	Stream    *Stream      // nil when read whole
+	N         int          // ops read
+	Truncated error        // where the history was cut short; nil if it was not
+	Model     string       // opts.Model, or the model detected
+	Detected  bool         // the model was detected from the ops' :f
+	Initial   any          // the model's initial state
+}
+
+// An InputError is what is wrong with a history file or with the options
+// asked of it: the user's to fix, not a fault of the checker.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputErrorf(format string, args ...any) error {
+	return &InputError{Err: fmt.Errorf(format, args...)}
+}
+
+// Open reads the history at path for a check with opts. A lock-counter
+// history in a regular file is read into a Stream, unless whole asks for
+// every op (a drawing needs them); any other, or one the options need whole
+// (porcupine), is read whole. wrap, if not nil, wraps the file as it is
+// read (to count its bytes, say). A truncated history is read as far as it
+// goes (File.Truncated). Errors are *InputError, or ctx's when it ended.
+func Open(ctx context.Context, path string, opts Options, whole bool, wrap func(io.Reader) io.Reader) (*File, error) {
+	if wrap == nil {
+		wrap = func(r io.Reader) io.Reader { return r }
+	}
+	if !whole {
+		h, err := openStream(ctx, path, opts, wrap)
+		if !errors.Is(err, ErrWholeHistory) {
+			return h, err
+		}
+	}
+	return openWhole(path, opts, wrap)
+}
+
+// openStream reads the history into a Stream. It returns an error wrapping
+// ErrWholeHistory when the history must be read whole instead: when it is
+// not lock-counter, the options need all its ops, or it is not a regular
+// file (a pipe), which could not be read again.
+func openStream(ctx context.Context, path string, opts Options, wrap func(io.Reader) io.Reader) (*File, error) {
+	if opts.Analyzer == AnalyzerPorcupine || opts.Model != "" && opts.Model != ModelLockCounter {
+		return nil, ErrWholeHistory
+	}
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		// A pipe cannot be read again should the history turn out to
+		// need reading whole (nor opened to look: that would take its
+		// writer's only turn).
+		return nil, ErrWholeHistory
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, inputErrorf("read history: %w", err)
+	}
+	defer f.Close()
+	h := &File{Path: path, Stream: NewStream()}
+	// hiatus writes about 100 bytes an op; a little more room than needed
+	// is cheaper than growing.
+	h.Stream.Grow(int(fi.Size() / 80))
+	err = history.NewReader(wrap(f), path).Each(ctx, h.Stream.Add)
+	switch {
+	case errors.Is(err, history.ErrTruncated):
+		h.Truncated = err
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil:
+		return nil, &InputError{Err: err}
+	}
+	h.N = h.Stream.Ops()
+	if err := h.resolve(opts, h.Stream.Model); err != nil {
+		return nil, err
+	}
+	if h.Model != ModelLockCounter {
+		return nil, fmt.Errorf("%w: the %s model", ErrWholeHistory, h.Model)
+	}
+	return h, nil
+}
+
+// openWhole reads every op of the history at path.
+func openWhole(path string, opts Options, wrap func(io.Reader) io.Reader) (*File, error) {
+	// A malformed history is a *history.SyntaxError, which says
+	// file:line:col; a truncated one is checked as far as it goes.
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, inputErrorf("read history: %w", err)
+	}
+	defer f.Close()
+	ops, err := history.ReadAll(wrap(f), path)
+	h := &File{Path: path, Ops: ops, N: len(ops)}
+	switch {
+	case errors.Is(err, history.ErrTruncated):
+		h.Truncated = err
+	case err != nil:
+		return nil, &InputError{Err: err}
+	}
+	if err := h.resolve(opts, func() (string, error) { return Detect(ops) }); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// resolve settles the model, detecting it when opts names none, and its
+// initial state.
+func (h *File) resolve(opts Options, detect func() (string, error)) error {
+	h.Model = opts.Model
+	if h.Model == "" {
+		m, err := detect()
+		if err != nil {
+			return inputErrorf("%s: %v", h.Path, err)
+		}
+		h.Model, h.Detected = m, true
+	}
+	initial, err := initialFor(h.Model, opts.Initial)
+	switch {
+	case errors.Is(err, ErrUnknownModel):
+		return inputErrorf("--model: %w", err)
+	case err != nil:
+		return inputErrorf("--initial: %w", err)
+	}
+	h.Initial = initial
+	return nil
+}
+
+// Check checks a streamed history, with opts's model and initial state set
+// to the File's. A history the Stream cannot judge (ops out of time order,
+// as in a journal) is read again, whole, and checked by Check, which
+// sorts it. A File read whole is checked by Check.
+func (h *File) Check(ctx context.Context, opts Options) (Results, error) {
+	opts.Model, opts.Truncated = h.Model, h.Truncated != nil
+	if h.Stream != nil {
+		rs, err := h.Stream.Check(opts)
+		if !errors.Is(err, ErrWholeHistory) {
+			return rs, err
+		}
+		h.Ops, _ = history.ReadFile(h.Path) // its errors are known already
+		h.Stream = nil
+	}
+	return Check(ctx, h.Ops, opts)
+}
