@@ -3,9 +3,10 @@
 // ones), the worker processes and the nemesis schedule; collects every op
 // into the journal as it arrives; makes the final read; settles :info
 // writes from the audit table; sorts the journal into history.edn; checks
-// it; and writes the run directory through store. It is the only package
-// that wires client, nemesis, checker and store together, and it holds
-// nothing of a run in memory but what the checker keeps.
+// it and draws its performance plots (report); and writes the run
+// directory through store. It is the only package that wires client,
+// nemesis, checker, report and store together, and it holds nothing of a
+// run in memory but what the checker keeps.
 //
 // A Go program or test runs an experiment on a lock of its own with Run,
 // and must let its binary serve as the run's workers: see ServeWorker.
@@ -25,6 +26,7 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/hiatus-dev/hiatus/report"
 	"github.com/hiatus-dev/hiatus/store"
 )
 
@@ -176,6 +178,7 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 	w := history.NewWriter(out)
 	stream := checker.NewStream()
 	stream.Grow(ops)
+	perf := report.NewPerf()
 	settled := 0
 	err = sortJournal(ctx, run.Path(store.Journal), run.Dir, sortChunk, func(o history.Op) error {
 		o, ok := client.Resolve(o, asked, audited)
@@ -183,6 +186,7 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 			settled++
 		}
 		stream.Add(o)
+		perf.Add(o)
 		return w.Write(o)
 	})
 	if err == nil {
@@ -196,6 +200,9 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 		return checker.Results{}, err
 	}
 	lg.logf("history: %d ops, %d :info writes settled from counter_audit", stream.Ops(), settled)
+	if err := perf.WritePlots(run.Dir); err != nil {
+		lg.printf("plots: %v", err) // the pictures are not worth the verdict
+	}
 	rs := analyze(stream)
 	if jerr != nil {
 		rs.Add(checker.Result{Name: "run", Valid: checker.Unknown, Explanation: jerr.Error() + ": the history lacks the ops after it"})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/report"
 	"github.com/hiatus-dev/hiatus/store"
 )
 
@@ -32,7 +33,8 @@ func TestRunOwnLock(t *testing.T) {
 	if res.Config.RedisURL == "" || res.Interrupted {
 		t.Errorf("result config %+v, interrupted %v: want the throwaway server's URL, not interrupted", res.Config, res.Interrupted)
 	}
-	for _, name := range []string{store.History, store.Journal, store.Results, store.Test, store.Log, store.RedisLog, store.PostgresLog} {
+	for _, name := range []string{store.History, store.Journal, store.Results, store.Test, store.Log, store.RedisLog, store.PostgresLog,
+		report.LatencyRaw, report.LatencyQuantiles, report.Rate} {
 		if _, err := os.Stat(filepath.Join(res.Dir, name)); err != nil {
 			t.Errorf("run directory lacks %s: %v", name, err)
 		}

@@ -79,6 +79,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			checkCommand(),
 			genCommand(),
 			compareCommand(),
+			plotCommand(),
 		},
 		Action: func(c *cli.Context) error {
 			if topic, ok := helpTopic(c.Args().Slice()); ok {
