@@ -159,6 +159,11 @@ func (p *plan) run(ctx context.Context, visual bool) (Results, *linearRun) {
 	if r, ok := historyResult(len(p.ops), p.truncated, len(p.problems), p.problems); ok {
 		rs.Add(r)
 	}
+	var st stats
+	for _, o := range p.ops {
+		st.add(o)
+	}
+	rs.Add(st.result(nil))
 	return rs, lr
 }
 

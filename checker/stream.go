@@ -40,6 +40,7 @@ type Stream struct {
 	secs   sectionBuilder
 	pauses pauseBuilder
 	counts lcCounts
+	stats  stats
 
 	// The pairing of invocations with completions, as pairCalls does it.
 	pairer        history.Pairer
@@ -121,6 +122,7 @@ func (s *Stream) Add(o history.Op) {
 	s.secs.add(o)
 	s.pauses.add(o)
 	s.counts.add(o)
+	s.stats.add(o)
 	if o.Process >= 0 {
 		s.pair(i, o)
 	}
@@ -319,6 +321,7 @@ func (s *Stream) results(initial int64, truncated bool, linear func() Result) Re
 	if r, ok := historyResult(s.n, truncated, s.problems, s.firstProblems); ok {
 		rs.Add(r)
 	}
+	rs.Add(s.stats.result([]history.Keyword{history.FWrite}))
 	return rs
 }
 
