@@ -139,18 +139,22 @@ func sweepPanel(t *Table, kind string) (*plot.Plot, error) {
 		return nil, nil
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Y.Tick.Marker = plainTicks{}
 	// A margin on the log scale, which also keeps a sweep of one ratio off 0.
 	p.X.Min, p.X.Max = xmin/1.15, xmax*1.15
-	p.Y.Min, p.Y.Max = 0, ymax*1.1
+	// Room above the data for the legend, a line an entry (and one for the
+	// reference line), so that it never covers a point.
+	p.Y.Min, p.Y.Max = 0, ymax*1.1/(1-0.08*float64(len(order)+1))
 
 	// Where the pause outlasts the lease.
-	one, err := plotter.NewLine(plotter.XYs{{X: 1, Y: 0}, {X: 1, Y: ymax * 1.1}})
+	one, err := plotter.NewLine(plotter.XYs{{X: 1, Y: 0}, {X: 1, Y: p.Y.Max}})
 	if err != nil {
 		return nil, err
 	}
 	one.Color = color.Gray{Y: 160}
 	one.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
 	p.Add(one)
+	p.Legend.Add("pause = lease", one)
 
 	for i, name := range order {
 		s := series[name]
@@ -200,7 +204,9 @@ func gridPlot(t *Table) (*plot.Plot, error) {
 		return nil, err
 	}
 	chart.Horizontal = true
-	chart.Color = plotutil.Color(0)
+	// One colour for every bar: a colour of their own would seem to mean
+	// something the legend-less chart never says.
+	chart.Color = color.Gray{Y: 150}
 	chart.LineStyle.Width = 0
 	eb, err := plotter.NewXErrorBars(bars)
 	if err != nil {
@@ -209,5 +215,22 @@ func gridPlot(t *Table) (*plot.Plot, error) {
 	p.Add(chart, eb)
 	p.NominalY(labels...)
 	p.X.Min, p.X.Max = 0, xmax*1.1
+	p.X.Tick.Marker = plainTicks{}
 	return p, nil
+}
+
+// plainTicks are gonum's default ticks, labelled as numbers are written
+// (500, 2.5, 0.25), so that every panel writes its scale alike: gonum's own
+// labels give one panel "6" and another "500.00".
+type plainTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (plainTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
 }
