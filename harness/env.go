@@ -24,21 +24,13 @@ func startEnv(ctx context.Context, cfg *Config) (_ *env, err error) {
 			e.close()
 		}
 	}()
-	if cfg.RedisURL == "" {
-		s, err := servers.StartRedis(ctx)
-		if err != nil {
-			return nil, setupErrorf("throwaway redis-server: %w", err)
-		}
-		e.stops = append(e.stops, s.Stop)
-		e.redis, cfg.RedisURL = s, s.URL
+	if e.redis, e.postgres, err = startServers(ctx, cfg); err != nil {
+		return nil, err
 	}
-	if cfg.PostgresURL == "" {
-		s, err := servers.StartPostgres(ctx)
-		if err != nil {
-			return nil, setupErrorf("throwaway PostgreSQL: %w", err)
+	for _, sv := range []*servers.Server{e.redis, e.postgres} { // stopped in reverse
+		if sv != nil {
+			e.stops = append(e.stops, sv.Stop)
 		}
-		e.stops = append(e.stops, s.Stop)
-		e.postgres, cfg.PostgresURL = s, s.URL
 	}
 	e.rdb, err = redisClient(cfg.RedisURL, cfg.Workers, cfg.OpTimeout)
 	if err != nil {
@@ -67,6 +59,45 @@ func startEnv(ctx context.Context, cfg *Config) (_ *env, err error) {
 		return nil, setupErrorf("Redis at %s: %v", Redact(cfg.RedisURL), err)
 	}
 	return e, nil
+}
+
+// startServers starts a throwaway redis-server and PostgreSQL for the URLs
+// cfg leaves empty, and fills them in; a server given by URL is nil.
+func startServers(ctx context.Context, cfg *Config) (redis, postgres *servers.Server, err error) {
+	if cfg.RedisURL == "" {
+		if redis, err = servers.StartRedis(ctx); err != nil {
+			return nil, nil, setupErrorf("throwaway redis-server: %w", err)
+		}
+		cfg.RedisURL = redis.URL
+	}
+	if cfg.PostgresURL == "" {
+		if postgres, err = servers.StartPostgres(ctx); err != nil {
+			if redis != nil {
+				redis.Stop()
+			}
+			return nil, nil, setupErrorf("throwaway PostgreSQL: %w", err)
+		}
+		cfg.PostgresURL = postgres.URL
+	}
+	return redis, postgres, nil
+}
+
+// StartServers starts the throwaway servers of the URLs cfg leaves empty,
+// fills the URLs in, and returns what removes them: for a caller that makes
+// many runs on one pair of servers (starting PostgreSQL for each would cost
+// more than some runs). Run starts its own when cfg names none.
+func StartServers(ctx context.Context, cfg *Config) (stop func(), err error) {
+	redis, postgres, err := startServers(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		for _, sv := range []*servers.Server{postgres, redis} {
+			if sv != nil {
+				sv.Stop()
+			}
+		}
+	}, nil
 }
 
 // seats refuses a run whose workers PostgreSQL cannot all seat: each holds

@@ -180,7 +180,7 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 	stream.Grow(ops)
 	perf := report.NewPerf()
 	settled := 0
-	err = sortJournal(ctx, run.Path(store.Journal), run.Dir, sortChunk, func(o history.Op) error {
+	err = sortJournal(ctx, run.Path(store.Journal), run.Dir, sortChunk, maxFanIn, func(o history.Op) error {
 		o, ok := client.Resolve(o, asked, audited)
 		if ok {
 			settled++

@@ -24,8 +24,8 @@ const sortChunk = 100_000
 // history's order — by :time, ops of equal time in the order they arrived,
 // so that a process's own ops stay in order — with dense :index from 0.
 // Chunks that do not fit in memory go to temporary files in dir, removed
-// before it returns.
-func sortJournal(ctx context.Context, path, dir string, chunk int, emit func(history.Op) error) error {
+// before it returns, merged fanIn at a time.
+func sortJournal(ctx context.Context, path, dir string, chunk, fanIn int, emit func(history.Op) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("sort the journal: %w", err)
@@ -54,9 +54,62 @@ func sortJournal(ctx context.Context, path, dir string, chunk int, emit func(his
 		}
 		runs = append(runs, run)
 		if end {
+			if runs, err = narrow(ctx, tmp, runs, fanIn); err != nil {
+				return err
+			}
 			return mergeRuns(ctx, runs, emit)
 		}
 	}
+}
+
+// maxFanIn bounds the runs merged at once, and so the files open at once:
+// a day's run of 300 million ops would be 3,000 runs of a chunk.
+const maxFanIn = 64
+
+// narrow merges consecutive groups of runs into longer ones until at most
+// fanIn are left. Each group takes its place among the others, so that ties
+// still go to the run that came earlier in the journal.
+func narrow(ctx context.Context, tmp string, runs []string, fanIn int) ([]string, error) {
+	for pass := 0; len(runs) > fanIn; pass++ {
+		var next []string
+		for i := 0; i < len(runs); i += fanIn {
+			group := runs[i:min(i+fanIn, len(runs))]
+			if len(group) == 1 {
+				next = append(next, group[0])
+				continue
+			}
+			path := filepath.Join(tmp, fmt.Sprintf("pass-%d-%d.edn", pass, len(next)))
+			if err := mergeInto(ctx, group, path); err != nil {
+				return nil, err
+			}
+			for _, g := range group {
+				os.Remove(g)
+			}
+			next = append(next, path)
+		}
+		runs = next
+	}
+	return runs, nil
+}
+
+// mergeInto merges sorted runs into one file at path.
+func mergeInto(ctx context.Context, runs []string, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("sort the journal: %w", err)
+	}
+	w := history.NewWriter(f)
+	err = mergeRuns(ctx, runs, w.Write)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sort the journal: %w", err)
+	}
+	return nil
 }
 
 // readChunk reads up to n ops; end says the journal is done.

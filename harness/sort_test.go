@@ -12,7 +12,8 @@ import (
 	"github.com/hiatus-dev/hiatus/history"
 )
 
-// TestSortJournal: whatever the chunk size, the history is the journal
+// TestSortJournal: whatever the chunk size and the runs merged at once
+// (several passes when they are few), the history is the journal
 // sorted by :time, ops of equal time in the order they arrived, with dense
 // indexes; the sort leaves no file behind.
 func TestSortJournal(t *testing.T) {
@@ -43,9 +44,12 @@ func TestSortJournal(t *testing.T) {
 	want := slices.Clone(journal)
 	slices.SortStableFunc(want, func(a, b history.Op) int { return cmp.Compare(a.Time, b.Time) })
 
-	for _, chunk := range []int{1, 7, 999, 1000, 1001, 100_000} {
+	for _, tc := range []struct{ chunk, fanIn int }{
+		{1, 2}, {1, 64}, {7, 3}, {7, 1000}, {999, 2}, {1000, 64}, {1001, 64}, {100_000, 64},
+	} {
+		chunk := tc.chunk
 		var got []history.Op
-		err := sortJournal(context.Background(), path, dir, chunk, func(o history.Op) error {
+		err := sortJournal(context.Background(), path, dir, chunk, tc.fanIn, func(o history.Op) error {
 			got = append(got, o)
 			return nil
 		})

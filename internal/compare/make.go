@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/harness"
-	"github.com/hiatus-dev/hiatus/internal/servers"
 )
 
 // A Plan is a comparison to make: its rows, and what every run shares.
@@ -64,27 +63,15 @@ type Watch struct {
 // ordinary run (harness.Run) kept inside the comparison's directory, and
 // writes the table, plots and run list there, even when ctx ends it early
 // or a run fails. One pair of throwaway servers serves the whole grid
-// unless p.Base names servers: starting PostgreSQL for each run would cost
-// more than some runs.
+// unless p.Base names servers.
 func Make(ctx context.Context, p Plan, w Watch) (dir string, t *Table, err error) {
 	start := time.Now()
 	base := p.Base
-	if base.RedisURL == "" {
-		s, err := servers.StartRedis(ctx)
-		if err != nil {
-			return "", nil, &harness.SetupError{Err: fmt.Errorf("throwaway redis-server: %w", err)}
-		}
-		defer s.Stop()
-		base.RedisURL = s.URL
+	stop, err := harness.StartServers(ctx, &base)
+	if err != nil {
+		return "", nil, err
 	}
-	if base.PostgresURL == "" {
-		s, err := servers.StartPostgres(ctx)
-		if err != nil {
-			return "", nil, &harness.SetupError{Err: fmt.Errorf("throwaway PostgreSQL: %w", err)}
-		}
-		defer s.Stop()
-		base.PostgresURL = s.URL
-	}
+	defer stop()
 	versions, err := harness.ServerVersions(ctx, base.RedisURL, base.PostgresURL)
 	if err != nil {
 		return "", nil, err
