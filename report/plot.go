@@ -176,9 +176,17 @@ func (p *Perf) shade(plt *plot.Plot) {
 	for i, k := range kinds {
 		b := &bands{color: faultColors[i%len(faultColors)]}
 		for _, w := range p.faults {
-			if w.Kind == k {
-				b.windows = append(b.windows, w)
+			if w.Kind != k {
+				continue
 			}
+			// Windows of one kind that overlap (two workers paused at
+			// once) are one band: translucent bands drawn over each
+			// other would look like a fault of another kind.
+			if n := len(b.windows); n > 0 && w.Start <= b.windows[n-1].End {
+				b.windows[n-1].End = max(b.windows[n-1].End, w.End)
+				continue
+			}
+			b.windows = append(b.windows, w)
 		}
 		plt.Add(b)
 		plt.Legend.Add(fmt.Sprintf("fault: %s", k), b)
@@ -199,7 +207,9 @@ func (b *bands) Plot(c draw.Canvas, plt *plot.Plot) {
 	c.SetColor(b.color)
 	for _, w := range b.windows {
 		x0, x1 := trX(seconds(w.Start)), trX(seconds(w.End))
-		x1 = max(x1, x0+vg.Points(1)) // a kill is an instant: still seen
+		if w.End == w.Start {
+			x1 = x0 + vg.Points(1) // an instant: still seen
+		}
 		var path vg.Path
 		path.Move(vg.Point{X: x0, Y: c.Min.Y})
 		path.Line(vg.Point{X: x1, Y: c.Min.Y})
