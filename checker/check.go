@@ -156,23 +156,28 @@ func (p *plan) run(ctx context.Context, visual bool) (Results, *linearRun) {
 		r, lr = p.linear(ctx, visual)
 		rs.Add(r)
 	}
-	if r, ok := historyResult(len(p.ops), p.truncated, len(p.problems), p.problems); ok {
-		rs.Add(r)
-	}
 	var st stats
+	var missing []string
 	for _, o := range p.ops {
 		st.add(o)
+		if m, ok := opsMissing(o); ok {
+			missing = append(missing, m)
+		}
+	}
+	if r, ok := historyResult(len(p.ops), p.truncated, len(p.problems), p.problems, missing); ok {
+		rs.Add(r)
 	}
 	rs.Add(st.result(nil))
 	return rs, lr
 }
 
 // historyResult reports what makes any verdict on a history of n ops
-// uncertain: it was cut short, or it breaks the rules of a history (one
-// open op per process, completions after invocations) at problems ops, the
-// first of which are first.
-func historyResult(n int, truncated bool, problems int, first []string) (Result, bool) {
-	if !truncated && problems == 0 {
+// uncertain: it was cut short, it breaks the rules of a history (one open
+// op per process, completions after invocations) at problems ops, the first
+// of which are first, or the run that wrote it says ops are missing from it
+// (missing: what each :ops-missing event says).
+func historyResult(n int, truncated bool, problems int, first, missing []string) (Result, bool) {
+	if !truncated && problems == 0 && len(missing) == 0 {
 		return Result{}, false
 	}
 	r := Result{Name: "history", Valid: Unknown, Fields: []Field{
@@ -192,8 +197,27 @@ func historyResult(n int, truncated bool, problems int, first []string) (Result,
 		r.Fields = append(r.Fields, Field{"first-problems", ev})
 		why = append(why, fmt.Sprintf("%d ops break the rules of a history, so checks read it leniently; first: %s", problems, first[0]))
 	}
+	if len(missing) > 0 {
+		ev := make([]any, 0, len(missing))
+		for _, m := range missing {
+			ev = append(ev, m)
+		}
+		r.Fields = append(r.Fields, Field{"ops-missing", ev})
+		why = append(why, "the run that wrote the history could not record all its ops: "+strings.Join(missing, "; "))
+	}
 	r.Explanation = strings.Join(why, "; ")
 	return r, true
+}
+
+// opsMissing returns what an :ops-missing event says, if o is one.
+func opsMissing(o history.Op) (string, bool) {
+	if o.IsClient() || o.F != history.FOpsMissing {
+		return "", false
+	}
+	if s, ok := o.Value.(string); ok {
+		return s, true
+	}
+	return string(history.AppendValue(nil, o.Value)), true
 }
 
 // Detect names the model a history's client ops call for, by their :f

@@ -41,6 +41,8 @@ type Stream struct {
 	pauses pauseBuilder
 	counts lcCounts
 	stats  stats
+	// What the :ops-missing events of the run say.
+	missing []string
 
 	// The pairing of invocations with completions, as pairCalls does it.
 	pairer        history.Pairer
@@ -123,6 +125,9 @@ func (s *Stream) Add(o history.Op) {
 	s.pauses.add(o)
 	s.counts.add(o)
 	s.stats.add(o)
+	if m, ok := opsMissing(o); ok {
+		s.missing = append(s.missing, m)
+	}
 	if o.Process >= 0 {
 		s.pair(i, o)
 	}
@@ -318,7 +323,7 @@ func (s *Stream) results(initial int64, truncated bool, linear func() Result) Re
 	} else {
 		rs.Add(s.linear(initial, w))
 	}
-	if r, ok := historyResult(s.n, truncated, s.problems, s.firstProblems); ok {
+	if r, ok := historyResult(s.n, truncated, s.problems, s.firstProblems, s.missing); ok {
 		rs.Add(r)
 	}
 	rs.Add(s.stats.result([]history.Keyword{history.FWrite}))

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -13,60 +14,85 @@ import (
 	"github.com/hiatus-dev/hiatus/store"
 )
 
-// fullDisk takes n bytes, then refuses every write.
-type fullDisk struct{ n int }
+// fullDisk passes n bytes to w, then refuses every write, as a disk that
+// fills up does: a write it cuts short is written in part.
+type fullDisk struct {
+	w io.Writer
+	n int
+}
 
 func (d *fullDisk) Write(p []byte) (int, error) {
 	if len(p) > d.n {
-		return 0, errors.New("no space left on device")
+		k, _ := d.w.Write(p[:d.n])
+		d.n = 0
+		return k, errors.New("no space left on device")
 	}
 	d.n -= len(p)
-	return len(p), nil
+	return d.w.Write(p)
 }
 
-// TestJournalRefused: ops the journal cannot take are counted and the
-// first refusal kept; the history made from what it took is checked, and
-// the verdict is unknown, saying why.
-func TestJournalRefused(t *testing.T) {
-	run, err := store.Create(t.TempDir(), "t", time.Unix(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(run.Path(store.Journal))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+// TestOpsMissing: ops the run could not record — a journal the disk cut
+// short inside an op, or fewer ops in the journal than were recorded — are
+// said by an :ops-missing event at the end of the history, which makes
+// its check unknown, then and on any later check of the history alone.
+func TestOpsMissing(t *testing.T) {
 	ops := []history.Op{
 		{Time: 1, Type: history.Invoke, Process: 0, F: history.FRead},
 		{Time: 2, Type: history.Ok, Process: 0, F: history.FRead, Value: int64(0)},
+		{Time: 3, Type: history.Invoke, Process: 0, F: history.FWrite, Value: int64(1)},
 	}
-	col := newCollector(f, 1)
-	for _, o := range ops {
-		col.record(o)
-	}
-	col.journal = history.NewWriter(&fullDisk{})
-	col.record(history.Op{Time: 3, Type: history.Invoke, Process: 0, F: history.FWrite, Value: int64(1)})
-	n, _, _, jerr := col.stats()
-	if n != 3 || jerr == nil || !strings.Contains(jerr.Error(), "no space left") {
-		t.Fatalf("%d ops, error %v; want 3 and the disk's refusal", n, jerr)
-	}
-	lg, err := newRunLog(run, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lg.close()
-	lg.out = &strings.Builder{}
-	rs, err := finish(context.Background(), DefaultConfig(), &env{}, run, col, lg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rs.Valid != checker.Unknown || !strings.Contains(string(rs.AppendEDN(nil)), "no space left") {
-		t.Errorf("results %s: want :unknown, saying the journal was refused", rs.AppendEDN(nil))
-	}
-	got, err := history.ReadFile(run.Path(store.History))
-	if err != nil || len(got) != 2 {
-		t.Errorf("history: %d ops (%v), want the 2 the journal took", len(got), err)
+	for _, tc := range []struct {
+		name  string
+		room  int // bytes the disk takes; 0: all
+		extra int // ops the collector counts beyond the journal's
+		want  string
+	}{
+		{"disk full", 150, 0, "no space left"},
+		{"ops lost", 0, 1, "the journal gave 3 ops of the 4 recorded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run, err := store.Create(t.TempDir(), "t", time.Unix(0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Create(run.Path(store.Journal))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var jw io.Writer = f
+			if tc.room > 0 {
+				jw = &fullDisk{w: f, n: tc.room}
+			}
+			col := newCollector(jw, 1)
+			for _, o := range ops {
+				col.record(o)
+			}
+			col.ops += tc.extra
+			lg, err := newRunLog(run, &strings.Builder{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lg.close()
+			rs, err := finish(context.Background(), DefaultConfig(), &env{}, run, col, lg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rs.Valid != checker.Unknown || !strings.Contains(string(rs.AppendEDN(nil)), tc.want) {
+				t.Errorf("results %s: want :unknown, saying %q", rs.AppendEDN(nil), tc.want)
+			}
+			got, err := history.ReadFile(run.Path(store.History))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last := got[len(got)-1]; last.F != history.FOpsMissing || !strings.Contains(last.Value.(string), tc.want) {
+				t.Errorf("history ends with %v, want an :ops-missing event saying %q", last, tc.want)
+			}
+			again, err := checker.Check(context.Background(), got, checker.Options{Model: checker.ModelLockCounter})
+			if err != nil || again.Valid != checker.Unknown {
+				t.Errorf("the history checked again: %v (%v), want :unknown", again.Valid, err)
+			}
+		})
 	}
 }
 

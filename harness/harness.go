@@ -19,6 +19,7 @@ import (
 	"io"
 	"math/rand"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -163,12 +164,20 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 }
 
 // finish makes history.edn from the journal, settling :info writes on the
-// way, checks it as it goes, and writes results.edn.
+// way, checks it and draws its plots as it goes, and writes results.edn.
+// Ops the run could not record are said in the history itself, by an
+// :ops-missing event at its end, so that a check of it months later still
+// knows it is incomplete.
 func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *collector, lg *runLog) (checker.Results, error) {
 	ops, _, infoWrites, jerr := col.stats()
+	var missing []string
 	if jerr != nil {
 		// What the journal took is still sorted and checked below.
 		lg.printf("%v: the history lacks the ops after it", jerr)
+		missing = append(missing, jerr.Error()+": the ops after it")
+	}
+	for _, perr := range col.protocolErrors() {
+		missing = append(missing, fmt.Sprintf("%v: the worker's later ops", perr))
 	}
 	asked, audited := env.settle(ctx, cfg, infoWrites, lg)
 	out, err := run.Create(store.History)
@@ -179,22 +188,37 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 	stream := checker.NewStream()
 	stream.Grow(ops)
 	perf := report.NewPerf()
-	settled := 0
-	err = sortJournal(ctx, run.Path(store.Journal), run.Dir, sortChunk, maxFanIn, func(o history.Op) error {
+	settled, n, last := 0, 0, int64(0)
+	add := func(o history.Op) error {
+		stream.Add(o)
+		perf.Add(o)
+		n, last = n+1, max(last, o.Time)
+		return w.Write(o)
+	}
+	// A journal the disk refused may end inside an op: it ends there.
+	err = sortJournal(ctx, run.Path(store.Journal), run.Dir, sortChunk, maxFanIn, jerr != nil, func(o history.Op) error {
 		o, ok := client.Resolve(o, asked, audited)
 		if ok {
 			settled++
 		}
-		stream.Add(o)
-		perf.Add(o)
-		return w.Write(o)
+		return add(o)
 	})
+	if err == nil && jerr == nil && n != ops {
+		missing = append(missing, fmt.Sprintf("the journal gave %d ops of the %d recorded", n, ops))
+	}
+	if err == nil && len(missing) > 0 {
+		err = add(history.Op{Index: int64(n), Time: last, Type: history.Info, Process: history.Nemesis,
+			F: history.FOpsMissing, Value: strings.Join(missing, "; ")})
+	}
 	if err == nil {
 		err = w.Flush()
 	}
 	if err != nil {
 		out.Abort()
-		return checker.Results{}, fmt.Errorf("write the history (the journal keeps every op): %w", err)
+		if jerr == nil {
+			return checker.Results{}, fmt.Errorf("write the history (the journal keeps every op): %w", err)
+		}
+		return checker.Results{}, fmt.Errorf("write the history: %w", err)
 	}
 	if err := out.Close(); err != nil {
 		return checker.Results{}, err
@@ -204,13 +228,6 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 		lg.printf("plots: %v", err) // the pictures are not worth the verdict
 	}
 	rs := analyze(stream)
-	if jerr != nil {
-		rs.Add(checker.Result{Name: "run", Valid: checker.Unknown, Explanation: jerr.Error() + ": the history lacks the ops after it"})
-	}
-	for _, perr := range col.protocolErrors() {
-		rs.Add(checker.Result{Name: "run", Valid: checker.Unknown,
-			Explanation: fmt.Sprintf("%v: the worker's later ops are missing", perr)})
-	}
 	if err := run.WriteFile(store.Results, rs.AppendEDN(nil)); err != nil {
 		return rs, err
 	}

@@ -24,8 +24,9 @@ const sortChunk = 100_000
 // history's order — by :time, ops of equal time in the order they arrived,
 // so that a process's own ops stay in order — with dense :index from 0.
 // Chunks that do not fit in memory go to temporary files in dir, removed
-// before it returns, merged fanIn at a time.
-func sortJournal(ctx context.Context, path, dir string, chunk, fanIn int, emit func(history.Op) error) error {
+// before it returns, merged fanIn at a time. With partial, a journal that
+// ends inside an op (its disk refused the rest) ends there.
+func sortJournal(ctx context.Context, path, dir string, chunk, fanIn int, partial bool, emit func(history.Op) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("sort the journal: %w", err)
@@ -40,7 +41,7 @@ func sortJournal(ctx context.Context, path, dir string, chunk, fanIn int, emit f
 
 	var runs []string
 	for {
-		ops, end, err := readChunk(ctx, r, chunk)
+		ops, end, err := readChunk(ctx, r, chunk, partial)
 		if err != nil {
 			return err
 		}
@@ -70,6 +71,7 @@ const maxFanIn = 64
 // fanIn are left. Each group takes its place among the others, so that ties
 // still go to the run that came earlier in the journal.
 func narrow(ctx context.Context, tmp string, runs []string, fanIn int) ([]string, error) {
+	fanIn = max(fanIn, 2) // one at a time would never narrow
 	for pass := 0; len(runs) > fanIn; pass++ {
 		var next []string
 		for i := 0; i < len(runs); i += fanIn {
@@ -112,11 +114,12 @@ func mergeInto(ctx context.Context, runs []string, path string) error {
 	return nil
 }
 
-// readChunk reads up to n ops; end says the journal is done.
-func readChunk(ctx context.Context, r *history.Reader, n int) (ops []history.Op, end bool, err error) {
+// readChunk reads up to n ops; end says the journal is done, at its end or,
+// with partial, inside its last op.
+func readChunk(ctx context.Context, r *history.Reader, n int, partial bool) (ops []history.Op, end bool, err error) {
 	for len(ops) < n {
 		o, err := r.Next()
-		if err == io.EOF {
+		if err == io.EOF || partial && errors.Is(err, history.ErrTruncated) {
 			return ops, true, nil
 		}
 		if err != nil {

@@ -49,7 +49,7 @@ func TestSortJournal(t *testing.T) {
 	} {
 		chunk := tc.chunk
 		var got []history.Op
-		err := sortJournal(context.Background(), path, dir, chunk, tc.fanIn, func(o history.Op) error {
+		err := sortJournal(context.Background(), path, dir, chunk, tc.fanIn, false, func(o history.Op) error {
 			got = append(got, o)
 			return nil
 		})

@@ -14,6 +14,11 @@ const (
 	FResume  Keyword = "resume"
 	FKill    Keyword = "kill"
 	FRestart Keyword = "restart"
+	// FOpsMissing is an event of the run itself, by the nemesis process:
+	// ops it could not record (a journal the disk refused, a worker whose
+	// output was not ops); its :value says which. A history that has one
+	// is incomplete, and no check of it can be valid.
+	FOpsMissing Keyword = "ops-missing"
 )
 
 // Extra keys of lock-counter ops.
