@@ -167,6 +167,7 @@ func (p *plan) run(ctx context.Context, visual bool) (Results, *linearRun) {
 	if r, ok := historyResult(len(p.ops), p.truncated, len(p.problems), p.problems, missing); ok {
 		rs.Add(r)
 	}
+	incomplete(&rs, missing)
 	rs.Add(st.result(nil))
 	return rs, lr
 }
@@ -203,10 +204,20 @@ func historyResult(n int, truncated bool, problems int, first, missing []string)
 			ev = append(ev, m)
 		}
 		r.Fields = append(r.Fields, Field{"ops-missing", ev})
-		why = append(why, "the run that wrote the history could not record all its ops: "+strings.Join(missing, "; "))
+		why = append(why, "the run that wrote the history could not record all its ops ("+strings.Join(missing, "; ")+
+			"), so the other checks may be wrong either way (a write the history lacks looks like a lost update): the verdict is :unknown whatever they say")
 	}
 	r.Explanation = strings.Join(why, "; ")
 	return r, true
+}
+
+// incomplete makes the verdict of a history that lacks ops unknown, even
+// where a check found it invalid: with ops missing, an invalid verdict may
+// be the gap they leave. The checks keep their own verdicts, as evidence.
+func incomplete(rs *Results, missing []string) {
+	if len(missing) > 0 {
+		rs.Valid = Unknown
+	}
 }
 
 // opsMissing returns what an :ops-missing event says, if o is one.

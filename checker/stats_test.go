@@ -64,3 +64,34 @@ func TestStats(t *testing.T) {
 		}
 	}
 }
+
+// TestOpsMissingUnknown: a history whose run says ops are missing is
+// unknown, even where a check finds it invalid (here: a counter that rose
+// by more than the writes recorded, which the missing ops may explain).
+func TestOpsMissingUnknown(t *testing.T) {
+	op := func(i int64, typ history.Type, p history.Process, f history.Keyword, v any) history.Op {
+		return history.Op{Index: i, Time: i, Type: typ, Process: p, F: f, Value: v}
+	}
+	ops := []history.Op{
+		op(0, history.Invoke, 0, history.FAcquire, nil), op(1, history.Ok, 0, history.FAcquire, nil),
+		op(2, history.Invoke, 0, history.FRead, nil), op(3, history.Ok, 0, history.FRead, int64(0)),
+		op(4, history.Invoke, 0, history.FWrite, int64(1)), op(5, history.Ok, 0, history.FWrite, int64(1)),
+		op(6, history.Invoke, 0, history.FRelease, nil), op(7, history.Ok, 0, history.FRelease, nil),
+		op(8, history.Invoke, 1, history.FRead, nil).With(history.KeyFinal, true),
+		op(9, history.Ok, 1, history.FRead, int64(5)).With(history.KeyFinal, true),
+	}
+	rs, err := Check(context.Background(), ops, Options{Model: ModelLockCounter})
+	if err != nil || rs.Valid != Invalid {
+		t.Fatalf("without the event: %v (%v), want invalid", rs.Valid, err)
+	}
+	ops = append(ops, history.Op{Index: 10, Time: 10, Type: history.Info, Process: history.Nemesis,
+		F: history.FOpsMissing, Value: "worker 1 output: not an op: the worker's later ops"})
+	rs, err = Check(context.Background(), ops, Options{Model: ModelLockCounter})
+	h, _ := rs.Check("history")
+	if err != nil || rs.Valid != Unknown || h.Valid != Unknown {
+		t.Errorf("with the event: %v, :history %v (%v); want unknown", rs.Valid, h.Valid, err)
+	}
+	if lc, _ := rs.Check("lock-counter"); lc.Valid != Invalid {
+		t.Errorf(":lock-counter %v, want its own verdict kept: invalid", lc.Valid)
+	}
+}

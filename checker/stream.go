@@ -327,6 +327,7 @@ func (s *Stream) results(initial int64, truncated bool, linear func() Result) Re
 		rs.Add(r)
 	}
 	rs.Add(s.stats.result([]history.Keyword{history.FWrite}))
+	incomplete(&rs, s.missing)
 	return rs
 }
 

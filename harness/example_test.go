@@ -47,6 +47,7 @@ var locks = harness.Locks{
 	"del-release": func(c client.LockConfig) (client.Lock, error) {
 		return &delLock{rdb: c.Redis, key: c.Key, lease: c.Lease}, nil
 	},
+	"chatty": newChatty, // harness_test.go
 }
 
 // TestMain lets the test binary serve as the workers of the runs its tests

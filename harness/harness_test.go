@@ -3,12 +3,15 @@ package harness_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/report"
@@ -84,5 +87,42 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		if left, _ := os.ReadDir(cfg.Store); len(left) != 0 {
 			t.Errorf("a refused run wrote %d entries into the store", len(left))
 		}
+	}
+}
+
+// chatty is the reference lock that prints a line to standard output at
+// each acquire, as a lock being debugged would.
+type chatty struct{ client.SetNX }
+
+func newChatty(c client.LockConfig) (client.Lock, error) {
+	return &chatty{client.SetNX{Redis: c.Redis, Key: c.Key, Lease: c.Lease, Retry: c.Retry}}, nil
+}
+
+func (l *chatty) Acquire(ctx context.Context) (client.Grant, error) {
+	g, err := l.SetNX.Acquire(ctx)
+	if err == nil {
+		fmt.Println("chatty: acquired", g.Token)
+	}
+	return g, err
+}
+
+// TestRunChattyLock: what a lock prints on standard output goes to the
+// run's log and leaves the ops whole: the run is counted and nothing is
+// missing.
+func TestRunChattyLock(t *testing.T) {
+	cfg := harness.DefaultConfig()
+	cfg.Lock, cfg.Locks, cfg.Store = "chatty", locks, t.TempDir()
+	cfg.TimeLimit, cfg.Nemesis = time.Second, "none"
+	res, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := res.Results.LockCounter()
+	if res.Results.Valid != checker.Valid || f.Writes == 0 {
+		t.Errorf("valid? %v with %d writes, want a valid run with writes: %s", res.Results.Valid, f.Writes, res.Results.AppendEDN(nil))
+	}
+	log, err := os.ReadFile(filepath.Join(res.Dir, store.Log))
+	if err != nil || !strings.Contains(string(log), "chatty: acquired") {
+		t.Errorf("hiatus.log (%v) lacks what the lock printed", err)
 	}
 }

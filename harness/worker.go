@@ -14,6 +14,7 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
+	"golang.org/x/sys/unix"
 )
 
 // workerEnv marks a process that a run started as one of its workers.
@@ -36,7 +37,8 @@ func (ls Locks) new(name string, cfg client.LockConfig) (client.Lock, error) {
 // nemesis stops and kills them whole) of the very binary that called Run:
 // a program, or a test binary. So call ServeWorker first thing in main, or
 // in TestMain before m.Run, with the same Locks the Config names; a worker
-// runs its critical sections, writes its ops to standard output and exits.
+// runs its critical sections, writes its ops to standard output (anything
+// else printed there goes to the run's log) and exits.
 //
 //	func TestMain(m *testing.M) {
 //		harness.ServeWorker(myLocks)
@@ -51,11 +53,32 @@ func ServeWorker(locks Locks) {
 		fmt.Fprintf(os.Stderr, "hiatus worker: read the configuration from stdin: %v\n", err)
 		os.Exit(2)
 	}
-	if err := runWorker(context.Background(), wc, locks, os.Stdout); err != nil {
+	ops, err := opsOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hiatus worker: %v\n", err)
+		os.Exit(2)
+	}
+	if err := runWorker(context.Background(), wc, locks, ops); err != nil {
 		fmt.Fprintf(os.Stderr, "hiatus worker: %v\n", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// opsOutput returns the worker's standard output, for its ops alone, and
+// points standard output at standard error (the run's log): a lock that
+// prints — a debugging line, a library's notice — must not break the ops
+// stream, which the run would then have to give up on.
+func opsOutput() (*os.File, error) {
+	fd, err := unix.Dup(1)
+	if err != nil {
+		return nil, fmt.Errorf("keep standard output for the ops: %w", err)
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.Dup2(2, 1); err != nil {
+		return nil, fmt.Errorf("send standard output to the log: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "ops"), nil
 }
 
 // workerConfig is what a worker process reads on its standard input: JSON,
