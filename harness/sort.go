@@ -96,22 +96,7 @@ func narrow(ctx context.Context, tmp string, runs []string, fanIn int) ([]string
 
 // mergeInto merges sorted runs into one file at path.
 func mergeInto(ctx context.Context, runs []string, path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("sort the journal: %w", err)
-	}
-	w := history.NewWriter(f)
-	err = mergeRuns(ctx, runs, w.Write)
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sort the journal: %w", err)
-	}
-	return nil
+	return writeOps(path, func(emit func(history.Op) error) error { return mergeRuns(ctx, runs, emit) })
 }
 
 // readChunk reads up to n ops; end says the journal is done, at its end or,
@@ -144,26 +129,31 @@ func emitAll(ops []history.Op, emit func(history.Op) error) error {
 }
 
 func writeRun(path string, ops []history.Op) error {
+	return writeOps(path, func(emit func(history.Op) error) error {
+		for _, o := range ops {
+			if err := emit(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// writeOps writes to a new file at path the ops each hands to its emit.
+func writeOps(path string, each func(emit func(history.Op) error) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("sort the journal: %w", err)
 	}
 	w := history.NewWriter(f)
-	for _, o := range ops {
-		if err = w.Write(o); err != nil {
-			break
-		}
-	}
+	err = each(w.Write)
 	if err == nil {
 		err = w.Flush()
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("sort the journal: %w", cerr)
 	}
-	if err != nil {
-		return fmt.Errorf("sort the journal: %w", err)
-	}
-	return nil
+	return err
 }
 
 // mergeRuns merges sorted runs, each of them later in the journal than the
