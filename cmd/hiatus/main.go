@@ -80,6 +80,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			genCommand(),
 			compareCommand(),
 			plotCommand(),
+			serveCommand(),
 		},
 		Action: func(c *cli.Context) error {
 			if topic, ok := helpTopic(c.Args().Slice()); ok {

@@ -1,0 +1,55 @@
+package web
+
+import "html/template"
+
+// The pages: html/template escapes every value taken from a run (names,
+// explanations, paths) for the place it goes.
+
+const style = `<style>
+body { font-family: sans-serif; margin: 1.5em; color: #222; }
+table { border-collapse: collapse; }
+td, th { padding: 0.3em 0.6em; border-bottom: 1px solid #ddd; text-align: left; vertical-align: top; }
+th a { color: inherit; }
+.true { background: #adf6b0; } .false { background: #f6b0ad; } .unknown { background: #ffe3a0; }
+.verdict { font-weight: bold; padding: 0.1em 0.5em; }
+pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; }
+img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
+.muted { color: #777; }
+</style>`
+
+var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>hiatus: runs</title>` + style + `</head><body>
+<h1>Runs</h1>
+<p class="muted">{{.Store}}: {{len .Runs}} of {{.Total}} runs and comparisons, newest first.
+Verdicts as Jepsen colours them: <span class="verdict true">valid</span> <span class="verdict false">invalid</span>
+<span class="verdict unknown">unknown</span>.</p>
+<form method="get"><input name="q" value="{{.Q}}" placeholder="filter: name, lock, verdict…"> <button>filter</button></form>
+<table>
+<tr><th><a href="?sort=name&amp;q={{.Q}}">name</a></th><th><a href="?q={{.Q}}">started (UTC)</a></th><th>configuration</th>
+<th><a href="?sort=verdict&amp;q={{.Q}}">valid?</a></th><th>figures</th></tr>
+{{range .Runs}}<tr>
+<td><a href="/run/{{.Rel}}">{{.Name}}</a></td>
+<td>{{.Started.Format "2006-01-02 15:04:05"}}</td>
+<td>{{.Config}}</td>
+<td class="verdict {{.Verdict}}">{{if .Compare}}—{{else}}{{.Verdict}}{{end}}</td>
+<td>{{.Figures}}</td>
+</tr>{{else}}<tr><td colspan="5">No runs here yet: <code>hiatus run --store …</code> makes one.</td></tr>{{end}}
+</table>
+</body></html>`))
+
+var runPage = template.Must(template.New("run").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>hiatus: {{.Name}} {{.Started.Format "2006-01-02 15:04:05"}}</title>` + style + `</head><body>
+<p><a href="/">all runs</a></p>
+<h1>{{.Name}} <span class="verdict {{.Verdict}}">{{if .Compare}}comparison{{else}}valid? {{.Verdict}}{{end}}</span></h1>
+<p>{{.Started.Format "2006-01-02 15:04:05"}} UTC · {{.Config}}</p>
+{{if .Figures}}<p>{{.Figures}}</p>{{end}}
+{{range .Checks}}{{if .Explanation}}<p><span class="verdict {{.Verdict}}">{{.Name}}</span> {{.Explanation}}</p>{{end}}{{end}}
+{{if .Checks}}<table><tr><th>check</th><th>valid?</th></tr>
+{{range .Checks}}<tr><td>{{.Name}}</td><td class="verdict {{.Verdict}}">{{.Verdict}}</td></tr>{{end}}</table>{{end}}
+{{if .Table}}<h2>Table</h2><pre>{{.Table}}</pre>{{end}}
+{{$rel := .Rel}}{{range .Plots}}<div><img src="/file/{{$rel}}/{{.}}" alt="{{.}}"></div>{{end}}
+{{if .Children}}<h2>Runs</h2><table><tr><th>run</th><th>configuration</th><th>valid?</th><th>figures</th></tr>
+{{range .Children}}<tr><td><a href="/run/{{.Rel}}">{{.Name}}</a></td><td>{{.Config}}</td>
+<td class="verdict {{.Verdict}}">{{.Verdict}}</td><td>{{.Figures}}</td></tr>{{end}}</table>{{end}}
+<h2>Files</h2><ul>{{range .Files}}<li><a href="/file/{{$rel}}/{{.}}">{{.}}</a></li>{{end}}</ul>
+</body></html>`))

@@ -1,0 +1,316 @@
+// Package web serves a store of runs as web pages, for `hiatus serve`: an
+// index of every run and comparison with its verdict and key figures, a page
+// for each with its explanations, plots and files, and the raw files. It
+// only reads the store: no request writes, and no path outside the store
+// can be read, through "..", encoded slashes or symlinks.
+package web
+
+import (
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// A server serves one store.
+type server struct {
+	root string // the store, symlinks resolved
+}
+
+// Handler serves the store at dir. The store is read at each request, so
+// runs that finish while it serves appear.
+func Handler(dir string) (http.Handler, error) {
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	if root, err = filepath.Abs(root); err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	s := &server{root: root}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/{$}", s.index)
+	mux.HandleFunc("/run/", s.run)
+	mux.HandleFunc("/file/", s.file)
+	return readOnly(mux), nil
+}
+
+// readOnly refuses every method but GET and HEAD.
+func readOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "read-only", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// resolve maps rel, a slash-separated path from a URL, to a path inside
+// the store, or fails: a ".." anywhere, an absolute path, or a symlink that
+// leads out of the store.
+func (s *server) resolve(rel string) (string, error) {
+	rel = strings.TrimPrefix(rel, "/")
+	for _, seg := range strings.Split(rel, "/") {
+		if seg == ".." || strings.ContainsRune(seg, '\\') || strings.ContainsRune(seg, 0) {
+			return "", errors.New("not a path in the store")
+		}
+	}
+	p := filepath.Join(s.root, filepath.FromSlash(path.Clean("/"+rel)))
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", err
+	}
+	if real != s.root && !strings.HasPrefix(real, s.root+string(filepath.Separator)) {
+		return "", errors.New("not a path in the store")
+	}
+	return real, nil
+}
+
+// rel is p as a slash-separated path from the store's root.
+func (s *server) rel(p string) string {
+	r, err := filepath.Rel(s.root, p)
+	if err != nil {
+		return ""
+	}
+	return filepath.ToSlash(r)
+}
+
+func (s *server) file(w http.ResponseWriter, r *http.Request) {
+	p, err := s.resolve(strings.TrimPrefix(r.URL.Path, "/file/"))
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		http.NotFound(w, r)
+		return
+	}
+	if strings.HasSuffix(p, ".edn") || strings.HasSuffix(p, ".log") || strings.HasSuffix(p, ".txt") {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	http.ServeContent(w, r, fi.Name(), fi.ModTime(), f)
+}
+
+// A runInfo is what the index and a run's page say of a run.
+type runInfo struct {
+	Rel      string // path from the store's root
+	Name     string
+	Started  time.Time
+	Config   string
+	Verdict  string // true, false or unknown
+	Figures  string
+	Compare  bool // a comparison's directory, not a run
+	Checks   []check
+	Files    []string
+	Plots    []string
+	Table    string // a comparison's table.md
+	Children []runInfo
+}
+
+// A check is one check of results.edn, for a run's page.
+type check struct {
+	Name, Verdict, Explanation string
+}
+
+// runs finds every run and comparison under the store: a run is a
+// directory with a test.edn, a comparison one with a runs.txt. Symlinks
+// (latest) are not followed.
+func (s *server) runs() ([]runInfo, error) {
+	var out []runInfo
+	err := filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil // an unreadable corner of the store is skipped, not fatal
+		}
+		if depth := strings.Count(s.rel(p), "/"); s.rel(p) != "." && depth > 1 {
+			return fs.SkipDir // runs and comparisons are STORE/NAME/TIME
+		}
+		switch {
+		case exists(filepath.Join(p, store.CompareRuns)):
+			out = append(out, s.info(p))
+			return fs.SkipDir
+		case exists(filepath.Join(p, store.Test)):
+			out = append(out, s.info(p))
+			return fs.SkipDir
+		}
+		return nil
+	})
+	slices.SortFunc(out, func(a, b runInfo) int { return b.Started.Compare(a.Started) })
+	return out, err
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// info reads what the pages show of the run or comparison at p.
+func (s *server) info(p string) runInfo {
+	ri := runInfo{Rel: s.rel(p), Name: filepath.Base(filepath.Dir(p)), Verdict: "unknown"}
+	ri.Started, _ = time.Parse(store.TimeLayout, filepath.Base(p))
+	ri.Compare = exists(filepath.Join(p, store.CompareRuns))
+	if ri.Compare {
+		ri.Config = "comparison"
+		if b, err := os.ReadFile(filepath.Join(p, "table.md")); err == nil {
+			ri.Table = string(b)
+		}
+		return ri
+	}
+	if test, ok := readEDN(filepath.Join(p, store.Test)); ok {
+		ri.Config = describe(test)
+	}
+	if res, ok := readEDN(filepath.Join(p, store.Results)); ok {
+		ri.Verdict = verdict(res[history.Keyword("valid?")])
+		ri.Checks, ri.Figures = checks(res)
+	}
+	return ri
+}
+
+// readEDN reads a map from an EDN file.
+func readEDN(p string) (map[history.Keyword]any, bool) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, false
+	}
+	v, err := history.ParseValue(string(b))
+	m, ok := v.(map[history.Keyword]any)
+	return m, err == nil && ok
+}
+
+func verdict(v any) string {
+	switch v {
+	case true:
+		return "true"
+	case false:
+		return "false"
+	}
+	return "unknown"
+}
+
+// describe says in one line what test.edn configured.
+func describe(t map[history.Keyword]any) string {
+	get := func(k string) string {
+		return strings.TrimPrefix(string(history.AppendValue(nil, t[history.Keyword(k)])), ":")
+	}
+	s := fmt.Sprintf("%s, %s workers, %s ms, lease %s ms, work %s ms, nemesis %s", get("lock"), get("workers"),
+		get("time-limit-ms"), get("lease-ms"), get("work-ms"), get("nemesis"))
+	if n, _ := history.Int(t["inject-every"]); n > 0 {
+		s += fmt.Sprintf(", in-section %s %s ms every %d", get("pause-kind"), get("pause-ms"), n)
+	}
+	if t["fenced?"] == true {
+		s += ", fenced"
+	}
+	return s
+}
+
+// checks lists the checks of results.edn, and the key figures of the
+// lock-counter one.
+func checks(res map[history.Keyword]any) ([]check, string) {
+	var out []check
+	var figures string
+	keys := make([]string, 0, len(res))
+	for k := range res {
+		keys = append(keys, string(k))
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		m, ok := res[history.Keyword(k)].(map[history.Keyword]any)
+		if !ok {
+			continue
+		}
+		c := check{Name: k, Verdict: verdict(m["valid?"])}
+		c.Explanation, _ = m["explanation"].(string)
+		out = append(out, c)
+		if k == "lock-counter" {
+			fig := func(name string) string { return string(history.AppendValue(nil, m[history.Keyword(name)])) }
+			lost := fig("lost-min")
+			if hi := fig("lost-max"); hi != lost {
+				lost += "–" + hi
+			}
+			figures = fmt.Sprintf("writes %s, lost %s, overlapping-sections %s", fig("writes"), lost, fig("overlapping-sections"))
+		}
+	}
+	return out, figures
+}
+
+func (s *server) index(w http.ResponseWriter, r *http.Request) {
+	runs, err := s.runs()
+	if err != nil {
+		http.Error(w, "cannot read the store", http.StatusInternalServerError)
+		return
+	}
+	q := strings.ToLower(r.URL.Query().Get("q"))
+	var shown []runInfo
+	for _, ri := range runs {
+		if q == "" || strings.Contains(strings.ToLower(ri.Name+" "+ri.Config+" "+ri.Verdict+" "+ri.Rel), q) {
+			shown = append(shown, ri)
+		}
+	}
+	sortRuns(shown, r.URL.Query().Get("sort"))
+	page(w, indexPage, map[string]any{"Store": s.root, "Runs": shown, "Q": r.URL.Query().Get("q"), "Total": len(runs)})
+}
+
+// sortRuns orders runs by a column of the index: name, verdict, or (the
+// default) start time, newest first.
+func sortRuns(runs []runInfo, by string) {
+	switch by {
+	case "name":
+		slices.SortStableFunc(runs, func(a, b runInfo) int { return strings.Compare(a.Name, b.Name) })
+	case "verdict":
+		slices.SortStableFunc(runs, func(a, b runInfo) int { return strings.Compare(a.Verdict, b.Verdict) })
+	}
+}
+
+func (s *server) run(w http.ResponseWriter, r *http.Request) {
+	p, err := s.resolve(strings.TrimPrefix(r.URL.Path, "/run/"))
+	if err != nil || !(exists(filepath.Join(p, store.Test)) || exists(filepath.Join(p, store.CompareRuns))) {
+		http.NotFound(w, r)
+		return
+	}
+	ri := s.info(p)
+	entries, _ := os.ReadDir(p)
+	for _, e := range entries {
+		switch {
+		case e.IsDir() && ri.Compare:
+			// A comparison's cells: NAME-ROW/TIME/.
+			sub, _ := os.ReadDir(filepath.Join(p, e.Name()))
+			for _, t := range sub {
+				if q := filepath.Join(p, e.Name(), t.Name()); t.IsDir() && exists(filepath.Join(q, store.Test)) {
+					ri.Children = append(ri.Children, s.info(q))
+				}
+			}
+		case e.Type().IsRegular():
+			ri.Files = append(ri.Files, e.Name())
+			if strings.HasSuffix(e.Name(), ".png") {
+				ri.Plots = append(ri.Plots, e.Name())
+			}
+		}
+	}
+	page(w, runPage, ri)
+}
+
+func page(w http.ResponseWriter, t *template.Template, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := t.Execute(w, data); err != nil {
+		http.Error(w, "page: "+err.Error(), http.StatusInternalServerError)
+	}
+}

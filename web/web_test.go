@@ -1,0 +1,142 @@
+package web
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const secret = "the-secret-outside-the-store"
+
+// fixture makes a store with a run, a comparison with one cell, and links
+// out of the store; it returns the store and the run's path in it.
+func fixture(t *testing.T) (root, run string) {
+	t.Helper()
+	dir := t.TempDir()
+	root = filepath.Join(dir, "store")
+	outside := filepath.Join(dir, "outside")
+	write := func(p, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(outside, "secret.txt"), secret)
+	test := `{:name "lock-counter", :lock :setnx, :workers 3, :time-limit-ms 10000, :lease-ms 500, :work-ms 20, :nemesis :sigstop, :fenced? false}`
+	run = "lock-counter/20261201T094801.339Z"
+	write(filepath.Join(root, run, "test.edn"), test)
+	write(filepath.Join(root, run, "results.edn"), `{:valid? false, :lock-counter {:valid? false, :writes 347, :lost-min 4, :lost-max 4,
+ :overlapping-sections 46, :explanation "4 updates lost <script>alert(1)</script>"}, :stats {:valid? true, :count 9}}`)
+	write(filepath.Join(root, run, "history.edn"), "{:index 0, :type :invoke, :process 0, :f :read}\n")
+	write(filepath.Join(root, run, "rate.png"), "not really a png")
+	cmp := "compare/20261201T085208.487Z"
+	write(filepath.Join(root, cmp, "runs.txt"), "1\t1\tsetnx 3.2 s sigstop\t...\n")
+	write(filepath.Join(root, cmp, "table.md"), "| lock | lost |\n| setnx | 0 |\n")
+	write(filepath.Join(root, cmp, "compare-setnx-3.2s-sigstop", "20261201T085209.421Z", "test.edn"), test)
+	write(filepath.Join(root, cmp, "compare-setnx-3.2s-sigstop", "20261201T085209.421Z", "results.edn"), "{:valid? true}")
+	for link, target := range map[string]string{"out-file": filepath.Join(outside, "secret.txt"), "out-dir": outside} {
+		if err := os.Symlink(target, filepath.Join(root, run, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root, run
+}
+
+func get(t *testing.T, srv *httptest.Server, method, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestPages: the index lists the run and the comparison with their
+// verdicts, filters and sorts; a run's page shows its explanation escaped,
+// its plots and files; a comparison's page, its table and cells.
+func TestPages(t *testing.T) {
+	root, run := fixture(t)
+	h, err := Handler(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, tc := range []struct {
+		path string
+		want []string
+		not  []string
+	}{
+		{"/", []string{`href="/run/` + run + `"`, `class="verdict false"`, "writes 347, lost 4, overlapping-sections 46",
+			"setnx, 3 workers, 10000 ms, lease 500 ms", `href="/run/compare/20261201T085208.487Z"`}, nil},
+		{"/?q=compare", []string{"compare/20261201T085208.487Z"}, []string{run}},
+		{"/?sort=verdict", []string{run}, nil},
+		{"/run/" + run, []string{"4 updates lost &lt;script&gt;alert(1)&lt;/script&gt;", `<img src="/file/` + run + `/rate.png"`,
+			`href="/file/` + run + `/history.edn"`}, []string{"<script>alert"}},
+		{"/run/compare/20261201T085208.487Z", []string{"| setnx | 0 |", "compare-setnx-3.2s-sigstop", `class="verdict true"`}, nil},
+		{"/file/" + run + "/history.edn", []string{":f :read"}, nil},
+	} {
+		code, body := get(t, srv, http.MethodGet, tc.path)
+		if code != http.StatusOK {
+			t.Errorf("GET %s: %d", tc.path, code)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("GET %s lacks %q", tc.path, w)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(body, n) {
+				t.Errorf("GET %s has %q", tc.path, n)
+			}
+		}
+	}
+}
+
+// TestOnlyTheStore: no request reads outside the store, however the path
+// is spelt, and none writes.
+func TestOnlyTheStore(t *testing.T) {
+	root, run := fixture(t)
+	h, err := Handler(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, p := range []string{
+		"/file/../outside/secret.txt",
+		"/file/..%2Foutside%2Fsecret.txt",
+		"/file/%2e%2e/outside/secret.txt",
+		"/file/" + run + "/../../../outside/secret.txt",
+		"/file/" + run + "/..%2F..%2F..%2Foutside%2Fsecret.txt",
+		"/file/" + run + "/out-file",
+		"/file/" + run + "/out-dir/secret.txt",
+		"/run/" + run + "/out-dir",
+		"/file//etc/passwd",
+		"/file/" + run,
+	} {
+		code, body := get(t, srv, http.MethodGet, p)
+		if code == http.StatusOK || strings.Contains(body, secret) || strings.Contains(body, "root:") {
+			t.Errorf("GET %s: %d, %q", p, code, body)
+		}
+	}
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
+		if code, _ := get(t, srv, m, "/file/"+run+"/history.edn"); code != http.StatusMethodNotAllowed {
+			t.Errorf("%s: %d, want 405", m, code)
+		}
+	}
+}
