@@ -31,7 +31,7 @@ Verdicts as Jepsen colours them: <span class="verdict true">valid</span> <span c
 <td><a href="/run/{{.Rel}}">{{.Name}}</a></td>
 <td>{{.Started.Format "2006-01-02 15:04:05"}}</td>
 <td>{{.Config}}</td>
-<td class="verdict {{.Verdict}}">{{if .Compare}}—{{else}}{{.Verdict}}{{end}}</td>
+{{if .Compare}}<td class="muted">a grid of runs</td>{{else}}<td class="verdict {{.Verdict}}">{{.Verdict}}</td>{{end}}
 <td>{{.Figures}}</td>
 </tr>{{else}}<tr><td colspan="5">No runs here yet: <code>hiatus run --store …</code> makes one.</td></tr>{{end}}
 </table>

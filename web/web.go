@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/report"
 	"github.com/hiatus-dev/hiatus/store"
 )
 
@@ -206,15 +207,20 @@ func verdict(v any) string {
 	return "unknown"
 }
 
-// describe says in one line what test.edn configured.
+// describe says in one line what test.edn configured, as `hiatus run`
+// does.
 func describe(t map[history.Keyword]any) string {
 	get := func(k string) string {
 		return strings.TrimPrefix(string(history.AppendValue(nil, t[history.Keyword(k)])), ":")
 	}
-	s := fmt.Sprintf("%s, %s workers, %s ms, lease %s ms, work %s ms, nemesis %s", get("lock"), get("workers"),
-		get("time-limit-ms"), get("lease-ms"), get("work-ms"), get("nemesis"))
+	ms := func(k string) string {
+		n, _ := history.Int(t[history.Keyword(k)])
+		return (time.Duration(n) * time.Millisecond).String()
+	}
+	s := fmt.Sprintf("%s, %s workers, %s, lease %s, work %s, nemesis %s", get("lock"), get("workers"),
+		ms("time-limit-ms"), ms("lease-ms"), ms("work-ms"), get("nemesis"))
 	if n, _ := history.Int(t["inject-every"]); n > 0 {
-		s += fmt.Sprintf(", in-section %s %s ms every %d", get("pause-kind"), get("pause-ms"), n)
+		s += fmt.Sprintf(", in-section %s %s every %d", get("pause-kind"), ms("pause-ms"), n)
 	}
 	if t["fenced?"] == true {
 		s += ", fenced"
@@ -305,7 +311,18 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	// The plots in the order Jepsen shows them; others after.
+	first := []string{report.LatencyRaw, report.LatencyQuantiles, report.Rate}
+	slices.SortStableFunc(ri.Plots, func(a, b string) int { return rank(first, a) - rank(first, b) })
 	page(w, runPage, ri)
+}
+
+// rank is where name comes in order; after it when it is not there.
+func rank(order []string, name string) int {
+	if i := slices.Index(order, name); i >= 0 {
+		return i
+	}
+	return len(order)
 }
 
 func page(w http.ResponseWriter, t *template.Template, data any) {

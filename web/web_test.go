@@ -81,7 +81,7 @@ func TestPages(t *testing.T) {
 		not  []string
 	}{
 		{"/", []string{`href="/run/` + run + `"`, `class="verdict false"`, "writes 347, lost 4, overlapping-sections 46",
-			"setnx, 3 workers, 10000 ms, lease 500 ms", `href="/run/compare/20261201T085208.487Z"`}, nil},
+			"setnx, 3 workers, 10s, lease 500ms", `href="/run/compare/20261201T085208.487Z"`}, nil},
 		{"/?q=compare", []string{"compare/20261201T085208.487Z"}, []string{run}},
 		{"/?sort=verdict", []string{run}, nil},
 		{"/run/" + run, []string{"4 updates lost &lt;script&gt;alert(1)&lt;/script&gt;", `<img src="/file/` + run + `/rate.png"`,
