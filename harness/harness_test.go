@@ -22,13 +22,7 @@ import (
 // directory `hiatus run` leaves, names the lock in test.edn, and its
 // history, checked again, gives the verdict the run gave.
 func TestRunOwnLock(t *testing.T) {
-	cfg := harness.DefaultConfig()
-	cfg.Lock, cfg.Locks, cfg.Store = "del-release", locks, t.TempDir()
-	cfg.TimeLimit, cfg.Nemesis = time.Second, "none"
-	res, err := harness.Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runLock(t, "del-release")
 	f, ok := res.Results.LockCounter()
 	if !ok || !f.Counted || f.Writes < 10 || f.Sections < f.Writes {
 		t.Errorf("figures %+v: want a counted run with writes", f)
@@ -53,6 +47,20 @@ func TestRunOwnLock(t *testing.T) {
 	if n := countWrites(ops); int64(n) != f.Writes {
 		t.Errorf("history has %d ok writes, results say %d", n, f.Writes)
 	}
+}
+
+// runLock runs the lock of this test binary called lock for a second,
+// without faults, on throwaway servers.
+func runLock(t *testing.T, lock string) harness.Result {
+	t.Helper()
+	cfg := harness.DefaultConfig()
+	cfg.Lock, cfg.Locks, cfg.Store = lock, locks, t.TempDir()
+	cfg.TimeLimit, cfg.Nemesis = time.Second, "none"
+	res, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
 
 func countWrites(ops []history.Op) int {
@@ -110,13 +118,7 @@ func (l *chatty) Acquire(ctx context.Context) (client.Grant, error) {
 // run's log and leaves the ops whole: the run is counted and nothing is
 // missing.
 func TestRunChattyLock(t *testing.T) {
-	cfg := harness.DefaultConfig()
-	cfg.Lock, cfg.Locks, cfg.Store = "chatty", locks, t.TempDir()
-	cfg.TimeLimit, cfg.Nemesis = time.Second, "none"
-	res, err := harness.Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runLock(t, "chatty")
 	f, _ := res.Results.LockCounter()
 	if res.Results.Valid != checker.Valid || f.Writes == 0 {
 		t.Errorf("valid? %v with %d writes, want a valid run with writes: %s", res.Results.Valid, f.Writes, res.Results.AppendEDN(nil))

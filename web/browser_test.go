@@ -2,11 +2,9 @@ package web
 
 import (
 	"context"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -57,13 +55,7 @@ func browse(t *testing.T, url, name string) string {
 // verdict coloured and its figures, and a run's page its explanation as
 // text — a script in a history's words is shown, never run.
 func TestPagesInBrowser(t *testing.T) {
-	root, run := fixture(t)
-	h, err := Handler(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv, run := serveFixture(t)
 	for _, tc := range []struct {
 		path, name string
 		want       []string
@@ -75,15 +67,6 @@ func TestPagesInBrowser(t *testing.T) {
 			`<img src="/file/` + run + `/rate.png"`}, []string{"<script>alert"}},
 	} {
 		dom := browse(t, srv.URL+tc.path, tc.name)
-		for _, w := range tc.want {
-			if !strings.Contains(dom, w) {
-				t.Errorf("%s in the browser lacks %q:\n%s", tc.path, w, dom)
-			}
-		}
-		for _, n := range tc.not {
-			if strings.Contains(dom, n) {
-				t.Errorf("%s in the browser has %q", tc.path, n)
-			}
-		}
+		contains(t, tc.path+" in the browser", dom, tc.want, tc.not)
 	}
 }

@@ -49,6 +49,35 @@ func fixture(t *testing.T) (root, run string) {
 	return root, run
 }
 
+// serveFixture serves a fixture store until the test ends; it returns the
+// server and the run's path in the store.
+func serveFixture(t *testing.T) (*httptest.Server, string) {
+	t.Helper()
+	root, run := fixture(t)
+	h, err := Handler(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, run
+}
+
+// contains checks that page has every one of want and none of not.
+func contains(t *testing.T, what, page string, want, not []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(page, w) {
+			t.Errorf("%s lacks %q", what, w)
+		}
+	}
+	for _, n := range not {
+		if strings.Contains(page, n) {
+			t.Errorf("%s has %q", what, n)
+		}
+	}
+}
+
 func get(t *testing.T, srv *httptest.Server, method, path string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, srv.URL+path, nil)
@@ -68,13 +97,7 @@ func get(t *testing.T, srv *httptest.Server, method, path string) (int, string) 
 // verdicts, filters and sorts; a run's page shows its explanation escaped,
 // its plots and files; a comparison's page, its table and cells.
 func TestPages(t *testing.T) {
-	root, run := fixture(t)
-	h, err := Handler(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv, run := serveFixture(t)
 	for _, tc := range []struct {
 		path string
 		want []string
@@ -94,29 +117,14 @@ func TestPages(t *testing.T) {
 			t.Errorf("GET %s: %d", tc.path, code)
 			continue
 		}
-		for _, w := range tc.want {
-			if !strings.Contains(body, w) {
-				t.Errorf("GET %s lacks %q", tc.path, w)
-			}
-		}
-		for _, n := range tc.not {
-			if strings.Contains(body, n) {
-				t.Errorf("GET %s has %q", tc.path, n)
-			}
-		}
+		contains(t, "GET "+tc.path, body, tc.want, tc.not)
 	}
 }
 
 // TestOnlyTheStore: no request reads outside the store, however the path
 // is spelt, and none writes.
 func TestOnlyTheStore(t *testing.T) {
-	root, run := fixture(t)
-	h, err := Handler(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv, run := serveFixture(t)
 	for _, p := range []string{
 		"/file/../outside/secret.txt",
 		"/file/..%2Foutside%2Fsecret.txt",
