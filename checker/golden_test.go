@@ -1,0 +1,99 @@
+package checker
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hiatus-dev/hiatus/internal/gen"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/golden from what the checks say now")
+
+// TestGolden pins results.edn, byte for byte, for generated histories of
+// every shape gen makes — lost updates, writes of unknown outcome, few and
+// many workers — and the edge histories: the figures, the evidence and
+// every explanation. A change to the checker that means to change what it
+// says rewrites them (go test ./checker -run TestGolden -update) and shows
+// the difference in review; one that means only to change how it works
+// (streaming the check, packing its records) must leave them as they are.
+func TestGolden(t *testing.T) {
+	type input struct {
+		name string
+		ops  func(t *testing.T) []byte
+	}
+	var inputs []input
+	for _, c := range []gen.Config{
+		{Sections: 200, Workers: 2, Seed: 1},
+		{Sections: 500, Workers: 4, Lost: 1, Seed: 2},
+		{Sections: 500, Workers: 4, Lost: 3, Info: 5, Seed: 3},
+		{Sections: 1000, Workers: 16, Info: 40, Seed: 4},
+		{Sections: 1000, Workers: 16, Lost: 5, Info: 40, Seed: 5},
+		{Sections: 2000, Workers: 64, Lost: 2, Info: 10, Seed: 6},
+		{Sections: 300, Workers: 3, Info: 100, Seed: 7},
+		{Sections: 300, Workers: 8, Lost: 10, Seed: 8},
+	} {
+		c := c
+		inputs = append(inputs, input{
+			name: fmt.Sprintf("gen-s%d-w%d-l%d-i%d-seed%d", c.Sections, c.Workers, c.Lost, c.Info, c.Seed),
+			ops:  func(t *testing.T) []byte { b, _ := generated(t, c); return b },
+		})
+	}
+	edges, err := filepath.Glob(filepath.Join("testdata", "edge", "*.edn"))
+	if err != nil || len(edges) == 0 {
+		t.Fatalf("no edge histories: %v", err)
+	}
+	for _, p := range edges {
+		p := p
+		inputs = append(inputs, input{name: "edge-" + filepath.Base(p[:len(p)-4]), ops: func(t *testing.T) []byte {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}})
+	}
+	for _, in := range inputs {
+		t.Run(in.name, func(t *testing.T) {
+			path := filepath.Join("testdata", "golden", in.name+".edn")
+			f, err := writeTemp(t, in.ops(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := Open(context.Background(), f, Options{}, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := h.Check(context.Background(), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rs.AppendEDN(nil)
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test ./checker -run TestGolden -update writes it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("results.edn differs from %s:\n got %s\nwant %s", path, got, want)
+			}
+		})
+	}
+}
+
+func writeTemp(t *testing.T, b []byte) (string, error) {
+	p := filepath.Join(t.TempDir(), "history.edn")
+	return p, os.WriteFile(p, b, 0o644)
+}
