@@ -196,7 +196,7 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 		return w.Write(o)
 	}
 	// A journal the disk refused may end inside an op: it ends there.
-	err = sortJournal(ctx, run.Path(store.Journal), run.Dir, sortChunk, maxFanIn, jerr != nil, func(o history.Op) error {
+	err = sortJournal(ctx, run.Path(store.Journal), sortChunk, maxFanIn, jerr != nil, func(o history.Op) error {
 		o, ok := client.Resolve(o, asked, audited)
 		if ok {
 			settled++

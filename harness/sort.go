@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/servers"
 )
 
 // sortChunk is how many ops the history's sort holds in memory at once:
@@ -23,17 +24,19 @@ const sortChunk = 100_000
 // sortJournal reads the journal at path and hands its ops to emit in the
 // history's order — by :time, ops of equal time in the order they arrived,
 // so that a process's own ops stay in order — with dense :index from 0.
-// Chunks that do not fit in memory go to temporary files in dir, removed
-// before it returns, merged fanIn at a time. With partial, a journal that
+// Chunks that do not fit in memory go to files in a scratch directory,
+// removed before it returns, merged fanIn at a time. With partial, a journal that
 // ends inside an op (its disk refused the rest) ends there.
-func sortJournal(ctx context.Context, path, dir string, chunk, fanIn int, partial bool, emit func(history.Op) error) error {
+func sortJournal(ctx context.Context, path string, chunk, fanIn int, partial bool, emit func(history.Op) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("sort the journal: %w", err)
 	}
 	defer f.Close()
 	r := history.NewReader(f, path)
-	tmp, err := os.MkdirTemp(dir, ".sort-")
+	// Its runs go where a run killed in the middle leaves nothing behind:
+	// the next run removes a scratch directory whose owner is gone.
+	tmp, err := servers.ScratchDir("sort")
 	if err != nil {
 		return fmt.Errorf("sort the journal: %w", err)
 	}

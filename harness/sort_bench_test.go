@@ -47,7 +47,7 @@ func BenchmarkSortJournal(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		n := 0
-		if err := sortJournal(context.Background(), path, dir, sortChunk, maxFanIn, false, func(history.Op) error { n++; return nil }); err != nil {
+		if err := sortJournal(context.Background(), path, sortChunk, maxFanIn, false, func(history.Op) error { n++; return nil }); err != nil {
 			b.Fatal(err)
 		}
 		if n != len(ops) {

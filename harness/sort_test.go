@@ -26,6 +26,8 @@ func TestSortJournal(t *testing.T) {
 			Process: history.Process(i % 7), F: history.FRead, Value: int64(i)})
 	}
 	dir := t.TempDir()
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where the sort's scratch directory goes
 	path := filepath.Join(dir, "journal.edn")
 	f, err := os.Create(path)
 	if err != nil {
@@ -49,7 +51,7 @@ func TestSortJournal(t *testing.T) {
 	} {
 		chunk := tc.chunk
 		var got []history.Op
-		err := sortJournal(context.Background(), path, dir, chunk, tc.fanIn, false, func(o history.Op) error {
+		err := sortJournal(context.Background(), path, chunk, tc.fanIn, false, func(o history.Op) error {
 			got = append(got, o)
 			return nil
 		})
@@ -67,6 +69,9 @@ func TestSortJournal(t *testing.T) {
 		left, _ := os.ReadDir(dir)
 		if len(left) != 1 {
 			t.Errorf("chunk %d: %d files in the run directory after the sort, want only the journal", chunk, len(left))
+		}
+		if scratch, _ := os.ReadDir(tmp); len(scratch) != 0 {
+			t.Errorf("chunk %d: %d scratch directories left after the sort", chunk, len(scratch))
 		}
 	}
 }

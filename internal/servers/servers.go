@@ -252,6 +252,14 @@ func tempDir(prefix string, cred *syscall.Credential) (string, error) {
 	return dir, nil
 }
 
+// ScratchDir makes a directory in the temporary directory for any scratch
+// space of a run (the history's sort, say), marked with this process as
+// its owner so that a later run removes it should this one be killed
+// before it does. The caller removes it when done.
+func ScratchDir(name string) (string, error) {
+	return tempDir("hiatus-"+name+"-", nil)
+}
+
 // ownerFile holds the PID of the process that made a server directory.
 const ownerFile = "hiatus.owner"
 
