@@ -180,6 +180,11 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 		missing = append(missing, fmt.Sprintf("%v: the worker's later ops", perr))
 	}
 	asked, audited := env.settle(ctx, cfg, infoWrites, lg)
+	if ops >= longHistory {
+		// Sorting, writing and checking take about 2 s a million ops:
+		// say so, rather than fall silent.
+		lg.printf("making history.edn from %d ops and checking it", ops)
+	}
 	out, err := run.Create(store.History)
 	if err != nil {
 		return checker.Results{}, err
@@ -233,6 +238,9 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 	}
 	return rs, nil
 }
+
+// longHistory is the journal, in ops, whose end the run announces.
+const longHistory = 1_000_000
 
 // analyze is the verdict of a run's history.
 func analyze(s *checker.Stream) checker.Results {
