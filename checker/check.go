@@ -167,8 +167,8 @@ func (p *plan) run(ctx context.Context, visual bool) (Results, *linearRun) {
 	if r, ok := historyResult(len(p.ops), p.truncated, len(p.problems), p.problems, missing); ok {
 		rs.Add(r)
 	}
-	incomplete(&rs, missing)
 	rs.Add(st.result(nil))
+	incomplete(&rs, missing)
 	return rs, lr
 }
 

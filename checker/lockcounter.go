@@ -369,7 +369,10 @@ type staleWrite struct {
 	other int64 // index of the earlier write of the same value; -1 if none
 }
 
-// staleWrites returns the stale writes among secs, in the order they were sent.
+// staleWrites returns the first stale writes among secs, in the order they
+// were sent: the evidence keeps evidenceLimit of them and the explanation
+// the first, and a lock that fails outright would make the rest as many as
+// its writes.
 func staleWrites(secs []Section) []staleWrite {
 	byInv, byEnd := order(secs, okWrite, byWriteInv), order(secs, okWrite, byWriteEnd)
 	var out []staleWrite
@@ -381,12 +384,15 @@ func staleWrites(secs []Section) []staleWrite {
 		}
 		if s.WriteValue <= top {
 			out = append(out, staleWrite{Section: *s, top: top, other: -1})
+			if len(out) == evidenceLimit {
+				break
+			}
 		}
 	}
 	// The earlier write of a stale write's value is the first of that value
 	// to complete, if it completed before the stale one was sent. Only the
-	// stale values are looked for: a map of every value would be as large as
-	// the history.
+	// stale values kept are looked for: a map of every value would be as
+	// large as the history.
 	first := map[int64]int32{} // value -> index into secs, -1 until found
 	for _, sw := range out {
 		first[sw.WriteValue] = -1

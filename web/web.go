@@ -142,7 +142,7 @@ func (s *server) runs() ([]runInfo, error) {
 		if err != nil || !d.IsDir() {
 			return nil // an unreadable corner of the store is skipped, not fatal
 		}
-		if depth := strings.Count(s.rel(p), "/"); s.rel(p) != "." && depth > 1 {
+		if rel := s.rel(p); rel != "." && strings.Count(rel, "/") > 1 {
 			return fs.SkipDir // runs and comparisons are STORE/NAME/TIME
 		}
 		switch {
