@@ -193,10 +193,12 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 	stream := checker.NewStream()
 	stream.Grow(ops)
 	perf := report.NewPerf()
+	tl := &report.Timeline{Workers: cfg.Workers}
 	settled, n, last := 0, 0, int64(0)
 	add := func(o history.Op) error {
 		stream.Add(o)
 		perf.Add(o)
+		tl.Add(o)
 		n, last = n+1, max(last, o.Time)
 		return w.Write(o)
 	}
@@ -236,7 +238,59 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 	if err := run.WriteFile(store.Results, rs.AppendEDN(nil)); err != nil {
 		return rs, err
 	}
+	// The pictures are not worth the verdict: a failure is logged.
+	page := report.TimelinePage{Summary: report.ReadSummary(run.Dir)}
+	if stream.Ops() <= linearViewOps {
+		if err := writeLinearView(ctx, run); err != nil {
+			lg.printf("%s: %v", LinearView, err)
+		} else {
+			page.Linear = LinearView
+		}
+	}
+	if err := writeFile(run, report.TimelineFile, func(w io.Writer) error { return tl.WriteHTML(w, page) }); err != nil {
+		lg.printf("timeline: %v", err)
+	}
 	return rs, nil
+}
+
+// LinearView is porcupine's view of the run's linearizability check, which
+// the timeline links to: `hiatus check --html` draws the same.
+const LinearView = "linear.html"
+
+// linearViewOps is the longest history whose porcupine view a run draws:
+// the drawing needs every op in memory (about 200 bytes each), though it
+// shows at most checker.HTMLLimit of them.
+const linearViewOps = 100_000
+
+// linearViewTimeout bounds porcupine's search for the view, so that a
+// picture never holds up the end of a run for long; the verdict is the
+// counter walk's, which needs no search.
+const linearViewTimeout = 10 * time.Second
+
+// writeLinearView draws porcupine's view of the run's history.
+func writeLinearView(ctx context.Context, run store.Run) error {
+	ops, err := history.ReadFile(run.Path(store.History))
+	if err != nil {
+		return err
+	}
+	opts := checker.Options{Model: checker.ModelLockCounter, Timeout: linearViewTimeout}
+	return writeFile(run, LinearView, func(w io.Writer) error {
+		_, _, err := checker.CheckHTML(ctx, w, ops, opts)
+		return err
+	})
+}
+
+// writeFile writes the file name of the run with write, whole or not at all.
+func writeFile(run store.Run, name string, write func(io.Writer) error) error {
+	out, err := run.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := write(out); err != nil {
+		out.Abort()
+		return err
+	}
+	return out.Close()
 }
 
 // longHistory is the journal, in ops, whose end the run announces.

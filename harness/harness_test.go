@@ -31,10 +31,13 @@ func TestRunOwnLock(t *testing.T) {
 		t.Errorf("result config %+v, interrupted %v: want the throwaway server's URL, not interrupted", res.Config, res.Interrupted)
 	}
 	for _, name := range []string{store.History, store.Journal, store.Results, store.Test, store.Log, store.RedisLog, store.PostgresLog,
-		report.LatencyRaw, report.LatencyQuantiles, report.Rate} {
+		report.LatencyRaw, report.LatencyQuantiles, report.Rate, report.TimelineFile} {
 		if _, err := os.Stat(filepath.Join(res.Dir, name)); err != nil {
 			t.Errorf("run directory lacks %s: %v", name, err)
 		}
+	}
+	if page, err := os.ReadFile(filepath.Join(res.Dir, report.TimelineFile)); err != nil || !strings.Contains(string(page), "del-release, 3 workers") {
+		t.Errorf("the timeline's header does not name the run's lock: %v", err)
 	}
 	test, err := os.ReadFile(filepath.Join(res.Dir, store.Test))
 	if err != nil || !strings.Contains(string(test), ":lock :del-release") {

@@ -1,72 +1,65 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/hiatus-dev/hiatus/internal/browser"
 )
 
-// chromium returns the path of the headless browser the page tests drive,
-// failing the test, loudly, when there is none: scripts/setup installs it.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Fatal("the web page tests need a real browser: install chromium (scripts/setup does)")
-	return ""
-}
-
-// browse loads url in headless Chromium and returns the DOM it built; with
+// browse loads url in ctx's tab and returns the DOM it built; with
 // HIATUS_SCREENSHOTS set to a directory, it also saves a screenshot there
-// under name and logs its path.
-func browse(t *testing.T, url, name string) string {
+// under name.
+func browse(ctx context.Context, t *testing.T, url, name string) string {
 	t.Helper()
-	bin := chromium(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	// Each load gets a profile of its own, removed with the test; nothing
-	// reaches for the network but the page (a closed network refuses the
-	// rest, and slowly).
-	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir=" + t.TempDir(), "--window-size=1200,1600"}
-	out, err := exec.CommandContext(ctx, bin, append(args, "--dump-dom", url)...).Output()
-	if err != nil {
-		t.Fatalf("chromium --dump-dom %s: %v", url, err)
+	err := chromedp.Do(ctx, chromedp.Navigate(url))
+	dom, err2 := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.outerHTML`))
+	if err = cmp.Or(err, err2); err != nil {
+		t.Fatalf("load %s: %v", url, err)
 	}
 	if dir := os.Getenv("HIATUS_SCREENSHOTS"); dir != "" {
-		shot := filepath.Join(dir, name+".png")
-		if err := exec.CommandContext(ctx, bin, append(args, "--screenshot="+shot, url)...).Run(); err != nil {
+		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+".png"), shot, 0o644)
+		}
+		if err != nil {
 			t.Errorf("screenshot of %s: %v", url, err)
-		} else {
-			t.Logf("screenshot: %s", shot)
 		}
 	}
-	return string(out)
+	return dom
 }
 
 // TestPagesInBrowser: in a real browser, the index shows the run with its
 // verdict coloured and its figures, and a run's page its explanation as
-// text — a script in a history's words is shown, never run.
+// text — a script in a history's words is shown, never run — and its
+// timeline, drawn.
 func TestPagesInBrowser(t *testing.T) {
 	srv, run := serveFixture(t)
+	ctx := browser.New(t, 1200, 1600, 2*time.Minute)
 	for _, tc := range []struct {
 		path, name string
 		want       []string
 		not        []string
 	}{
 		{"/", "index", []string{`<td class="verdict false">false</td>`, "writes 347, lost 4, overlapping-sections 46",
-			`href="/run/` + run + `"`}, nil},
+			`href="/run/` + run + `"`, `href="/file/` + run + `/timeline.html"`}, nil},
 		{"/run/" + run, "run", []string{`<span class="verdict false">lock-counter</span> 4 updates lost &lt;script&gt;alert(1)&lt;/script&gt;`,
-			`<img src="/file/` + run + `/rate.png"`}, []string{"<script>alert"}},
+			`<img src="/file/` + run + `/rate.png"`, `<iframe class="timeline" src="/file/` + run + `/timeline.html"`}, []string{"<script>alert"}},
 	} {
-		dom := browse(t, srv.URL+tc.path, tc.name)
+		dom := browse(ctx, t, srv.URL+tc.path, tc.name)
 		contains(t, tc.path+" in the browser", dom, tc.want, tc.not)
+	}
+	// The run page's timeline is the real page, drawn inside it.
+	short, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	drawn, err := chromedp.Run(short, chromedp.Poll[int](
+		`(document.querySelector("iframe.timeline").contentWindow.timeline || {}).sections`))
+	if err != nil || drawn == 0 {
+		t.Errorf("the run page's timeline drew %d sections: %v", drawn, err)
 	}
 }

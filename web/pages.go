@@ -15,6 +15,8 @@ th a { color: inherit; }
 pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 .muted { color: #777; }
+h2 .muted { font-size: 0.7em; font-weight: normal; }
+iframe.timeline { width: 100%; height: 760px; border: 1px solid #ddd; }
 </style>`
 
 var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
@@ -28,7 +30,7 @@ Verdicts as Jepsen colours them: <span class="verdict true">valid</span> <span c
 <tr><th><a href="?sort=name&amp;q={{.Q}}">name</a></th><th><a href="?q={{.Q}}">started (UTC)</a></th><th>configuration</th>
 <th><a href="?sort=verdict&amp;q={{.Q}}">valid?</a></th><th>figures</th></tr>
 {{range .Runs}}<tr>
-<td><a href="/run/{{.Rel}}">{{.Name}}</a></td>
+<td><a href="/run/{{.Rel}}">{{.Name}}</a>{{if .Timeline}} <a class="muted" href="/file/{{.Rel}}/timeline.html">timeline</a>{{end}}</td>
 <td>{{.Started.Format "2006-01-02 15:04:05"}}</td>
 <td>{{.Config}}</td>
 {{if .Compare}}<td class="muted">a grid of runs</td>{{else}}<td class="verdict {{.Verdict}}">{{.Verdict}}</td>{{end}}
@@ -47,7 +49,8 @@ var runPage = template.Must(template.New("run").Parse(`<!doctype html>
 {{if .Checks}}<table><tr><th>check</th><th>valid?</th></tr>
 {{range .Checks}}<tr><td>{{.Name}}</td><td class="verdict {{.Verdict}}">{{.Verdict}}</td></tr>{{end}}</table>{{end}}
 {{if .Table}}<h2>Table</h2><pre>{{.Table}}</pre>{{end}}
-{{$rel := .Rel}}{{range .Plots}}<div><img src="/file/{{$rel}}/{{.}}" alt="{{.}}"></div>{{end}}
+{{$rel := .Rel}}{{if .Timeline}}<h2>Timeline <a class="muted" href="/file/{{$rel}}/timeline.html">open on its own</a></h2>
+<iframe class="timeline" src="/file/{{$rel}}/timeline.html" loading="lazy" title="timeline"></iframe>{{end}}{{range .Plots}}<div><img src="/file/{{$rel}}/{{.}}" alt="{{.}}"></div>{{end}}
 {{if .Children}}<h2>Runs</h2><table><tr><th>run</th><th>configuration</th><th>valid?</th><th>figures</th></tr>
 {{range .Children}}<tr><td><a href="/run/{{.Rel}}">{{.Name}}</a></td><td>{{.Config}}</td>
 <td class="verdict {{.Verdict}}">{{.Verdict}}</td><td>{{.Figures}}</td></tr>{{end}}</table>{{end}}

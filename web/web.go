@@ -16,9 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/report"
 	"github.com/hiatus-dev/hiatus/store"
 )
@@ -114,23 +112,14 @@ func (s *server) file(w http.ResponseWriter, r *http.Request) {
 
 // A runInfo is what the index and a run's page say of a run.
 type runInfo struct {
+	report.Summary
 	Rel      string // path from the store's root
-	Name     string
-	Started  time.Time
-	Config   string
-	Verdict  string // true, false or unknown
-	Figures  string
-	Compare  bool // a comparison's directory, not a run
-	Checks   []check
+	Compare  bool   // a comparison's directory, not a run
+	Timeline bool   // the run has a timeline.html
 	Files    []string
 	Plots    []string
 	Table    string // a comparison's table.md
 	Children []runInfo
-}
-
-// A check is one check of results.edn, for a run's page.
-type check struct {
-	Name, Verdict, Explanation string
 }
 
 // runs finds every run and comparison under the store: a run is a
@@ -166,96 +155,16 @@ func exists(p string) bool {
 
 // info reads what the pages show of the run or comparison at p.
 func (s *server) info(p string) runInfo {
-	ri := runInfo{Rel: s.rel(p), Name: filepath.Base(filepath.Dir(p)), Verdict: "unknown"}
-	ri.Started, _ = time.Parse(store.TimeLayout, filepath.Base(p))
+	ri := runInfo{Rel: s.rel(p), Summary: report.ReadSummary(p)}
 	ri.Compare = exists(filepath.Join(p, store.CompareRuns))
+	ri.Timeline = exists(filepath.Join(p, report.TimelineFile))
 	if ri.Compare {
 		ri.Config = "comparison"
 		if b, err := os.ReadFile(filepath.Join(p, "table.md")); err == nil {
 			ri.Table = string(b)
 		}
-		return ri
-	}
-	if test, ok := readEDN(filepath.Join(p, store.Test)); ok {
-		ri.Config = describe(test)
-	}
-	if res, ok := readEDN(filepath.Join(p, store.Results)); ok {
-		ri.Verdict = verdict(res[history.Keyword("valid?")])
-		ri.Checks, ri.Figures = checks(res)
 	}
 	return ri
-}
-
-// readEDN reads a map from an EDN file.
-func readEDN(p string) (map[history.Keyword]any, bool) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil, false
-	}
-	v, err := history.ParseValue(string(b))
-	m, ok := v.(map[history.Keyword]any)
-	return m, err == nil && ok
-}
-
-func verdict(v any) string {
-	switch v {
-	case true:
-		return "true"
-	case false:
-		return "false"
-	}
-	return "unknown"
-}
-
-// describe says in one line what test.edn configured, as `hiatus run`
-// does.
-func describe(t map[history.Keyword]any) string {
-	get := func(k string) string {
-		return strings.TrimPrefix(string(history.AppendValue(nil, t[history.Keyword(k)])), ":")
-	}
-	ms := func(k string) string {
-		n, _ := history.Int(t[history.Keyword(k)])
-		return (time.Duration(n) * time.Millisecond).String()
-	}
-	s := fmt.Sprintf("%s, %s workers, %s, lease %s, work %s, nemesis %s", get("lock"), get("workers"),
-		ms("time-limit-ms"), ms("lease-ms"), ms("work-ms"), get("nemesis"))
-	if n, _ := history.Int(t["inject-every"]); n > 0 {
-		s += fmt.Sprintf(", in-section %s %s every %d", get("pause-kind"), ms("pause-ms"), n)
-	}
-	if t["fenced?"] == true {
-		s += ", fenced"
-	}
-	return s
-}
-
-// checks lists the checks of results.edn, and the key figures of the
-// lock-counter one.
-func checks(res map[history.Keyword]any) ([]check, string) {
-	var out []check
-	var figures string
-	keys := make([]string, 0, len(res))
-	for k := range res {
-		keys = append(keys, string(k))
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		m, ok := res[history.Keyword(k)].(map[history.Keyword]any)
-		if !ok {
-			continue
-		}
-		c := check{Name: k, Verdict: verdict(m["valid?"])}
-		c.Explanation, _ = m["explanation"].(string)
-		out = append(out, c)
-		if k == "lock-counter" {
-			fig := func(name string) string { return string(history.AppendValue(nil, m[history.Keyword(name)])) }
-			lost := fig("lost-min")
-			if hi := fig("lost-max"); hi != lost {
-				lost += "–" + hi
-			}
-			figures = fmt.Sprintf("writes %s, lost %s, overlapping-sections %s", fig("writes"), lost, fig("overlapping-sections"))
-		}
-	}
-	return out, figures
 }
 
 func (s *server) index(w http.ResponseWriter, r *http.Request) {

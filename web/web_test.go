@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hiatus-dev/hiatus/internal/gen"
+	"github.com/hiatus-dev/hiatus/report"
 )
 
 const secret = "the-secret-outside-the-store"
@@ -36,6 +39,7 @@ func fixture(t *testing.T) (root, run string) {
  :overlapping-sections 46, :explanation "4 updates lost <script>alert(1)</script>"}, :stats {:valid? true, :count 9}}`)
 	write(filepath.Join(root, run, "history.edn"), "{:index 0, :type :invoke, :process 0, :f :read}\n")
 	write(filepath.Join(root, run, "rate.png"), "not really a png")
+	writeTimeline(t, filepath.Join(root, run, report.TimelineFile))
 	cmp := "compare/20261201T085208.487Z"
 	write(filepath.Join(root, cmp, "runs.txt"), "1\t1\tsetnx 3.2 s sigstop\t...\n")
 	write(filepath.Join(root, cmp, "table.md"), "| lock | lost |\n| setnx | 0 |\n")
@@ -47,6 +51,27 @@ func fixture(t *testing.T) (root, run string) {
 		}
 	}
 	return root, run
+}
+
+// writeTimeline writes the timeline of a generated history to path.
+func writeTimeline(t *testing.T, path string) {
+	t.Helper()
+	ops, _, err := gen.Ops(gen.Config{Sections: 100, Workers: 3, Lost: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := &report.Timeline{Workers: 3}
+	for _, o := range ops {
+		tl.Add(o)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := tl.WriteHTML(f, report.TimelinePage{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // serveFixture serves a fixture store until the test ends; it returns the
@@ -108,6 +133,7 @@ func TestPages(t *testing.T) {
 		{"/?q=compare", []string{"compare/20261201T085208.487Z"}, []string{run}},
 		{"/?sort=verdict", []string{run}, nil},
 		{"/run/" + run, []string{"4 updates lost &lt;script&gt;alert(1)&lt;/script&gt;", `<img src="/file/` + run + `/rate.png"`,
+			`<iframe class="timeline" src="/file/` + run + `/timeline.html"`,
 			`href="/file/` + run + `/history.edn"`}, []string{"<script>alert"}},
 		{"/run/compare/20261201T085208.487Z", []string{"| setnx | 0 |", "compare-setnx-3.2s-sigstop", `class="verdict true"`}, nil},
 		{"/file/" + run + "/history.edn", []string{":f :read"}, nil},

@@ -80,6 +80,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			genCommand(),
 			compareCommand(),
 			plotCommand(),
+			timelineCommand(),
 			serveCommand(),
 		},
 		Action: func(c *cli.Context) error {

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/report"
+	"github.com/hiatus-dev/hiatus/store"
+	"github.com/urfave/cli/v2"
+)
+
+func timelineCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "timeline",
+		Usage:     "draw a saved history's lease timeline: timeline.html",
+		ArgsUsage: "[RUN-DIR | HISTORY.edn]",
+		Description: "Draws the history on the Redis clock, one row a worker slot: each critical section from\n" +
+			"acquire to release with its lease window, reads and writes, every fault as a shaded band,\n" +
+			"stale writes and lost updates in colours of their own, with the verdict and each check's\n" +
+			"explanation above. One self-contained page that works offline. A run directory gets it\n" +
+			"beside its history (a run draws it as it ends); a lone history, in --out or beside it,\n" +
+			"checked first when no results.edn lies beside it.\n\n" +
+			"Exit status: 0 drawn, 254 bad arguments or unreadable input, 255 internal error.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "out", Usage: "write the page to `FILE` instead"},
+			&cli.DurationFlag{Name: "from", Usage: "draw the sections that begin this long after the first op (a window of a long history)"},
+			&cli.DurationFlag{Name: "to", Usage: "draw the sections that begin before this long after the first op; 0: to the end"},
+			&cli.IntFlag{Name: "max-sections", Value: report.DefaultMaxSections, Usage: "keep at most `N` sections"},
+			&cli.IntFlag{Name: "workers", Usage: "draw process p in row p mod `N` (default: test.edn's workers, else a row per process)"},
+			&cli.StringFlag{Name: "store", Value: "store", Usage: "directory where runs are kept"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 1 {
+				return usageErrorf("timeline takes one history or run directory, not %d arguments", c.NArg())
+			}
+			if c.Int("max-sections") < 1 || c.Int("workers") < 0 || c.Duration("from") < 0 || c.Duration("to") < 0 {
+				return usageErrorf("--max-sections must be at least 1, and --workers, --from and --to not negative")
+			}
+			run, path, err := store.Resolve(c.String("store"), c.Args().First())
+			if err != nil {
+				return usageError(err)
+			}
+			out := c.String("out")
+			if out == "" {
+				out = filepath.Join(filepath.Dir(path), report.TimelineFile)
+			}
+			t := &report.Timeline{Workers: c.Int("workers"), MaxSections: c.Int("max-sections"),
+				From: int64(c.Duration("from")), To: int64(c.Duration("to"))}
+			if err := drawTimeline(c.Context, run, path, out, t); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "timeline: %s\n", out)
+			return nil
+		},
+	}
+}
+
+// drawTimeline draws the timeline of the history at path into out, with the
+// summary of its run directory, or of a check of it.
+func drawTimeline(ctx context.Context, run store.Run, path, out string, t *report.Timeline) error {
+	dir := filepath.Dir(path)
+	page := report.TimelinePage{Summary: report.ReadSummary(dir), Source: path}
+	if run.Dir == "" {
+		page.Name, page.Started = filepath.Base(path), time.Time{}
+	}
+	if _, err := os.Stat(filepath.Join(dir, store.Results)); err != nil {
+		if err := checkFor(ctx, path, &page.Summary); err != nil {
+			return err
+		}
+	}
+	if t.Workers == 0 {
+		t.Workers = page.Workers
+	}
+	if _, err := os.Stat(filepath.Join(dir, harness.LinearView)); err == nil {
+		if rel, err := filepath.Rel(filepath.Dir(out), filepath.Join(dir, harness.LinearView)); err == nil {
+			page.Linear = filepath.ToSlash(rel)
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return usageError(fmt.Errorf("read history: %w", err))
+	}
+	defer f.Close()
+	if err := history.NewReader(f, path).Each(ctx, t.Add); err != nil && !errors.Is(err, history.ErrTruncated) {
+		return usageError(err)
+	}
+	w, err := store.Run{Dir: filepath.Dir(out)}.Create(filepath.Base(out))
+	if err != nil {
+		return err
+	}
+	if err := t.WriteHTML(w, page); err != nil {
+		w.Abort()
+		if errors.Is(err, report.ErrUntimed) || errors.Is(err, report.ErrNoSections) {
+			return usageErrorf("%s: %v: nothing to draw", path, err)
+		}
+		return err
+	}
+	return w.Close()
+}
+
+// checkFor fills sum with the verdicts of a check of the history at path,
+// for a history that lies without its results.edn.
+func checkFor(ctx context.Context, path string, sum *report.Summary) error {
+	h, err := checker.Open(ctx, path, checker.Options{}, false, nil)
+	if err != nil {
+		return usageError(err)
+	}
+	rs, err := h.Check(ctx, checker.Options{Model: h.Model, Truncated: h.Truncated != nil})
+	if err != nil {
+		return usageError(err)
+	}
+	v, err := history.ParseValue(string(rs.AppendEDN(nil)))
+	if m, ok := v.(map[history.Keyword]any); ok && err == nil {
+		sum.SetResults(m)
+	}
+	return nil
+}

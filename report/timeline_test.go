@@ -1,0 +1,273 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/gen"
+)
+
+func timelineOf(ops []history.Op, workers int) *Timeline {
+	t := &Timeline{Workers: workers}
+	for _, o := range ops {
+		t.Add(o)
+	}
+	return t
+}
+
+func flagged(t *Timeline, flag uint8) []*tlSection {
+	var out []*tlSection
+	for i := range t.secs {
+		if t.secs[i].flags&flag != 0 {
+			out = append(out, &t.secs[i])
+		}
+	}
+	return out
+}
+
+// TestTimelineAgreesWithCheck: the sections the timeline colours are the
+// ones the lock-counter check counts and names — overlaps, late writes,
+// stale writes and the writes whose update they lost — on generated
+// histories with and without lost updates and writes of unknown outcome.
+func TestTimelineAgreesWithCheck(t *testing.T) {
+	for _, cfg := range []gen.Config{
+		{Sections: 300, Workers: 3, Seed: 1},
+		{Sections: 500, Workers: 4, Lost: 3, Seed: 2},
+		{Sections: 1000, Workers: 16, Lost: 5, Info: 40, Seed: 4},
+		{Sections: 2000, Workers: 64, Lost: 12, Info: 10, Seed: 6},
+	} {
+		ops, _, err := gen.Ops(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := checker.Check(context.Background(), ops, checker.Options{Model: checker.ModelLockCounter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fig, _ := rs.LockCounter()
+		r, _ := rs.Check("lock-counter")
+		tl := timelineOf(ops, cfg.Workers)
+		tl.finish()
+
+		if got := len(flagged(tl, flagOverlap)); int64(got) != fig.Overlapping {
+			t.Errorf("%+v: %d sections coloured as overlapping, the check counts %d", cfg, got, fig.Overlapping)
+		}
+		if got := len(flagged(tl, flagLate)); int64(got) != fig.LateWrites {
+			t.Errorf("%+v: %d late writes coloured, the check counts %d", cfg, got, fig.LateWrites)
+		}
+		// The check lists the first stale writes in the order they were
+		// sent; the timeline colours every one.
+		stale := flagged(tl, flagStale)
+		slices.SortStableFunc(stale, func(a, b *tlSection) int { return int(a.wInv - b.wInv) })
+		evidence, _ := r.Get("stale-writes").([]any)
+		if (len(evidence) == 0) != (len(stale) == 0) || len(stale) < len(evidence) {
+			t.Fatalf("%+v: %d stale writes coloured, the check names %d", cfg, len(stale), len(evidence))
+		}
+		lost := map[int64]bool{}
+		for _, s := range flagged(tl, flagLost) {
+			lost[s.wIdx] = true
+		}
+		for k, e := range evidence {
+			m := e.(map[history.Keyword]any)
+			if w := m["write"].(int64); stale[k].wIdx != w || stale[k].top != m["counter-was"].(int64) {
+				t.Errorf("%+v: stale write %d is op %d (counter at %d), the check says op %d (%d)",
+					cfg, k, stale[k].wIdx, stale[k].top, w, m["counter-was"])
+			}
+			if other, ok := m["same-value-as"].(int64); ok && !lost[other] {
+				t.Errorf("%+v: op %d wrote the value of stale op %d, but is not coloured as lost", cfg, other, m["write"])
+			}
+		}
+		if cfg.Lost > 0 && len(lost) == 0 {
+			t.Errorf("%+v: no lost update coloured", cfg)
+		}
+	}
+}
+
+// TestTimelineRows: a process renumbered after an :info stays in its
+// worker's row, the final read has a row of its own, and without a worker
+// count each process has one.
+func TestTimelineRows(t *testing.T) {
+	ops, _, err := gen.Ops(gen.Config{Sections: 200, Workers: 4, Info: 20, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		workers int
+		rows    int
+	}{{4, 5}, {0, 0}} {
+		tl := timelineOf(ops, tc.workers)
+		rowOf, rows := tl.rows()
+		procs := map[history.Process]bool{}
+		for _, o := range ops {
+			if o.Process >= 0 {
+				procs[o.Process] = true
+			}
+		}
+		want := tc.rows
+		if tc.workers == 0 {
+			want = len(procs) // final read included
+		}
+		if len(rows) != want {
+			t.Errorf("workers %d: %d rows, want %d", tc.workers, len(rows), want)
+		}
+		if rows[len(rows)-1].Label != "final read" && tc.workers > 0 {
+			t.Errorf("workers %d: last row %q, want the final read", tc.workers, rows[len(rows)-1].Label)
+		}
+		for p := range procs {
+			if r, ok := rowOf[p]; !ok || tc.workers > 0 && r != int(p)%tc.workers && rows[r].Label != "final read" {
+				t.Errorf("workers %d: process %d in row %d", tc.workers, p, r)
+			}
+		}
+	}
+}
+
+// TestTimelineWindow: From, To and MaxSections keep the sections that begin
+// inside them, and the page says how many of the history's it holds.
+func TestTimelineWindow(t *testing.T) {
+	ops, _, err := gen.Ops(gen.Config{Sections: 400, Workers: 4, Lost: 2, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := ops[len(ops)-1].Time
+	for _, tc := range []struct {
+		name string
+		tl   Timeline
+		kept func(start int64) bool
+	}{
+		{"all", Timeline{}, func(int64) bool { return true }},
+		{"from", Timeline{From: end / 2}, func(s int64) bool { return s >= end/2 }},
+		{"to", Timeline{To: end / 3}, func(s int64) bool { return s < end/3 }},
+		{"max", Timeline{MaxSections: 50}, nil},
+	} {
+		tl := tc.tl
+		tl.Workers = 4
+		for _, o := range ops {
+			tl.Add(o)
+		}
+		want := 0
+		for _, s := range checker.Sections(ops) {
+			if tc.kept == nil || tc.kept(s.Start) {
+				want++
+			}
+		}
+		if tc.kept == nil {
+			want = 50
+		}
+		if len(tl.secs) != want || tl.total != len(checker.Sections(ops)) {
+			t.Errorf("%s: kept %d of %d sections, want %d of %d", tc.name, len(tl.secs), tl.total, want, len(checker.Sections(ops)))
+		}
+		var buf bytes.Buffer
+		if err := tl.WriteHTML(&buf, TimelinePage{}); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if note := strings.Contains(buf.String(), "This timeline holds"); note != (tc.name != "all") {
+			t.Errorf("%s: the page says it holds part of the history: %v", tc.name, note)
+		}
+	}
+}
+
+// TestTimelineEscapes: words from a history or its results are text on the
+// page, never markup or script.
+func TestTimelineEscapes(t *testing.T) {
+	ops, _, err := gen.Ops(gen.Config{Sections: 20, Workers: 2, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := "</script><script>alert(1)</script>"
+	ops = append(ops, history.Op{Index: int64(len(ops)), Time: ops[len(ops)-1].Time, Type: history.Info,
+		Process: history.Nemesis, F: history.FPause, Value: map[history.Keyword]any{"kind": history.Keyword(evil), "process": int64(0)}})
+	tl := timelineOf(ops, 2)
+	var buf bytes.Buffer
+	page := TimelinePage{Summary: Summary{Name: evil, Config: evil, Verdict: "false",
+		Checks: []Check{{Name: "lock-counter", Verdict: "false", Explanation: evil}}}}
+	if err := tl.WriteHTML(&buf, page); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(buf.String(), "<script"); got != 2 {
+		t.Errorf("the page has %d <script elements, want its own 2", got)
+	}
+	if strings.Contains(buf.String(), "alert(1)</script>") {
+		t.Error("a history's words end a script element")
+	}
+}
+
+func TestTimelineNothingToDraw(t *testing.T) {
+	untimed := timelineOf([]history.Op{{Index: 0, Time: history.Unset, Type: history.Invoke, Process: 0, F: history.FAcquire}}, 0)
+	empty := timelineOf([]history.Op{{Index: 0, Time: 5, Type: history.Invoke, Process: 0, F: history.FAcquire}}, 0)
+	for _, tc := range []struct {
+		tl   *Timeline
+		want error
+	}{{untimed, ErrUntimed}, {empty, ErrNoSections}} {
+		if err := tc.tl.WriteHTML(&bytes.Buffer{}, TimelinePage{}); !errors.Is(err, tc.want) {
+			t.Errorf("WriteHTML: %v, want %v", err, tc.want)
+		}
+	}
+}
+
+// section is the ops of one critical section of process p: acquire at a,
+// read r at a+1, write w sent at ws and acknowledged at we (no write when
+// w is noWrite), release at end.
+func section(p history.Process, a, ws, we, end int64, r, w int64) []history.Op {
+	op := func(at int64, typ history.Type, f history.Keyword, v any) history.Op {
+		return history.Op{Time: at, Type: typ, Process: p, F: f, Value: v}
+	}
+	ops := []history.Op{op(a-1, history.Invoke, history.FAcquire, nil), op(a, history.Ok, history.FAcquire, nil),
+		op(a+1, history.Invoke, history.FRead, nil), op(a+1, history.Ok, history.FRead, r)}
+	if w != noWrite {
+		ops = append(ops, op(ws, history.Invoke, history.FWrite, w), op(we, history.Ok, history.FWrite, w))
+	}
+	return append(ops, op(end, history.Invoke, history.FRelease, nil), op(end+1, history.Ok, history.FRelease, nil))
+}
+
+const noWrite = math.MinInt64
+
+// sorted indexes ops in time order, as a history is.
+func sorted(parts ...[]history.Op) []history.Op {
+	var ops []history.Op
+	for _, p := range parts {
+		ops = append(ops, p...)
+	}
+	slices.SortStableFunc(ops, func(a, b history.Op) int { return int(a.Time - b.Time) })
+	for i := range ops {
+		ops[i].Index = int64(i)
+	}
+	return ops
+}
+
+// TestTimelineFlagsEdges: the edges of the flags' definitions, each as the
+// check draws it — a section that wrote nothing overlaps nobody, and a
+// write sent at the very time another is acknowledged has not seen it.
+func TestTimelineFlagsEdges(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		ops            []history.Op
+		overlap, stale int
+	}{
+		{"overlap of writers", sorted(section(0, 10, 20, 21, 30, 0, 1), section(1, 15, 40, 41, 50, 1, 2)), 2, 0},
+		{"a reader overlaps nobody", sorted(section(0, 10, 20, 21, 30, 0, 1), section(1, 15, 0, 0, 50, 1, noWrite)), 0, 0},
+		{"same time is not before", sorted(section(0, 10, 20, 25, 30, 0, 1), section(1, 22, 25, 45, 50, 0, 1)), 2, 0},
+		{"stale", sorted(section(0, 10, 20, 24, 30, 0, 1), section(1, 22, 25, 45, 50, 0, 1)), 2, 1},
+		{"negative values", sorted(section(0, 10, 20, 21, 30, -6, -5), section(1, 40, 42, 45, 50, -5, -4)), 0, 0},
+	} {
+		ops := tc.ops
+		rs, err := checker.Check(context.Background(), ops, checker.Options{Model: checker.ModelLockCounter, Initial: int64(-6)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fig, _ := rs.LockCounter()
+		tl := timelineOf(ops, 2)
+		tl.finish()
+		overlap, stale := len(flagged(tl, flagOverlap)), len(flagged(tl, flagStale))
+		if overlap != tc.overlap || int64(overlap) != fig.Overlapping || stale != tc.stale {
+			t.Errorf("%s: %d overlapping, %d stale; want %d, %d (the check: %d overlapping)",
+				tc.name, overlap, stale, tc.overlap, tc.stale, fig.Overlapping)
+		}
+	}
+}
