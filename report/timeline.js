@@ -390,7 +390,9 @@
   if (stale.length === 0) {
     vl.textContent = violations.length ? violations.length + " overlapping sections, no stale write or lost update." : "None: no stale write, no lost update, no overlap.";
   } else {
-    vl.textContent = stale.length + " stale writes and lost updates; the first " + Math.min(stale.length, 50) + ": ";
+    const count = (f, one, many) => { const k = stale.filter(i => S.fl[i] & f).length; return k + " " + (k === 1 ? one : many); };
+    vl.textContent = count(STALE, "stale write", "stale writes") + ", " + count(LOST, "write whose update was lost", "writes whose updates were lost") +
+      (stale.length > 50 ? "; the first 50" : "") + ": ";
   }
   violations.slice(0, 50).forEach(i => {
     const a = document.createElement("a");
