@@ -53,7 +53,11 @@ func BenchmarkLinear(b *testing.B) {
 		b.Run(fmt.Sprintf("analyzer=counter-walk/sections=%d", sections), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, ok, _ := newCounterWalk(s.calls, 0, s.end(), s.timed).run(false); !ok {
+				w, err := newCounterWalk(&s.calls, 0, s.end(), s.timed)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, ok, _ := w.run(false); !ok {
 					b.Fatal("not linearizable")
 				}
 			}
@@ -61,7 +65,7 @@ func BenchmarkLinear(b *testing.B) {
 		if sections > 100000 {
 			continue
 		}
-		pops := porcupineOps(s.calls, s.end())
+		pops := porcupineOps(s.calls.slice(), s.end())
 		b.Run(fmt.Sprintf("analyzer=porcupine/sections=%d", sections), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -2,7 +2,6 @@ package checker
 
 import (
 	"cmp"
-	"fmt"
 	"math"
 	"slices"
 
@@ -108,18 +107,20 @@ const (
 // op before another only when the first returns strictly before the other
 // is called (calls sort before returns at equal times).
 type counterWalk struct {
-	calls   []lcCall
+	calls   *callStore
 	initial int64
 	top     int64
+	end     int64 // the return of every write of unknown outcome
+	timed   bool
 	// known, maybe and reads are the acknowledged writes, the increments of
 	// unknown outcome and the reads, by value; ties by position (maybe: by
 	// call, then position). A write of unknown outcome that is no
 	// increment can never take effect and is left out.
-	known, maybe, reads []walkItem
+	known, maybe, reads *itemList
 	// wild are the writes of unknown outcome that are no increment: they
 	// can never take effect in the model, but may have landed, losing
 	// updates, in an execution that breaks it.
-	wild []walkItem
+	wild *itemList
 }
 
 // A walkItem is one of the calls, with its interval.
@@ -133,52 +134,59 @@ type walkItem struct {
 
 // newCounterWalk sorts calls for the walk. With timed, intervals are the
 // ops' :time, else their positions in the history; end is the return of
-// every write of unknown outcome, later than any event.
-func newCounterWalk(calls []lcCall, initial, end int64, timed bool) *counterWalk {
-	w := &counterWalk{calls: calls, initial: initial, top: initial}
-	var nk, nm, nr int
-	for _, c := range calls {
+// every write of unknown outcome, later than any event. The walk's items
+// go to disk, sorted in runs, when the calls are there.
+func newCounterWalk(calls *callStore, initial, end int64, timed bool) (*counterWalk, error) {
+	spill, run := calls.file != nil, calls.runSize
+	w := &counterWalk{calls: calls, initial: initial, top: initial, end: end, timed: timed,
+		known: newItemList(byValue, spill, run), maybe: newItemList(byValueCall, spill, run),
+		reads: newItemList(byValue, spill, run), wild: newItemList(byValue, spill, run)}
+	calls.each(func(i int, c lcCall) {
+		it := w.itemOf(i, c)
 		switch {
 		case !c.write:
-			nr++
+			w.reads.add(it)
+		case c.maybe && c.increment():
+			w.maybe.add(it)
 		case c.maybe:
-			nm++
+			w.wild.add(it)
 		default:
-			nk++
-		}
-	}
-	w.known, w.maybe, w.reads = make([]walkItem, 0, nk), make([]walkItem, 0, nm), make([]walkItem, 0, nr)
-	for i, c := range calls {
-		it := walkItem{i: i, value: c.value, c: c.call, r: c.ret, fence: c.fence, pos: c.pos()}
-		if !timed {
-			it.c, it.r = int64(c.inv), int64(c.done)
-		}
-		switch {
-		case !c.write:
-			w.reads = append(w.reads, it)
-		case c.maybe:
-			it.r = end
-			if c.increment() {
-				w.maybe = append(w.maybe, it)
-			} else {
-				w.wild = append(w.wild, it)
-			}
-		default:
-			w.known = append(w.known, it)
+			w.known.add(it)
 		}
 		if !c.maybe {
 			// A value only writes of unknown outcome wrote is not one the
 			// counter must reach.
 			w.top = max(w.top, c.value)
 		}
-	}
-	byValue := func(a, b walkItem) int { return cmp.Or(cmp.Compare(a.value, b.value), cmp.Compare(a.pos, b.pos)) }
-	slices.SortFunc(w.known, byValue)
-	slices.SortFunc(w.reads, byValue)
-	slices.SortFunc(w.maybe, func(a, b walkItem) int {
-		return cmp.Or(cmp.Compare(a.value, b.value), cmp.Compare(a.c, b.c), cmp.Compare(a.pos, b.pos))
 	})
-	return w
+	for _, l := range w.lists() {
+		if err := l.done(); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+func (w *counterWalk) lists() []*itemList { return []*itemList{w.known, w.maybe, w.reads, w.wild} }
+
+// close lets go of the walk's files.
+func (w *counterWalk) close() {
+	for _, l := range w.lists() {
+		l.close()
+	}
+}
+
+// itemOf is the walk's item for c, calls[i].
+func (w *counterWalk) itemOf(i int, c lcCall) walkItem {
+	it := walkItem{i: i, value: c.value, c: c.call, r: c.ret, fence: c.fence, pos: c.pos()}
+	if !w.timed {
+		it.c, it.r = int64(c.inv), int64(c.done)
+	}
+	if c.write && c.maybe {
+		it.r = w.end
+	}
+	return it
 }
 
 // A walkViolation is where the counter walk stopped.
@@ -192,23 +200,41 @@ type walkViolation struct {
 	staleRead bool
 }
 
-// cursor steps through items sorted by value.
+// cursor steps through a list sorted by value.
 type cursor struct {
-	items []walkItem
-	i     int
+	it   itemIter
+	head walkItem
+	ok   bool // head is the next item
+	// The items of the last two values asked for: the walk holds on to a
+	// value's reads while it asks for the next value's.
+	bufs [2][]walkItem
+	flip int
 }
 
-// at returns the items of value v; v must not decrease between calls.
-func (c *cursor) at(v int64) []walkItem {
-	for c.i < len(c.items) && c.items[c.i].value < v {
-		c.i++
-	}
-	j := c.i
-	for j < len(c.items) && c.items[j].value == v {
-		j++
-	}
-	return c.items[c.i:j]
+func newCursor(l *itemList) *cursor {
+	c := &cursor{it: l.iter()}
+	c.head, c.ok = c.it.next()
+	return c
 }
+
+// at returns the items of value v, valid until the next call but one; v
+// must rise between calls.
+func (c *cursor) at(v int64) []walkItem {
+	c.flip ^= 1
+	out := c.bufs[c.flip][:0]
+	for c.ok && c.head.value < v {
+		c.head, c.ok = c.it.next()
+	}
+	for c.ok && c.head.value == v {
+		out = append(out, c.head)
+		c.head, c.ok = c.it.next()
+	}
+	c.bufs[c.flip] = out
+	return out
+}
+
+// peek returns the next item, of a value above every one asked for.
+func (c *cursor) peek() (walkItem, bool) { return c.head, c.ok }
 
 // A walkState is one way of producing the values so far: the earliest point
 // the last producer can take effect at, the highest fence that took effect,
@@ -239,7 +265,7 @@ func (w *counterWalk) run(order bool) (v walkViolation, ok bool, lin []int) {
 	if v, ok := w.below(); !ok {
 		return v, false, nil
 	}
-	known, maybe, reads := cursor{items: w.known}, cursor{items: w.maybe}, cursor{items: w.reads}
+	known, maybe, reads := newCursor(w.known), newCursor(w.maybe), newCursor(w.reads)
 	prev := reads.at(w.initial)
 	front := []walkState{{point: math.MinInt64, pointBy: -1, fenceBy: -1, path: -1}}
 	var next, spare []walkState
@@ -257,7 +283,7 @@ func (w *counterWalk) run(order bool) (v walkViolation, ok bool, lin []int) {
 			cands = maybe.at(k)
 		}
 		if len(cands) == 0 {
-			v := walkViolation{fault: faultGap, value: k, op: w.gapOp(k), other: -1}
+			v := walkViolation{fault: faultGap, value: k, op: gapOp(known, reads, k), other: -1}
 			return v, false, w.linearization(order, path, front[0], k)
 		}
 		cur := reads.at(k)
@@ -358,7 +384,7 @@ func (w *counterWalk) linearization(order bool, path []pathStep, s walkState, k 
 		producers = append(producers, path[at].call)
 	}
 	slices.Reverse(producers)
-	reads := cursor{items: w.reads}
+	reads := newCursor(w.reads)
 	lin := appendByCall(nil, reads.at(w.initial))
 	for j, p := range producers {
 		if v := w.initial + 1 + int64(j); v < k {
@@ -384,11 +410,12 @@ func appendByCall(lin []int, reads []walkItem) []int {
 // not its section's read plus one.
 func (w *counterWalk) notIncrement() (walkViolation, bool) {
 	v := walkViolation{fault: faultNotIncrement, op: -1, other: -1}
-	for _, it := range w.known {
-		if c := w.calls[it.i]; !c.increment() && (v.op < 0 || it.pos < w.calls[v.op].pos()) {
-			v.op, v.value = it.i, c.value
+	at := 0
+	w.calls.each(func(i int, c lcCall) {
+		if c.write && !c.maybe && !c.increment() && (v.op < 0 || c.pos() < at) {
+			v.op, v.value, at = i, c.value, c.pos()
 		}
-	}
+	})
 	return v, v.op < 0
 }
 
@@ -397,33 +424,27 @@ func (w *counterWalk) notIncrement() (walkViolation, bool) {
 func (w *counterWalk) below() (walkViolation, bool) {
 	v := walkViolation{fault: faultBelow, other: -1}
 	found := false
-	if len(w.known) > 0 && w.known[0].value <= w.initial {
-		v.value, v.op, found = w.known[0].value, w.known[0].i, true
+	if k, ok := w.known.first(); ok && k.value <= w.initial {
+		v.value, v.op, found = k.value, k.i, true
 	}
-	if len(w.reads) > 0 && w.reads[0].value < w.initial && (!found || w.reads[0].value < v.value) {
-		v.value, v.op, found = w.reads[0].value, w.reads[0].i, true
+	if r, ok := w.reads.first(); ok && r.value < w.initial && (!found || r.value < v.value) {
+		v.value, v.op, found = r.value, r.i, true
 	}
 	return v, !found
 }
 
-// gapOp is the op that needs the counter past the gap k: of the reads of k
-// or more and the acknowledged writes above k, the one of the lowest value,
-// then the earliest in the history.
-func (w *counterWalk) gapOp(k int64) int {
-	var best walkItem
-	found := false
-	if i, _ := slices.BinarySearchFunc(w.known, k+1, byItemValue); i < len(w.known) {
-		best, found = w.known[i], true
-	}
-	if i, _ := slices.BinarySearchFunc(w.reads, k, byItemValue); i < len(w.reads) {
-		if r := w.reads[i]; !found || r.value < best.value || r.value == best.value && r.pos < best.pos {
-			best = r
-		}
+// gapOp is the op that needs the counter past the gap k, where the cursors
+// known and reads have just been asked for k: of the reads of k or more
+// and the acknowledged writes above k, the one of the lowest value, then
+// the earliest in the history.
+func gapOp(known, reads *cursor, k int64) int {
+	best, found := known.peek() // above k: known has none of k
+	rd, ok := reads.peek()
+	if ok && (!found || rd.value < best.value || rd.value == best.value && rd.pos < best.pos) {
+		best = rd
 	}
 	return best.i
 }
-
-func byItemValue(it walkItem, v int64) int { return cmp.Compare(it.value, v) }
 
 // A proof is a read that only writes of unknown outcome can explain: the
 // counter cannot have held what it returned unless one of them took effect.
@@ -452,20 +473,22 @@ type lostBound struct {
 //     read itself;
 //   - at most, every write invoked before the final read completed.
 func (w *counterWalk) lostBounds(final int, value int64) lostBound {
-	f := w.item(final)
+	f := w.itemOf(final, w.calls.get(final))
 	var b lostBound
 	may := 0
-	for _, it := range w.known {
-		if it.r < f.c {
-			b.ok++
+	for _, l := range w.lists() {
+		if l == w.reads {
+			continue
 		}
-		if it.c <= f.r {
-			may++
-		}
-	}
-	for _, items := range [][]walkItem{w.maybe, w.wild} {
-		for _, it := range items {
-			if it.c <= f.r {
+		for it := l.iter(); ; {
+			x, ok := it.next()
+			if !ok {
+				break
+			}
+			if l == w.known && x.r < f.c {
+				b.ok++
+			}
+			if x.c <= f.r {
 				may++
 			}
 		}
@@ -484,24 +507,27 @@ func (w *counterWalk) lostBounds(final int, value int64) lostBound {
 // each proof is a different write. first is the earliest-completing read of
 // the proofs; count is their number.
 func (w *counterWalk) proofs(cut int64, final int) (count int, first proof) {
-	known := cursor{items: w.known}
+	known, maybe, reads := newCursor(w.known), newCursor(w.maybe), newCursor(w.reads)
 	first.read = -1
 	var firstAt walkItem
-	for i := 0; i < len(w.reads); {
-		v := w.reads[i].value
-		j, found := i, false
+	for {
+		next, ok := reads.peek()
+		if !ok {
+			break
+		}
+		v := next.value
+		found := false
 		var earliest walkItem
-		for ; j < len(w.reads) && w.reads[j].value == v; j++ {
-			if rd := w.reads[j]; (rd.r < cut || rd.i == final) && (!found || rd.r < earliest.r) {
+		for _, rd := range reads.at(v) {
+			if (rd.r < cut || rd.i == final) && (!found || rd.r < earliest.r) {
 				earliest, found = rd, true
 			}
 		}
-		i = j
 		if !found || v == w.initial ||
 			slices.ContainsFunc(known.at(v), func(k walkItem) bool { return k.c <= earliest.r }) {
 			continue
 		}
-		ms := w.maybeWriters(v, earliest.r)
+		ms := invokedBy(maybe.at(v), earliest.r)
 		if len(ms) == 0 {
 			continue
 		}
@@ -513,30 +539,22 @@ func (w *counterWalk) proofs(cut int64, final int) (count int, first proof) {
 	return count, first
 }
 
-// item returns the walk's item for calls[i], a read or a write it kept.
-func (w *counterWalk) item(i int) walkItem {
-	items := w.reads
-	if c := w.calls[i]; c.write && c.maybe {
-		items = w.maybe
-	} else if c.write {
-		items = w.known
+// invokedBy returns the prefix of ms, writes of one value in the order of
+// their calls, invoked no later than t.
+func invokedBy(ms []walkItem, t int64) []walkItem {
+	n := 0
+	for n < len(ms) && ms[n].c <= t {
+		n++
 	}
-	j, _ := slices.BinarySearchFunc(items, w.calls[i].value, byItemValue)
-	for ; j < len(items); j++ {
-		if items[j].i == i {
-			return items[j]
-		}
-	}
-	panic(fmt.Sprintf("counter walk: call %d is not among its items", i))
+	return ms[:n]
 }
 
+// item returns the walk's item for calls[i].
+func (w *counterWalk) item(i int) walkItem { return w.itemOf(i, w.calls.get(i)) }
+
 // maybeWriters returns the increments of unknown outcome that write v and
-// were invoked no later than t, earliest first.
+// were invoked no later than t, earliest first. It reads the list from its
+// start: it is for explanations, not for the walk.
 func (w *counterWalk) maybeWriters(v, t int64) []walkItem {
-	j, _ := slices.BinarySearchFunc(w.maybe, v, byItemValue)
-	var out []walkItem
-	for ; j < len(w.maybe) && w.maybe[j].value == v && w.maybe[j].c <= t; j++ {
-		out = append(out, w.maybe[j])
-	}
-	return out
+	return slices.Clone(invokedBy(newCursor(w.maybe).at(v), t))
 }

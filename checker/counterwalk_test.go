@@ -150,6 +150,27 @@ func genCalls(t *rapid.T, initial int64) ([]lcCall, int64) {
 	return calls, end
 }
 
+// walkOf is the counter walk over calls, with its records in memory or, in
+// sorted runs of two items, on disk; the files go when the test ends.
+func walkOf(t interface {
+	Fatalf(string, ...any)
+	Cleanup(func())
+}, calls []lcCall, initial, end int64, timed, disk bool) *counterWalk {
+	cs := &callStore{runSize: 2}
+	if disk {
+		cs.spillAt = 1
+	}
+	for _, c := range calls {
+		cs.add(c)
+	}
+	w, err := newCounterWalk(cs, initial, end, timed)
+	if err != nil {
+		t.Fatalf("counter walk: %v", err)
+	}
+	t.Cleanup(func() { w.close(); cs.close() })
+	return w
+}
+
 // TestCounterWalkAgreesWithPorcupine is the proof by agreement at the level
 // of the model: on every drawn set of writes (acknowledged or not, fenced
 // or not) and reads, the walk and porcupine's search give the same verdict,
@@ -159,9 +180,13 @@ func TestCounterWalkAgreesWithPorcupine(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		initial := rapid.Int64Range(-2, 2).Draw(t, "initial")
 		calls, end := genCalls(t, initial)
-		v, ok, _ := newCounterWalk(calls, initial, end, true).run(false)
+		v, ok, _ := walkOf(t, calls, initial, end, true, false).run(false)
 		if want := porcupineCalls(calls, initial, end); ok != want {
 			t.Fatalf("counter walk %v (%+v), porcupine %v on\n%s", ok, v, want, describeCalls(calls))
+		}
+		// The same walk with its records on disk, in runs of two items.
+		if dv, dok, _ := walkOf(t, calls, initial, end, true, true).run(false); dok != ok || dv != v {
+			t.Fatalf("counter walk in memory %v (%+v), on disk %v (%+v) on\n%s", ok, v, dok, dv, describeCalls(calls))
 		}
 		if len(calls) > 12 {
 			return

@@ -87,7 +87,7 @@ func (s *Stream) explainLockCounter(lr *linearRun, v violation) (string, []Field
 
 // callAt is the counter operation porcupine's op m was made from.
 func (s *Stream) callAt(m opMeta) lcCall {
-	for _, c := range s.calls {
+	for _, c := range s.calls.slice() {
 		if c.inv == m.inv {
 			return c
 		}
@@ -98,7 +98,7 @@ func (s *Stream) callAt(m opMeta) lcCall {
 // explainWalk says in words where the counter walk w stopped, and gives the
 // evidence for results.edn.
 func (s *Stream) explainWalk(w *counterWalk, v walkViolation, initial int64) (string, []Field) {
-	c := s.calls[v.op]
+	c := s.calls.get(v.op)
 	fields := []Field{{"op", s.id(c.pos())}, {"process", int64(c.process)}, {"value", v.value}}
 	var msg string
 	switch v.fault {
@@ -107,7 +107,7 @@ func (s *Stream) explainWalk(w *counterWalk, v walkViolation, initial int64) (st
 	case faultNotIncrement:
 		msg = fmt.Sprintf("%s %s: a section writes what it read plus one", s.who(c), did(c))
 	case faultCollision:
-		first := s.calls[v.other]
+		first := s.calls.get(v.other)
 		msg = fmt.Sprintf("%s and %s both wrote %d", s.name(first.pos()), s.name(c.pos()), v.value)
 		if first.read && c.read && first.from == c.from {
 			msg += fmt.Sprintf(" after reading %d", c.from)
@@ -119,7 +119,7 @@ func (s *Stream) explainWalk(w *counterWalk, v walkViolation, initial int64) (st
 	case faultGap:
 		msg = fmt.Sprintf("%s %s, but no write, acknowledged or of unknown outcome, made the counter %d", s.who(c), did(c), v.value)
 	case faultFence:
-		o := s.calls[v.other]
+		o := s.calls.get(v.other)
 		fields = append(fields, Field{"other", s.id(o.pos())})
 		had := fmt.Sprintf("%s had written %d with fence %d before it", s.who(o), o.value, o.fence)
 		if o.maybe {
@@ -146,7 +146,7 @@ func (s *Stream) explainWalk(w *counterWalk, v walkViolation, initial int64) (st
 
 // explainOrder explains a faultOrder of the walk w, where c is the op blamed.
 func (s *Stream) explainOrder(w *counterWalk, v walkViolation, c lcCall) (string, []Field) {
-	o := s.calls[v.other]
+	o := s.calls.get(v.other)
 	fields := []Field{{"other", s.id(o.pos())}}
 	if v.staleRead {
 		done := fmt.Sprintf("read %d", o.value)
@@ -161,7 +161,7 @@ func (s *Stream) explainOrder(w *counterWalk, v walkViolation, c lcCall) (string
 		// write of unknown outcome made k, and o wrote it again. (Not said
 		// of a fenced one, which its fence may have kept from landing.)
 		if ms := unfenced(w.maybeWriters(c.value, w.item(v.op).r)); len(ms) > 0 {
-			m := s.calls[ms[0].i]
+			m := s.calls.get(ms[0].i)
 			fields = append(fields, Field{"maybe-writer", s.id(m.pos())})
 			only := fmt.Sprintf("only %s, a write of unknown outcome%s,", s.who(m), s.at("invoked", m.call))
 			if len(ms) > 1 {
@@ -233,7 +233,7 @@ func did(c lcCall) string {
 // describeProof says which read proves that a write of unknown outcome took
 // effect.
 func (s *Stream) describeProof(p proof) string {
-	rd, m := s.calls[p.read], s.calls[p.maybe]
+	rd, m := s.calls.get(p.read), s.calls.get(p.maybe)
 	// A fenced write may have been refused; then nothing explains the read,
 	// and :linear says so.
 	landed := ""

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/gen"
 )
 
@@ -73,6 +74,25 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := rs.AppendEDN(nil)
+			// The same check with every counter record on disk, sorted in
+			// runs of two: the records' place must not change a word.
+			ops, err := history.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := newStream(1)
+			s.calls.runSize = 2
+			for _, o := range ops {
+				s.Add(o)
+			}
+			if s.calls.len() > 0 && s.calls.file == nil {
+				t.Fatal("the records did not go to disk")
+			}
+			if disk, err := s.Check(Options{}); err != nil {
+				t.Errorf("on disk: %v", err)
+			} else if d := disk.AppendEDN(nil); !bytes.Equal(d, got) {
+				t.Errorf("results.edn with the records on disk differs:\n got %s\nwant %s", d, got)
+			}
 			if *update {
 				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 					t.Fatal(err)

@@ -209,18 +209,23 @@ func (p *plan) walkRun(ctx context.Context) (*linearRun, error) {
 		return lr, nil
 	}
 	s := p.stream
-	v, ok, order := newCounterWalk(s.calls, p.initial.(int64), s.end(), s.timed).run(true)
+	w, err := newCounterWalk(&s.calls, p.initial.(int64), s.end(), s.timed)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	v, ok, order := w.run(true)
 	byInv := map[int]porcupine.Operation{}
 	for _, op := range lr.ops() {
 		byInv[op.Metadata.(opMeta).inv] = op
 	}
 	lin := make([]porcupine.Operation, len(order))
 	for i, c := range order {
-		lin[i] = byInv[s.calls[c].inv]
+		lin[i] = byInv[s.calls.get(c).inv]
 	}
 	lr.walk = &walkView{lin: lin, ok: ok}
 	if !ok {
-		lr.walk.at = s.name(s.calls[v.op].pos())
+		lr.walk.at = s.name(s.calls.get(v.op).pos())
 	}
 	return lr, nil
 }

@@ -309,8 +309,9 @@ func (p *plan) lockCounterOps(op func(inv, done int, proc history.Process, in an
 		bad = make([]string, s.bad)
 		bad[0] = s.firstBad
 	}
-	ops = make([]porcupine.Operation, 0, len(s.calls))
-	for _, c := range s.calls {
+	calls := s.calls.slice()
+	ops = make([]porcupine.Operation, 0, len(calls))
+	for _, c := range calls {
 		ops = append(ops, op(c.inv, c.done, c.process, lcOp{write: c.write, value: c.value, from: c.from, fence: c.fence, maybe: c.maybe}))
 	}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })

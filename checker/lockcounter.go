@@ -168,12 +168,16 @@ func (b *pauseBuilder) finish() []Pause {
 // the history proves an update lost, unknown when it has no final read or
 // ops it cannot read as counter ops. It is the :lock-counter result of Check.
 func LockCounter(ops []history.Op, initial int64) Result {
-	s := NewStream()
+	s := newStream(0)
 	for _, o := range ops {
 		s.Add(o)
 	}
 	s.finish()
-	return s.lockCounter(initial, s.walk(initial))
+	w, err := s.walk(initial)
+	if err != nil {
+		return Result{Name: "lock-counter", Valid: Unknown, Explanation: err.Error()}
+	}
+	return s.lockCounter(initial, w)
 }
 
 // lcCounts are the figures LockCounter counts op by op.
@@ -242,7 +246,7 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 		r.Valid = Unknown
 		r.Explanation = "the history has no final read of the counter, so lost updates cannot be counted"
 	default:
-		f.Counted, f.Final = true, s.calls[s.finalRead].value
+		f.Counted, f.Final = true, s.calls.get(s.finalRead).value
 		b := w.lostBounds(s.finalRead, f.Final)
 		f.LostMin, f.LostMax, f.ProvenWrites = b.lo, b.hi, int64(b.proven)
 		rise := f.Final - initial

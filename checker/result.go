@@ -166,5 +166,8 @@ func (rs Results) AppendEDN(dst []byte) []byte {
 func recovered(name string, r *Result) {
 	if p := recover(); p != nil {
 		*r = Result{Name: name, Valid: Unknown, Explanation: fmt.Sprintf("checker panicked: %v", p)}
+		if e, ok := p.(spillError); ok {
+			r.Explanation = e.Error()
+		}
 	}
 }

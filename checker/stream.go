@@ -51,7 +51,8 @@ type Stream struct {
 	firstProblems []string
 
 	// The counter operations of the lock-counter model.
-	calls       []lcCall
+	calls       callStore
+	maybe       int                       // writes among calls of unknown outcome
 	sectionRead map[history.Process]int64 // the value the open section of each process read, until its write
 	unfinished  int                       // writes that never completed
 	finalRead   int                       // index into calls of the final read; -1 if none
@@ -77,12 +78,20 @@ type openCall struct {
 	typ      history.Type
 }
 
-// NewStream returns an empty Stream.
-func NewStream() *Stream {
+// NewStream returns an empty Stream. Past a quarter of a million counter
+// operations, it keeps them on disk, in unlinked temporary files under
+// $TMPDIR that nothing outlives.
+func NewStream() *Stream { return newStream(spillCalls) }
+
+// newStream returns an empty Stream that moves its counter operations to
+// disk past spillAt of them; 0 keeps them in memory, for the checks that
+// need them all there (porcupine, the drawing).
+func newStream(spillAt int) *Stream {
 	return &Stream{
 		timed: true, sorted: true, fs: map[history.Keyword]bool{}, names: map[int]int64{},
 		open:        map[history.Process]openCall{},
 		sectionRead: map[history.Process]int64{}, badAt: -1, finalRead: -1,
+		calls: callStore{spillAt: spillAt},
 	}
 }
 
@@ -94,7 +103,9 @@ func (s *Stream) Grow(n int) {
 	// A critical section is eight ops, and makes one Section and two
 	// counter operations, its read and its write.
 	s.secs.secs = slices.Grow(s.secs.secs, n/8)
-	s.calls = slices.Grow(s.calls, n/4)
+	if s.calls.spillAt == 0 {
+		s.calls.mem = slices.Grow(s.calls.mem, n/4)
+	}
 }
 
 // Ops returns the number of ops added.
@@ -195,9 +206,9 @@ func (s *Stream) addCall(c *openCall) {
 			s.badOp(c.inv, fmt.Sprintf("%s: read %s, not an integer", s.name(c.done), canon(c.value)))
 			return
 		}
-		s.calls = append(s.calls, lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, process: c.process})
+		i := s.calls.add(lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, process: c.process})
 		if c.final {
-			s.finalRead = len(s.calls) - 1
+			s.finalRead = i
 		} else {
 			s.sectionRead[c.process] = v
 		}
@@ -218,8 +229,11 @@ func (s *Stream) addCall(c *openCall) {
 		if !read {
 			from = v - 1
 		}
-		s.calls = append(s.calls, lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, from: from,
+		s.calls.add(lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, from: from,
 			fence: c.fence, process: c.process, write: true, maybe: c.typ != history.Ok, read: read})
+		if c.typ != history.Ok {
+			s.maybe++
+		}
 	}
 }
 
@@ -315,13 +329,22 @@ func (s *Stream) Check(opts Options) (Results, error) {
 // counter walk's verdict (with porcupine's).
 func (s *Stream) results(initial int64, truncated bool, linear func() Result) Results {
 	s.finish()
-	w := s.walk(initial)
+	defer s.calls.close()
 	var rs Results
-	rs.Add(s.lockCounter(initial, w))
-	if linear != nil {
-		rs.Add(linear())
+	if w, err := s.walk(initial); err != nil {
+		// The counter operations could not be kept on disk: neither check
+		// can judge the history.
+		for _, name := range []string{"lock-counter", "linear"} {
+			rs.Add(Result{Name: name, Valid: Unknown, Explanation: err.Error()})
+		}
 	} else {
-		rs.Add(s.linear(initial, w))
+		defer w.close()
+		rs.Add(s.lockCounter(initial, w))
+		if linear != nil {
+			rs.Add(linear())
+		} else {
+			rs.Add(s.linear(initial, w))
+		}
 	}
 	if r, ok := historyResult(s.n, truncated, s.problems, s.firstProblems, s.missing); ok {
 		rs.Add(r)
@@ -332,8 +355,11 @@ func (s *Stream) results(initial int64, truncated bool, linear func() Result) Re
 }
 
 // walk is the counter walk over the Stream's calls.
-func (s *Stream) walk(initial int64) *counterWalk {
-	return newCounterWalk(s.calls, initial, s.end(), s.timed)
+func (s *Stream) walk(initial int64) (*counterWalk, error) {
+	if err := s.calls.flush(); err != nil {
+		return nil, spillError{err}
+	}
+	return newCounterWalk(&s.calls, initial, s.end(), s.timed)
 }
 
 // linear is the :linear check by the counter walk w.
@@ -341,17 +367,11 @@ func (s *Stream) linear(initial int64, w *counterWalk) (r Result) {
 	const name = "linear"
 	defer recovered(name, &r)
 	r.Name, r.Valid = name, Valid // until the check finds otherwise
-	maybe := 0
-	for _, c := range s.calls {
-		if c.maybe {
-			maybe++
-		}
-	}
 	r.Fields = []Field{
 		{"model", history.Keyword(ModelLockCounter)},
 		{"analyzer", history.Keyword(AnalyzerCounterWalk)},
-		{"ops", len(s.calls)},
-		{"maybe", maybe},
+		{"ops", s.calls.len()},
+		{"maybe", s.maybe},
 		{"failed", s.fails},
 	}
 	if s.bad > 0 {

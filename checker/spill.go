@@ -1,0 +1,366 @@
+package checker
+
+import (
+	"bufio"
+	"cmp"
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// This file keeps the counter operations of a long history on disk: the
+// calls in the order they were made, and the counter walk's items sorted
+// by value in runs merged as they are read. A Stream holds them in memory
+// until there are spillCalls of them; a history of 2,500,000 sections has
+// 5,000,000, which in memory were 360 MB of calls and 240 MB of items.
+// The files are unlinked as soon as they are made, so that no exit, not
+// even a SIGKILL, leaves them behind.
+
+// spillCalls is the number of calls a Stream keeps in memory before it
+// moves them to disk: 18 MB of them.
+const spillCalls = 1 << 18
+
+// sortRun is the number of walk items sorted in memory at a time, 12 MB,
+// before they are written out as one sorted run.
+const sortRun = 1 << 18
+
+// tempFile makes an unlinked temporary file.
+func tempFile(what string) (*os.File, error) {
+	f, err := os.CreateTemp("", "hiatus-check-*")
+	if err != nil {
+		return nil, fmt.Errorf("%s on disk: %w", what, err)
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s on disk: %w", what, err)
+	}
+	return f, nil
+}
+
+// A spillError is an I/O error of the records on disk, raised as a panic
+// where a caller cannot return it and turned into an unknown verdict.
+type spillError struct{ err error }
+
+func (e spillError) Error() string { return "counter records on disk: " + e.err.Error() }
+
+// A callStore holds a Stream's calls: in memory, then, past spillAt of
+// them, in a file of fixed-size records read back by index.
+type callStore struct {
+	mem     []lcCall
+	spillAt int // 0: never spill
+	runSize int // walk items a sorted run holds on disk; sortRun when 0
+	file    *os.File
+	w       *bufio.Writer
+	n       int
+	err     error // the first write error
+	rec     [callSize]byte
+}
+
+// callSize is the size of a call's record on disk.
+const callSize = 8 * 9
+
+func (cs *callStore) len() int { return cs.n }
+
+// add appends c and returns its index.
+func (cs *callStore) add(c lcCall) int {
+	i := cs.n
+	cs.n++
+	if cs.file == nil {
+		cs.mem = append(cs.mem, c)
+		if cs.spillAt > 0 && len(cs.mem) >= cs.spillAt && cs.err == nil {
+			cs.spill()
+		}
+		return i
+	}
+	cs.write(c)
+	return i
+}
+
+// spill moves the calls in memory to disk.
+func (cs *callStore) spill() {
+	f, err := tempFile("counter operations")
+	if err != nil {
+		cs.err = err
+		return
+	}
+	cs.file, cs.w = f, bufio.NewWriterSize(f, 1<<16)
+	for _, c := range cs.mem {
+		cs.write(c)
+	}
+	cs.mem = nil
+}
+
+func (cs *callStore) write(c lcCall) {
+	b := cs.rec[:]
+	var flags uint64
+	for bit, on := range []bool{c.write, c.maybe, c.read} {
+		if on {
+			flags |= 1 << bit
+		}
+	}
+	for k, v := range []uint64{uint64(c.inv), uint64(c.done), uint64(c.call), uint64(c.ret), uint64(c.value),
+		uint64(c.from), uint64(c.fence), uint64(c.process), flags} {
+		binary.LittleEndian.PutUint64(b[8*k:], v)
+	}
+	if _, err := cs.w.Write(b); err != nil && cs.err == nil {
+		cs.err = err
+	}
+}
+
+func decodeCall(b []byte) lcCall {
+	u := func(k int) uint64 { return binary.LittleEndian.Uint64(b[8*k:]) }
+	flags := u(8)
+	return lcCall{inv: int(u(0)), done: int(u(1)), call: int64(u(2)), ret: int64(u(3)), value: int64(u(4)),
+		from: int64(u(5)), fence: int64(u(6)), process: history.Process(int64(u(7))),
+		write: flags&1 != 0, maybe: flags&2 != 0, read: flags&4 != 0}
+}
+
+// flush makes what was written readable; it returns the first error.
+func (cs *callStore) flush() error {
+	if cs.w != nil && cs.err == nil {
+		cs.err = cs.w.Flush()
+	}
+	return cs.err
+}
+
+// get returns call i. An I/O error panics with a spillError.
+func (cs *callStore) get(i int) lcCall {
+	if cs.file == nil {
+		return cs.mem[i]
+	}
+	if err := cs.flush(); err != nil {
+		panic(spillError{err})
+	}
+	var b [callSize]byte
+	if _, err := cs.file.ReadAt(b[:], int64(i)*callSize); err != nil {
+		panic(spillError{err})
+	}
+	return decodeCall(b[:])
+}
+
+// each calls f with every call, in order.
+func (cs *callStore) each(f func(i int, c lcCall)) {
+	if cs.file == nil {
+		for i, c := range cs.mem {
+			f(i, c)
+		}
+		return
+	}
+	if err := cs.flush(); err != nil {
+		panic(spillError{err})
+	}
+	r := bufio.NewReaderSize(io.NewSectionReader(cs.file, 0, int64(cs.n)*callSize), 1<<16)
+	var b [callSize]byte
+	for i := range cs.n {
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			panic(spillError{err})
+		}
+		f(i, decodeCall(b[:]))
+	}
+}
+
+// slice returns the calls of a store that never spilled: porcupine and its
+// drawing need them all in memory, and only a history held in memory is
+// given to them.
+func (cs *callStore) slice() []lcCall {
+	if cs.file != nil {
+		panic("checker: the counter operations are on disk")
+	}
+	return cs.mem
+}
+
+func (cs *callStore) close() {
+	if cs.file != nil {
+		cs.file.Close()
+	}
+}
+
+// An itemList is a list of walk items sorted by an order: in memory, or
+// on disk as sorted runs that every reading merges.
+type itemList struct {
+	less   func(a, b walkItem) int
+	run    int        // items a run holds
+	mem    []walkItem // the items, or the run being gathered
+	onDisk bool       // memory holds the last run, not yet written
+	file   *os.File
+	w      *bufio.Writer
+	runs   []int64 // the start of each run in file; one more for the end
+	n      int
+	err    error
+	rec    [itemSize]byte
+}
+
+// itemSize is the size of a walk item's record on disk.
+const itemSize = 8 * 6
+
+func newItemList(less func(a, b walkItem) int, spill bool, run int) *itemList {
+	return &itemList{less: less, onDisk: spill, run: cmp.Or(run, sortRun)}
+}
+
+func (l *itemList) add(it walkItem) {
+	l.n++
+	l.mem = append(l.mem, it)
+	if l.onDisk && len(l.mem) >= l.run {
+		l.writeRun()
+	}
+}
+
+// writeRun sorts the items gathered and writes them out as a run.
+func (l *itemList) writeRun() {
+	if l.err != nil {
+		return
+	}
+	if l.file == nil {
+		if l.file, l.err = tempFile("counter walk"); l.err != nil {
+			return
+		}
+		l.w = bufio.NewWriterSize(l.file, 1<<16)
+		l.runs = []int64{0}
+	}
+	slices.SortFunc(l.mem, l.less)
+	b := l.rec[:]
+	for _, it := range l.mem {
+		for k, v := range []uint64{uint64(it.i), uint64(it.value), uint64(it.c), uint64(it.r), uint64(it.fence), uint64(it.pos)} {
+			binary.LittleEndian.PutUint64(b[8*k:], v)
+		}
+		if _, err := l.w.Write(b); err != nil {
+			l.err = err
+			return
+		}
+	}
+	l.runs = append(l.runs, l.runs[len(l.runs)-1]+int64(len(l.mem))*itemSize)
+	l.mem = l.mem[:0]
+}
+
+// done ends the adding: the list is sorted and can be read.
+func (l *itemList) done() error {
+	if !l.onDisk || l.file == nil && len(l.mem) < l.run {
+		// Small enough to stay in memory.
+		l.onDisk = false
+		slices.SortFunc(l.mem, l.less)
+		return nil
+	}
+	if len(l.mem) > 0 {
+		l.writeRun()
+	}
+	l.mem = nil
+	if l.err == nil {
+		l.err = l.w.Flush()
+	}
+	if l.err != nil {
+		return fmt.Errorf("counter walk on disk: %w", l.err)
+	}
+	return nil
+}
+
+func (l *itemList) len() int { return l.n }
+
+// first returns the list's first item.
+func (l *itemList) first() (walkItem, bool) {
+	it := l.iter()
+	return it.next()
+}
+
+func (l *itemList) close() {
+	if l.file != nil {
+		l.file.Close()
+	}
+}
+
+// An itemIter reads a list in order.
+type itemIter struct {
+	mem   []walkItem
+	merge *runMerge
+}
+
+func (l *itemList) iter() itemIter {
+	if l.file == nil {
+		return itemIter{mem: l.mem}
+	}
+	m := &runMerge{less: l.less}
+	for k := range len(l.runs) - 1 {
+		r := &runReader{r: bufio.NewReaderSize(io.NewSectionReader(l.file, l.runs[k], l.runs[k+1]-l.runs[k]), 1<<15)}
+		if r.advance() {
+			m.heads = append(m.heads, r)
+		}
+	}
+	heap.Init(m)
+	return itemIter{merge: m}
+}
+
+// next returns the next item. An I/O error panics with a spillError.
+func (it *itemIter) next() (walkItem, bool) {
+	if it.merge == nil {
+		if len(it.mem) == 0 {
+			return walkItem{}, false
+		}
+		x := it.mem[0]
+		it.mem = it.mem[1:]
+		return x, true
+	}
+	m := it.merge
+	if len(m.heads) == 0 {
+		return walkItem{}, false
+	}
+	r := m.heads[0]
+	x := r.head
+	if r.advance() {
+		heap.Fix(m, 0)
+	} else {
+		heap.Pop(m)
+	}
+	return x, true
+}
+
+// A runReader reads one sorted run.
+type runReader struct {
+	r    *bufio.Reader
+	head walkItem
+	b    [itemSize]byte
+}
+
+func (r *runReader) advance() bool {
+	if _, err := io.ReadFull(r.r, r.b[:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return false
+		}
+		panic(spillError{err})
+	}
+	u := func(k int) int64 { return int64(binary.LittleEndian.Uint64(r.b[8*k:])) }
+	r.head = walkItem{i: int(u(0)), value: u(1), c: u(2), r: u(3), fence: u(4), pos: int(u(5))}
+	return true
+}
+
+// A runMerge is a heap of runs by their next item; ties go to the earlier
+// run, though the orders used have none.
+type runMerge struct {
+	less  func(a, b walkItem) int
+	heads []*runReader
+}
+
+func (m *runMerge) Len() int           { return len(m.heads) }
+func (m *runMerge) Less(i, j int) bool { return m.less(m.heads[i].head, m.heads[j].head) < 0 }
+func (m *runMerge) Swap(i, j int)      { m.heads[i], m.heads[j] = m.heads[j], m.heads[i] }
+func (m *runMerge) Push(x any)         { m.heads = append(m.heads, x.(*runReader)) }
+func (m *runMerge) Pop() any {
+	x := m.heads[len(m.heads)-1]
+	m.heads = m.heads[:len(m.heads)-1]
+	return x
+}
+
+// byValue orders acknowledged writes and reads: by value, then position.
+func byValue(a, b walkItem) int {
+	return cmp.Or(cmp.Compare(a.value, b.value), cmp.Compare(a.pos, b.pos))
+}
+
+// byValueCall orders writes of unknown outcome: by value, then call, then
+// position.
+func byValueCall(a, b walkItem) int {
+	return cmp.Or(cmp.Compare(a.value, b.value), cmp.Compare(a.c, b.c), cmp.Compare(a.pos, b.pos))
+}
