@@ -122,7 +122,7 @@ func newPlan(ops []history.Op, opts Options) (*plan, error) {
 			p.ops = append([]history.Op(nil), ops...)
 			sort.SliceStable(p.ops, func(i, j int) bool { return p.ops[i].Time < p.ops[j].Time })
 		}
-		p.stream = newStream(0) // porcupine and the drawing read its calls in memory
+		p.stream = newStream(0, 0) // porcupine and the drawing read its calls in memory
 		p.stream.Grow(len(p.ops))
 		for _, o := range p.ops {
 			p.stream.Add(o)

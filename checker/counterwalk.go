@@ -202,7 +202,7 @@ type walkViolation struct {
 
 // cursor steps through a list sorted by value.
 type cursor struct {
-	it   itemIter
+	it   listIter[walkItem]
 	head walkItem
 	ok   bool // head is the next item
 	// The items of the last two values asked for: the walk holds on to a

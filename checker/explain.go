@@ -273,7 +273,7 @@ func (s *Stream) cause(c lcCall) string {
 // paused, the pause that stopped its process while it held the lock;
 // otherwise, a write sent after its lease had expired. "" if neither.
 func (s *Stream) sectionCause(c lcCall, paused bool) string {
-	sec, ok := sectionOf(s.secs.secs, c.process, c.call)
+	sec, ok := s.secs.sectionOf(c.process, c.call)
 	if !ok {
 		return ""
 	}
@@ -308,16 +308,6 @@ func writeOf(m opMeta) int {
 		return m.done
 	}
 	return m.inv
-}
-
-// sectionOf finds the critical section of process p that holds time t.
-func sectionOf(secs []Section, p history.Process, t int64) (Section, bool) {
-	for _, s := range secs {
-		if s.Process == p && s.Start <= t && t <= s.End {
-			return s, true
-		}
-	}
-	return Section{}, false
 }
 
 func toStrings(xs []any) []string {

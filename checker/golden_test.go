@@ -80,8 +80,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := newStream(1)
-			s.calls.runSize = 2
+			s := newStream(1, 2)
 			for _, o := range ops {
 				s.Add(o)
 			}

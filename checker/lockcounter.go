@@ -27,6 +27,7 @@ type Section struct {
 	WriteEnd   int64 // write completion time
 	WriteType  history.Type
 	WriteValue int64
+	seq        int64 // its number, from 0, in the order the acquires completed
 }
 
 // wrote reports whether the section's write may have changed the counter.
@@ -35,18 +36,25 @@ func (s Section) wrote() bool { return s.WriteType == history.Ok || s.WriteType 
 // Sections extracts the critical sections of a lock-counter history, in the
 // order their acquires completed. ops must be in history order.
 func Sections(ops []history.Op) []Section {
-	var b sectionBuilder
+	var secs []Section
+	b := sectionBuilder{emit: func(s Section) { secs = append(secs, s) }}
 	for _, o := range ops {
 		b.add(o)
 	}
-	return b.secs
+	b.finish()
+	slices.SortFunc(secs, func(a, b Section) int { return cmp.Compare(a.seq, b.seq) })
+	return secs
 }
 
-// A sectionBuilder extracts sections one op at a time: the one extraction
-// that LockCounter and the streaming check both use.
+// A sectionBuilder extracts sections one op at a time, the one extraction
+// that LockCounter and the streaming check both use: it hands each section
+// to emit once it is closed (released, or its process retired by an
+// :info), and the ones never closed at finish.
 type sectionBuilder struct {
-	secs []Section
-	open map[history.Process]int // process -> index into secs
+	emit func(Section)
+	open map[history.Process]*Section
+	free []*Section // closed, for the next sections: millions of them need no allocation each
+	n    int64      // sections begun
 }
 
 func (b *sectionBuilder) add(o history.Op) {
@@ -54,46 +62,75 @@ func (b *sectionBuilder) add(o history.Op) {
 		return
 	}
 	if b.open == nil {
-		b.open = map[history.Process]int{}
+		b.open = map[history.Process]*Section{}
 	}
-	i, ok := b.open[o.Process]
-	out := b.secs
+	s, ok := b.open[o.Process]
 	switch {
 	case o.F == history.FAcquire && o.Type == history.Ok:
-		s := Section{Process: o.Process, Acquire: o.Index, Start: o.Time, End: o.Time, Read: -1, Write: -1}
+		if ok {
+			b.close(o.Process) // an acquire in a section: the section is over
+		}
+		if n := len(b.free); n > 0 {
+			s, b.free = b.free[n-1], b.free[:n-1]
+		} else {
+			s = new(Section)
+		}
+		*s = Section{Process: o.Process, Acquire: o.Index, Start: o.Time, End: o.Time, Read: -1, Write: -1, seq: b.n}
+		b.n++
 		if ms, ok := history.Int(o.Get(history.KeyLeaseMS)); ok {
 			s.LeaseNS = ms * 1e6
 		}
 		if f, ok := history.Int(o.Get(history.KeyFence)); ok {
 			s.Fence = f
 		}
-		b.secs = append(b.secs, s)
-		b.open[o.Process] = len(b.secs) - 1
+		b.open[o.Process] = s
+		return
 	case !ok:
 		// Ops outside a section (a failed acquire, the final read).
+		return
 	case o.F == history.FRead && o.Type == history.Ok:
 		if v, ok := history.Int(o.Value); ok {
-			out[i].Read = v
+			s.Read = v
 		}
-		out[i].End = o.Time
+		s.End = o.Time
 	case o.F == history.FWrite && o.Type == history.Invoke:
-		out[i].WriteInv = o.Time
+		s.WriteInv = o.Time
 		if v, ok := history.Int(o.Value); ok {
-			out[i].WriteValue = v
+			s.WriteValue = v
 		}
-		out[i].End = o.Time
+		s.End = o.Time
 	case o.F == history.FWrite:
-		out[i].Write, out[i].WriteEnd, out[i].WriteType = o.Index, o.Time, o.Type
-		out[i].End = o.Time
+		s.Write, s.WriteEnd, s.WriteType = o.Index, o.Time, o.Type
+		s.End = o.Time
 	case o.F == history.FRelease && o.Type == history.Invoke:
-		out[i].End = o.Time
+		s.End = o.Time
 	case o.F == history.FRelease:
-		delete(b.open, o.Process)
+		b.close(o.Process)
+		return
 	default:
-		out[i].End = o.Time
+		s.End = o.Time
 	}
-	if ok && o.Type == history.Info {
-		delete(b.open, o.Process) // an :info retires the process
+	if o.Type == history.Info {
+		b.close(o.Process) // an :info retires the process
+	}
+}
+
+func (b *sectionBuilder) close(p history.Process) {
+	s := b.open[p]
+	b.emit(*s)
+	delete(b.open, p)
+	b.free = append(b.free, s)
+}
+
+// finish hands over the sections never closed, in the order they began.
+func (b *sectionBuilder) finish() {
+	open := make([]*Section, 0, len(b.open))
+	for _, s := range b.open {
+		open = append(open, s)
+	}
+	slices.SortFunc(open, func(x, y *Section) int { return cmp.Compare(x.seq, y.seq) })
+	for _, s := range open {
+		b.close(s.Process)
 	}
 }
 
@@ -168,7 +205,7 @@ func (b *pauseBuilder) finish() []Pause {
 // the history proves an update lost, unknown when it has no final read or
 // ops it cannot read as counter ops. It is the :lock-counter result of Check.
 func LockCounter(ops []history.Op, initial int64) Result {
-	s := newStream(0)
+	s := newStream(0, 0)
 	for _, o := range ops {
 		s.Add(o)
 	}
@@ -213,27 +250,22 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 	const name = "lock-counter"
 	defer recovered(name, &r)
 	r.Name, r.Valid = name, Valid // until the check finds otherwise
-	c, secs, pauses := s.counts, s.secs.secs, s.pauses.pauses
-
+	c, secs, pauses, flag := s.counts, &s.secs, s.pauses.pauses, s.flagger()
+	if err := secs.done(); err != nil {
+		return Result{Name: name, Valid: Unknown, Explanation: err.Error()}
+	}
 	f := LockCounterFigures{
 		Writes: int64(c.writes), InfoWrites: int64(c.infoWrites + s.unfinished),
 		StaleRejected: int64(c.rejected), Pauses: int64(len(pauses)), Faults: int64(c.faults), InfoOps: int64(c.infoOps),
-		Sections: int64(len(secs)),
+		Sections: int64(secs.n), LeasedSections: int64(secs.leased), LateWrites: int64(secs.late),
 	}
-	overlapping, pairs := overlaps(secs, mayHaveWritten)
+	written, any := overlapSweep{keep: mayHaveWritten, flag: flag}, overlapSweep{keep: anySection}
+	secs.eachByStart(written.add, any.add)
+	overlapping, pairs := written.end()
 	f.Overlapping = int64(overlapping)
-	lockOverlapping, _ := overlaps(secs, anySection)
+	lockOverlapping, _ := any.end()
 	f.LockOverlapping = int64(lockOverlapping)
-	for _, sec := range secs {
-		if sec.LeaseNS > 0 {
-			f.LeasedSections++
-		}
-		if sec.LeaseNS > 0 && sec.WriteType == history.Ok && sec.WriteInv > sec.Start+sec.LeaseNS {
-			f.LateWrites++
-		}
-	}
-	stale := staleWrites(secs)
-	violations, examples := fenceOrder(secs)
+	stale, violations, examples := secs.writes(flag)
 	f.FenceViolations = int64(violations)
 
 	switch {
@@ -304,65 +336,84 @@ func (s *Stream) lostWords(b lostBound, writes, rise int64) string {
 	return msg + fmt.Sprintf("%d %s lost", lo, plural(lo, "update", "updates"))
 }
 
-// order returns the indexes of the sections keep accepts, sorted stably by
-// key. The figures sort these, 4 bytes a section, not copies of the
-// Sections, 96 bytes each: at 250,000 sections the copies were 107 MB of
-// the check's 130 MB (go test -memprofile on a Stream's Check).
-func order(secs []Section, keep func(*Section) bool, key func(*Section) int64) []int32 {
-	var idx []int32
-	for i := range secs {
-		if keep(&secs[i]) {
-			idx = append(idx, int32(i))
-		}
-	}
-	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(key(&secs[a]), key(&secs[b])) })
-	return idx
-}
-
-func okWrite(s *Section) bool        { return s.WriteType == history.Ok }
-func byStart(s *Section) int64       { return s.Start }
-func byWriteInv(s *Section) int64    { return s.WriteInv }
-func byWriteEnd(s *Section) int64    { return s.WriteEnd }
-func fencedWrite(s *Section) bool    { return s.WriteType == history.Ok && s.Fence > 0 }
 func anySection(*Section) bool       { return true }
 func mayHaveWritten(s *Section) bool { return s.wrote() }
 
-// overlaps counts the sections (among those keep accepts) whose interval
-// strictly intersects another's, and lists the first pairs as [index index]
-// of their acquires.
-func overlaps(secs []Section, keep func(*Section) bool) (int, []any) {
-	ss := order(secs, keep, byStart)
-	marked := make([]bool, len(ss))
-	var pairs []any
-	// active holds the sections that may still overlap a later start; with a
-	// lock that works it never holds more than one.
-	var active []int
-	for i, si := range ss {
-		s := &secs[si]
-		kept := active[:0]
-		for _, j := range active {
-			if secs[ss[j]].End > s.Start {
-				kept = append(kept, j)
-			}
-		}
-		active = kept
-		for _, j := range active {
-			if o := &secs[ss[j]]; s.Start < o.End && o.Start < s.End {
-				marked[i], marked[j] = true, true
-				if len(pairs) < evidenceLimit {
-					pairs = append(pairs, []any{o.Acquire, s.Acquire})
-				}
-			}
-		}
-		active = append(active, i)
+// An overlapSweep counts the sections (among those keep accepts) whose
+// interval strictly intersects another's, and lists the first pairs as
+// [index index] of their acquires; flag, if not nil, is told of each. It
+// takes the sections in the order of their starts.
+type overlapSweep struct {
+	keep  func(*Section) bool
+	flag  func(seq int64, f SectionFlags)
+	n     int
+	pairs []any
+	// active holds the sections that may still overlap a later start, and
+	// whether they overlapped one; with a lock that works it never holds
+	// more than one.
+	active []overlapEntry
+}
+
+type overlapEntry struct {
+	Section
+	marked bool
+}
+
+func (o *overlapSweep) add(s *Section) {
+	if !o.keep(s) {
+		return
 	}
-	n := 0
-	for _, m := range marked {
-		if m {
-			n++
+	kept := o.active[:0]
+	for _, e := range o.active {
+		if e.End > s.Start {
+			kept = append(kept, e)
+		} else {
+			o.done(e)
 		}
 	}
-	return n, pairs
+	o.active = kept
+	mark := false
+	for j := range o.active {
+		if e := &o.active[j]; s.Start < e.End && e.Start < s.End {
+			mark, e.marked = true, true
+			if len(o.pairs) < evidenceLimit {
+				o.pairs = append(o.pairs, []any{e.Acquire, s.Acquire})
+			}
+		}
+	}
+	o.active = append(o.active, overlapEntry{*s, mark})
+}
+
+func (o *overlapSweep) done(e overlapEntry) {
+	if e.marked {
+		o.n++
+		if o.flag != nil {
+			o.flag(e.seq, SectionFlags{Overlap: true})
+		}
+	}
+}
+
+// end returns the count and the pairs.
+func (o *overlapSweep) end() (int, []any) {
+	for _, e := range o.active {
+		o.done(e)
+	}
+	o.active = nil
+	return o.n, o.pairs
+}
+
+// eachByStart calls each of fs with every section, in the order of their
+// starts.
+func (ss *sectionSet) eachByStart(fs ...func(*Section)) {
+	for it := ss.byStart.iter(); ; {
+		s, ok := it.next()
+		if !ok {
+			return
+		}
+		for _, f := range fs {
+			f(&s)
+		}
+	}
 }
 
 // A staleWrite is a successful write sent after the counter had already
@@ -373,69 +424,98 @@ type staleWrite struct {
 	other int64 // index of the earlier write of the same value; -1 if none
 }
 
-// staleWrites returns the first stale writes among secs, in the order they
-// were sent: the evidence keeps evidenceLimit of them and the explanation
-// the first, and a lock that fails outright would make the rest as many as
-// its writes.
-func staleWrites(secs []Section) []staleWrite {
-	byInv, byEnd := order(secs, okWrite, byWriteInv), order(secs, okWrite, byWriteEnd)
-	var out []staleWrite
-	top, k := int64(math.MinInt64), 0
-	for _, i := range byInv {
-		s := &secs[i]
-		for ; k < len(byEnd) && secs[byEnd[k]].WriteEnd < s.WriteInv; k++ {
-			top = max(top, secs[byEnd[k]].WriteValue)
+// writes reads the acknowledged writes in the order they were sent, beside
+// those completed by then, for the figures that compare the two:
+//
+//   - the first stale writes, in the order they were sent: the evidence
+//     keeps evidenceLimit of them and the explanation the first (a lock
+//     that fails outright would make the rest as many as its writes);
+//   - fencing order: the count of accepted writes that began after another
+//     had been accepted and carried a fence no larger than it, and the
+//     first as [earlier later] write indexes.
+//
+// flag, if not nil, is told of every stale write, of the earlier write of
+// its value (whose update it lost) and of every late write.
+func (ss *sectionSet) writes(flag func(seq int64, f SectionFlags)) (stale []staleWrite, fenced int, examples []any) {
+	var flagged []staleWrite // every stale write, when flag asks for them
+	top := int64(math.MinInt64)
+	var fenceTop writeEnd // the accepted write of the highest fence completed so far
+	byEnd := ss.byEnd.iter()
+	e, more := byEnd.next()
+	for byInv := ss.byInv.iter(); ; {
+		s, ok := byInv.next()
+		if !ok {
+			break
+		}
+		for ; more && e.end < s.WriteInv; e, more = byEnd.next() {
+			top = max(top, e.value)
+			if e.fence > 0 && e.fence > fenceTop.fence {
+				fenceTop = e
+			}
+		}
+		if s.Fence > 0 && fenceTop.fence > 0 && s.Fence <= fenceTop.fence {
+			fenced++
+			if len(examples) < evidenceLimit {
+				examples = append(examples, []any{fenceTop.write, s.Write})
+			}
+		}
+		if flag != nil && s.LeaseNS > 0 && s.WriteInv > s.Start+s.LeaseNS {
+			flag(s.seq, SectionFlags{Late: true})
 		}
 		if s.WriteValue <= top {
-			out = append(out, staleWrite{Section: *s, top: top, other: -1})
-			if len(out) == evidenceLimit {
-				break
+			sw := staleWrite{Section: s, top: top, other: -1}
+			if len(stale) < evidenceLimit {
+				stale = append(stale, sw)
+			}
+			if flag != nil {
+				flagged = append(flagged, sw)
 			}
 		}
 	}
-	// The earlier write of a stale write's value is the first of that value
-	// to complete, if it completed before the stale one was sent. Only the
-	// stale values kept are looked for: a map of every value would be as
-	// large as the history.
-	first := map[int64]int32{} // value -> index into secs, -1 until found
-	for _, sw := range out {
-		first[sw.WriteValue] = -1
-	}
-	for _, i := range byEnd {
-		if j, want := first[secs[i].WriteValue]; want && j < 0 {
-			first[secs[i].WriteValue] = i
-		}
-	}
-	for n := range out {
-		if j := first[out[n].WriteValue]; j >= 0 && secs[j].WriteEnd < out[n].WriteInv {
-			out[n].other = secs[j].Write
-		}
-	}
-	return out
+	ss.earlierWrites(stale, flagged, flag)
+	return stale, fenced, examples
 }
 
-// fenceOrder counts the accepted writes that began after another had been
-// accepted and carried a fence no larger than it, and gives the first as
-// [earlier later] write indexes.
-func fenceOrder(secs []Section) (n int, examples []any) {
-	byInv, byEnd := order(secs, fencedWrite, byWriteInv), order(secs, fencedWrite, byWriteEnd)
-	var top *Section // the accepted write of the highest fence completed so far
-	k := 0
-	for _, i := range byInv {
-		s := &secs[i]
-		for ; k < len(byEnd) && secs[byEnd[k]].WriteEnd < s.WriteInv; k++ {
-			if e := &secs[byEnd[k]]; top == nil || e.Fence > top.Fence {
-				top = e
-			}
-		}
-		if top != nil && s.Fence <= top.Fence {
-			n++
-			if len(examples) < evidenceLimit {
-				examples = append(examples, []any{top.Write, s.Write})
-			}
+// earlierWrites finds, for each stale write of evidence and flagged, the
+// earlier write of its value: the first of that value to complete, if it
+// completed before the stale one was sent. Only the stale values are
+// looked for: a map of every value would be as large as the history.
+func (ss *sectionSet) earlierWrites(evidence, flagged []staleWrite, flag func(seq int64, f SectionFlags)) {
+	first := map[int64]*writeEnd{}
+	for _, sws := range [][]staleWrite{evidence, flagged} {
+		for _, sw := range sws {
+			first[sw.WriteValue] = nil
 		}
 	}
-	return n, examples
+	if len(first) == 0 {
+		return
+	}
+	for it := ss.byEnd.iter(); ; {
+		e, ok := it.next()
+		if !ok {
+			break
+		}
+		if fw, want := first[e.value]; want && fw == nil {
+			first[e.value] = &e
+		}
+	}
+	earlier := func(sw staleWrite) *writeEnd {
+		if fw := first[sw.WriteValue]; fw != nil && fw.end < sw.WriteInv {
+			return fw
+		}
+		return nil
+	}
+	for n := range evidence {
+		if fw := earlier(evidence[n]); fw != nil {
+			evidence[n].other = fw.write
+		}
+	}
+	for _, sw := range flagged {
+		flag(sw.seq, SectionFlags{Stale: true, CounterWas: sw.top})
+		if fw := earlier(sw); fw != nil {
+			flag(fw.seq, SectionFlags{Lost: true})
+		}
+	}
 }
 
 func pauseDuring(s Section, pauses []Pause) (Pause, bool) {

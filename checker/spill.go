@@ -181,66 +181,68 @@ func (cs *callStore) close() {
 	}
 }
 
-// An itemList is a list of walk items sorted by an order: in memory, or
-// on disk as sorted runs that every reading merges.
-type itemList struct {
-	less   func(a, b walkItem) int
-	run    int        // items a run holds
-	mem    []walkItem // the items, or the run being gathered
-	onDisk bool       // memory holds the last run, not yet written
+// A codec writes records of one type at a fixed size.
+type codec[T any] struct {
+	size int
+	put  func(b []byte, x T)
+	get  func(b []byte) T
+}
+
+// A sortedList is a list of records sorted by an order: in memory, or, once
+// it outgrows a run, on disk as sorted runs that every reading merges.
+type sortedList[T any] struct {
+	codec[T]
+	less   func(a, b T) int
+	run    int  // records a run holds
+	mem    []T  // the records, or the run being gathered
+	onDisk bool // it may go to disk
 	file   *os.File
 	w      *bufio.Writer
 	runs   []int64 // the start of each run in file; one more for the end
 	n      int
 	err    error
-	rec    [itemSize]byte
+	rec    []byte
 }
 
-// itemSize is the size of a walk item's record on disk.
-const itemSize = 8 * 6
-
-func newItemList(less func(a, b walkItem) int, spill bool, run int) *itemList {
-	return &itemList{less: less, onDisk: spill, run: cmp.Or(run, sortRun)}
+func newSortedList[T any](c codec[T], less func(a, b T) int, spill bool, run int) *sortedList[T] {
+	return &sortedList[T]{codec: c, less: less, onDisk: spill, run: run, rec: make([]byte, c.size)}
 }
 
-func (l *itemList) add(it walkItem) {
+func (l *sortedList[T]) add(x T) {
 	l.n++
-	l.mem = append(l.mem, it)
+	l.mem = append(l.mem, x)
 	if l.onDisk && len(l.mem) >= l.run {
 		l.writeRun()
 	}
 }
 
-// writeRun sorts the items gathered and writes them out as a run.
-func (l *itemList) writeRun() {
+// writeRun sorts the records gathered and writes them out as a run.
+func (l *sortedList[T]) writeRun() {
 	if l.err != nil {
 		return
 	}
 	if l.file == nil {
-		if l.file, l.err = tempFile("counter walk"); l.err != nil {
+		if l.file, l.err = tempFile("check records"); l.err != nil {
 			return
 		}
 		l.w = bufio.NewWriterSize(l.file, 1<<16)
 		l.runs = []int64{0}
 	}
 	slices.SortFunc(l.mem, l.less)
-	b := l.rec[:]
-	for _, it := range l.mem {
-		for k, v := range []uint64{uint64(it.i), uint64(it.value), uint64(it.c), uint64(it.r), uint64(it.fence), uint64(it.pos)} {
-			binary.LittleEndian.PutUint64(b[8*k:], v)
-		}
-		if _, err := l.w.Write(b); err != nil {
+	for _, x := range l.mem {
+		l.put(l.rec, x)
+		if _, err := l.w.Write(l.rec); err != nil {
 			l.err = err
 			return
 		}
 	}
-	l.runs = append(l.runs, l.runs[len(l.runs)-1]+int64(len(l.mem))*itemSize)
+	l.runs = append(l.runs, l.runs[len(l.runs)-1]+int64(len(l.mem)*l.size))
 	l.mem = l.mem[:0]
 }
 
 // done ends the adding: the list is sorted and can be read.
-func (l *itemList) done() error {
-	if !l.onDisk || l.file == nil && len(l.mem) < l.run {
+func (l *sortedList[T]) done() error {
+	if l.file == nil {
 		// Small enough to stay in memory.
 		l.onDisk = false
 		slices.SortFunc(l.mem, l.less)
@@ -254,51 +256,53 @@ func (l *itemList) done() error {
 		l.err = l.w.Flush()
 	}
 	if l.err != nil {
-		return fmt.Errorf("counter walk on disk: %w", l.err)
+		return fmt.Errorf("check records on disk: %w", l.err)
 	}
 	return nil
 }
 
-func (l *itemList) len() int { return l.n }
+func (l *sortedList[T]) len() int { return l.n }
 
-// first returns the list's first item.
-func (l *itemList) first() (walkItem, bool) {
+// first returns the list's first record.
+func (l *sortedList[T]) first() (T, bool) {
 	it := l.iter()
 	return it.next()
 }
 
-func (l *itemList) close() {
+func (l *sortedList[T]) close() {
 	if l.file != nil {
 		l.file.Close()
 	}
 }
 
-// An itemIter reads a list in order.
-type itemIter struct {
-	mem   []walkItem
-	merge *runMerge
+// A listIter reads a list in order.
+type listIter[T any] struct {
+	mem   []T
+	merge *runMerge[T]
 }
 
-func (l *itemList) iter() itemIter {
+func (l *sortedList[T]) iter() listIter[T] {
 	if l.file == nil {
-		return itemIter{mem: l.mem}
+		return listIter[T]{mem: l.mem}
 	}
-	m := &runMerge{less: l.less}
+	m := &runMerge[T]{less: l.less}
 	for k := range len(l.runs) - 1 {
-		r := &runReader{r: bufio.NewReaderSize(io.NewSectionReader(l.file, l.runs[k], l.runs[k+1]-l.runs[k]), 1<<15)}
+		r := &runReader[T]{codec: l.codec, b: make([]byte, l.size),
+			r: bufio.NewReaderSize(io.NewSectionReader(l.file, l.runs[k], l.runs[k+1]-l.runs[k]), 1<<15)}
 		if r.advance() {
 			m.heads = append(m.heads, r)
 		}
 	}
 	heap.Init(m)
-	return itemIter{merge: m}
+	return listIter[T]{merge: m}
 }
 
-// next returns the next item. An I/O error panics with a spillError.
-func (it *itemIter) next() (walkItem, bool) {
+// next returns the next record. An I/O error panics with a spillError.
+func (it *listIter[T]) next() (T, bool) {
+	var zero T
 	if it.merge == nil {
 		if len(it.mem) == 0 {
-			return walkItem{}, false
+			return zero, false
 		}
 		x := it.mem[0]
 		it.mem = it.mem[1:]
@@ -306,7 +310,7 @@ func (it *itemIter) next() (walkItem, bool) {
 	}
 	m := it.merge
 	if len(m.heads) == 0 {
-		return walkItem{}, false
+		return zero, false
 	}
 	r := m.heads[0]
 	x := r.head
@@ -319,39 +323,63 @@ func (it *itemIter) next() (walkItem, bool) {
 }
 
 // A runReader reads one sorted run.
-type runReader struct {
+type runReader[T any] struct {
+	codec[T]
 	r    *bufio.Reader
-	head walkItem
-	b    [itemSize]byte
+	head T
+	b    []byte
 }
 
-func (r *runReader) advance() bool {
-	if _, err := io.ReadFull(r.r, r.b[:]); err != nil {
+func (r *runReader[T]) advance() bool {
+	if _, err := io.ReadFull(r.r, r.b); err != nil {
 		if errors.Is(err, io.EOF) {
 			return false
 		}
 		panic(spillError{err})
 	}
-	u := func(k int) int64 { return int64(binary.LittleEndian.Uint64(r.b[8*k:])) }
-	r.head = walkItem{i: int(u(0)), value: u(1), c: u(2), r: u(3), fence: u(4), pos: int(u(5))}
+	r.head = r.get(r.b)
 	return true
 }
 
-// A runMerge is a heap of runs by their next item; ties go to the earlier
-// run, though the orders used have none.
-type runMerge struct {
-	less  func(a, b walkItem) int
-	heads []*runReader
+// A runMerge is a heap of runs by their next record. The orders used are
+// total, so which run wins a tie never arises.
+type runMerge[T any] struct {
+	less  func(a, b T) int
+	heads []*runReader[T]
 }
 
-func (m *runMerge) Len() int           { return len(m.heads) }
-func (m *runMerge) Less(i, j int) bool { return m.less(m.heads[i].head, m.heads[j].head) < 0 }
-func (m *runMerge) Swap(i, j int)      { m.heads[i], m.heads[j] = m.heads[j], m.heads[i] }
-func (m *runMerge) Push(x any)         { m.heads = append(m.heads, x.(*runReader)) }
-func (m *runMerge) Pop() any {
+func (m *runMerge[T]) Len() int           { return len(m.heads) }
+func (m *runMerge[T]) Less(i, j int) bool { return m.less(m.heads[i].head, m.heads[j].head) < 0 }
+func (m *runMerge[T]) Swap(i, j int)      { m.heads[i], m.heads[j] = m.heads[j], m.heads[i] }
+func (m *runMerge[T]) Push(x any)         { m.heads = append(m.heads, x.(*runReader[T])) }
+func (m *runMerge[T]) Pop() any {
 	x := m.heads[len(m.heads)-1]
 	m.heads = m.heads[:len(m.heads)-1]
 	return x
+}
+
+// words puts int64s into b, 8 bytes each, and reads them back.
+func putWords(b []byte, vs ...int64) {
+	for k, v := range vs {
+		binary.LittleEndian.PutUint64(b[8*k:], uint64(v))
+	}
+}
+
+func word(b []byte, k int) int64 { return int64(binary.LittleEndian.Uint64(b[8*k:])) }
+
+// An itemList is the counter walk's items, sorted.
+type itemList = sortedList[walkItem]
+
+var itemCodec = codec[walkItem]{
+	size: 8 * 6,
+	put:  func(b []byte, it walkItem) { putWords(b, int64(it.i), it.value, it.c, it.r, it.fence, int64(it.pos)) },
+	get: func(b []byte) walkItem {
+		return walkItem{i: int(word(b, 0)), value: word(b, 1), c: word(b, 2), r: word(b, 3), fence: word(b, 4), pos: int(word(b, 5))}
+	},
+}
+
+func newItemList(less func(a, b walkItem) int, spill bool, run int) *itemList {
+	return newSortedList(itemCodec, less, spill, cmp.Or(run, sortRun))
 }
 
 // byValue orders acknowledged writes and reads: by value, then position.

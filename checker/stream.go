@@ -37,12 +37,17 @@ type Stream struct {
 	done  bool // Check has finished the open calls
 
 	// What LockCounter reads.
-	secs   sectionBuilder
-	pauses pauseBuilder
-	counts lcCounts
-	stats  stats
+	builder sectionBuilder
+	secs    sectionSet
+	pauses  pauseBuilder
+	counts  lcCounts
+	stats   stats
 	// What the :ops-missing events of the run say.
 	missing []string
+
+	// The sections whose flags Check notes (FlagSections), and the flags.
+	flagLo, flagHi int64
+	flags          map[int64]*SectionFlags
 
 	// The pairing of invocations with completions, as pairCalls does it.
 	pairer        history.Pairer
@@ -81,18 +86,23 @@ type openCall struct {
 // NewStream returns an empty Stream. Past a quarter of a million counter
 // operations, it keeps them on disk, in unlinked temporary files under
 // $TMPDIR that nothing outlives.
-func NewStream() *Stream { return newStream(spillCalls) }
+func NewStream() *Stream { return newStream(spillCalls, 0) }
 
 // newStream returns an empty Stream that moves its counter operations to
-// disk past spillAt of them; 0 keeps them in memory, for the checks that
-// need them all there (porcupine, the drawing).
-func newStream(spillAt int) *Stream {
-	return &Stream{
+// disk past spillAt of them, and its sections past a sorted run of them;
+// spillAt 0 keeps both in memory, for the checks that need them all there
+// (porcupine, the drawing). run, when not 0, is the records a sorted run
+// on disk holds (tests make it tiny).
+func newStream(spillAt, run int) *Stream {
+	s := &Stream{
 		timed: true, sorted: true, fs: map[history.Keyword]bool{}, names: map[int]int64{},
 		open:        map[history.Process]openCall{},
 		sectionRead: map[history.Process]int64{}, badAt: -1, finalRead: -1,
-		calls: callStore{spillAt: spillAt},
+		calls: callStore{spillAt: spillAt, runSize: run},
+		secs:  newSectionSet(spillAt > 0, run),
 	}
+	s.builder.emit = s.secs.add
+	return s
 }
 
 // Grow makes room for a history of about n ops more, as strings.Builder's
@@ -102,7 +112,6 @@ func newStream(spillAt int) *Stream {
 func (s *Stream) Grow(n int) {
 	// A critical section is eight ops, and makes one Section and two
 	// counter operations, its read and its write.
-	s.secs.secs = slices.Grow(s.secs.secs, n/8)
 	if s.calls.spillAt == 0 {
 		s.calls.mem = slices.Grow(s.calls.mem, n/4)
 	}
@@ -132,7 +141,7 @@ func (s *Stream) Add(o history.Op) {
 	if o.Process >= 0 {
 		s.fs[o.F] = true
 	}
-	s.secs.add(o)
+	s.builder.add(o)
 	s.pauses.add(o)
 	s.counts.add(o)
 	s.stats.add(o)
@@ -262,6 +271,7 @@ func (s *Stream) finish() {
 		s.addCall(&c)
 	}
 	clear(s.open)
+	s.builder.finish()
 	s.pauses.finish()
 }
 
@@ -330,6 +340,7 @@ func (s *Stream) Check(opts Options) (Results, error) {
 func (s *Stream) results(initial int64, truncated bool, linear func() Result) Results {
 	s.finish()
 	defer s.calls.close()
+	defer s.secs.close()
 	var rs Results
 	if w, err := s.walk(initial); err != nil {
 		// The counter operations could not be kept on disk: neither check

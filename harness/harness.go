@@ -13,6 +13,7 @@
 package harness
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -234,7 +235,9 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 	if err := perf.WritePlots(run.Dir); err != nil {
 		lg.printf("plots: %v", err) // the pictures are not worth the verdict
 	}
+	stream.FlagSections(tl.Kept()) // the timeline colours what the check found
 	rs := analyze(stream)
+	tl.SetFlags(stream.Flagged())
 	if err := run.WriteFile(store.Results, rs.AppendEDN(nil)); err != nil {
 		return rs, err
 	}
@@ -286,7 +289,11 @@ func writeFile(run store.Run, name string, write func(io.Writer) error) error {
 	if err != nil {
 		return err
 	}
-	if err := write(out); err != nil {
+	w := bufio.NewWriter(out)
+	if err = write(w); err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
 		out.Abort()
 		return err
 	}

@@ -2,10 +2,11 @@ package report
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
-	"math"
 	"slices"
 
+	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/history"
 )
 
@@ -17,47 +18,58 @@ const TimelineFile = "timeline.html"
 // room. A longer history's timeline shows a window of it (From, To).
 const DefaultMaxSections = 300_000
 
-// Flags a timeline section carries: what the page colours.
+// Flags a timeline section carries: what the page colours. All but
+// flagOverran are the lock-counter check's (checker.SectionFlags), so that
+// the page shows what the check counted and named.
 const (
 	flagStale   = 1 << iota // an acknowledged write sent after the counter had passed its value
-	flagLost                // an acknowledged write whose value a later write wrote again: its update was lost
+	flagLost                // an acknowledged write whose value a stale write wrote again: its update was lost
 	flagOverlap             // a section that may have written, overlapping another such
 	flagLate                // an acknowledged write sent after the writer's lease had expired
 	flagOverran             // a section that went on past its lease
 )
 
+// ErrUnsorted is returned for a history whose ops are out of time order,
+// as a journal's are: the timeline, like the streaming check, reads a
+// sorted history.
+var ErrUnsorted = errors.New("its ops are out of time order, as in a journal; the timeline draws a sorted history.edn")
+
 // A Timeline gathers, one op at a time, what timeline.html draws: each
 // critical section with its lease window, its read and its write, each
-// fault, and the ops of unknown outcome outside sections. It keeps about
-// 150 bytes a section, and at most MaxSections of them.
+// fault, and the ops outside sections. It keeps about 150 bytes a section,
+// and at most MaxSections of them. What the lock-counter check found of
+// each section comes from a checker.Stream that read the same ops:
+// Stream.FlagSections(Kept()) before its Check, then SetFlags(Stream.Flagged()).
 type Timeline struct {
 	// Workers is the number of worker slots: a process p is drawn in row p
 	// mod Workers, as Jepsen's threads, so a worker renumbered after an
 	// :info stays in its row. Zero draws a row per process.
 	Workers int
-	// From and To, in ns on the history's clock, keep only the sections
-	// that begin in [From, To); To 0 is the history's end.
+	// From and To, in ns after the first op, keep only the sections that
+	// begin in [From, To); To 0 is the history's end.
 	From, To int64
 	// MaxSections bounds the sections kept (DefaultMaxSections when 0);
 	// those after it are counted, not kept.
 	MaxSections int
 
-	secs    []tlSection
-	open    map[history.Process]int // process -> its open section, index into secs
-	faults  []tlFault
-	opened  map[int64]int // paused or killed process -> index into faults
-	marks   []tlMark
-	procs   map[history.Process]bool
-	total   int   // sections in the history
-	dropped int   // sections past MaxSections
-	first   int64 // :time of the first op
-	last    int64 // the latest :time
-	n       int
-	untimed bool
-	// top is the largest value an acknowledged write had written by the
-	// time before now; atNow gathers those completed at now, which a write
-	// sent at now cannot have seen.
-	top, atNow, now int64
+	secs     []tlSection
+	open     map[history.Process]int // process -> its open section, index into secs
+	faults   []tlFault
+	opened   map[int64]int // paused or killed process -> index into faults
+	marks    []tlMark
+	procs    map[history.Process]bool
+	total    int   // sections in the history
+	dropped  int   // sections past MaxSections
+	firstSeq int   // the number of the first section kept
+	first    int64 // :time of the first op
+	last     int64 // the latest :time
+	n        int
+	untimed  bool
+	unsorted bool
+	// Processes seen before the first :info of a client, and whether one
+	// came: the worker slots of a history that does not say them.
+	early   map[history.Process]bool
+	retired bool
 }
 
 // A tlSection is one critical section, as the page draws it.
@@ -72,7 +84,9 @@ type tlSection struct {
 	wType        history.Type
 	rel          history.Keyword // the release's outcome: "" ok, or its :error, or "info"
 	top          int64           // a stale write: the counter's value when it was sent
+	seq          int             // its number in the history, as the check numbers sections
 	flags        uint8
+	sent         bool // a write was invoked
 	closed       bool
 }
 
@@ -82,6 +96,7 @@ type tlFault struct {
 	Kind       history.Keyword `json:"kind"`
 	F          history.Keyword `json:"f"`
 	Index      int64           `json:"idx"`
+	Failed     bool            `json:"failed,omitempty"` // it failed to begin: its event's :error says why
 	Start, End int64           `json:"-"`
 }
 
@@ -99,7 +114,7 @@ type tlMark struct {
 func (t *Timeline) Add(o history.Op) {
 	if t.open == nil {
 		t.open, t.opened, t.procs = map[history.Process]int{}, map[int64]int{}, map[history.Process]bool{}
-		t.top, t.atNow = math.MinInt64, math.MinInt64
+		t.early = map[history.Process]bool{}
 	}
 	if o.Time == history.Unset {
 		t.untimed = true
@@ -107,57 +122,49 @@ func (t *Timeline) Add(o history.Op) {
 	if t.n == 0 {
 		t.first = o.Time
 	}
+	if t.n > 0 && o.Time < t.last {
+		t.unsorted = true
+	}
 	t.n++
 	t.last = max(t.last, o.Time)
-	if o.Time > t.now {
-		t.top, t.now = max(t.top, t.atNow), o.Time
-	}
 	if !o.IsClient() {
 		t.event(o)
 		return
 	}
 	t.procs[o.Process] = true
-	i, in := t.open[o.Process]
-	switch {
-	case o.F == history.FAcquire && o.Type == history.Ok:
-		t.begin(o)
-	case o.F == history.FWrite && o.Type == history.Ok && in:
-		t.atNow = max(t.atNow, t.valueOf(o, i))
+	if !t.retired {
+		t.early[o.Process] = true
+		t.retired = o.Type == history.Info
 	}
-	if !in {
-		t.outside(o)
+	if o.F == history.FAcquire && o.Type == history.Ok {
+		if _, in := t.open[o.Process]; in {
+			delete(t.open, o.Process) // an acquire in a section: the section is over
+		}
+		t.begin(o)
 		return
 	}
-	if i < 0 {
+	i, in := t.open[o.Process]
+	switch {
+	case !in:
+		t.outside(o)
+	case i < 0:
 		// A section not kept: past MaxSections or outside [From, To).
 		if o.F == history.FRelease && o.Type != history.Invoke || o.Type == history.Info {
 			delete(t.open, o.Process)
 		}
-		return
+	default:
+		t.inside(&t.secs[i], o)
+		if t.secs[i].closed {
+			delete(t.open, o.Process)
+		}
 	}
-	t.inside(&t.secs[i], o)
-	if t.secs[i].closed {
-		delete(t.open, o.Process)
-	}
-}
-
-// valueOf is the value an acknowledged write of the section i wrote: the
-// one asked, as the check reads it, or for a section not kept its
-// completion's.
-func (t *Timeline) valueOf(o history.Op, i int) int64 {
-	if i >= 0 {
-		return t.secs[i].wValue
-	}
-	if v, ok := history.Int(o.Value); ok {
-		return v
-	}
-	return math.MinInt64
 }
 
 // begin opens a section at its acquire's completion.
 func (t *Timeline) begin(o history.Op) {
+	seq := t.total
 	t.total++
-	if o.Time < t.From || t.To > 0 && o.Time >= t.To {
+	if !t.inWindow(o.Time) {
 		t.open[o.Process] = -1
 		return
 	}
@@ -166,7 +173,10 @@ func (t *Timeline) begin(o history.Op) {
 		t.open[o.Process] = -1
 		return
 	}
-	s := tlSection{proc: o.Process, acq: o.Index, start: o.Time, end: o.Time, readAt: -1, wIdx: -1}
+	if len(t.secs) == 0 {
+		t.firstSeq = seq
+	}
+	s := tlSection{proc: o.Process, acq: o.Index, start: o.Time, end: o.Time, readAt: -1, wIdx: -1, seq: seq}
 	if ms, ok := history.Int(o.Get(history.KeyLeaseMS)); ok {
 		s.lease = ms * 1e6
 	}
@@ -175,11 +185,34 @@ func (t *Timeline) begin(o history.Op) {
 	t.open[o.Process] = len(t.secs) - 1
 }
 
+// Kept returns the numbers of the sections kept, lo to hi-1, as
+// checker.Stream.FlagSections takes them.
+func (t *Timeline) Kept() (lo, hi int) { return t.firstSeq, t.firstSeq + len(t.secs) }
+
+// SetFlags colours the sections kept by what the check found of them.
+func (t *Timeline) SetFlags(flags []checker.SectionFlags) {
+	for _, f := range flags {
+		i := f.Seq - t.firstSeq
+		if i < 0 || i >= len(t.secs) {
+			continue
+		}
+		s := &t.secs[i]
+		for _, b := range []struct {
+			on   bool
+			flag uint8
+		}{{f.Stale, flagStale}, {f.Lost, flagLost}, {f.Overlap, flagOverlap}, {f.Late, flagLate}} {
+			if b.on {
+				s.flags |= b.flag
+			}
+		}
+		if f.Stale {
+			s.top = f.CounterWas
+		}
+	}
+}
+
 // inside adds a section's op to it.
 func (t *Timeline) inside(s *tlSection, o history.Op) {
-	if o.F == history.FAcquire && o.Type == history.Ok {
-		return
-	}
 	if o.F != history.FRelease || o.Type == history.Invoke {
 		s.end = max(s.end, o.Time) // as the check's sections end
 	}
@@ -188,18 +221,10 @@ func (t *Timeline) inside(s *tlSection, o history.Op) {
 		s.readAt = o.Time
 		s.read, _ = history.Int(o.Value)
 	case o.F == history.FWrite && o.Type == history.Invoke:
-		s.wInv = o.Time
+		s.wInv, s.sent = o.Time, true
 		s.wValue, _ = history.Int(o.Value)
-		if s.wValue <= t.top {
-			s.top = t.top // stale if it is acknowledged
-		} else {
-			s.top = math.MinInt64
-		}
 	case o.F == history.FWrite:
 		s.wEnd, s.wIdx, s.wType = o.Time, o.Index, o.Type
-		if o.Type == history.Ok && s.top != math.MinInt64 {
-			s.flags |= flagStale
-		}
 	case o.F == history.FRelease && o.Type != history.Invoke:
 		s.closed = true
 		if o.Type != history.Ok {
@@ -208,6 +233,7 @@ func (t *Timeline) inside(s *tlSection, o history.Op) {
 				s.rel = e
 			}
 		}
+		return
 	}
 	if o.Type == history.Info {
 		s.closed = true // an :info retires the process
@@ -217,23 +243,35 @@ func (t *Timeline) inside(s *tlSection, o history.Op) {
 	}
 }
 
-// outside notes an op outside any section that the page marks.
+// outside notes an op outside any section that the page marks: the final
+// read, an op of unknown outcome, and a read or write no lock held, the
+// plainest failure of a lock.
 func (t *Timeline) outside(o history.Op) {
 	final := o.Get(history.KeyFinal) == true
-	if !(final && o.Type == history.Ok || o.Type == history.Info) || !t.inWindow(o.Time) {
+	unguarded := (o.F == history.FWrite || o.F == history.FRead) && o.Type == history.Ok && !final
+	if !(final && o.Type == history.Ok || o.Type == history.Info || unguarded) || !t.inWindow(o.Time) {
 		return
 	}
 	label := fmt.Sprintf("%s %s", o.F, o.Type)
-	if final {
+	switch {
+	case final:
 		label = fmt.Sprintf("final read: %s", history.AppendValue(nil, o.Value))
+	case unguarded:
+		label = fmt.Sprintf("%s %s outside any section", o.F, history.AppendValue(nil, o.Value))
 	}
 	t.marks = append(t.marks, tlMark{Proc: int64(o.Process), At: o.Time, Label: label, Index: o.Index, Final: final})
 }
 
-func (t *Timeline) inWindow(at int64) bool { return at >= t.From && (t.To == 0 || at < t.To) }
+// inWindow reports whether a section that begins at the time at is one to
+// keep.
+func (t *Timeline) inWindow(at int64) bool {
+	at -= t.first
+	return at >= t.From && (t.To == 0 || at < t.To)
+}
 
 // event takes a nemesis event: a pause or kill opens a fault of the process
-// it names, a resume or restart closes it.
+// it names, a resume or restart closes it. One that failed to begin (its
+// :error says why) is drawn as an instant.
 func (t *Timeline) event(o history.Op) {
 	v, _ := o.Value.(map[history.Keyword]any)
 	p, ok := history.Int(v["process"])
@@ -242,22 +280,32 @@ func (t *Timeline) event(o history.Op) {
 	}
 	switch o.F {
 	case history.FPause, history.FKill:
+		t.endFault(p, o.Time) // one fault of a process at a time
 		kind, _ := v["kind"].(history.Keyword)
 		if kind == "" {
 			kind = o.F
 		}
-		t.faults = append(t.faults, tlFault{Proc: p, Kind: kind, F: o.F, Index: o.Index, Start: o.Time, End: -1})
+		f := tlFault{Proc: p, Kind: kind, F: o.F, Index: o.Index, Start: o.Time, End: -1}
+		if _, failed := v["error"]; failed {
+			f.End, f.Failed = o.Time, true
+			t.faults = append(t.faults, f)
+			return
+		}
+		t.faults = append(t.faults, f)
 		t.opened[p] = len(t.faults) - 1
 	case history.FResume, history.FRestart:
-		if i, ok := t.opened[p]; ok {
-			t.faults[i].End = o.Time
-			delete(t.opened, p)
-		}
+		t.endFault(p, o.Time)
 	}
 }
 
-// finish closes what the history left open and computes the flags that
-// need every section: overlaps and lost updates.
+func (t *Timeline) endFault(p, at int64) {
+	if i, ok := t.opened[p]; ok {
+		t.faults[i].End = at
+		delete(t.opened, p)
+	}
+}
+
+// finish closes what the history left open.
 func (t *Timeline) finish() {
 	for i := range t.faults {
 		if t.faults[i].End < 0 {
@@ -265,76 +313,8 @@ func (t *Timeline) finish() {
 		}
 	}
 	for i := range t.secs {
-		s := &t.secs[i]
-		if s.lease > 0 && s.end > s.start+s.lease {
+		if s := &t.secs[i]; s.lease > 0 && s.end > s.start+s.lease {
 			s.flags |= flagOverran
-		}
-		if s.lease > 0 && s.wType == history.Ok && s.wInv > s.start+s.lease {
-			s.flags |= flagLate
-		}
-	}
-	t.overlaps()
-	t.lost()
-}
-
-// overlaps flags the sections that may have written and whose interval
-// strictly intersects another such, as the lock-counter check counts
-// them. Sections are in the order of their starts.
-func (t *Timeline) overlaps() {
-	var active []int
-	for i := range t.secs {
-		s := &t.secs[i]
-		if !wrote(s) {
-			continue
-		}
-		kept := active[:0]
-		for _, j := range active {
-			if t.secs[j].end > s.start {
-				kept = append(kept, j)
-			}
-		}
-		active = kept
-		for _, j := range active {
-			if o := &t.secs[j]; s.start < o.end && o.start < s.end {
-				s.flags |= flagOverlap
-				o.flags |= flagOverlap
-			}
-		}
-		active = append(active, i)
-	}
-}
-
-func wrote(s *tlSection) bool { return s.wType == history.Ok || s.wType == history.Info }
-
-// lost flags, for each stale write, the acknowledged write of the same
-// value that completed before it was sent: two increments to one value,
-// one of them lost.
-func (t *Timeline) lost() {
-	want := map[int64]int{} // value of a stale write -> the first write of it to complete; -1 until found
-	for i := range t.secs {
-		if t.secs[i].flags&flagStale != 0 {
-			want[t.secs[i].wValue] = -1
-		}
-	}
-	if len(want) == 0 {
-		return
-	}
-	byEnd := make([]int, 0, len(t.secs))
-	for i := range t.secs {
-		if t.secs[i].wType == history.Ok {
-			byEnd = append(byEnd, i)
-		}
-	}
-	slices.SortStableFunc(byEnd, func(a, b int) int { return cmp.Compare(t.secs[a].wEnd, t.secs[b].wEnd) })
-	for _, i := range byEnd {
-		if j, ok := want[t.secs[i].wValue]; ok && j < 0 {
-			want[t.secs[i].wValue] = i
-		}
-	}
-	for i := range t.secs {
-		s := &t.secs[i]
-		if j := want[s.wValue]; s.flags&flagStale != 0 && j >= 0 && j != i && t.secs[j].wEnd < s.wInv {
-			t.secs[j].flags |= flagLost
 		}
 	}
 }
@@ -352,16 +332,20 @@ func (t *Timeline) rows() (map[history.Process]int, []tlRow) {
 			finals[history.Process(m.Proc)] = true
 		}
 	}
+	workers := t.Workers
+	if workers == 0 && t.retired {
+		// A history that does not say its workers: those that began before
+		// the first :info, whose processes came back renumbered.
+		workers = len(t.early)
+	}
 	row := map[history.Process]int{}
 	var rows []tlRow
 	add := func(label string) int {
 		rows = append(rows, tlRow{Label: label})
 		return len(rows) - 1
 	}
-	if t.Workers > 0 {
-		for w := range t.Workers {
-			add(fmt.Sprintf("worker %d", w))
-		}
+	for w := range workers {
+		add(fmt.Sprintf("worker %d", w))
 	}
 	final := -1
 	for _, p := range procs {
@@ -371,8 +355,8 @@ func (t *Timeline) rows() (map[history.Process]int, []tlRow) {
 				final = add("final read")
 			}
 			row[p] = final
-		case t.Workers > 0:
-			row[p] = int(p) % t.Workers
+		case workers > 0:
+			row[p] = int(p) % workers
 		default:
 			row[p] = add(fmt.Sprintf("process %d", p))
 		}

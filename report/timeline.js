@@ -7,13 +7,18 @@
 "use strict";
 (function () {
   const D = JSON.parse(document.getElementById("data").textContent);
+  for (const k of ["faults", "faultAt", "faultRow", "marks", "markAt", "markRow", "rows"]) D[k] = D[k] || [];
   const STALE = 1, LOST = 2, OVERLAP = 4, LATE = 8, OVERRAN = 16;
   const COLOR = {
     bar: "#4a78b5", overlap: "#e0a100", stale: "#d62020", lost: "#8e24aa",
     lease: "#9fd0f0", overran: "#d62020", fault: "rgba(120,60,200,0.16)", faultEdge: "rgba(120,60,200,0.6)",
     kill: "rgba(40,40,40,0.18)", read: "#1b7f3b", write: "#222", grid: "#eee", axis: "#555", sel: "#000",
   };
-  const ROW = 34, LABEL = 150, AXIS = 26, BAR_Y = 7, BAR_H = 14, LEASE_Y = 24, LEASE_H = 4;
+  // Rows shrink when there are many, so that the canvas stays within what a
+  // browser will paint (65,535 pixels, at twice the density).
+  const NROWS = Math.max(1, (D.rows || []).length);
+  const ROW = Math.max(10, Math.min(34, Math.floor(30000 / NROWS))), LABEL = 150, AXIS = 26;
+  const BAR_Y = Math.round(ROW * 0.2), BAR_H = Math.max(4, Math.round(ROW * 0.42)), LEASE_Y = Math.round(ROW * 0.72), LEASE_H = Math.max(1, Math.round(ROW * 0.12));
 
   // Decode the columns into absolute times (µs from the first op).
   const S = D.s, n = S.row.length;
@@ -22,7 +27,7 @@
     t += S.t0[i]; a += S.acq[i];
     t0[i] = t; t1[i] = t + S.d[i]; acq[i] = a;
   }
-  const nrows = Math.max(1, D.rows.length);
+  const nrows = NROWS;
   // Per row: its sections in order of start, and the running maximum of
   // their ends, so that the first one in view is a binary search away.
   const rowSecs = Array.from({ length: nrows }, () => []);
@@ -33,9 +38,13 @@
     list.forEach((i, k) => { hi = Math.max(hi, t1[i]); m[k] = hi; });
     return m;
   });
-  const violations = [];
-  for (let i = 0; i < n; i++) if (S.fl[i] & (STALE | LOST)) violations.push(i);
-  if (violations.length === 0) for (let i = 0; i < n; i++) if (S.fl[i] & OVERLAP) violations.push(i);
+  // The violations "first violation" steps through: stale writes and lost
+  // updates, else overlaps, else late writes.
+  let violations = [];
+  for (const f of [STALE | LOST, OVERLAP, LATE]) {
+    for (let i = 0; i < n; i++) if (S.fl[i] & f) violations.push(i);
+    if (violations.length) break;
+  }
 
   const canvas = document.getElementById("canvas"), ctx = canvas.getContext("2d");
   const tip = document.getElementById("tip"), status = document.getElementById("status");
@@ -77,12 +86,10 @@
   }
 
   function axis() {
-    const usPerPx = (v1 - v0) / (width - LABEL);
-    let step = 1;
-    for (const m of [1, 2, 5]) for (let e = 0; e < 13; e++) {
-      const s = m * Math.pow(10, e);
-      if (s / usPerPx >= 90 && (step === 1 || s < step)) step = s;
-    }
+    // The smallest step of 1, 2 or 5 times a power of ten that leaves 90
+    // pixels between ticks.
+    const want = 90 * (v1 - v0) / (width - LABEL), e = Math.pow(10, Math.floor(Math.log10(Math.max(want, 1))));
+    const step = [1, 2, 5, 10].map(m => m * e).find(s => s >= want) || 10 * e;
     ctx.fillStyle = "#fafafa"; ctx.fillRect(LABEL, 0, width - LABEL, AXIS);
     ctx.font = "11px sans-serif"; ctx.textBaseline = "middle"; ctx.fillStyle = COLOR.axis;
     for (let t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
@@ -98,7 +105,7 @@
     D.faults.forEach((f, k) => {
       const [a, b] = D.faultAt[k];
       if (b < v0 || a > v1) return;
-      const r = D.faultRow[k], xa = Math.max(LABEL, x(a)), xb = Math.max(xa + 2, Math.min(width, x(b)));
+      const r = D.faultRow[k], xa = Math.max(LABEL, x(a)), xb = Math.max(xa + (f.failed ? 1 : 2), Math.min(width, x(b)));
       const y = r < 0 ? AXIS : AXIS + r * ROW, h = r < 0 ? nrows * ROW : ROW;
       ctx.fillStyle = f.f === "kill" ? COLOR.kill : COLOR.fault; ctx.fillRect(xa, y, xb - xa, h);
       ctx.fillStyle = COLOR.faultEdge; ctx.fillRect(xa, y, 1, h); ctx.fillRect(xb - 1, y, 1, h);
@@ -112,9 +119,9 @@
     D.faults.forEach((f, k) => {
       const [a, b] = D.faultAt[k];
       if (b < v0 || a > v1) return;
-      const r = D.faultRow[k], xa = Math.max(LABEL, x(a)), xb = Math.min(width, x(b));
+      const r = D.faultRow[k], xa = Math.max(LABEL, x(a)), xb = Math.max(xa + (f.failed ? 200 : 0), Math.min(width, x(b)));
       const y = (r < 0 ? AXIS + nrows * ROW : AXIS + (r + 1) * ROW) - 1;
-      const label = f.kind + " " + fmt(b - a), w = ctx.measureText(label).width;
+      const label = f.kind + (f.failed ? " (failed to begin)" : " " + fmt(b - a)), w = ctx.measureText(label).width;
       if (xb - xa < w + 6) return;
       ctx.fillStyle = "rgba(255,255,255,0.85)"; ctx.fillRect(xa + 2, y - 12, w + 2, 12);
       ctx.fillStyle = COLOR.faultEdge; ctx.fillText(label, xa + 3, y);
@@ -249,12 +256,17 @@
     view(t0[i] - w / 3, t0[i] + 2 * w / 3);
     describe(i);
   }
+  // nearest shows the violation after (dir 1) or before (-1) the one
+  // selected, or the middle of the view.
   function nearest(dir) {
     if (violations.length === 0) return;
-    const mid = selected >= 0 ? t0[selected] : (v0 + v1) / 2;
-    let k = dir > 0 ? violations.findIndex(i => t0[i] > mid) : findLast(violations, i => t0[i] < mid);
-    if (k < 0) k = dir > 0 ? 0 : violations.length - 1;
-    show(violations[k]);
+    let k = violations.indexOf(selected);
+    if (k >= 0) k += dir;
+    else {
+      const mid = (v0 + v1) / 2;
+      k = dir > 0 ? violations.findIndex(i => t0[i] > mid) : findLast(violations, i => t0[i] < mid);
+    }
+    show(violations[(k + violations.length) % violations.length]);
   }
   function findLast(a, p) { for (let k = a.length - 1; k >= 0; k--) if (p(a[k])) return k; return -1; }
 
@@ -301,7 +313,7 @@
   function faultWords(k) {
     const f = D.faults[k], [a, b] = D.faultAt[k];
     return f.kind + " (" + f.f + ", nemesis op " + f.idx + ")" + (f.proc >= 0 ? " of process " + f.proc : ", every process") +
-      "\n" + fmt(a) + " – " + fmt(b) + " (" + fmt(b - a) + ")";
+      (f.failed ? "\nfailed to begin, at " + fmt(a) : "\n" + fmt(a) + " – " + fmt(b) + " (" + fmt(b - a) + ")");
   }
 
   // Pointer: drag pans, wheel zooms about the pointer, click selects.
@@ -340,7 +352,7 @@
   }, { passive: false });
   canvas.addEventListener("dblclick", e => zoom(0.5, tAt(e.offsetX)));
   document.addEventListener("keydown", e => {
-    if (e.target.tagName === "INPUT") return;
+    if (e.target.tagName === "INPUT" || e.ctrlKey || e.metaKey || e.altKey) return; // the browser's own
     const k = { "+": () => zoom(0.5), "=": () => zoom(0.5), "-": () => zoom(2), "0": fit, f: () => violations.length && show(violations[0]),
       n: () => nearest(1), p: () => nearest(-1),
       ArrowLeft: () => view(v0 - (v1 - v0) / 4, v1 - (v1 - v0) / 4), ArrowRight: () => view(v0 + (v1 - v0) / 4, v1 + (v1 - v0) / 4) }[e.key];
@@ -374,10 +386,16 @@
   document.querySelectorAll(".expl").forEach(el => {
     // The text is escaped already: only digits are put back, inside a link.
     el.innerHTML = el.innerHTML.replace(/\bop (\d+)/g, (m, id) => 'op <a href="#op-' + id + '">' + id + "</a>");
+    // A link shows its op at every click, not only when the address changes.
+    el.querySelectorAll("a").forEach(a => a.addEventListener("click", e => {
+      e.preventDefault();
+      history.replaceState(null, "", a.getAttribute("href"));
+      route();
+    }));
   });
   function route() {
-    const h = decodeURIComponent(location.hash.slice(1));
-    let m;
+    let h = "", m;
+    try { h = decodeURIComponent(location.hash.slice(1)); } catch (e) { return; }
     if (h === "first" && violations.length) show(violations[0]);
     else if ((m = /^op-(\d+)$/.exec(h))) goOp(+m[1]);
     else if ((m = /^t=([\d.]+)-([\d.]+)$/.exec(h))) view(+m[1] * 1e3, +m[2] * 1e3);
@@ -388,7 +406,8 @@
   const vl = document.getElementById("violations");
   const stale = violations.filter(i => S.fl[i] & (STALE | LOST));
   if (stale.length === 0) {
-    vl.textContent = violations.length ? violations.length + " overlapping sections, no stale write or lost update." : "None: no stale write, no lost update, no overlap.";
+    const what = violations.length && S.fl[violations[0]] & OVERLAP ? " overlapping sections" : " late writes";
+    vl.textContent = violations.length ? violations.length + what + ", no stale write or lost update: " : "None: no stale write, no lost update, no overlap, no late write.";
   } else {
     const count = (f, one, many) => { const k = stale.filter(i => S.fl[i] & f).length; return k + " " + (k === 1 ? one : many); };
     vl.textContent = count(STALE, "stale write", "stale writes") + ", " + count(LOST, "write whose update was lost", "writes whose updates were lost") +
@@ -396,7 +415,7 @@
   }
   violations.slice(0, 50).forEach(i => {
     const a = document.createElement("a");
-    a.href = "#"; a.textContent = (S.fl[i] & STALE ? "stale " : S.fl[i] & LOST ? "lost " : "overlap ") + fmt(t0[i]);
+    a.href = "#"; a.textContent = (S.fl[i] & STALE ? "stale " : S.fl[i] & LOST ? "lost " : S.fl[i] & OVERLAP ? "overlap " : "late ") + fmt(t0[i]);
     a.onclick = e => { e.preventDefault(); show(i); };
     vl.appendChild(a);
   });
@@ -410,8 +429,8 @@
   window.addEventListener("resize", resize);
   resize();
   fit();
-  route();
   // For tests and benchmarks: the view, and when the first draw ended (ms
   // from the start of navigation).
   window.timeline = { view, show, fit, zoom, violations, sections: n, goOp, hit, get range() { return [v0, v1]; }, ready: performance.now() };
+  route();
 })();

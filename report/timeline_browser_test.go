@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/browser"
 	"github.com/hiatus-dev/hiatus/internal/gen"
 )
@@ -190,4 +192,65 @@ func BenchmarkTimelineOpen(b *testing.B) {
 	b.ReportMetric(draws/float64(b.N), "ms-a-redraw")
 	b.ReportMetric(float64(fi.Size())/1e6, "MB-page")
 	b.ReportMetric(float64(len(tl.secs)), "sections")
+}
+
+// TestTimelineEdgesInBrowser: pages that once drew nothing or hung draw —
+// a history with no fault, one whose ops span centuries, one of thousands
+// of processes, one opened at a malformed address — and an op named in an
+// explanation is shown at every click on it, not the first only.
+func TestTimelineEdgesInBrowser(t *testing.T) {
+	write := func(name string, ops []history.Op, page TimelinePage) string {
+		tl := timelineOf(ops, 0)
+		path := filepath.Join(t.TempDir(), name+".html")
+		var buf bytes.Buffer
+		if err := tl.WriteHTML(&buf, page); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	calm, _, err := gen.Ops(gen.Config{Sections: 500, Workers: 2, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	centuries := append(slices.Clone(calm), history.Op{Index: int64(len(calm)), Time: 1e18, Type: history.Info,
+		Process: history.Nemesis, F: history.FPause, Value: map[history.Keyword]any{"kind": history.Keyword("sigstop")}})
+	var crowd []history.Op
+	for p := range 3000 {
+		crowd = append(crowd, section(history.Process(p), int64(10+p), int64(12+p), int64(13+p), int64(14+p), int64(p), int64(p+1))...)
+	}
+	crowd = sorted(crowd)
+	op := timelineOf(calm, 0).secs[20].acq
+	expl := TimelinePage{Summary: Summary{Checks: []Check{{Name: "lock-counter", Verdict: "false", Explanation: fmt.Sprintf("see op %d", op)}}}}
+	ctx := browser.New(t, 1200, 800, 2*time.Minute)
+	for _, tc := range []struct {
+		name, path string
+	}{
+		{"no fault", write("calm", calm, expl)},
+		{"centuries", write("centuries", centuries, TimelinePage{})},
+		{"3000 processes", write("crowd", crowd, TimelinePage{})},
+		{"malformed address", write("calm2", calm, TimelinePage{}) + "#%E0"},
+	} {
+		short, cancel := context.WithTimeout(ctx, 20*time.Second)
+		var drawn int
+		err := chromedp.Do(short, chromedp.Navigate("file://"+tc.path),
+			chromedp.Poll[chromedp.Void](`window.timeline && timeline.sections > 0`),
+			evalInto(&drawn, `+document.getElementById("status").dataset.drawn`))
+		cancel()
+		if err != nil || drawn == 0 {
+			t.Errorf("%s: %d sections drawn: %v", tc.name, drawn, err)
+		}
+	}
+	// The op an explanation names, twice, the whole history shown in
+	// between.
+	short, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	link := chromedp.Click(chromedp.CSS(fmt.Sprintf(`#checks a[href="#op-%d"]`, op)))
+	fit := chromedp.Evaluate[chromedp.Void](`timeline.fit(); window.whole = timeline.range[1] - timeline.range[0]`)
+	narrow := chromedp.Poll[chromedp.Void](`timeline.range[1] - timeline.range[0] < window.whole / 4`)
+	if err := chromedp.Do(short, chromedp.Navigate("file://"+write("again", calm, expl)), fit, link, narrow, fit, link, narrow); err != nil {
+		t.Errorf("the second click on op %d left the whole history in view: %v", op, err)
+	}
 }

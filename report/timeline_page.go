@@ -1,12 +1,14 @@
 package report
 
 import (
+	"cmp"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"io"
+	"slices"
 
 	"github.com/hiatus-dev/hiatus/history"
 )
@@ -32,8 +34,11 @@ type TimelinePage struct {
 // WriteHTML writes timeline.html: one self-contained page, its script and
 // data inline, that works offline.
 func (t *Timeline) WriteHTML(w io.Writer, page TimelinePage) error {
-	if t.untimed {
+	switch {
+	case t.untimed:
 		return ErrUntimed
+	case t.unsorted:
+		return ErrUnsorted
 	}
 	t.finish()
 	if len(t.secs) == 0 {
@@ -106,9 +111,15 @@ type tlColumns struct {
 func (t *Timeline) data() tlData {
 	us := func(ns int64) int64 { return (ns - t.first) / 1e3 }
 	rowOf, rows := t.rows()
-	d := tlData{Origin: t.first, End: us(t.last), Rows: rows, Total: t.total, Rels: []history.Keyword{""}}
+	// Every list is there, empty or not: the page reads them all.
+	d := tlData{Origin: t.first, End: us(t.last), Rows: rows, Total: t.total, Rels: []history.Keyword{""},
+		Faults: []tlFault{}, FaultAt: [][2]int64{}, FaultRow: []int{}, Marks: []tlMark{}, MarkAt: []int64{}, MarkRow: []int{}}
+	from, to := t.secs[0].start, t.last
+	if t.dropped > 0 || t.To > 0 {
+		to = slices.MaxFunc(t.secs, func(a, b tlSection) int { return cmp.Compare(a.end, b.end) }).end
+	}
 	for _, f := range t.faults {
-		if f.End < t.secs[0].start || f.Start > t.secs[len(t.secs)-1].end {
+		if f.End < from || f.Start > to {
 			continue // outside the window
 		}
 		row, ok := rowOf[history.Process(f.Proc)]
@@ -133,9 +144,12 @@ func (t *Timeline) data() tlData {
 			ra = us(s.readAt) - t0
 		}
 		c.RA, c.R = append(c.RA, ra), append(c.R, s.read)
-		wt, wi, we, wx := writeCode(s.wType), int64(0), int64(0), int64(-1)
-		if wt != 0 {
-			wi = us(s.wInv) - t0
+		wt, wi, we, wx := 0, int64(0), int64(0), int64(-1)
+		if s.sent {
+			wt, wi = 3, us(s.wInv)-t0 // sent and never completed: of unknown outcome
+		}
+		if s.wType != 0 {
+			wt = writeCode(s.wType)
 		}
 		if s.wIdx >= 0 {
 			we, wx = us(s.wEnd)-t0, s.wIdx-s.acq

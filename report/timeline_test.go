@@ -14,12 +14,24 @@ import (
 	"github.com/hiatus-dev/hiatus/internal/gen"
 )
 
+// timelineOf is the timeline of ops as a run or `hiatus timeline` makes it:
+// the ops read into the timeline and a check at once, and the sections
+// coloured by what the check found.
 func timelineOf(ops []history.Op, workers int) *Timeline {
-	t := &Timeline{Workers: workers}
+	return windowOf(ops, Timeline{Workers: workers})
+}
+
+func windowOf(ops []history.Op, t Timeline) *Timeline {
+	s := checker.NewStream()
 	for _, o := range ops {
+		s.Add(o)
 		t.Add(o)
 	}
-	return t
+	s.FlagSections(t.Kept())
+	if _, err := s.Check(checker.Options{Model: checker.ModelLockCounter}); err == nil {
+		t.SetFlags(s.Flagged())
+	}
+	return &t
 }
 
 func flagged(t *Timeline, flag uint8) []*tlSection {
@@ -91,38 +103,45 @@ func TestTimelineAgreesWithCheck(t *testing.T) {
 }
 
 // TestTimelineRows: a process renumbered after an :info stays in its
-// worker's row, the final read has a row of its own, and without a worker
-// count each process has one.
+// worker's row, whether the worker count is given or read from the history
+// (the processes before the first :info), and the final read has a row of
+// its own; a history without an :info has a row a process.
 func TestTimelineRows(t *testing.T) {
-	ops, _, err := gen.Ops(gen.Config{Sections: 200, Workers: 4, Info: 20, Seed: 3})
+	renumbered, _, err := gen.Ops(gen.Config{Sections: 200, Workers: 4, Info: 20, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _, err := gen.Ops(gen.Config{Sections: 200, Workers: 3, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		workers int
-		rows    int
-	}{{4, 5}, {0, 0}} {
-		tl := timelineOf(ops, tc.workers)
-		rowOf, rows := tl.rows()
+		name          string
+		ops           []history.Op
+		workers, want int // given, and the slots drawn (0: a row a process)
+	}{
+		{"given", renumbered, 4, 4},
+		{"read from the history", renumbered, 0, 4},
+		{"no :info", plain, 0, 0},
+	} {
+		rowOf, rows := timelineOf(tc.ops, tc.workers).rows()
 		procs := map[history.Process]bool{}
-		for _, o := range ops {
+		for _, o := range tc.ops {
 			if o.Process >= 0 {
 				procs[o.Process] = true
 			}
 		}
-		want := tc.rows
-		if tc.workers == 0 {
-			want = len(procs) // final read included
+		want := tc.want + 1 // the final read's row
+		if tc.want == 0 {
+			want = len(procs)
 		}
-		if len(rows) != want {
-			t.Errorf("workers %d: %d rows, want %d", tc.workers, len(rows), want)
-		}
-		if rows[len(rows)-1].Label != "final read" && tc.workers > 0 {
-			t.Errorf("workers %d: last row %q, want the final read", tc.workers, rows[len(rows)-1].Label)
+		if len(rows) != want || rows[len(rows)-1].Label != "final read" {
+			t.Errorf("%s: %d rows, the last %q; want %d, the final read's", tc.name, len(rows), rows[len(rows)-1].Label, want)
 		}
 		for p := range procs {
-			if r, ok := rowOf[p]; !ok || tc.workers > 0 && r != int(p)%tc.workers && rows[r].Label != "final read" {
-				t.Errorf("workers %d: process %d in row %d", tc.workers, p, r)
+			r, ok := rowOf[p]
+			if !ok || tc.want > 0 && r != int(p)%tc.want && rows[r].Label != "final read" {
+				t.Errorf("%s: process %d in row %d", tc.name, p, r)
 			}
 		}
 	}
@@ -142,15 +161,12 @@ func TestTimelineWindow(t *testing.T) {
 		kept func(start int64) bool
 	}{
 		{"all", Timeline{}, func(int64) bool { return true }},
-		{"from", Timeline{From: end / 2}, func(s int64) bool { return s >= end/2 }},
-		{"to", Timeline{To: end / 3}, func(s int64) bool { return s < end/3 }},
+		{"from", Timeline{From: end / 2}, func(s int64) bool { return s-ops[0].Time >= end/2 }},
+		{"to", Timeline{To: end / 3}, func(s int64) bool { return s-ops[0].Time < end/3 }},
 		{"max", Timeline{MaxSections: 50}, nil},
 	} {
-		tl := tc.tl
-		tl.Workers = 4
-		for _, o := range ops {
-			tl.Add(o)
-		}
+		tc.tl.Workers = 4
+		tl := windowOf(ops, tc.tl)
 		want := 0
 		for _, s := range checker.Sections(ops) {
 			if tc.kept == nil || tc.kept(s.Start) {
@@ -269,5 +285,60 @@ func TestTimelineFlagsEdges(t *testing.T) {
 			t.Errorf("%s: %d overlapping, %d stale; want %d, %d (the check: %d overlapping)",
 				tc.name, overlap, stale, tc.overlap, tc.stale, fig.Overlapping)
 		}
+	}
+}
+
+// TestTimelineReviewedEdges: what a review of the page found, each kept
+// fixed — a section overlapping one that began before the window is
+// coloured as the check counts it; a write of a section's second write
+// does not make a third's stale; an unsorted history is refused; a fault
+// that failed to begin is an instant; a write no lock held is marked.
+func TestTimelineReviewedEdges(t *testing.T) {
+	// Process 0 holds the lock from 10 to 60 (frozen); process 1 takes it
+	// at 40 and writes: both overlap, and the window begins at 35.
+	edge := sorted(section(0, 10, 50, 55, 60, 0, 1), section(1, 40, 42, 44, 46, 0, 1))
+	tl := windowOf(edge, Timeline{From: 35 - edge[0].Time, Workers: 2})
+	tl.finish()
+	if len(tl.secs) != 1 || tl.secs[0].flags&flagOverlap == 0 {
+		t.Errorf("window from 35: %d sections, flags %b; want process 1's, overlapping", len(tl.secs), tl.secs[0].flags)
+	}
+
+	// Process 0 writes 5 and then 6 in one section; process 1 writes 4
+	// between them: the check's section keeps its last write, and nothing
+	// is stale.
+	two := sorted(section(0, 10, 20, 21, 45, 4, 5), section(1, 25, 30, 31, 35, 3, 4))
+	two = append(two[:0:0], two...)
+	for i, o := range two {
+		if o.Process == 0 && o.F == history.FRelease && o.Type == history.Invoke {
+			extra := []history.Op{{Time: o.Time - 5, Type: history.Invoke, Process: 0, F: history.FWrite, Value: int64(6)},
+				{Time: o.Time - 4, Type: history.Ok, Process: 0, F: history.FWrite, Value: int64(6)}}
+			two = sorted(two[:i], extra, two[i:])
+			break
+		}
+	}
+	tl = timelineOf(two, 2)
+	tl.finish()
+	if got := len(flagged(tl, flagStale)); got != 0 {
+		t.Errorf("two writes in a section: %d stale, want none, as the check", got)
+	}
+
+	unsorted := sorted(section(0, 10, 20, 21, 30, 0, 1))
+	unsorted[2].Time, unsorted[3].Time = unsorted[3].Time+1, unsorted[2].Time
+	if err := timelineOf(unsorted, 1).WriteHTML(&bytes.Buffer{}, TimelinePage{}); !errors.Is(err, ErrUnsorted) {
+		t.Errorf("unsorted history: %v, want %v", err, ErrUnsorted)
+	}
+
+	faults := sorted(section(0, 10, 20, 21, 30, 0, 1), []history.Op{
+		{Time: 12, Type: history.Info, Process: history.Nemesis, F: history.FPause,
+			Value: map[history.Keyword]any{"kind": history.Keyword("sigstop"), "process": int64(0), "error": "no such process"}},
+		{Time: 40, Type: history.Ok, Process: 1, F: history.FWrite, Value: int64(7)},
+	})
+	tl = timelineOf(faults, 2)
+	tl.finish()
+	if len(tl.faults) != 1 || !tl.faults[0].Failed || tl.faults[0].End != tl.faults[0].Start {
+		t.Errorf("failed pause: %+v, want one instant, failed", tl.faults)
+	}
+	if len(tl.marks) != 1 || !strings.Contains(tl.marks[0].Label, "outside any section") {
+		t.Errorf("marks %+v, want the unguarded write", tl.marks)
 	}
 }

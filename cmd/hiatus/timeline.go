@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -30,7 +32,7 @@ func timelineCommand() *cli.Command {
 			"Exit status: 0 drawn, 254 bad arguments or unreadable input, 255 internal error.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "write the page to `FILE` instead"},
-			&cli.DurationFlag{Name: "from", Usage: "draw the sections that begin this long after the first op (a window of a long history)"},
+			&cli.DurationFlag{Name: "from", Usage: "draw the sections that begin this long after the first op, or later (a window of a long history)"},
 			&cli.DurationFlag{Name: "to", Usage: "draw the sections that begin before this long after the first op; 0: to the end"},
 			&cli.IntFlag{Name: "max-sections", Value: report.DefaultMaxSections, Usage: "keep at most `N` sections"},
 			&cli.IntFlag{Name: "workers", Usage: "draw process p in row p mod `N` (default: test.edn's workers, else a row per process)"},
@@ -63,17 +65,13 @@ func timelineCommand() *cli.Command {
 }
 
 // drawTimeline draws the timeline of the history at path into out, with the
-// summary of its run directory, or of a check of it.
+// summary of its run directory, and the check's findings of each section.
+// The history is read once, into the timeline and a check of it.
 func drawTimeline(ctx context.Context, run store.Run, path, out string, t *report.Timeline) error {
 	dir := filepath.Dir(path)
 	page := report.TimelinePage{Summary: report.ReadSummary(dir), Source: path}
 	if run.Dir == "" {
 		page.Name, page.Started = filepath.Base(path), time.Time{}
-	}
-	if _, err := os.Stat(filepath.Join(dir, store.Results)); err != nil {
-		if err := checkFor(ctx, path, &page.Summary); err != nil {
-			return err
-		}
 	}
 	if t.Workers == 0 {
 		t.Workers = page.Workers
@@ -88,37 +86,52 @@ func drawTimeline(ctx context.Context, run store.Run, path, out string, t *repor
 		return usageError(fmt.Errorf("read history: %w", err))
 	}
 	defer f.Close()
-	if err := history.NewReader(f, path).Each(ctx, t.Add); err != nil && !errors.Is(err, history.ErrTruncated) {
+	s := checker.NewStream()
+	err = history.NewReader(f, path).Each(ctx, func(o history.Op) {
+		s.Add(o)
+		t.Add(o)
+	})
+	switch {
+	case ctx.Err() != nil:
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("timeline interrupted while reading %s", path)}
+	case err != nil && !errors.Is(err, history.ErrTruncated):
 		return usageError(err)
 	}
+	s.FlagSections(t.Kept())
+	rs, err := s.Check(checker.Options{Model: checker.ModelLockCounter, Truncated: err != nil})
+	switch {
+	case errors.Is(err, checker.ErrWholeHistory):
+		return usageErrorf("%s: %v", path, report.ErrUnsorted)
+	case err != nil:
+		return usageError(err)
+	}
+	t.SetFlags(s.Flagged())
+	if _, err := os.Stat(filepath.Join(dir, store.Results)); err != nil {
+		// A history without its results.edn: the header says this check's.
+		v, err := history.ParseValue(string(rs.AppendEDN(nil)))
+		if m, ok := v.(map[history.Keyword]any); ok && err == nil {
+			page.SetResults(m)
+		}
+	}
+	return writePage(out, func(w io.Writer) error { return t.WriteHTML(w, page) }, path)
+}
+
+// writePage writes the page at out with write, whole or not at all.
+func writePage(out string, write func(io.Writer) error, path string) error {
 	w, err := store.Run{Dir: filepath.Dir(out)}.Create(filepath.Base(out))
 	if err != nil {
 		return err
 	}
-	if err := t.WriteHTML(w, page); err != nil {
+	bw := bufio.NewWriter(w)
+	if err = write(bw); err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
 		w.Abort()
-		if errors.Is(err, report.ErrUntimed) || errors.Is(err, report.ErrNoSections) {
+		if errors.Is(err, report.ErrUntimed) || errors.Is(err, report.ErrNoSections) || errors.Is(err, report.ErrUnsorted) {
 			return usageErrorf("%s: %v: nothing to draw", path, err)
 		}
 		return err
 	}
 	return w.Close()
-}
-
-// checkFor fills sum with the verdicts of a check of the history at path,
-// for a history that lies without its results.edn.
-func checkFor(ctx context.Context, path string, sum *report.Summary) error {
-	h, err := checker.Open(ctx, path, checker.Options{}, false, nil)
-	if err != nil {
-		return usageError(err)
-	}
-	rs, err := h.Check(ctx, checker.Options{Model: h.Model, Truncated: h.Truncated != nil})
-	if err != nil {
-		return usageError(err)
-	}
-	v, err := history.ParseValue(string(rs.AppendEDN(nil)))
-	if m, ok := v.(map[history.Keyword]any); ok && err == nil {
-		sum.SetResults(m)
-	}
-	return nil
 }

@@ -1,0 +1,168 @@
+package checker
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// sectionRun is the number of sections a sorted run holds on disk: 6.5 MB.
+const sectionRun = 1 << 16
+
+// A sectionSet is a Stream's critical sections, in the orders the figures
+// read them: every section by its start, and the sections whose write was
+// acknowledged by the write's invocation and by its completion (ties, in
+// each, in the order the acquires completed). Past a run of them they go
+// to disk, as the counter operations do.
+type sectionSet struct {
+	byStart, byInv  *sortedList[Section]
+	byEnd           *sortedList[writeEnd]
+	n, leased, late int
+}
+
+// A writeEnd is what the figures read of an acknowledged write in the
+// order of completions: a quarter of its Section.
+type writeEnd struct {
+	end, value, fence, write, seq int64
+}
+
+var writeEndCodec = codec[writeEnd]{
+	size: 8 * 5,
+	put:  func(b []byte, w writeEnd) { putWords(b, w.end, w.value, w.fence, w.write, w.seq) },
+	get: func(b []byte) writeEnd {
+		return writeEnd{end: word(b, 0), value: word(b, 1), fence: word(b, 2), write: word(b, 3), seq: word(b, 4)}
+	},
+}
+
+var sectionCodec = codec[Section]{
+	size: 8 * 13,
+	put: func(b []byte, s Section) {
+		putWords(b, int64(s.Process), s.Acquire, s.Start, s.End, s.LeaseNS, s.Fence, s.Read, s.Write,
+			s.WriteInv, s.WriteEnd, int64(s.WriteType), s.WriteValue, s.seq)
+	},
+	get: func(b []byte) Section {
+		return Section{Process: history.Process(word(b, 0)), Acquire: word(b, 1), Start: word(b, 2), End: word(b, 3),
+			LeaseNS: word(b, 4), Fence: word(b, 5), Read: word(b, 6), Write: word(b, 7), WriteInv: word(b, 8),
+			WriteEnd: word(b, 9), WriteType: history.Type(word(b, 10)), WriteValue: word(b, 11), seq: word(b, 12)}
+	},
+}
+
+func bySeq(a, b Section) int { return cmp.Compare(a.seq, b.seq) }
+
+func sectionOrder(key func(*Section) int64) func(a, b Section) int {
+	return func(a, b Section) int { return cmp.Or(cmp.Compare(key(&a), key(&b)), bySeq(a, b)) }
+}
+
+func newSectionSet(spill bool, run int) sectionSet {
+	run = cmp.Or(run, sectionRun)
+	list := func(key func(*Section) int64) *sortedList[Section] {
+		return newSortedList(sectionCodec, sectionOrder(key), spill, run)
+	}
+	byEnd := func(a, b writeEnd) int { return cmp.Or(cmp.Compare(a.end, b.end), cmp.Compare(a.seq, b.seq)) }
+	return sectionSet{
+		byStart: list(func(s *Section) int64 { return s.Start }),
+		byInv:   list(func(s *Section) int64 { return s.WriteInv }),
+		byEnd:   newSortedList(writeEndCodec, byEnd, spill, 4*run),
+	}
+}
+
+// add takes a section once it is closed.
+func (ss *sectionSet) add(s Section) {
+	ss.n++
+	if s.LeaseNS > 0 {
+		ss.leased++
+	}
+	if s.LeaseNS > 0 && s.WriteType == history.Ok && s.WriteInv > s.Start+s.LeaseNS {
+		ss.late++
+	}
+	ss.byStart.add(s)
+	if s.WriteType == history.Ok {
+		ss.byInv.add(s)
+		ss.byEnd.add(writeEnd{end: s.WriteEnd, value: s.WriteValue, fence: s.Fence, write: s.Write, seq: s.seq})
+	}
+}
+
+// done ends the adding; the lists can then be read, as often as needed.
+func (ss *sectionSet) done() error {
+	return cmp.Or(ss.byStart.done(), ss.byInv.done(), ss.byEnd.done())
+}
+
+func (ss *sectionSet) close() {
+	ss.byStart.close()
+	ss.byInv.close()
+	ss.byEnd.close()
+}
+
+// sectionOf finds the critical section of process p that holds time t.
+func (ss *sectionSet) sectionOf(p history.Process, t int64) (Section, bool) {
+	for it := ss.byStart.iter(); ; {
+		s, ok := it.next()
+		if !ok {
+			return Section{}, false
+		}
+		if s.Process == p && s.Start <= t && t <= s.End {
+			return s, true
+		}
+	}
+}
+
+// SectionFlags are what the lock-counter check found of one critical
+// section, for a picture of the history: the timeline colours a section by
+// them, so that it shows what the check counted and named.
+type SectionFlags struct {
+	// Seq is the section's number, from 0, in the order the acquires
+	// completed.
+	Seq int
+	// Stale: its acknowledged write was sent when the counter had already
+	// reached CounterWas, at or above the value it wrote.
+	Stale      bool
+	CounterWas int64
+	// Lost: its acknowledged write is the earlier write of a stale write's
+	// value, whose update the stale write lost.
+	Lost bool
+	// Overlap: it overlapped another section that may have written.
+	Overlap bool
+	// Late: its acknowledged write was sent after its lease had expired.
+	Late bool
+}
+
+// FlagSections asks Check to note the flags of the sections numbered lo
+// to hi-1; Flagged returns them. Call it before Check.
+func (s *Stream) FlagSections(lo, hi int) { s.flagLo, s.flagHi = int64(lo), int64(hi) }
+
+// Flagged returns, after Check, the sections of the range FlagSections
+// asked for that the check flagged, in order.
+func (s *Stream) Flagged() []SectionFlags {
+	out := make([]SectionFlags, 0, len(s.flags))
+	for _, f := range s.flags {
+		out = append(out, *f)
+	}
+	slices.SortFunc(out, func(a, b SectionFlags) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out
+}
+
+// flag notes f of the section seq, when it is in the range asked for; nil
+// when none was.
+func (s *Stream) flagger() func(seq int64, f SectionFlags) {
+	if s.flagHi <= s.flagLo {
+		return nil
+	}
+	return func(seq int64, f SectionFlags) {
+		if seq < s.flagLo || seq >= s.flagHi {
+			return
+		}
+		if s.flags == nil {
+			s.flags = map[int64]*SectionFlags{}
+		}
+		g := s.flags[seq]
+		if g == nil {
+			g = &SectionFlags{Seq: int(seq)}
+			s.flags[seq] = g
+		}
+		g.Stale, g.Lost, g.Overlap, g.Late = g.Stale || f.Stale, g.Lost || f.Lost, g.Overlap || f.Overlap, g.Late || f.Late
+		if f.Stale {
+			g.CounterWas = f.CounterWas
+		}
+	}
+}
