@@ -207,11 +207,10 @@ func hiatusMain(args []string, stdout, stderr io.Writer) int {
 }
 
 // gcPercent is the GOGC hiatus runs with unless the environment sets one.
-// A check keeps millions of pointer-free records, which a collection marks
-// for next to nothing, while Go's default of 100 lets the heap grow to twice
-// them: checking 2,500,000 sections peaked at 1,619 MB RSS under GOGC 100
-// and 1,132 MB under 15, taking 19.2 s instead of 16.2 s
-// (docs/performance.md).
+// A check keeps its records on disk and its heap is small, so the
+// collector's pace sets its memory: checking 2,500,000 sections peaked at
+// 104–114 MB RSS under 20 and 141–157 MB under Go's default of 100, in
+// times within the machine's noise (docs/performance.md).
 const gcPercent = 20
 
 func main() {

@@ -45,11 +45,14 @@ func TestTimelineCommand(t *testing.T) {
 		}
 	}
 	untimed := writeFile(t, "untimed.edn", "{:type :invoke, :process 0, :f :read}\n{:type :ok, :process 0, :f :read, :value 0}\n")
+	journal := writeFile(t, "journal.edn", "{:index 0, :time 20, :type :invoke, :process 0, :f :acquire}\n"+
+		"{:index 1, :time 10, :type :invoke, :process 1, :f :acquire}\n")
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{untimed}, ":time"},
+		{[]string{journal}, "out of time order"},
 		{[]string{filepath.Join(dir, "nope.edn")}, "no such file"},
 		{[]string{"--from", "1h", h}, "no critical section"},
 		{[]string{"--max-sections", "0", h}, "--max-sections"},
