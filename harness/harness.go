@@ -13,7 +13,6 @@
 package harness
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -250,7 +249,7 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 			page.Linear = LinearView
 		}
 	}
-	if err := writeFile(run, report.TimelineFile, func(w io.Writer) error { return tl.WriteHTML(w, page) }); err != nil {
+	if err := run.WriteWith(report.TimelineFile, func(w io.Writer) error { return tl.WriteHTML(w, page) }); err != nil {
 		lg.printf("timeline: %v", err)
 	}
 	return rs, nil
@@ -277,27 +276,10 @@ func writeLinearView(ctx context.Context, run store.Run) error {
 		return err
 	}
 	opts := checker.Options{Model: checker.ModelLockCounter, Timeout: linearViewTimeout}
-	return writeFile(run, LinearView, func(w io.Writer) error {
+	return run.WriteWith(LinearView, func(w io.Writer) error {
 		_, _, err := checker.CheckHTML(ctx, w, ops, opts)
 		return err
 	})
-}
-
-// writeFile writes the file name of the run with write, whole or not at all.
-func writeFile(run store.Run, name string, write func(io.Writer) error) error {
-	out, err := run.Create(name)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(out)
-	if err = write(w); err == nil {
-		err = w.Flush()
-	}
-	if err != nil {
-		out.Abort()
-		return err
-	}
-	return out.Close()
 }
 
 // longHistory is the journal, in ops, whose end the run announces.

@@ -44,60 +44,47 @@ func flagged(t *Timeline, flag uint8) []*tlSection {
 	return out
 }
 
-// TestTimelineAgreesWithCheck: the sections the timeline colours are the
-// ones the lock-counter check counts and names — overlaps, late writes,
-// stale writes and the writes whose update they lost — on generated
-// histories with and without lost updates and writes of unknown outcome.
+// TestTimelineAgreesWithCheck: each section the timeline keeps carries the
+// flags the check found of the section of its number (checker's TestFlagged
+// holds those to the figures and the evidence), whole or in a window.
 func TestTimelineAgreesWithCheck(t *testing.T) {
-	for _, cfg := range []gen.Config{
-		{Sections: 300, Workers: 3, Seed: 1},
-		{Sections: 500, Workers: 4, Lost: 3, Seed: 2},
-		{Sections: 1000, Workers: 16, Lost: 5, Info: 40, Seed: 4},
-		{Sections: 2000, Workers: 64, Lost: 12, Info: 10, Seed: 6},
-	} {
-		ops, _, err := gen.Ops(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs, err := checker.Check(context.Background(), ops, checker.Options{Model: checker.ModelLockCounter})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fig, _ := rs.LockCounter()
-		r, _ := rs.Check("lock-counter")
-		tl := timelineOf(ops, cfg.Workers)
+	ops, _, err := gen.Ops(gen.Config{Sections: 2000, Workers: 64, Lost: 12, Info: 10, Seed: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(checker.Sections(ops))
+	s := checker.NewStream()
+	for _, o := range ops {
+		s.Add(o)
+	}
+	s.FlagSections(0, n)
+	if _, err := s.Check(checker.Options{Model: checker.ModelLockCounter}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int]checker.SectionFlags{}
+	for _, f := range s.Flagged() {
+		want[f.Seq] = f
+	}
+	end := ops[len(ops)-1].Time - ops[0].Time
+	for _, w := range []Timeline{{}, {From: end / 3, To: 2 * end / 3}, {MaxSections: 700}} {
+		w.Workers = 64
+		tl := windowOf(ops, w)
 		tl.finish()
-
-		if got := len(flagged(tl, flagOverlap)); int64(got) != fig.Overlapping {
-			t.Errorf("%+v: %d sections coloured as overlapping, the check counts %d", cfg, got, fig.Overlapping)
-		}
-		if got := len(flagged(tl, flagLate)); int64(got) != fig.LateWrites {
-			t.Errorf("%+v: %d late writes coloured, the check counts %d", cfg, got, fig.LateWrites)
-		}
-		// The check lists the first stale writes in the order they were
-		// sent; the timeline colours every one.
-		stale := flagged(tl, flagStale)
-		slices.SortStableFunc(stale, func(a, b *tlSection) int { return int(a.wInv - b.wInv) })
-		evidence, _ := r.Get("stale-writes").([]any)
-		if (len(evidence) == 0) != (len(stale) == 0) || len(stale) < len(evidence) {
-			t.Fatalf("%+v: %d stale writes coloured, the check names %d", cfg, len(stale), len(evidence))
-		}
-		lost := map[int64]bool{}
-		for _, s := range flagged(tl, flagLost) {
-			lost[s.wIdx] = true
-		}
-		for k, e := range evidence {
-			m := e.(map[history.Keyword]any)
-			if w := m["write"].(int64); stale[k].wIdx != w || stale[k].top != m["counter-was"].(int64) {
-				t.Errorf("%+v: stale write %d is op %d (counter at %d), the check says op %d (%d)",
-					cfg, k, stale[k].wIdx, stale[k].top, w, m["counter-was"])
+		stale := 0
+		for _, sec := range tl.secs {
+			f := want[sec.seq]
+			f.Seq = sec.seq // an unflagged section's flags are all false
+			got := checker.SectionFlags{Seq: sec.seq, Stale: sec.flags&flagStale != 0, Lost: sec.flags&flagLost != 0,
+				Overlap: sec.flags&flagOverlap != 0, Late: sec.flags&flagLate != 0}
+			if got.Stale {
+				got.CounterWas, stale = sec.top, stale+1
 			}
-			if other, ok := m["same-value-as"].(int64); ok && !lost[other] {
-				t.Errorf("%+v: op %d wrote the value of stale op %d, but is not coloured as lost", cfg, other, m["write"])
+			if f != got {
+				t.Errorf("window %+v: section %d coloured %+v, the check found %+v", w, sec.seq, got, f)
 			}
 		}
-		if cfg.Lost > 0 && len(lost) == 0 {
-			t.Errorf("%+v: no lost update coloured", cfg)
+		if w.From == 0 && w.MaxSections == 0 && stale == 0 {
+			t.Error("no stale write coloured in a history that lost updates")
 		}
 	}
 }

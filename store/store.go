@@ -5,8 +5,10 @@
 package store
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -127,6 +129,25 @@ func (r Run) WriteFile(name string, data []byte) error {
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
+		f.Abort()
+		return err
+	}
+	return f.Close()
+}
+
+// WriteWith writes name inside the run with write, buffered, whole or not
+// at all, as WriteFile does: for files made as they are written (a page, a
+// drawing). write's error is returned as it is.
+func (r Run) WriteWith(name string, write func(io.Writer) error) error {
+	f, err := r.Create(name)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	if err = write(w); err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
 		f.Abort()
 		return err
 	}

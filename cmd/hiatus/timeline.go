@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -113,25 +112,9 @@ func drawTimeline(ctx context.Context, run store.Run, path, out string, t *repor
 			page.SetResults(m)
 		}
 	}
-	return writePage(out, func(w io.Writer) error { return t.WriteHTML(w, page) }, path)
-}
-
-// writePage writes the page at out with write, whole or not at all.
-func writePage(out string, write func(io.Writer) error, path string) error {
-	w, err := store.Run{Dir: filepath.Dir(out)}.Create(filepath.Base(out))
-	if err != nil {
-		return err
+	err = store.Run{Dir: filepath.Dir(out)}.WriteWith(filepath.Base(out), func(w io.Writer) error { return t.WriteHTML(w, page) })
+	if errors.Is(err, report.ErrUntimed) || errors.Is(err, report.ErrNoSections) || errors.Is(err, report.ErrUnsorted) {
+		return usageErrorf("%s: %v: nothing to draw", path, err)
 	}
-	bw := bufio.NewWriter(w)
-	if err = write(bw); err == nil {
-		err = bw.Flush()
-	}
-	if err != nil {
-		w.Abort()
-		if errors.Is(err, report.ErrUntimed) || errors.Is(err, report.ErrNoSections) || errors.Is(err, report.ErrUnsorted) {
-			return usageErrorf("%s: %v: nothing to draw", path, err)
-		}
-		return err
-	}
-	return w.Close()
+	return err
 }
