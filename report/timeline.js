@@ -431,6 +431,16 @@
   fit();
   // For tests and benchmarks: the view, and when the first draw ended (ms
   // from the start of navigation).
-  window.timeline = { view, show, fit, zoom, violations, sections: n, goOp, hit, get range() { return [v0, v1]; }, ready: performance.now() };
+  window.timeline = {
+    view, show, fit, zoom, violations, sections: n, goOp, hit, get range() { return [v0, v1]; },
+    // Where section i is drawn, in CSS pixels of the canvas: its bar's
+    // left and right, the end of its lease, and its row's top, with the
+    // bar's and the lease line's offsets in the row; and its flags.
+    place(i) {
+      return { x0: x(t0[i]), x1: x(t1[i]), lease: S.lease[i] ? x(t0[i] + S.lease[i] * 1e3) : null, top: AXIS + S.row[i] * ROW,
+        barY: BAR_Y, barH: BAR_H, leaseY: LEASE_Y, flags: S.fl[i] };
+    },
+    ready: performance.now(),
+  };
   route();
 })();

@@ -116,6 +116,18 @@ func TestTimelineInBrowser(t *testing.T) {
 	if !strings.Contains(selected, "STALE WRITE") && !strings.Contains(selected, "LOST UPDATE") {
 		t.Errorf("first violation: the details say %q", selected)
 	}
+	seen := looks(ctx, t)
+	if seen.Verdict != "valid? false" {
+		t.Errorf("the header says %q, want valid? false", seen.Verdict)
+	}
+	if !near(seen.Bar, 214, 32, 32) && !near(seen.Bar, 142, 36, 170) {
+		t.Errorf("the first violation's bar is drawn in %v, not a violation's red or purple", seen.Bar)
+	}
+	if seen.Lease >= seen.End || !near(seen.Overran, 214, 32, 32) || !near(seen.LeaseLine, 159, 208, 240) {
+		t.Errorf("a section paused past its lease: lease ends at x=%.0f, the section at x=%.0f, past the lease %v, the lease line %v; "+
+			"want the lease line blue and shorter, the part past it underlined red", seen.Lease, seen.End, seen.Overran, seen.LeaseLine)
+	}
+	browser.Screenshot(ctx, t, "timeline-first-violation")
 
 	// The wheel zooms in about the pointer; a drag to the right shows what
 	// came before.
@@ -152,15 +164,43 @@ func TestTimelineInBrowser(t *testing.T) {
 	if err := chromedp.Do(short, chromedp.Poll[chromedp.Void](fmt.Sprintf(`timeline.range[0] <= %f && %f <= timeline.range[1]`, us(last.start), us(last.start)))); err != nil {
 		t.Errorf("following op %d: the view %v misses its section at %v µs: %v", last.wIdx, viewRange(ctx, t), us(last.start), err)
 	}
-	if dir := os.Getenv("HIATUS_SCREENSHOTS"); dir != "" {
-		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, "timeline.png"), shot, 0o644)
-		}
-		if err != nil {
-			t.Errorf("screenshot: %v", err)
-		}
+	browser.Screenshot(ctx, t, "timeline-op-link")
+}
+
+// What a person sees of the page: the verdict in the header and, as the
+// canvas paints them, the colours of the first violation's bar and of a
+// section that outlasted its lease (which it brings into view).
+type sight struct {
+	Verdict                 string
+	Bar, Overran, LeaseLine []int
+	Lease, End              float64
+}
+
+func looks(ctx context.Context, t *testing.T) sight {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[sight](`(() => {
+		const c = document.getElementById("canvas"), d = devicePixelRatio || 1;
+		const px = (x, y) => Array.from(c.getContext("2d").getImageData(Math.round(x * d), Math.round(y * d), 1, 1).data.slice(0, 3));
+		const first = timeline.place(timeline.violations[0]);
+		const bar = px((first.x0 + first.x1) / 2, first.top + first.barY + first.barH / 2);
+		const i = timeline.violations.find(i => timeline.place(i).flags & 16);
+		timeline.show(i);
+		const p = timeline.place(i);
+		return {Verdict: document.querySelector("h1 .verdict").textContent, Bar: bar,
+			Overran: px((p.lease + p.x1) / 2, p.top + p.barY + p.barH + 2), // below the selection's outline
+			LeaseLine: px((p.x0 + p.lease) / 2, p.top + p.leaseY + 1), Lease: p.lease, End: p.x1};
+	})()`))
+	if err != nil {
+		t.Fatalf("look at the page: %v", err)
 	}
+	return v
+}
+
+// near reports whether a pixel is the colour r, g, b, give or take what
+// anti-aliasing does.
+func near(px []int, r, g, b int) bool {
+	d := func(a, b int) int { return max(a-b, b-a) }
+	return len(px) == 3 && d(px[0], r)+d(px[1], g)+d(px[2], b) < 40
 }
 
 // BenchmarkTimelineOpen measures how long Chromium takes to open the

@@ -3,8 +3,7 @@ package web
 import (
 	"cmp"
 	"context"
-	"os"
-	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,9 +11,8 @@ import (
 	"github.com/hiatus-dev/hiatus/internal/browser"
 )
 
-// browse loads url in ctx's tab and returns the DOM it built; with
-// HIATUS_SCREENSHOTS set to a directory, it also saves a screenshot there
-// under name.
+// browse loads url in ctx's tab, saves a screenshot of it as name, and
+// returns the DOM it built.
 func browse(ctx context.Context, t *testing.T, url, name string) string {
 	t.Helper()
 	err := chromedp.Do(ctx, chromedp.Navigate(url))
@@ -22,15 +20,7 @@ func browse(ctx context.Context, t *testing.T, url, name string) string {
 	if err = cmp.Or(err, err2); err != nil {
 		t.Fatalf("load %s: %v", url, err)
 	}
-	if dir := os.Getenv("HIATUS_SCREENSHOTS"); dir != "" {
-		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, name+".png"), shot, 0o644)
-		}
-		if err != nil {
-			t.Errorf("screenshot of %s: %v", url, err)
-		}
-	}
+	browser.Screenshot(ctx, t, name)
 	return dom
 }
 
@@ -45,14 +35,24 @@ func TestPagesInBrowser(t *testing.T) {
 		path, name string
 		want       []string
 		not        []string
+		painted    string // a verdict cell and its colour, as the browser paints it
 	}{
 		{"/", "index", []string{`<td class="verdict false">false</td>`, "writes 347, lost 4, overlapping-sections 46",
-			`href="/run/` + run + `"`, `href="/file/` + run + `/timeline.html"`}, nil},
+			`href="/run/` + run + `"`, `href="/file/` + run + `/timeline.html"`}, nil, "false rgb(246, 176, 173)"},
+		{"/run/compare/20261201T085208.487Z", "comparison", []string{"compare-setnx-3.2s-sigstop"}, nil, "true rgb(173, 246, 176)"},
 		{"/run/" + run, "run", []string{`<span class="verdict false">lock-counter</span> 4 updates lost &lt;script&gt;alert(1)&lt;/script&gt;`,
-			`<img src="/file/` + run + `/rate.png"`, `<iframe class="timeline" src="/file/` + run + `/timeline.html"`}, []string{"<script>alert"}},
+			`<img src="/file/` + run + `/rate.png"`, `<iframe class="timeline" src="/file/` + run + `/timeline.html"`}, []string{"<script>alert"}, ""},
 	} {
 		dom := browse(ctx, t, srv.URL+tc.path, tc.name)
 		contains(t, tc.path+" in the browser", dom, tc.want, tc.not)
+		if tc.painted == "" {
+			continue
+		}
+		painted, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+			`[...document.querySelectorAll("td.verdict")].map(td => td.textContent + " " + getComputedStyle(td).backgroundColor)`))
+		if err != nil || !slices.Contains(painted, tc.painted) {
+			t.Errorf("%s: the verdicts are painted %q (%v), want %q", tc.path, painted, err, tc.painted)
+		}
 	}
 	// The run page's timeline is the real page, drawn inside it.
 	short, cancel := context.WithTimeout(ctx, 20*time.Second)

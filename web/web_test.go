@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/internal/gen"
 	"github.com/hiatus-dev/hiatus/report"
 )
@@ -60,16 +62,27 @@ func writeTimeline(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl := &report.Timeline{Workers: 3}
+	tl, s := &report.Timeline{Workers: 3}, checker.NewStream()
 	for _, o := range ops {
 		tl.Add(o)
+		s.Add(o)
+	}
+	s.FlagSections(tl.Kept())
+	rs, err := s.Check(checker.Options{Model: checker.ModelLockCounter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl.SetFlags(s.Flagged())
+	page := report.TimelinePage{Summary: report.Summary{Name: "lock-counter", Verdict: "false"}}
+	for _, r := range rs.Checks {
+		page.Checks = append(page.Checks, report.Check{Name: r.Name, Verdict: fmt.Sprint(r.Valid == checker.Valid), Explanation: r.Explanation})
 	}
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := tl.WriteHTML(f, report.TimelinePage{}); err != nil {
+	if err := tl.WriteHTML(f, page); err != nil {
 		t.Fatal(err)
 	}
 }

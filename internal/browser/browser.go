@@ -7,7 +7,9 @@ package browser
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -60,4 +62,25 @@ func New(t testing.TB, width, height int, timeout time.Duration) context.Context
 		t.Fatalf("start chromium: %v", err)
 	}
 	return ctx
+}
+
+// Screenshot saves what ctx's tab shows as name.png, in the directory
+// HIATUS_SCREENSHOTS names (to keep it) or in the test's temporary one, and
+// logs the path: what a person would have seen, beside the test's verdict.
+func Screenshot(ctx context.Context, t testing.TB, name string) {
+	t.Helper()
+	dir := os.Getenv("HIATUS_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG, not JPEG
+	path := filepath.Join(dir, name+".png")
+	if err == nil {
+		err = os.WriteFile(path, shot, 0o644)
+	}
+	if err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	t.Logf("screenshot: %s", path)
 }
