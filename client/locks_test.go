@@ -174,8 +174,8 @@ func TestLocksMutualExclusion(t *testing.T) {
 			}
 			wg.Wait()
 			res := checker.LockCounter(r.history(t), 0)
-			if writes, _ := history.Int(res.Get("writes")); writes < 3 {
-				t.Errorf("only %d writes in 500 ms", writes)
+			if writes, _ := history.Int(res.Get("writes")); writes < 1 { // how many is the machine's
+				t.Errorf("no write in 500 ms: nothing was checked")
 			}
 			if res.Valid != checker.Valid {
 				t.Errorf("valid? %v: %s", res.Valid, res.Explanation)

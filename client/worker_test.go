@@ -195,9 +195,9 @@ func TestMutualExclusion(t *testing.T) {
 	wg.Wait()
 	res := checker.LockCounter(r.history(t), 0)
 	writes, _ := history.Int(res.Get("writes"))
-	// Only a floor: a loaded machine runs fewer sections.
-	if writes < 5 {
-		t.Errorf("only %d writes in 700 ms", writes)
+	// Only a floor: how many sections a loaded machine runs is its own.
+	if writes < 1 {
+		t.Errorf("no write in 700 ms: nothing was checked")
 	}
 	if res.Valid != checker.Valid {
 		t.Errorf("valid? %v: %s", res.Valid, res.Explanation)
