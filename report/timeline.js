@@ -189,7 +189,14 @@
         if (!detail && px === lastPx && x(t1[i]) - px < 1) continue;
         section(i, r, detail); lastPx = px; drawn++;
       }
-      flagged.forEach(i => { section(i, r, detail); drawn++; });
+      // Flagged sections too join the one before them below a pixel, when
+      // of one colour: a lock that fails outright flags them all.
+      let lastF = -1, lastC = "";
+      flagged.forEach(i => {
+        const px = Math.floor(x(t0[i])), c = colour(S.fl[i]) + (S.fl[i] & OVERRAN);
+        if (!detail && px === lastF && c === lastC && x(t1[i]) - px < 1 && i !== selected) return;
+        section(i, r, detail); drawn++; lastF = px; lastC = c;
+      });
     }
     faultLabels();
     marks();
