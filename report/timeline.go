@@ -43,7 +43,8 @@ var ErrUnsorted = errors.New("its ops are out of time order, as in a journal; th
 type Timeline struct {
 	// Workers is the number of worker slots: a process p is drawn in row p
 	// mod Workers, as Jepsen's threads, so a worker renumbered after an
-	// :info stays in its row. Zero draws a row per process.
+	// :info stays in its row. Zero takes them to be the processes seen
+	// before the first :info, or draws a row a process when none came.
 	Workers int
 	// From and To, in ns after the first op, keep only the sections that
 	// begin in [From, To); To 0 is the history's end.
@@ -101,7 +102,7 @@ type tlFault struct {
 }
 
 // A tlMark is an op drawn on its own: the final read, an op of unknown
-// outcome outside a section, a failed acquire's error.
+// outcome outside a section, a read or write no lock held.
 type tlMark struct {
 	Proc  int64  `json:"proc"`
 	At    int64  `json:"-"`

@@ -26,15 +26,16 @@ func timelineCommand() *cli.Command {
 			"acquire to release with its lease window, reads and writes, every fault as a shaded band,\n" +
 			"stale writes and lost updates in colours of their own, with the verdict and each check's\n" +
 			"explanation above. One self-contained page that works offline. A run directory gets it\n" +
-			"beside its history (a run draws it as it ends); a lone history, in --out or beside it,\n" +
-			"checked first when no results.edn lies beside it.\n\n" +
+			"beside its history (a run draws it as it ends); a lone history, in --out or beside it.\n" +
+			"The history is checked as it is read, so that the colours are the check's; the header\n" +
+			"gives results.edn's verdicts when one lies beside it, else this check's.\n\n" +
 			"Exit status: 0 drawn, 254 bad arguments or unreadable input, 255 internal error.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "write the page to `FILE` instead"},
 			&cli.DurationFlag{Name: "from", Usage: "draw the sections that begin this long after the first op, or later (a window of a long history)"},
 			&cli.DurationFlag{Name: "to", Usage: "draw the sections that begin before this long after the first op; 0: to the end"},
 			&cli.IntFlag{Name: "max-sections", Value: report.DefaultMaxSections, Usage: "keep at most `N` sections"},
-			&cli.IntFlag{Name: "workers", Usage: "draw process p in row p mod `N` (default: test.edn's workers, else a row per process)"},
+			&cli.IntFlag{Name: "workers", Usage: "draw process p in row p mod `N` (default: test.edn's workers, else the processes before the first :info)"},
 			&cli.StringFlag{Name: "store", Value: "store", Usage: "directory where runs are kept"},
 		},
 		Action: func(c *cli.Context) error {
