@@ -141,6 +141,12 @@ func newCounterWalk(calls *callStore, initial, end int64, timed bool) (*counterW
 	w := &counterWalk{calls: calls, initial: initial, top: initial, end: end, timed: timed,
 		known: newItemList(byValue, spill, run), maybe: newItemList(byValueCall, spill, run),
 		reads: newItemList(byValue, spill, run), wild: newItemList(byValue, spill, run)}
+	defer func() {
+		if p := recover(); p != nil {
+			w.close() // a read of the calls failed: the lists go, and the panic on
+			panic(p)
+		}
+	}()
 	calls.each(func(i int, c lcCall) {
 		it := w.itemOf(i, c)
 		switch {
@@ -433,10 +439,10 @@ func (w *counterWalk) below() (walkViolation, bool) {
 	return v, !found
 }
 
-// gapOp is the op that needs the counter past the gap k, where the cursors
-// known and reads have just been asked for k: of the reads of k or more
-// and the acknowledged writes above k, the one of the lowest value, then
-// the earliest in the history.
+// gapOp is the op that needs the counter past the gap k, where known has
+// just been asked for k (and had none) and reads for k-1: of the reads of
+// k or more and the acknowledged writes above k, the one of the lowest
+// value, then the earliest in the history.
 func gapOp(known, reads *cursor, k int64) int {
 	best, found := known.peek() // above k: known has none of k
 	rd, ok := reads.peek()

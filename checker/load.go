@@ -82,15 +82,19 @@ func openStream(ctx context.Context, path string, opts Options, wrap func(io.Rea
 	case errors.Is(err, history.ErrTruncated):
 		h.Truncated = err
 	case ctx.Err() != nil:
+		h.Stream.Close()
 		return nil, ctx.Err()
 	case err != nil:
+		h.Stream.Close()
 		return nil, &InputError{Err: err}
 	}
 	h.N = h.Stream.Ops()
 	if err := h.resolve(opts, h.Stream.Model); err != nil {
+		h.Stream.Close()
 		return nil, err
 	}
 	if h.Model != ModelLockCounter {
+		h.Stream.Close()
 		return nil, fmt.Errorf("%w: the %s model", ErrWholeHistory, h.Model)
 	}
 	return h, nil

@@ -250,7 +250,7 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 	const name = "lock-counter"
 	defer recovered(name, &r)
 	r.Name, r.Valid = name, Valid // until the check finds otherwise
-	c, secs, pauses, flag := s.counts, &s.secs, s.pauses.pauses, s.flagger()
+	c, secs, pauses, fl := s.counts, &s.secs, s.pauses.pauses, s.flagger()
 	if err := secs.done(); err != nil {
 		return Result{Name: name, Valid: Unknown, Explanation: err.Error()}
 	}
@@ -259,13 +259,13 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 		StaleRejected: int64(c.rejected), Pauses: int64(len(pauses)), Faults: int64(c.faults), InfoOps: int64(c.infoOps),
 		Sections: int64(secs.n), LeasedSections: int64(secs.leased), LateWrites: int64(secs.late),
 	}
-	written, any := overlapSweep{keep: mayHaveWritten, flag: flag}, overlapSweep{keep: anySection}
+	written, any := overlapSweep{keep: mayHaveWritten, fl: fl}, overlapSweep{keep: anySection}
 	secs.eachByStart(written.add, any.add)
 	overlapping, pairs := written.end()
 	f.Overlapping = int64(overlapping)
 	lockOverlapping, _ := any.end()
 	f.LockOverlapping = int64(lockOverlapping)
-	stale, violations, examples := secs.writes(flag)
+	stale, violations, examples := secs.writes(fl)
 	f.FenceViolations = int64(violations)
 
 	switch {
@@ -345,7 +345,7 @@ func mayHaveWritten(s *Section) bool { return s.wrote() }
 // takes the sections in the order of their starts.
 type overlapSweep struct {
 	keep  func(*Section) bool
-	flag  func(seq int64, f SectionFlags)
+	fl    *flagger // told of each, if not nil
 	n     int
 	pairs []any
 	// active holds the sections that may still overlap a later start, and
@@ -387,8 +387,8 @@ func (o *overlapSweep) add(s *Section) {
 func (o *overlapSweep) done(e overlapEntry) {
 	if e.marked {
 		o.n++
-		if o.flag != nil {
-			o.flag(e.seq, SectionFlags{Overlap: true})
+		if o.fl != nil {
+			o.fl.note(e.seq, SectionFlags{Overlap: true})
 		}
 	}
 }
@@ -434,10 +434,26 @@ type staleWrite struct {
 //     had been accepted and carried a fence no larger than it, and the
 //     first as [earlier later] write indexes.
 //
-// flag, if not nil, is told of every stale write, of the earlier write of
-// its value (whose update it lost) and of every late write.
-func (ss *sectionSet) writes(flag func(seq int64, f SectionFlags)) (stale []staleWrite, fenced int, examples []any) {
-	var flagged []staleWrite // every stale write, when flag asks for them
+// fl, if not nil, is told of every stale write and late write in its range,
+// and of every write in it whose update a stale write lost.
+func (ss *sectionSet) writes(fl *flagger) (stale []staleWrite, fenced int, examples []any) {
+	// lost holds, for the value of each acknowledged write in fl's range,
+	// the latest invocation of a stale write of that value: the earlier
+	// write of the value lost its update if it completed before then. It
+	// is as large as the range, not the history.
+	var lost map[int64]int64
+	if fl != nil {
+		lost = map[int64]int64{}
+		for it := ss.byEnd.iter(); ; {
+			e, ok := it.next()
+			if !ok {
+				break
+			}
+			if fl.in(e.seq) {
+				lost[e.value] = math.MinInt64
+			}
+		}
+	}
 	top := int64(math.MinInt64)
 	var fenceTop writeEnd // the accepted write of the highest fence completed so far
 	byEnd := ss.byEnd.iter()
@@ -459,32 +475,39 @@ func (ss *sectionSet) writes(flag func(seq int64, f SectionFlags)) (stale []stal
 				examples = append(examples, []any{fenceTop.write, s.Write})
 			}
 		}
-		if flag != nil && s.LeaseNS > 0 && s.WriteInv > s.Start+s.LeaseNS {
-			flag(s.seq, SectionFlags{Late: true})
+		if fl != nil && s.LeaseNS > 0 && s.WriteInv > s.Start+s.LeaseNS {
+			fl.note(s.seq, SectionFlags{Late: true})
 		}
-		if s.WriteValue <= top {
-			sw := staleWrite{Section: s, top: top, other: -1}
-			if len(stale) < evidenceLimit {
-				stale = append(stale, sw)
-			}
-			if flag != nil {
-				flagged = append(flagged, sw)
+		if s.WriteValue > top {
+			continue
+		}
+		if len(stale) < evidenceLimit {
+			stale = append(stale, staleWrite{Section: s, top: top, other: -1})
+		}
+		if fl != nil {
+			fl.note(s.seq, SectionFlags{Stale: true, CounterWas: top})
+			if at, ok := lost[s.WriteValue]; ok {
+				lost[s.WriteValue] = max(at, s.WriteInv)
 			}
 		}
 	}
-	ss.earlierWrites(stale, flagged, flag)
+	ss.earlierWrites(stale, lost, fl)
 	return stale, fenced, examples
 }
 
-// earlierWrites finds, for each stale write of evidence and flagged, the
-// earlier write of its value: the first of that value to complete, if it
-// completed before the stale one was sent. Only the stale values are
-// looked for: a map of every value would be as large as the history.
-func (ss *sectionSet) earlierWrites(evidence, flagged []staleWrite, flag func(seq int64, f SectionFlags)) {
+// earlierWrites finds the earlier write of the value of each stale write
+// of the evidence, and of each value of lost: the first of that value to
+// complete, if it completed before the stale one was sent. Only those
+// values are looked for: a map of every value would be as large as the
+// history.
+func (ss *sectionSet) earlierWrites(evidence []staleWrite, lost map[int64]int64, fl *flagger) {
 	first := map[int64]*writeEnd{}
-	for _, sws := range [][]staleWrite{evidence, flagged} {
-		for _, sw := range sws {
-			first[sw.WriteValue] = nil
+	for _, sw := range evidence {
+		first[sw.WriteValue] = nil
+	}
+	for v, at := range lost {
+		if at != math.MinInt64 {
+			first[v] = nil
 		}
 	}
 	if len(first) == 0 {
@@ -499,21 +522,14 @@ func (ss *sectionSet) earlierWrites(evidence, flagged []staleWrite, flag func(se
 			first[e.value] = &e
 		}
 	}
-	earlier := func(sw staleWrite) *writeEnd {
+	for n, sw := range evidence {
 		if fw := first[sw.WriteValue]; fw != nil && fw.end < sw.WriteInv {
-			return fw
-		}
-		return nil
-	}
-	for n := range evidence {
-		if fw := earlier(evidence[n]); fw != nil {
 			evidence[n].other = fw.write
 		}
 	}
-	for _, sw := range flagged {
-		flag(sw.seq, SectionFlags{Stale: true, CounterWas: sw.top})
-		if fw := earlier(sw); fw != nil {
-			flag(fw.seq, SectionFlags{Lost: true})
+	for v, at := range lost {
+		if fw := first[v]; fw != nil && fw.end < at {
+			fl.note(fw.seq, SectionFlags{Lost: true})
 		}
 	}
 }

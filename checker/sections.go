@@ -94,15 +94,24 @@ func (ss *sectionSet) close() {
 	ss.byEnd.close()
 }
 
-// sectionOf finds the critical section of process p that holds time t.
+// sectionOf finds the critical section of process p that holds time t:
+// of several (a history whose times are partly missing), the first to
+// begin, as the sections come in the order the acquires completed. An I/O
+// error of the list panics with a spillError: a partial list would name
+// the wrong section, or none.
 func (ss *sectionSet) sectionOf(p history.Process, t int64) (Section, bool) {
+	if ss.byStart.err != nil {
+		panic(spillError{ss.byStart.err})
+	}
+	var best Section
+	found := false
 	for it := ss.byStart.iter(); ; {
 		s, ok := it.next()
-		if !ok {
-			return Section{}, false
+		if !ok || s.Start > t {
+			return best, found
 		}
-		if s.Process == p && s.Start <= t && t <= s.End {
-			return s, true
+		if s.Process == p && t <= s.End && (!found || s.seq < best.seq) {
+			best, found = s, true
 		}
 	}
 }
@@ -142,27 +151,37 @@ func (s *Stream) Flagged() []SectionFlags {
 	return out
 }
 
-// flag notes f of the section seq, when it is in the range asked for; nil
-// when none was.
-func (s *Stream) flagger() func(seq int64, f SectionFlags) {
+// A flagger notes the flags of the sections in a range.
+type flagger struct {
+	lo, hi int64
+	flags  map[int64]*SectionFlags
+}
+
+// flagger returns the Stream's flagger, or nil when no range was asked for.
+func (s *Stream) flagger() *flagger {
 	if s.flagHi <= s.flagLo {
 		return nil
 	}
-	return func(seq int64, f SectionFlags) {
-		if seq < s.flagLo || seq >= s.flagHi {
-			return
-		}
-		if s.flags == nil {
-			s.flags = map[int64]*SectionFlags{}
-		}
-		g := s.flags[seq]
-		if g == nil {
-			g = &SectionFlags{Seq: int(seq)}
-			s.flags[seq] = g
-		}
-		g.Stale, g.Lost, g.Overlap, g.Late = g.Stale || f.Stale, g.Lost || f.Lost, g.Overlap || f.Overlap, g.Late || f.Late
-		if f.Stale {
-			g.CounterWas = f.CounterWas
-		}
+	if s.flags == nil {
+		s.flags = map[int64]*SectionFlags{}
+	}
+	return &flagger{lo: s.flagLo, hi: s.flagHi, flags: s.flags}
+}
+
+func (fl *flagger) in(seq int64) bool { return seq >= fl.lo && seq < fl.hi }
+
+// note adds f to the flags of the section seq, when it is in the range.
+func (fl *flagger) note(seq int64, f SectionFlags) {
+	if !fl.in(seq) {
+		return
+	}
+	g := fl.flags[seq]
+	if g == nil {
+		g = &SectionFlags{Seq: int(seq)}
+		fl.flags[seq] = g
+	}
+	g.Stale, g.Lost, g.Overlap, g.Late = g.Stale || f.Stale, g.Lost || f.Lost, g.Overlap || f.Overlap, g.Late || f.Late
+	if f.Stale {
+		g.CounterWas = f.CounterWas
 	}
 }

@@ -1,6 +1,8 @@
 package checker
 
 import (
+	"bytes"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -96,5 +98,20 @@ func TestFlagged(t *testing.T) {
 	}
 	if _, flags := flaggedOf(t, nil, 0, 0, false); len(flags) != 0 {
 		t.Errorf("no range asked for, yet %d flags", len(flags))
+	}
+}
+
+// TestNowhereToSpill: with no directory to put its records in, a check
+// keeps them in memory and says what it would have said.
+func TestNowhereToSpill(t *testing.T) {
+	ops, _, err := gen.Ops(gen.Config{Sections: 500, Workers: 4, Lost: 3, Info: 5, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := flaggedOf(t, ops, 0, 0, false)
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "gone"))
+	got, _ := flaggedOf(t, ops, 0, 0, true)
+	if g, w := got.AppendEDN(nil), want.AppendEDN(nil); !bytes.Equal(g, w) {
+		t.Errorf("with nowhere to spill:\n got %s\nwant %s", g, w)
 	}
 }

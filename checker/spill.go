@@ -6,7 +6,6 @@ import (
 	"container/heap"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -31,14 +30,14 @@ const spillCalls = 1 << 18
 const sortRun = 1 << 18
 
 // tempFile makes an unlinked temporary file.
-func tempFile(what string) (*os.File, error) {
+func tempFile() (*os.File, error) {
 	f, err := os.CreateTemp("", "hiatus-check-*")
 	if err != nil {
-		return nil, fmt.Errorf("%s on disk: %w", what, err)
+		return nil, err
 	}
 	if err := os.Remove(f.Name()); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s on disk: %w", what, err)
+		return nil, err
 	}
 	return f, nil
 }
@@ -84,9 +83,11 @@ func (cs *callStore) add(c lcCall) int {
 
 // spill moves the calls in memory to disk.
 func (cs *callStore) spill() {
-	f, err := tempFile("counter operations")
+	f, err := tempFile()
 	if err != nil {
-		cs.err = err
+		// The calls stay in memory, where they are: the check goes on,
+		// only without its bound on memory.
+		cs.spillAt = 0
 		return
 	}
 	cs.file, cs.w = f, bufio.NewWriterSize(f, 1<<16)
@@ -210,6 +211,9 @@ func newSortedList[T any](c codec[T], less func(a, b T) int, spill bool, run int
 
 func (l *sortedList[T]) add(x T) {
 	l.n++
+	if l.err != nil {
+		return // the list is lost: done says so
+	}
 	l.mem = append(l.mem, x)
 	if l.onDisk && len(l.mem) >= l.run {
 		l.writeRun()
@@ -222,9 +226,14 @@ func (l *sortedList[T]) writeRun() {
 		return
 	}
 	if l.file == nil {
-		if l.file, l.err = tempFile("check records"); l.err != nil {
+		f, err := tempFile()
+		if err != nil {
+			// Nowhere to put it: the list stays in memory, where it is,
+			// and the check goes on without its bound on memory.
+			l.onDisk = false
 			return
 		}
+		l.file = f
 		l.w = bufio.NewWriterSize(l.file, 1<<16)
 		l.runs = []int64{0}
 	}
@@ -232,7 +241,7 @@ func (l *sortedList[T]) writeRun() {
 	for _, x := range l.mem {
 		l.put(l.rec, x)
 		if _, err := l.w.Write(l.rec); err != nil {
-			l.err = err
+			l.err, l.mem = err, nil
 			return
 		}
 	}
@@ -242,6 +251,9 @@ func (l *sortedList[T]) writeRun() {
 
 // done ends the adding: the list is sorted and can be read.
 func (l *sortedList[T]) done() error {
+	if l.err != nil {
+		return spillError{l.err}
+	}
 	if l.file == nil {
 		// Small enough to stay in memory.
 		l.onDisk = false
@@ -256,7 +268,7 @@ func (l *sortedList[T]) done() error {
 		l.err = l.w.Flush()
 	}
 	if l.err != nil {
-		return fmt.Errorf("check records on disk: %w", l.err)
+		return spillError{l.err}
 	}
 	return nil
 }

@@ -310,7 +310,12 @@ func (s *Stream) Model() (string, error) { return detect(s.fs) }
 // lock-counter model (opts.Model, or detected). It returns an error wrapping
 // ErrWholeHistory when it cannot: another model, the porcupine analyzer,
 // or ops out of time order. Add no ops after Check.
-func (s *Stream) Check(opts Options) (Results, error) {
+func (s *Stream) Check(opts Options) (rs Results, err error) {
+	defer func() {
+		if err != nil {
+			s.Close() // what it kept on disk is of no more use
+		}
+	}()
 	model := opts.Model
 	if model == "" {
 		var err error
@@ -339,8 +344,7 @@ func (s *Stream) Check(opts Options) (Results, error) {
 // counter walk's verdict (with porcupine's).
 func (s *Stream) results(initial int64, truncated bool, linear func() Result) Results {
 	s.finish()
-	defer s.calls.close()
-	defer s.secs.close()
+	defer s.Close()
 	var rs Results
 	if w, err := s.walk(initial); err != nil {
 		// The counter operations could not be kept on disk: neither check
@@ -365,8 +369,26 @@ func (s *Stream) results(initial int64, truncated bool, linear func() Result) Re
 	return rs
 }
 
-// walk is the counter walk over the Stream's calls.
-func (s *Stream) walk(initial int64) (*counterWalk, error) {
+// Close lets go of what the Stream keeps on disk; Check does it when it is
+// done. A Stream that is not to be checked (a history that turned out to
+// need reading whole) is closed by whoever drops it.
+func (s *Stream) Close() {
+	s.calls.close()
+	s.secs.close()
+}
+
+// walk is the counter walk over the Stream's calls. An I/O error of the
+// records on disk is returned, not raised.
+func (s *Stream) walk(initial int64) (w *counterWalk, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			e, ok := p.(spillError)
+			if !ok {
+				panic(p)
+			}
+			w, err = nil, e
+		}
+	}()
 	if err := s.calls.flush(); err != nil {
 		return nil, spillError{err}
 	}
