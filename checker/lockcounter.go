@@ -152,6 +152,15 @@ func Pauses(ops []history.Op) []Pause {
 	return b.finish()
 }
 
+// failedToBegin reports whether o is the event of a fault the nemesis
+// tried and could not begin (its :value says the :error): no end event
+// follows it, and it froze or killed no one.
+func failedToBegin(o history.Op) bool {
+	v, _ := o.Value.(map[history.Keyword]any)
+	_, failed := v["error"]
+	return failed
+}
+
 // A pauseBuilder extracts pauses one op at a time, for Pauses and the
 // streaming check alike.
 type pauseBuilder struct {
@@ -175,6 +184,9 @@ func (b *pauseBuilder) add(o history.Op) {
 	}
 	switch o.F {
 	case history.FPause:
+		if failedToBegin(o) {
+			return // it froze no one: nothing to blame
+		}
 		kind, _ := v["kind"].(history.Keyword)
 		b.pauses = append(b.pauses, Pause{Index: o.Index, Process: history.Process(p), Kind: kind, Start: o.Time, End: -1})
 		b.open[history.Process(p)] = len(b.pauses) - 1
@@ -225,7 +237,7 @@ type lcCounts struct {
 // add counts o.
 func (c *lcCounts) add(o history.Op) {
 	if !o.IsClient() {
-		if o.Process == history.Nemesis && (o.F == history.FPause || o.F == history.FKill) {
+		if o.Process == history.Nemesis && (o.F == history.FPause || o.F == history.FKill) && !failedToBegin(o) {
 			c.faults++
 		}
 		return

@@ -127,6 +127,9 @@ func (p *Perf) fault(o history.Op) {
 	key := fmt.Sprintf("%s/%v", kind, v["process"])
 	switch o.F {
 	case history.FPause, history.FKill:
+		if _, failed := v["error"]; failed {
+			return // it never began: there is no window to shade
+		}
 		p.faults = append(p.faults, Window{Kind: kind, Start: o.Time, End: -1})
 		p.opening[key] = len(p.faults) - 1
 	case history.FResume, history.FRestart:

@@ -128,3 +128,17 @@ func TestWritePlots(t *testing.T) {
 		t.Errorf("untimed history: %v, want ErrUntimed", err)
 	}
 }
+
+// TestPerfFailedFault: a fault the nemesis could not begin shades nothing.
+func TestPerfFailedFault(t *testing.T) {
+	p := NewPerf()
+	for _, o := range run(50, time.Millisecond) {
+		p.Add(o)
+	}
+	p.Add(history.Op{Index: 1000, Time: 5e6, Type: history.Info, Process: history.Nemesis, F: history.FPause,
+		Value: map[history.Keyword]any{"kind": history.Keyword("sigstop"), "process": int64(0), "error": "no such process"}})
+	p.finish()
+	if len(p.faults) != 0 {
+		t.Errorf("a fault that never began shades %+v", p.faults)
+	}
+}
