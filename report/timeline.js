@@ -368,10 +368,10 @@
   document.getElementById("fit").onclick = fit;
   document.getElementById("zoomin").onclick = () => zoom(0.5);
   document.getElementById("zoomout").onclick = () => zoom(2);
-  document.getElementById("first").onclick = () => violations.length && show(violations[0]);
+  document.getElementById("go-first").onclick = () => violations.length && show(violations[0]);
   document.getElementById("next").onclick = () => nearest(1);
   document.getElementById("prev").onclick = () => nearest(-1);
-  for (const id of ["first", "next", "prev"]) document.getElementById(id).disabled = violations.length === 0;
+  for (const id of ["go-first", "next", "prev"]) document.getElementById(id).disabled = violations.length === 0;
 
   // The ops an explanation names become links to them.
   const byOp = new Map();

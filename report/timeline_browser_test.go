@@ -105,7 +105,7 @@ func TestTimelineInBrowser(t *testing.T) {
 
 	whole := viewRange(ctx, t)
 	var selected string
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("first")),
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("go-first")),
 		evalInto(&selected, `document.getElementById("selected").textContent`)); err != nil {
 		t.Fatal(err)
 	}

@@ -200,7 +200,7 @@ var timelinePage = template.Must(template.New("timeline").Parse(`<!doctype html>
 <button id="fit" title="the whole history (0)">fit</button>
 <button id="zoomout" title="zoom out (-)">−</button>
 <button id="zoomin" title="zoom in (+)">+</button>
-<button id="first" title="the first violation (f)">first violation</button>
+<button id="go-first" title="the first violation (f); #first in the address opens at it">first violation</button>
 <button id="prev" title="the violation before (p)">◀</button>
 <button id="next" title="the next violation (n)">▶</button>
 <span id="status" data-t0="" data-t1="" data-drawn=""></span>
