@@ -48,10 +48,10 @@ var sectionCodec = codec[Section]{
 	},
 }
 
-func bySeq(a, b Section) int { return cmp.Compare(a.seq, b.seq) }
-
+// sectionOrder orders sections by key, then in the order their acquires
+// completed.
 func sectionOrder(key func(*Section) int64) func(a, b Section) int {
-	return func(a, b Section) int { return cmp.Or(cmp.Compare(key(&a), key(&b)), bySeq(a, b)) }
+	return func(a, b Section) int { return cmp.Or(cmp.Compare(key(&a), key(&b)), cmp.Compare(a.seq, b.seq)) }
 }
 
 func newSectionSet(spill bool, run int) sectionSet {

@@ -98,28 +98,30 @@ func (cs *callStore) spill() {
 }
 
 func (cs *callStore) write(c lcCall) {
-	b := cs.rec[:]
-	var flags uint64
-	for bit, on := range []bool{c.write, c.maybe, c.read} {
-		if on {
-			flags |= 1 << bit
-		}
-	}
-	for k, v := range []uint64{uint64(c.inv), uint64(c.done), uint64(c.call), uint64(c.ret), uint64(c.value),
-		uint64(c.from), uint64(c.fence), uint64(c.process), flags} {
-		binary.LittleEndian.PutUint64(b[8*k:], v)
-	}
-	if _, err := cs.w.Write(b); err != nil && cs.err == nil {
+	callCodec.put(cs.rec[:], c)
+	if _, err := cs.w.Write(cs.rec[:]); err != nil && cs.err == nil {
 		cs.err = err
 	}
 }
 
-func decodeCall(b []byte) lcCall {
-	u := func(k int) uint64 { return binary.LittleEndian.Uint64(b[8*k:]) }
-	flags := u(8)
-	return lcCall{inv: int(u(0)), done: int(u(1)), call: int64(u(2)), ret: int64(u(3)), value: int64(u(4)),
-		from: int64(u(5)), fence: int64(u(6)), process: history.Process(int64(u(7))),
-		write: flags&1 != 0, maybe: flags&2 != 0, read: flags&4 != 0}
+// callCodec writes a call as its nine words, the flags last.
+var callCodec = codec[lcCall]{
+	size: callSize,
+	put: func(b []byte, c lcCall) {
+		var flags int64
+		for bit, on := range [...]bool{c.write, c.maybe, c.read} {
+			if on {
+				flags |= 1 << bit
+			}
+		}
+		putWords(b, int64(c.inv), int64(c.done), c.call, c.ret, c.value, c.from, c.fence, int64(c.process), flags)
+	},
+	get: func(b []byte) lcCall {
+		flags := word(b, 8)
+		return lcCall{inv: int(word(b, 0)), done: int(word(b, 1)), call: word(b, 2), ret: word(b, 3), value: word(b, 4),
+			from: word(b, 5), fence: word(b, 6), process: history.Process(word(b, 7)),
+			write: flags&1 != 0, maybe: flags&2 != 0, read: flags&4 != 0}
+	},
 }
 
 // flush makes what was written readable; it returns the first error.
@@ -142,7 +144,7 @@ func (cs *callStore) get(i int) lcCall {
 	if _, err := cs.file.ReadAt(b[:], int64(i)*callSize); err != nil {
 		panic(spillError{err})
 	}
-	return decodeCall(b[:])
+	return callCodec.get(b[:])
 }
 
 // each calls f with every call, in order.
@@ -162,7 +164,7 @@ func (cs *callStore) each(f func(i int, c lcCall)) {
 		if _, err := io.ReadFull(r, b[:]); err != nil {
 			panic(spillError{err})
 		}
-		f(i, decodeCall(b[:]))
+		f(i, callCodec.get(b[:]))
 	}
 }
 
@@ -200,7 +202,6 @@ type sortedList[T any] struct {
 	file   *os.File
 	w      *bufio.Writer
 	runs   []int64 // the start of each run in file; one more for the end
-	n      int
 	err    error
 	rec    []byte
 }
@@ -210,7 +211,6 @@ func newSortedList[T any](c codec[T], less func(a, b T) int, spill bool, run int
 }
 
 func (l *sortedList[T]) add(x T) {
-	l.n++
 	if l.err != nil {
 		return // the list is lost: done says so
 	}
@@ -272,8 +272,6 @@ func (l *sortedList[T]) done() error {
 	}
 	return nil
 }
-
-func (l *sortedList[T]) len() int { return l.n }
 
 // first returns the list's first record.
 func (l *sortedList[T]) first() (T, bool) {

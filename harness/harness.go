@@ -3,10 +3,12 @@
 // ones), the worker processes and the nemesis schedule; collects every op
 // into the journal as it arrives; makes the final read; settles :info
 // writes from the audit table; sorts the journal into history.edn; checks
-// it and draws its performance plots (report); and writes the run
-// directory through store. It is the only package that wires client,
-// nemesis, checker, report and store together, and it holds nothing of a
-// run in memory but what the checker keeps.
+// it and draws its pictures (report); and writes the run directory
+// through store. It is the only package that wires client, nemesis,
+// checker, report and store together, and it holds nothing of a run in
+// memory but what the check and the pictures keep: the check's records
+// past a quarter of a million go to disk, the plots keep a bounded sample,
+// the timeline at most 300,000 sections.
 //
 // A Go program or test runs an experiment on a lock of its own with Run,
 // and must let its binary serve as the run's workers: see ServeWorker.

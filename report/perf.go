@@ -1,7 +1,10 @@
-// Package report draws offline pictures of a run from its history alone:
-// Jepsen's performance plots (latency-raw.png, latency-quantiles.png,
-// rate.png) with the nemesis's fault windows shaded. A saved history gives
-// the same pictures months later; nothing here knows how the run was made.
+// Package report draws offline pictures of a run from its history and its
+// results: Jepsen's performance plots (latency-raw.png,
+// latency-quantiles.png, rate.png) with the nemesis's fault windows shaded,
+// and timeline.html, the run on the Redis clock coloured by what the check
+// found; and it reads a run directory's summary for them and for `hiatus
+// serve`. A saved history gives the same pictures months later; nothing
+// here knows how the run was made.
 package report
 
 import (
@@ -33,9 +36,8 @@ type Perf struct {
 	quant   map[history.Keyword][]histogram // per :f, ok ops only: one histogram a bucket
 	rate    map[Series][]int64              // completions a bucket
 	width   int64                           // ns a bucket
-	faults  []Window
-	opening map[string]int // an open fault window, by kind and target -> index into faults
-	end     int64          // the latest :time
+	faults  faultLog
+	end     int64 // the latest :time
 	untimed bool
 }
 
@@ -76,8 +78,7 @@ type histogram []uint32
 // NewPerf returns an empty Perf.
 func NewPerf() *Perf {
 	return &Perf{open: map[history.Process]opened{}, raw: map[Series]*sample{}, peaks: map[Series][]point{},
-		quant: map[history.Keyword][]histogram{}, rate: map[Series][]int64{}, width: firstWidth,
-		opening: map[string]int{}}
+		quant: map[history.Keyword][]histogram{}, rate: map[Series][]int64{}, width: firstWidth}
 }
 
 // Add takes the next op of a history in time order.
@@ -88,7 +89,7 @@ func (p *Perf) Add(o history.Op) {
 	}
 	p.end = max(p.end, o.Time)
 	if !o.IsClient() {
-		p.fault(o)
+		p.faults.add(o)
 		return
 	}
 	if o.Type == history.Invoke {
@@ -117,26 +118,6 @@ func (p *Perf) Add(o history.Op) {
 		}
 		hs[b][slot(lat)]++
 		p.quant[s.F] = hs
-	}
-}
-
-// fault opens or closes a fault window from a nemesis event.
-func (p *Perf) fault(o history.Op) {
-	v, _ := o.Value.(map[history.Keyword]any)
-	kind, _ := v["kind"].(history.Keyword)
-	key := fmt.Sprintf("%s/%v", kind, v["process"])
-	switch o.F {
-	case history.FPause, history.FKill:
-		if _, failed := v["error"]; failed {
-			return // it never began: there is no window to shade
-		}
-		p.faults = append(p.faults, Window{Kind: kind, Start: o.Time, End: -1})
-		p.opening[key] = len(p.faults) - 1
-	case history.FResume, history.FRestart:
-		if i, ok := p.opening[key]; ok {
-			p.faults[i].End = o.Time
-			delete(p.opening, key)
-		}
 	}
 }
 
@@ -271,12 +252,17 @@ func (h histogram) quantile(q float64) (int64, bool) {
 }
 
 // finish closes the fault windows still open at the history's end.
-func (p *Perf) finish() {
-	for i := range p.faults {
-		if p.faults[i].End < 0 {
-			p.faults[i].End = p.end
+func (p *Perf) finish() { p.faults.finish(p.end) }
+
+// windows are the faults the plots shade: those that began.
+func (p *Perf) windows() []Window {
+	var ws []Window
+	for _, f := range p.faults.faults {
+		if !f.Failed {
+			ws = append(ws, Window{Kind: f.Kind, Start: f.Start, End: f.End})
 		}
 	}
+	return ws
 }
 
 // series returns the keys of m in a stable order: by :f, then outcome.

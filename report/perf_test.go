@@ -77,8 +77,8 @@ func TestPerfBounded(t *testing.T) {
 		}
 	}
 	p.finish()
-	if len(p.faults) != 1 || p.faults[0].Start < 2e9 || p.faults[0].End-p.faults[0].Start != 1e9 {
-		t.Errorf("fault windows %+v, want one of 1 s after 2 s", p.faults)
+	if ws := p.windows(); len(ws) != 1 || ws[0].Start < 2e9 || ws[0].End-ws[0].Start != 1e9 {
+		t.Errorf("fault windows %+v, want one of 1 s after 2 s", ws)
 	}
 }
 
@@ -138,7 +138,7 @@ func TestPerfFailedFault(t *testing.T) {
 	p.Add(history.Op{Index: 1000, Time: 5e6, Type: history.Info, Process: history.Nemesis, F: history.FPause,
 		Value: map[history.Keyword]any{"kind": history.Keyword("sigstop"), "process": int64(0), "error": "no such process"}})
 	p.finish()
-	if len(p.faults) != 0 {
-		t.Errorf("a fault that never began shades %+v", p.faults)
+	if ws := p.windows(); len(ws) != 0 {
+		t.Errorf("a fault that never began shades %+v", ws)
 	}
 }

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/store"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -48,7 +48,7 @@ func (p *Perf) WritePlots(dir string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", pl.file, err)
 		}
-		if err := save(plt, filepath.Join(dir, pl.file)); err != nil {
+		if err := save(plt, dir, pl.file); err != nil {
 			return fmt.Errorf("%s: %w", pl.file, err)
 		}
 	}
@@ -168,14 +168,15 @@ var faultColors = []color.NRGBA{
 // legend entry a kind.
 func (p *Perf) shade(plt *plot.Plot) {
 	var kinds []history.Keyword
-	for _, w := range p.faults {
+	windows := p.windows()
+	for _, w := range windows {
 		if !slices.Contains(kinds, w.Kind) {
 			kinds = append(kinds, w.Kind)
 		}
 	}
 	for i, k := range kinds {
 		b := &bands{color: faultColors[i%len(faultColors)]}
-		for _, w := range p.faults {
+		for _, w := range windows {
 			if w.Kind != k {
 				continue
 			}
@@ -236,9 +237,10 @@ func (b *bands) Thumbnail(c *draw.Canvas) {
 	c.Fill(c.Rectangle.Path())
 }
 
-// save writes plt as a PNG, with its legend in a strip of its own to the
-// right, so that it never covers the data.
-func save(plt *plot.Plot, path string) (err error) {
+// save writes plt as the PNG name in dir, whole or not at all, with its
+// legend in a strip of its own to the right, so that it never covers the
+// data.
+func save(plt *plot.Plot, dir, name string) (err error) {
 	// gonum panics on data it cannot draw; a plot is not worth the run.
 	defer func() {
 		if p := recover(); p != nil {
@@ -261,13 +263,8 @@ func save(plt *plot.Plot, path string) (err error) {
 	plt.Draw(draw.Crop(draw.New(c), 0, -strip, 0, 0))
 	legend.Top, legend.Left = true, true
 	legend.Draw(draw.Crop(draw.New(c), w-strip+vg.Points(8), 0, 0, -vg.Points(24)))
-	f, err := os.Create(path)
-	if err != nil {
+	return store.Run{Dir: dir}.WriteWith(name, func(w io.Writer) error {
+		_, err := c.WriteTo(w)
 		return err
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	})
 }

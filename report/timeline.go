@@ -55,8 +55,7 @@ type Timeline struct {
 
 	secs     []tlSection
 	open     map[history.Process]int // process -> its open section, index into secs
-	faults   []tlFault
-	opened   map[int64]int // paused or killed process -> index into faults
+	faults   faultLog
 	marks    []tlMark
 	procs    map[history.Process]bool
 	total    int   // sections in the history
@@ -80,7 +79,7 @@ type tlSection struct {
 	start, end   int64 // acquire ok; release invoke (or the section's last op)
 	lease, fence int64
 	readAt, read int64 // read completion time and value; readAt -1 if none
-	wInv, wEnd   int64
+	wInv         int64
 	wValue, wIdx int64 // wIdx -1 if no write completed
 	wType        history.Type
 	rel          history.Keyword // the release's outcome: "" ok, or its :error, or "info"
@@ -89,16 +88,6 @@ type tlSection struct {
 	flags        uint8
 	sent         bool // a write was invoked
 	closed       bool
-}
-
-// A tlFault is a fault window of one process, or of all (process -1).
-type tlFault struct {
-	Proc       int64           `json:"proc"`
-	Kind       history.Keyword `json:"kind"`
-	F          history.Keyword `json:"f"`
-	Index      int64           `json:"idx"`
-	Failed     bool            `json:"failed,omitempty"` // it failed to begin: its event's :error says why
-	Start, End int64           `json:"-"`
 }
 
 // A tlMark is an op drawn on its own: the final read, an op of unknown
@@ -114,7 +103,7 @@ type tlMark struct {
 // Add takes the next op of the history, in history order.
 func (t *Timeline) Add(o history.Op) {
 	if t.open == nil {
-		t.open, t.opened, t.procs = map[history.Process]int{}, map[int64]int{}, map[history.Process]bool{}
+		t.open, t.procs = map[history.Process]int{}, map[history.Process]bool{}
 		t.early = map[history.Process]bool{}
 	}
 	if o.Time == history.Unset {
@@ -129,7 +118,7 @@ func (t *Timeline) Add(o history.Op) {
 	t.n++
 	t.last = max(t.last, o.Time)
 	if !o.IsClient() {
-		t.event(o)
+		t.faults.add(o)
 		return
 	}
 	t.procs[o.Process] = true
@@ -225,7 +214,7 @@ func (t *Timeline) inside(s *tlSection, o history.Op) {
 		s.wInv, s.sent = o.Time, true
 		s.wValue, _ = history.Int(o.Value)
 	case o.F == history.FWrite:
-		s.wEnd, s.wIdx, s.wType = o.Time, o.Index, o.Type
+		s.wIdx, s.wType = o.Index, o.Type
 	case o.F == history.FRelease && o.Type != history.Invoke:
 		s.closed = true
 		if o.Type != history.Ok {
@@ -270,49 +259,9 @@ func (t *Timeline) inWindow(at int64) bool {
 	return at >= t.From && (t.To == 0 || at < t.To)
 }
 
-// event takes a nemesis event: a pause or kill opens a fault of the process
-// it names, a resume or restart closes it. One that failed to begin (its
-// :error says why) is drawn as an instant.
-func (t *Timeline) event(o history.Op) {
-	v, _ := o.Value.(map[history.Keyword]any)
-	p, ok := history.Int(v["process"])
-	if !ok {
-		p = -1 // a fault of no one process: every row
-	}
-	switch o.F {
-	case history.FPause, history.FKill:
-		t.endFault(p, o.Time) // one fault of a process at a time
-		kind, _ := v["kind"].(history.Keyword)
-		if kind == "" {
-			kind = o.F
-		}
-		f := tlFault{Proc: p, Kind: kind, F: o.F, Index: o.Index, Start: o.Time, End: -1}
-		if _, failed := v["error"]; failed {
-			f.End, f.Failed = o.Time, true
-			t.faults = append(t.faults, f)
-			return
-		}
-		t.faults = append(t.faults, f)
-		t.opened[p] = len(t.faults) - 1
-	case history.FResume, history.FRestart:
-		t.endFault(p, o.Time)
-	}
-}
-
-func (t *Timeline) endFault(p, at int64) {
-	if i, ok := t.opened[p]; ok {
-		t.faults[i].End = at
-		delete(t.opened, p)
-	}
-}
-
 // finish closes what the history left open.
 func (t *Timeline) finish() {
-	for i := range t.faults {
-		if t.faults[i].End < 0 {
-			t.faults[i].End = t.last
-		}
-	}
+	t.faults.finish(t.last)
 	for i := range t.secs {
 		if s := &t.secs[i]; s.lease > 0 && s.end > s.start+s.lease {
 			s.flags |= flagOverran

@@ -74,16 +74,14 @@ func ms(ns int64) string { return fmt.Sprintf("%.3f s", float64(ns)/1e9) }
 // (starts and acquire indexes as differences from the section before,
 // other times from the section's start). timeline.js decodes it.
 type tlData struct {
-	Origin   int64             `json:"origin"` // ns: the :time of the first op, the axis's zero
-	End      int64             `json:"end"`    // µs: the last op
+	End      int64             `json:"end"` // µs: the last op
 	Rows     []tlRow           `json:"rows"`
-	Faults   []tlFault         `json:"faults"`
+	Faults   []fault           `json:"faults"`
 	FaultAt  [][2]int64        `json:"faultAt"`  // µs: each fault's start and end
 	FaultRow []int             `json:"faultRow"` // -1: every row
 	Marks    []tlMark          `json:"marks"`
 	MarkAt   []int64           `json:"markAt"`
 	MarkRow  []int             `json:"markRow"`
-	Total    int               `json:"total"`
 	Rels     []history.Keyword `json:"rels"`
 	S        tlColumns         `json:"s"`
 }
@@ -99,7 +97,6 @@ type tlColumns struct {
 	RA    []int64 `json:"ra"` // µs after the start the read completed; -1 if none
 	R     []int64 `json:"r"`
 	WI    []int64 `json:"wi"` // µs after the start the write was sent
-	WE    []int64 `json:"we"` // µs after the start it completed
 	WV    []int64 `json:"wv"`
 	WT    []int   `json:"wt"`  // 0 no write, 1 ok, 2 fail, 3 info
 	WX    []int64 `json:"wx"`  // the write's completion index less the acquire's; -1 if none
@@ -112,13 +109,13 @@ func (t *Timeline) data() tlData {
 	us := func(ns int64) int64 { return (ns - t.first) / 1e3 }
 	rowOf, rows := t.rows()
 	// Every list is there, empty or not: the page reads them all.
-	d := tlData{Origin: t.first, End: us(t.last), Rows: rows, Total: t.total, Rels: []history.Keyword{""},
-		Faults: []tlFault{}, FaultAt: [][2]int64{}, FaultRow: []int{}, Marks: []tlMark{}, MarkAt: []int64{}, MarkRow: []int{}}
+	d := tlData{End: us(t.last), Rows: rows, Rels: []history.Keyword{""},
+		Faults: []fault{}, FaultAt: [][2]int64{}, FaultRow: []int{}, Marks: []tlMark{}, MarkAt: []int64{}, MarkRow: []int{}}
 	from, to := t.secs[0].start, t.last
 	if t.dropped > 0 || t.To > 0 {
 		to = slices.MaxFunc(t.secs, func(a, b tlSection) int { return cmp.Compare(a.end, b.end) }).end
 	}
-	for _, f := range t.faults {
+	for _, f := range t.faults.faults {
 		if f.End < from || f.Start > to {
 			continue // outside the window
 		}
@@ -144,7 +141,7 @@ func (t *Timeline) data() tlData {
 			ra = us(s.readAt) - t0
 		}
 		c.RA, c.R = append(c.RA, ra), append(c.R, s.read)
-		wt, wi, we, wx := 0, int64(0), int64(0), int64(-1)
+		wt, wi, wx := 0, int64(0), int64(-1)
 		if s.sent {
 			wt, wi = 3, us(s.wInv)-t0 // sent and never completed: of unknown outcome
 		}
@@ -152,20 +149,16 @@ func (t *Timeline) data() tlData {
 			wt = writeCode(s.wType)
 		}
 		if s.wIdx >= 0 {
-			we, wx = us(s.wEnd)-t0, s.wIdx-s.acq
+			wx = s.wIdx - s.acq
 		}
-		c.WI, c.WE, c.WV, c.WT, c.WX = append(c.WI, wi), append(c.WE, we), append(c.WV, s.wValue), append(c.WT, wt), append(c.WX, wx)
+		c.WI, c.WV, c.WT, c.WX = append(c.WI, wi), append(c.WV, s.wValue), append(c.WT, wt), append(c.WX, wx)
 		r, ok := rel[s.rel]
 		if !ok {
 			r = len(d.Rels)
 			rel[s.rel] = r
 			d.Rels = append(d.Rels, s.rel)
 		}
-		top := int64(0)
-		if s.flags&flagStale != 0 {
-			top = s.top
-		}
-		c.Rel, c.Flags, c.Top = append(c.Rel, r), append(c.Flags, int(s.flags)), append(c.Top, top)
+		c.Rel, c.Flags, c.Top = append(c.Rel, r), append(c.Flags, int(s.flags)), append(c.Top, s.top) // top is set on stale writes only
 	}
 	return d
 }

@@ -322,8 +322,8 @@ func TestTimelineReviewedEdges(t *testing.T) {
 	})
 	tl = timelineOf(faults, 2)
 	tl.finish()
-	if len(tl.faults) != 1 || !tl.faults[0].Failed || tl.faults[0].End != tl.faults[0].Start {
-		t.Errorf("failed pause: %+v, want one instant, failed", tl.faults)
+	if fs := tl.faults.faults; len(fs) != 1 || !fs[0].Failed || fs[0].End != fs[0].Start {
+		t.Errorf("failed pause: %+v, want one instant, failed", fs)
 	}
 	if len(tl.marks) != 1 || !strings.Contains(tl.marks[0].Label, "outside any section") {
 		t.Errorf("marks %+v, want the unguarded write", tl.marks)

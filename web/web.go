@@ -1,8 +1,8 @@
 // Package web serves a store of runs as web pages, for `hiatus serve`: an
 // index of every run and comparison with its verdict and key figures, a page
-// for each with its explanations, plots and files, and the raw files. It
-// only reads the store: no request writes, and no path outside the store
-// can be read, through "..", encoded slashes or symlinks.
+// for each with its explanations, timeline, plots and files, and the raw
+// files. It only reads the store: no request writes, and no path outside
+// the store can be read, through "..", encoded slashes or symlinks.
 package web
 
 import (

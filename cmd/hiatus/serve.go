@@ -18,11 +18,12 @@ import (
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
-		Usage: "browse the store in a web browser: every run and comparison, its verdict, plots and files",
+		Usage: "browse the store in a web browser: every run and comparison, its verdict, timeline, plots and files",
 		Description: "Serves a read-only web page over the store: an index of every run and comparison with its\n" +
 			"start time, configuration, verdict (coloured as Jepsen colours them) and key figures,\n" +
-			"filterable and sortable; a page for each with its explanations, plots and files. It listens\n" +
-			"on the loopback address unless --addr says otherwise, and serves nothing outside the store.\n" +
+			"filterable and sortable; a page for each with its explanations, timeline, plots and files.\n" +
+			"It listens on the loopback address unless --addr says otherwise, and serves nothing outside\n" +
+			"the store.\n" +
 			"Ctrl-C stops it.\n\n" +
 			"Exit status: 0 stopped, 254 bad arguments, a store that cannot be read or an address in use.",
 		Flags: []cli.Flag{

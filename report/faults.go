@@ -1,0 +1,68 @@
+package report
+
+import "github.com/hiatus-dev/hiatus/history"
+
+// A fault is a nemesis fault as the history records it: from the event
+// that began it to the one that ended it, or the history's end. One the
+// nemesis could not begin (its event carries an :error, and no end
+// follows) is an instant that froze no one.
+type fault struct {
+	Proc       int64           `json:"proc"` // the process it hit; -1 for a fault of no one process
+	Kind       history.Keyword `json:"kind"`
+	F          history.Keyword `json:"f"`
+	Index      int64           `json:"idx"`
+	Failed     bool            `json:"failed,omitempty"`
+	Start, End int64           `json:"-"` // ns on the history's clock
+}
+
+// A faultLog pairs the nemesis's begin and end events into faults, for the
+// plots and the timeline alike: one fault of a process (or of no one
+// process) at a time, as the nemesis injects them.
+type faultLog struct {
+	faults []fault
+	open   map[int64]int // process -> index into faults
+}
+
+// add takes a nemesis event: a pause or kill begins a fault of the process
+// it names, a resume or restart ends it.
+func (l *faultLog) add(o history.Op) {
+	v, _ := o.Value.(map[history.Keyword]any)
+	p, ok := history.Int(v["process"])
+	if !ok {
+		p = -1
+	}
+	switch o.F {
+	case history.FPause, history.FKill:
+		l.end(p, o.Time)
+		kind, _ := v["kind"].(history.Keyword)
+		if kind == "" {
+			kind = o.F
+		}
+		f := fault{Proc: p, Kind: kind, F: o.F, Index: o.Index, Start: o.Time, End: -1}
+		if _, failed := v["error"]; failed {
+			f.End, f.Failed = o.Time, true
+		} else {
+			if l.open == nil {
+				l.open = map[int64]int{}
+			}
+			l.open[p] = len(l.faults)
+		}
+		l.faults = append(l.faults, f)
+	case history.FResume, history.FRestart:
+		l.end(p, o.Time)
+	}
+}
+
+func (l *faultLog) end(p, at int64) {
+	if i, ok := l.open[p]; ok {
+		l.faults[i].End = at
+		delete(l.open, p)
+	}
+}
+
+// finish ends the faults still open at the history's end, at end.
+func (l *faultLog) finish(end int64) {
+	for p := range l.open {
+		l.end(p, end)
+	}
+}
