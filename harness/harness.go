@@ -246,9 +246,9 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 	page := report.TimelinePage{Summary: report.ReadSummary(run.Dir)}
 	if stream.Ops() <= linearViewOps {
 		if err := writeLinearView(ctx, run); err != nil {
-			lg.printf("%s: %v", LinearView, err)
+			lg.printf("%s: %v", report.LinearFile, err)
 		} else {
-			page.Linear = LinearView
+			page.Linear = report.LinearFile
 		}
 	}
 	if err := run.WriteWith(report.TimelineFile, func(w io.Writer) error { return tl.WriteHTML(w, page) }); err != nil {
@@ -256,10 +256,6 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 	}
 	return rs, nil
 }
-
-// LinearView is porcupine's view of the run's linearizability check, which
-// the timeline links to: `hiatus check --html` draws the same.
-const LinearView = "linear.html"
 
 // linearViewOps is the longest history whose porcupine view a run draws:
 // the drawing needs every op in memory (about 200 bytes each), though it
@@ -278,7 +274,7 @@ func writeLinearView(ctx context.Context, run store.Run) error {
 		return err
 	}
 	opts := checker.Options{Model: checker.ModelLockCounter, Timeout: linearViewTimeout}
-	return run.WriteWith(LinearView, func(w io.Writer) error {
+	return run.WriteWith(report.LinearFile, func(w io.Writer) error {
 		_, _, err := checker.CheckHTML(ctx, w, ops, opts)
 		return err
 	})

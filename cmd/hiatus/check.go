@@ -14,6 +14,7 @@ import (
 
 	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/progress"
 	"github.com/hiatus-dev/hiatus/store"
 	"github.com/urfave/cli/v2"
 )
@@ -97,9 +98,9 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
 		total = fi.Size()
 	}
-	prog := startProgress(stderr, path, total)
-	defer prog.end()
-	h, err := checker.Open(ctx, path, opts, a.html != "", prog.reader)
+	prog := progress.StartCheck(stderr, path, total)
+	defer prog.End()
+	h, err := checker.Open(ctx, path, opts, a.html != "", prog.Reader)
 	switch {
 	case ctx.Err() != nil:
 		return &exitError{code: exitInterrupted, err: fmt.Errorf("check interrupted while reading %s", path)}
@@ -107,7 +108,7 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 		return usageError(err)
 	}
 	opts.Model, opts.Truncated = h.Model, h.Truncated != nil
-	prog.checking(fmt.Sprintf("checking %s ops as %s", thousands(int64(h.N)), h.Model))
+	prog.Checking(fmt.Sprintf("checking %s ops as %s", progress.Thousands(int64(h.N)), h.Model))
 	var rs checker.Results
 	var drawn *checker.Visualization
 	if a.html == "" {
@@ -117,7 +118,7 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 	}
 	// Nothing else is written while the progress line is on the terminal:
 	// it goes first, then everything is said.
-	prog.end()
+	prog.End()
 	if h.Truncated != nil {
 		fmt.Fprintf(stderr, "hiatus: %v: the history is truncated; checking the %d ops before it\n", h.Truncated, h.N)
 	}

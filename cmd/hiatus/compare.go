@@ -14,6 +14,7 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/internal/compare"
+	"github.com/hiatus-dev/hiatus/internal/progress"
 	"github.com/urfave/cli/v2"
 )
 
@@ -98,7 +99,7 @@ func commandLine(c *cli.Context) string {
 // runCompare makes the comparison a, showing progress on stderr, and
 // prints its table to stdout. An interrupted comparison writes what it had.
 func runCompare(ctx context.Context, a compare.Plan, stdout, stderr io.Writer) error {
-	show := newProgress(stderr)
+	show := progress.NewCompare(stderr)
 	dir, t, err := compare.Make(ctx, a, compare.Watch{
 		Started: func(dir string, guess time.Duration) {
 			runs := "runs"
@@ -107,9 +108,9 @@ func runCompare(ctx context.Context, a compare.Plan, stdout, stderr io.Writer) e
 			}
 			fmt.Fprintf(stderr, "compare: %d rows × %d %s, about %v, into %s\n", len(a.Setups), a.Runs, runs, guess.Round(time.Second), dir)
 		},
-		Progress: show.report,
+		Progress: show.Report,
 	})
-	show.end()
+	show.End()
 	if t == nil {
 		return runError(err)
 	}
@@ -127,37 +128,4 @@ func runCompare(ctx context.Context, a compare.Plan, stdout, stderr io.Writer) e
 		return err
 	}
 	return nil
-}
-
-// A progress shows where a comparison stands: on a terminal, one line
-// rewritten in place; elsewhere, a line per finished run.
-type progress struct {
-	w   io.Writer
-	tty bool
-}
-
-func newProgress(w io.Writer) *progress {
-	return &progress{w: w, tty: isTerminal(w)}
-}
-
-func (p *progress) report(pr compare.Progress) {
-	if p.tty {
-		if pr.Finished == nil {
-			fmt.Fprintf(p.w, "\r\033[Krow %d/%d, run %d/%d (%s), ~%v left", pr.Row, pr.Rows, pr.Run, pr.Runs,
-				pr.Setup.Short(), pr.Left.Round(time.Second))
-		}
-		return
-	}
-	if f := pr.Finished; f != nil {
-		fmt.Fprintf(p.w, "row %d/%d, run %d/%d (%s): writes %d, lost %s, overlapping-sections %d, stale-rejected %d, valid? %s  %s; ~%v left\n",
-			pr.Row, pr.Rows, pr.Run, pr.Runs, pr.Setup.Short(), f.Writes, f.LostText(), f.Overlapping, f.Rejected, f.Valid,
-			f.Dir, pr.Left.Round(time.Second))
-	}
-}
-
-// end clears the progress line.
-func (p *progress) end() {
-	if p.tty {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
 }

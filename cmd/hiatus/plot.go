@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
-	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/report"
 	"github.com/hiatus-dev/hiatus/store"
 	"github.com/urfave/cli/v2"
@@ -39,32 +35,11 @@ func plotCommand() *cli.Command {
 			if dir == "" {
 				dir = filepath.Dir(path)
 			}
-			if err := drawPlots(c.Context, path, dir); err != nil {
-				return err
+			if err := report.DrawPlots(c.Context, path, dir); err != nil {
+				return drawError(c.Context, "plot", err)
 			}
 			fmt.Fprintf(c.App.Writer, "plots: %s, %s, %s in %s\n", report.LatencyRaw, report.LatencyQuantiles, report.Rate, dir)
 			return nil
 		},
 	}
-}
-
-// drawPlots draws the plots of the history at path into dir, reading it op
-// by op.
-func drawPlots(ctx context.Context, path, dir string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return usageError(fmt.Errorf("read history: %w", err))
-	}
-	defer f.Close()
-	p := report.NewPerf()
-	if err := history.NewReader(f, path).Each(ctx, p.Add); err != nil && !errors.Is(err, history.ErrTruncated) {
-		return usageError(err)
-	}
-	if err := p.WritePlots(dir); err != nil {
-		if errors.Is(err, report.ErrUntimed) {
-			return usageErrorf("%s: %v: nothing to plot against", path, err)
-		}
-		return err
-	}
-	return nil
 }

@@ -4,14 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
-	"time"
 
-	"github.com/hiatus-dev/hiatus/checker"
-	"github.com/hiatus-dev/hiatus/harness"
-	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/report"
 	"github.com/hiatus-dev/hiatus/store"
 	"github.com/urfave/cli/v2"
@@ -45,7 +39,7 @@ func timelineCommand() *cli.Command {
 			if c.Int("max-sections") < 1 || c.Int("workers") < 0 || c.Duration("from") < 0 || c.Duration("to") < 0 {
 				return usageErrorf("--max-sections must be at least 1, and --workers, --from and --to not negative")
 			}
-			run, path, err := store.Resolve(c.String("store"), c.Args().First())
+			_, path, err := store.Resolve(c.String("store"), c.Args().First())
 			if err != nil {
 				return usageError(err)
 			}
@@ -55,8 +49,8 @@ func timelineCommand() *cli.Command {
 			}
 			t := &report.Timeline{Workers: c.Int("workers"), MaxSections: c.Int("max-sections"),
 				From: int64(c.Duration("from")), To: int64(c.Duration("to"))}
-			if err := drawTimeline(c.Context, run, path, out, t); err != nil {
-				return err
+			if err := report.DrawTimeline(c.Context, path, out, t); err != nil {
+				return drawError(c.Context, "timeline", err)
 			}
 			fmt.Fprintf(c.App.Writer, "timeline: %s\n", out)
 			return nil
@@ -64,58 +58,14 @@ func timelineCommand() *cli.Command {
 	}
 }
 
-// drawTimeline draws the timeline of the history at path into out, with the
-// summary of its run directory, and the check's findings of each section.
-// The history is read once, into the timeline and a check of it.
-func drawTimeline(ctx context.Context, run store.Run, path, out string, t *report.Timeline) error {
-	dir := filepath.Dir(path)
-	page := report.TimelinePage{Summary: report.ReadSummary(dir), Source: path}
-	if run.Dir == "" {
-		page.Name, page.Started = filepath.Base(path), time.Time{}
-	}
-	if t.Workers == 0 {
-		t.Workers = page.Workers
-	}
-	if _, err := os.Stat(filepath.Join(dir, harness.LinearView)); err == nil {
-		if rel, err := filepath.Rel(filepath.Dir(out), filepath.Join(dir, harness.LinearView)); err == nil {
-			page.Linear = filepath.ToSlash(rel)
-		}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return usageError(fmt.Errorf("read history: %w", err))
-	}
-	defer f.Close()
-	s := checker.NewStream()
-	err = history.NewReader(f, path).Each(ctx, func(o history.Op) {
-		s.Add(o)
-		t.Add(o)
-	})
+// drawError gives an error of drawing a history its exit status: a history
+// that cannot be drawn is the user's to fix.
+func drawError(ctx context.Context, what string, err error) error {
 	switch {
 	case ctx.Err() != nil:
-		return &exitError{code: exitInterrupted, err: fmt.Errorf("timeline interrupted while reading %s", path)}
-	case err != nil && !errors.Is(err, history.ErrTruncated):
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("%s interrupted", what)}
+	case errors.As(err, new(*report.InputError)):
 		return usageError(err)
-	}
-	s.FlagSections(t.Kept())
-	rs, err := s.Check(checker.Options{Model: checker.ModelLockCounter, Truncated: err != nil})
-	switch {
-	case errors.Is(err, checker.ErrWholeHistory):
-		return usageErrorf("%s: %v", path, report.ErrUnsorted)
-	case err != nil:
-		return usageError(err)
-	}
-	t.SetFlags(s.Flagged())
-	if _, err := os.Stat(filepath.Join(dir, store.Results)); err != nil {
-		// A history without its results.edn: the header says this check's.
-		v, err := history.ParseValue(string(rs.AppendEDN(nil)))
-		if m, ok := v.(map[history.Keyword]any); ok && err == nil {
-			page.SetResults(m)
-		}
-	}
-	err = store.Run{Dir: filepath.Dir(out)}.WriteWith(filepath.Base(out), func(w io.Writer) error { return t.WriteHTML(w, page) })
-	if errors.Is(err, report.ErrUntimed) || errors.Is(err, report.ErrNoSections) || errors.Is(err, report.ErrUnsorted) {
-		return usageErrorf("%s: %v: nothing to draw", path, err)
 	}
 	return err
 }

@@ -1,4 +1,7 @@
-package main
+// Package progress shows a person at a terminal how far a long command has
+// got: a check reading a large history, a comparison's runs. Where the
+// output is no terminal (a pipe, a log) it writes only what a log wants.
+package progress
 
 import (
 	"fmt"
@@ -13,10 +16,10 @@ import (
 	"golang.org/x/term"
 )
 
-// A checkProgress shows, on a terminal, how far a long check has got: a line
+// A Check shows, on a terminal, how far a long check has got: a line
 // rewritten twice a second once the check has taken more than a couple of
 // seconds, cleared at the end. Elsewhere (a pipe, a log) it shows nothing.
-type checkProgress struct {
+type Check struct {
 	w     io.Writer
 	path  string
 	total int64 // the history's size in bytes; 0 if unknown
@@ -28,14 +31,14 @@ type checkProgress struct {
 	done  sync.WaitGroup
 }
 
-// progressAfter is how long a check runs before its progress is shown.
-const progressAfter = 2 * time.Second
+// after is how long a check runs before its progress is shown.
+const after = 2 * time.Second
 
-// startProgress starts showing the progress of a check of the file at path,
+// StartCheck starts showing the progress of a check of the file at path,
 // of total bytes, on w when w is a terminal.
-func startProgress(w io.Writer, path string, total int64) *checkProgress {
-	p := &checkProgress{w: w, path: path, total: total, start: time.Now(), stop: make(chan struct{})}
-	if !isTerminal(w) {
+func StartCheck(w io.Writer, path string, total int64) *Check {
+	p := &Check{w: w, path: path, total: total, start: time.Now(), stop: make(chan struct{})}
+	if !IsTerminal(w) {
 		return p
 	}
 	p.done.Add(1)
@@ -52,7 +55,7 @@ func startProgress(w io.Writer, path string, total int64) *checkProgress {
 				}
 				return
 			case now := <-tick.C:
-				if now.Sub(p.start) >= progressAfter {
+				if now.Sub(p.start) >= after {
 					fmt.Fprint(p.w, "\r\033[K"+p.line(now))
 					shown = true
 				}
@@ -62,42 +65,42 @@ func startProgress(w io.Writer, path string, total int64) *checkProgress {
 	return p
 }
 
-// isTerminal reports whether w is a terminal, where a line rewritten in
+// IsTerminal reports whether w is a terminal, where a line rewritten in
 // place makes sense; in a pipe or a log it would be noise.
-func isTerminal(w io.Writer) bool {
+func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// reader counts what r reads as the check's progress.
-func (p *checkProgress) reader(r io.Reader) io.Reader { return &countingReader{r: r, n: &p.read} }
+// Reader counts what r reads as the check's progress.
+func (p *Check) Reader(r io.Reader) io.Reader { return &countingReader{r: r, n: &p.read} }
 
-// checking says the history is read and what the check does now.
-func (p *checkProgress) checking(what string) { p.phase.Store(&what) }
+// Checking says the history is read and what the check does now.
+func (p *Check) Checking(what string) { p.phase.Store(&what) }
 
-// end clears the line, if one was shown. It may be called more than once.
-func (p *checkProgress) end() {
+// End clears the line, if one was shown. It may be called more than once.
+func (p *Check) End() {
 	p.once.Do(func() { close(p.stop) })
 	p.done.Wait()
 }
 
 // line is the progress line at now.
-func (p *checkProgress) line(now time.Time) string {
+func (p *Check) line(now time.Time) string {
 	elapsed := now.Sub(p.start).Round(time.Second)
 	if ph := p.phase.Load(); ph != nil && *ph != "" {
 		return fmt.Sprintf("%s: %s (%v)", p.path, *ph, elapsed)
 	}
 	read := p.read.Load()
 	if p.total <= 0 || read <= 0 {
-		return fmt.Sprintf("%s: read %s (%v)", p.path, size(read), elapsed)
+		return fmt.Sprintf("%s: read %s (%v)", p.path, Size(read), elapsed)
 	}
 	frac := min(1, float64(read)/float64(p.total))
 	left := time.Duration(float64(now.Sub(p.start)) * (1 - frac) / frac).Round(time.Second)
-	return fmt.Sprintf("%s: read %.0f%% (%s of %s), ~%v left to read", p.path, 100*frac, size(read), size(p.total), left)
+	return fmt.Sprintf("%s: read %.0f%% (%s of %s), ~%v left to read", p.path, 100*frac, Size(read), Size(p.total), left)
 }
 
-// thousands writes n with commas between thousands: 2,500,000.
-func thousands(n int64) string {
+// Thousands writes n with commas between thousands: 2,500,000.
+func Thousands(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")
@@ -110,8 +113,8 @@ func thousands(n int64) string {
 	return s
 }
 
-// size writes a byte count for people.
-func size(n int64) string {
+// Size writes a byte count for people.
+func Size(n int64) string {
 	switch {
 	case n >= 1e9:
 		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
