@@ -165,8 +165,16 @@ func failedToBegin(o history.Op) bool {
 // streaming check alike.
 type pauseBuilder struct {
 	pauses []Pause
-	open   map[history.Process]int // paused process -> index into pauses
-	last   int64                   // the latest :time seen
+	open   map[pauseKey]int // the pauses not yet resumed -> index into pauses
+	last   int64            // the latest :time seen
+}
+
+// A pauseKey names an open pause: a process may be in two at once (an
+// in-section stop and the nemesis's SIGSTOP), each ended by a resume of
+// its own kind.
+type pauseKey struct {
+	process history.Process
+	kind    history.Keyword
 }
 
 func (b *pauseBuilder) add(o history.Op) {
@@ -180,20 +188,21 @@ func (b *pauseBuilder) add(o history.Op) {
 		return
 	}
 	if b.open == nil {
-		b.open = map[history.Process]int{}
+		b.open = map[pauseKey]int{}
 	}
+	kind, _ := v["kind"].(history.Keyword)
+	key := pauseKey{history.Process(p), kind}
 	switch o.F {
 	case history.FPause:
 		if failedToBegin(o) {
 			return // it froze no one: nothing to blame
 		}
-		kind, _ := v["kind"].(history.Keyword)
 		b.pauses = append(b.pauses, Pause{Index: o.Index, Process: history.Process(p), Kind: kind, Start: o.Time, End: -1})
-		b.open[history.Process(p)] = len(b.pauses) - 1
+		b.open[key] = len(b.pauses) - 1
 	case history.FResume:
-		if i, ok := b.open[history.Process(p)]; ok {
+		if i, ok := b.open[key]; ok {
 			b.pauses[i].End = o.Time
-			delete(b.open, history.Process(p))
+			delete(b.open, key)
 		}
 	}
 }

@@ -157,3 +157,31 @@ func TestLockCounterNoPanic(t *testing.T) {
 		}
 	}
 }
+
+// TestPausesOfTwoKinds: a process in an in-section stop that the nemesis's
+// SIGSTOP also hits is in two pauses at once, each ended by its own
+// resume. Paired by process alone, the first pause stayed open to the
+// history's end and an explanation blamed a 5.3 s pause that lasted 800 ms.
+func TestPausesOfTwoKinds(t *testing.T) {
+	ev := func(f history.Keyword, kind string, ms int64) history.Op {
+		return history.Op{Time: ms * 1e6, Type: history.Info, Process: history.Nemesis, F: f,
+			Value: map[history.Keyword]any{"process": int64(2), "kind": history.Keyword(kind)}}
+	}
+	ops := build([]history.Op{
+		ev(history.FPause, "stop", 100), ev(history.FPause, "sigstop", 200),
+		ev(history.FResume, "stop", 900), ev(history.FResume, "sigstop", 1000),
+	}, finalRead(5000, 0))
+	got := Pauses(ops)
+	want := []struct {
+		kind       history.Keyword
+		start, end int64
+	}{{"stop", 100e6, 900e6}, {"sigstop", 200e6, 1000e6}}
+	if len(got) != len(want) {
+		t.Fatalf("pauses %+v, want %d", got, len(want))
+	}
+	for i, w := range want {
+		if g := got[i]; g.Kind != w.kind || g.Start != w.start || g.End != w.end {
+			t.Errorf("pause %d: %s %d–%d, want %s %d–%d", i, g.Kind, g.Start, g.End, w.kind, w.start, w.end)
+		}
+	}
+}

@@ -16,11 +16,18 @@ type fault struct {
 }
 
 // A faultLog pairs the nemesis's begin and end events into faults, for the
-// plots and the timeline alike: one fault of a process (or of no one
-// process) at a time, as the nemesis injects them.
+// plots and the timeline alike: one fault of a kind on a process (or on no
+// one process) at a time. A process may be in two of different kinds at
+// once, as in an in-section stop that the nemesis's SIGSTOP also hits.
 type faultLog struct {
 	faults []fault
-	open   map[int64]int // process -> index into faults
+	open   map[faultKey]int // -> index into faults
+}
+
+// A faultKey names an open fault.
+type faultKey struct {
+	proc int64
+	kind history.Keyword
 }
 
 // add takes a nemesis event: a pause or kill begins a fault of the process
@@ -31,10 +38,11 @@ func (l *faultLog) add(o history.Op) {
 	if !ok {
 		p = -1
 	}
+	kind, _ := v["kind"].(history.Keyword)
+	key := faultKey{p, kind} // a begin and its end carry the same :kind
 	switch o.F {
 	case history.FPause, history.FKill:
-		l.end(p, o.Time)
-		kind, _ := v["kind"].(history.Keyword)
+		l.end(key, o.Time)
 		if kind == "" {
 			kind = o.F
 		}
@@ -43,26 +51,26 @@ func (l *faultLog) add(o history.Op) {
 			f.End, f.Failed = o.Time, true
 		} else {
 			if l.open == nil {
-				l.open = map[int64]int{}
+				l.open = map[faultKey]int{}
 			}
-			l.open[p] = len(l.faults)
+			l.open[key] = len(l.faults)
 		}
 		l.faults = append(l.faults, f)
 	case history.FResume, history.FRestart:
-		l.end(p, o.Time)
+		l.end(key, o.Time)
 	}
 }
 
-func (l *faultLog) end(p, at int64) {
-	if i, ok := l.open[p]; ok {
+func (l *faultLog) end(k faultKey, at int64) {
+	if i, ok := l.open[k]; ok {
 		l.faults[i].End = at
-		delete(l.open, p)
+		delete(l.open, k)
 	}
 }
 
 // finish ends the faults still open at the history's end, at end.
 func (l *faultLog) finish(end int64) {
-	for p := range l.open {
-		l.end(p, end)
+	for k := range l.open {
+		l.end(k, end)
 	}
 }

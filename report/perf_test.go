@@ -142,3 +142,26 @@ func TestPerfFailedFault(t *testing.T) {
 		t.Errorf("a fault that never began shades %+v", ws)
 	}
 }
+
+// TestFaultsOfTwoKinds: an in-section stop and the nemesis's SIGSTOP of the
+// same process overlap; each band runs from its begin to its own end.
+func TestFaultsOfTwoKinds(t *testing.T) {
+	ev := func(f history.Keyword, kind string, ms int64) history.Op {
+		return history.Op{Time: ms * 1e6, Type: history.Info, Process: history.Nemesis, F: f,
+			Value: map[history.Keyword]any{"process": int64(2), "kind": history.Keyword(kind)}}
+	}
+	var l faultLog
+	for _, o := range []history.Op{ev(history.FPause, "stop", 100), ev(history.FPause, "sigstop", 200),
+		ev(history.FResume, "stop", 900), ev(history.FResume, "sigstop", 1000)} {
+		l.add(o)
+	}
+	l.finish(5000e6)
+	if len(l.faults) != 2 {
+		t.Fatalf("faults %+v, want 2", l.faults)
+	}
+	for i, w := range [][2]int64{{100e6, 900e6}, {200e6, 1000e6}} {
+		if f := l.faults[i]; f.Start != w[0] || f.End != w[1] {
+			t.Errorf("fault %d (%s): %d–%d, want %d–%d", i, f.Kind, f.Start, f.End, w[0], w[1])
+		}
+	}
+}
