@@ -95,6 +95,8 @@ func outcome(err error) history.Type {
 		return history.Ok
 	case errors.Is(err, redis.Nil):
 		return history.Fail
+	case errors.As(err, new(*Refused)):
+		return history.Fail // the lock said no, or was never asked
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) || pgconn.SafeToRetry(err) {

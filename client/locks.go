@@ -21,6 +21,10 @@ type LockConfig struct {
 	Lease    time.Duration // the lease, for locks that have one
 	Retry    time.Duration // wait between attempts, for locks that poll
 	Fenced   bool          // hand out fencing tokens with each grant
+	// RedisURL is the server Redis holds, for an adapter (exec:) to
+	// connect to; OpTimeout bounds each of its answers.
+	RedisURL  string
+	OpTimeout time.Duration
 }
 
 // LockNames lists the locks NewLock builds.

@@ -72,31 +72,39 @@ type Worker struct {
 // Run runs critical sections until ctx ends. A section that has begun is
 // finished: the lock is released and the write is not abandoned. After an
 // acquire that failed with an error (the lock's server is down, say) it
-// backs off, up to 100 ms, rather than fill the history with failures.
-func (w *Worker) Run(ctx context.Context) {
+// backs off, up to 100 ms, rather than fill the history with failures. It
+// stops early, with the lock's error, when the lock is gone (ErrLockGone).
+func (w *Worker) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
-		w.Section(ctx)
+		if err := w.Section(ctx); err != nil {
+			return err
+		}
 		if w.failures > 0 {
 			d := min(time.Duration(1<<min(w.failures, 7))*time.Millisecond, 100*time.Millisecond)
 			wait(ctx, d)
 		}
 	}
+	return nil
 }
 
 // Section runs one critical section. Acquire waits until ctx ends; the
-// steps after it run to their end under OpTimeout each.
-func (w *Worker) Section(ctx context.Context) {
+// steps after it run to their end under OpTimeout each. It returns an error
+// only when the lock is gone (ErrLockGone), once the section is recorded.
+func (w *Worker) Section(ctx context.Context) error {
 	w.sections++
 	w.invoke(ctx, history.FAcquire, nil, nil)
 	g, err := w.Lock.Acquire(ctx)
 	switch {
 	case errors.Is(err, ErrGaveUp):
 		w.complete(ctx, history.Fail, history.FAcquire, nil, history.ErrTimeout, nil)
-		return
+		return nil
 	case err != nil:
 		w.failures++
 		w.complete(ctx, outcome(err), history.FAcquire, nil, err.Error(), nil)
-		return
+		if errors.Is(err, ErrLockGone) {
+			return err
+		}
+		return nil
 	}
 	w.failures = 0
 	extra := map[history.Keyword]any{history.KeyToken: g.Token}
@@ -112,7 +120,7 @@ func (w *Worker) Section(ctx context.Context) {
 	sctx := context.WithoutCancel(ctx)
 	w.step(sctx, g)
 	// After an :info the release goes under the worker's new process number.
-	w.release(sctx, g)
+	return w.release(sctx, g)
 }
 
 // step runs read, work, hook and write.
@@ -158,7 +166,7 @@ func (w *Worker) step(ctx context.Context, g Grant) {
 	}
 }
 
-func (w *Worker) release(ctx context.Context, g Grant) {
+func (w *Worker) release(ctx context.Context, g Grant) error {
 	w.invoke(ctx, history.FRelease, nil, nil)
 	rctx, cancel := w.opContext(ctx)
 	err := w.Lock.Release(rctx, g)
@@ -172,7 +180,11 @@ func (w *Worker) release(ctx context.Context, g Grant) {
 		w.complete(ctx, history.Fail, history.FRelease, nil, history.ErrStolen, nil)
 	default:
 		w.complete(ctx, outcome(err), history.FRelease, nil, err.Error(), nil)
+		if errors.Is(err, ErrLockGone) {
+			return err
+		}
 	}
+	return nil
 }
 
 func (w *Worker) opContext(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -116,8 +116,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("--inject-every needs a positive --pause")
 	case c.PauseKind != "sleep" && c.PauseKind != "stop":
 		return fmt.Errorf("--pause-kind %q: want sleep or stop", c.PauseKind)
-	case !slices.Contains(c.lockNames(), c.Lock):
-		return fmt.Errorf("--lock %q: want one of %s", c.Lock, strings.Join(c.lockNames(), ", "))
+	case strings.HasPrefix(c.Lock, client.ExecPrefix) && strings.TrimSpace(strings.TrimPrefix(c.Lock, client.ExecPrefix)) == "":
+		return fmt.Errorf("--lock %q: exec: needs the adapter's command, as exec:'python3 my_adapter.py'", c.Lock)
+	case !slices.Contains(c.lockNames(), c.Lock) && !strings.HasPrefix(c.Lock, client.ExecPrefix):
+		return fmt.Errorf("--lock %q: want one of %s, or exec:COMMAND (a lock adapter)", c.Lock, strings.Join(c.lockNames(), ", "))
 	case c.Name == "" || c.Name == "latest" || strings.ContainsAny(c.Name, `/\`):
 		return fmt.Errorf("--name %q: want a plain name", c.Name)
 	case c.Store == "":
@@ -209,6 +211,15 @@ func (c Config) Describe() string {
 	return s + fmt.Sprintf(", seed %d", c.Seed)
 }
 
+// lockValue is the lock's name in test.edn: a keyword, or a string for an
+// adapter's command, which no keyword can hold.
+func lockValue(name string) any {
+	if strings.HasPrefix(name, client.ExecPrefix) {
+		return name
+	}
+	return history.Keyword(name)
+}
+
 func lockKey(name string) string  { return "hiatus:lock:" + name }
 func fenceKey(name string) string { return "hiatus:fence:" + name }
 
@@ -219,7 +230,7 @@ func testEDN(c Config, start time.Time) []byte {
 		"name": c.Name, "workers": c.Workers, "time-limit-ms": ms(c.TimeLimit), "lease-ms": ms(c.Lease),
 		"work-ms": ms(c.Work), "retry-ms": ms(c.Retry), "op-timeout-ms": ms(c.OpTimeout),
 		"nemesis": history.Keyword(c.Nemesis), "pause-ms": ms(c.Pause), "interval-ms": ms(c.Interval),
-		"inject-every": c.InjectEvery, "pause-kind": history.Keyword(c.PauseKind), "lock": history.Keyword(c.Lock), "fenced?": c.Fenced, "seed": c.Seed,
+		"inject-every": c.InjectEvery, "pause-kind": history.Keyword(c.PauseKind), "lock": lockValue(c.Lock), "fenced?": c.Fenced, "seed": c.Seed,
 		"redis-url": Redact(c.RedisURL), "postgres-url": Redact(c.PostgresURL), "counter-id": c.CounterID,
 		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword("lock-counter"),
 		"initial": int64(0),

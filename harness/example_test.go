@@ -10,6 +10,7 @@ import (
 
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/internal/adaptertest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -53,6 +54,7 @@ var locks = harness.Locks{
 // TestMain lets the test binary serve as the workers of the runs its tests
 // start: Run starts them as this same binary.
 func TestMain(m *testing.M) {
+	adaptertest.Serve() // the runs' misbehaving lock adapters, too
 	harness.ServeWorker(locks)
 	os.Exit(m.Run())
 }

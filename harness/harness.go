@@ -83,6 +83,10 @@ func RunWatched(ctx context.Context, cfg Config, watch Watch) (Result, error) {
 		return Result{}, err
 	}
 	defer env.close()
+	hello, err := probeAdapter(bg, cfg)
+	if err != nil {
+		return Result{}, err
+	}
 	start, err := client.ServerTime(bg, env.rdb)
 	if err != nil {
 		return Result{}, setupErrorf("redis at %s: %v", Redact(cfg.RedisURL), err)
@@ -100,6 +104,9 @@ func RunWatched(ctx context.Context, cfg Config, watch Watch) (Result, error) {
 		return Result{}, err
 	}
 	lg.printf("run %s: %s", run.Dir, cfg.Describe())
+	if hello != nil {
+		lg.printf("lock adapter: %s", hello)
+	}
 	env.logServers(run, cfg, lg)
 
 	col, err := experiment(ctx, bg, cfg, watch, env, run, start, lg)

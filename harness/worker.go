@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -24,10 +25,14 @@ const workerEnv = "HIATUS_WORKER"
 // each builds the lock from what the run hands every lock.
 type Locks map[string]func(client.LockConfig) (client.Lock, error)
 
-// new builds the lock called name: one of ls, or a built-in one.
-func (ls Locks) new(name string, cfg client.LockConfig) (client.Lock, error) {
+// new builds the lock called name: one of ls, an adapter's command
+// (exec:), or a built-in one.
+func (ls Locks) new(ctx context.Context, name string, cfg client.LockConfig) (client.Lock, error) {
 	if f, ok := ls[name]; ok {
 		return f(cfg)
+	}
+	if cmd, ok := strings.CutPrefix(name, client.ExecPrefix); ok {
+		return client.NewExec(ctx, cmd, cfg, os.Stderr)
 	}
 	return client.NewLock(name, cfg)
 }
@@ -137,10 +142,14 @@ func runWorker(ctx context.Context, wc workerConfig, locks Locks, out io.Writer)
 		}
 	}
 	clock := client.NewRedisClock(rdb, time.Unix(0, wc.StartUnixNano))
-	lock, err := locks.new(wc.Lock, client.LockConfig{Redis: rdb, Postgres: db, Key: wc.LockKey,
-		FenceKey: wc.FenceKey, Lease: wc.Lease, Retry: wc.Retry, Fenced: wc.Fenced})
+	lock, err := locks.new(ctx, wc.Lock, client.LockConfig{Redis: rdb, Postgres: db, Key: wc.LockKey,
+		FenceKey: wc.FenceKey, Lease: wc.Lease, Retry: wc.Retry, Fenced: wc.Fenced,
+		RedisURL: wc.RedisURL, OpTimeout: wc.OpTimeout})
 	if err != nil {
 		return err
+	}
+	if c, ok := lock.(io.Closer); ok {
+		defer c.Close()
 	}
 	w := &client.Worker{
 		Lock:    lock,
@@ -151,13 +160,16 @@ func runWorker(ctx context.Context, wc workerConfig, locks Locks, out io.Writer)
 	if wc.InjectEvery > 0 {
 		in := &nemesis.InSection{Every: wc.InjectEvery, Pause: wc.Pause, Kind: history.Keyword(wc.PauseKind),
 			Clock: clock, Record: rec}
+		if e, ok := lock.(*client.Exec); ok {
+			in.Others = []int{e.PID()} // the adapter is part of the application the pause freezes
+		}
 		w.Hook = func(ctx context.Context, s client.Section) { in.Maybe(ctx, s.Process, s.N) }
 	}
-	w.Run(ctx)
+	lerr := w.Run(ctx)
 	mu.Lock()
 	defer mu.Unlock()
 	if werr != nil {
 		return fmt.Errorf("worker: write ops: %w", werr)
 	}
-	return nil
+	return lerr
 }

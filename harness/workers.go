@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sync"
@@ -74,9 +76,15 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 	cmd := exec.Command(ws.self)
 	cmd.Env = append(os.Environ(), workerEnv+"=1")
 	cmd.Stdin = bytes.NewReader(in)
-	cmd.Stderr = ws.lg.f
-	// A worker dies with the run, even when the run is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr := &lastLine{w: ws.lg.f}
+	cmd.Stderr = stderr
+	// Its lock adapter shares that stderr and dies with it; should one
+	// outlive it all the same, the wait does not hang on the pipe.
+	cmd.WaitDelay = 5 * time.Second
+	// A worker dies with the run, even when the run is killed. It leads a
+	// process group of its own, which its lock adapter (exec:) joins: a
+	// pause, a resume and a kill reach the two together.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("worker %d: %w", slot, err)
@@ -95,9 +103,16 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 	ws.lg.logf("worker %d: started as process %d, pid %d", slot, process, cmd.Process.Pid)
 	go func() {
 		ws.col.read(slot, stdout, ws.lg)
-		if err := cmd.Wait(); err != nil {
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee) && ee.ExitCode() > 0:
+			// It gave up of itself (a kill is no exit code): say why
+			// where the user looks, not only in the log.
+			ws.lg.printf("worker %d (pid %d) ended early, %v: %s", slot, cmd.Process.Pid, err, stderr.last())
+		case err != nil:
 			ws.lg.logf("worker %d (pid %d): %v", slot, cmd.Process.Pid, err)
-		} else {
+		default:
 			ws.lg.logf("worker %d (pid %d): exited", slot, cmd.Process.Pid)
 		}
 		close(p.done)
@@ -138,8 +153,8 @@ func (ws *workerSet) Kill(slot int) error {
 	if p == nil || exited(p) {
 		return nemesis.ErrNoTarget
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process dies as well, but resume it all the same
-	if err := p.cmd.Process.Kill(); err != nil {
+	_ = group(p, syscall.SIGCONT) // a stopped process dies as well, but resume it all the same
+	if err := group(p, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill worker %d: %w", slot, err)
 	}
 	<-p.done
@@ -185,20 +200,31 @@ func (ws *workerSet) resume(slot int) {
 	p := ws.slots[slot]
 	ws.mu.Unlock()
 	if p != nil && !exited(p) {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = group(p, syscall.SIGCONT)
 	}
 }
 
-// signal resumes every worker still running and sends it sig.
+// signal resumes every worker still running and sends it sig: SIGKILL to
+// its whole group, other signals to the worker alone (a SIGTERM asks it to
+// finish its section, for which it needs its adapter).
 func (ws *workerSet) signal(sig syscall.Signal) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for _, p := range ws.all {
 		if !exited(p) {
-			_ = p.cmd.Process.Signal(syscall.SIGCONT)
-			_ = p.cmd.Process.Signal(sig)
+			_ = group(p, syscall.SIGCONT)
+			if sig == syscall.SIGKILL {
+				_ = group(p, sig)
+			} else {
+				_ = p.cmd.Process.Signal(sig)
+			}
 		}
 	}
+}
+
+// group sends sig to the process group the worker p leads.
+func group(p *workerProc, sig syscall.Signal) error {
+	return syscall.Kill(-p.cmd.Process.Pid, sig)
 }
 
 // kill resumes and ends every worker still running, and waits for them. A
@@ -211,4 +237,30 @@ func (ws *workerSet) kill() {
 	for _, p := range all {
 		<-p.done
 	}
+}
+
+// A lastLine passes what a worker writes on its standard error to the log,
+// keeping its last line: why the worker gave up, if it did.
+type lastLine struct {
+	w    io.Writer
+	mu   sync.Mutex
+	line []byte
+}
+
+func (l *lastLine) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	if t := bytes.TrimRight(b, "\n"); len(t) > 0 {
+		if i := bytes.LastIndexByte(t, '\n'); i >= 0 {
+			t = t[i+1:]
+		}
+		l.line = append(l.line[:0], t...)
+	}
+	l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+func (l *lastLine) last() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.line)
 }

@@ -10,7 +10,9 @@ import (
 
 // A Target is a worker process the nemesis may act on.
 type Target struct {
-	Worker  int // the worker's slot, from 0
+	Worker int // the worker's slot, from 0
+	// PID leads a process group of its own: the worker and any process it
+	// started (a lock adapter), which SigStop freezes together.
 	PID     int
 	Process history.Process // the process number it records ops under now
 }
@@ -29,9 +31,10 @@ func (t Target) value() map[history.Keyword]any {
 	return map[history.Keyword]any{"worker": t.Worker, "pid": t.PID, "process": int64(t.Process)}
 }
 
-// SigStop freezes a whole worker process: SIGSTOP at Begin, SIGCONT at End.
-// A stopped process runs nothing — not its lock renewal, not its timers —
-// as in a long GC pause or a frozen container.
+// SigStop freezes a whole worker: SIGSTOP at Begin, SIGCONT at End, to its
+// process group, so that a lock adapter it started stops with it. A stopped
+// process runs nothing — not its lock renewal, not its timers — as in a
+// long GC pause or a frozen container.
 type SigStop struct {
 	Targets func() []Target
 	Freezer *Freezer
@@ -47,8 +50,8 @@ func (n *SigStop) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]an
 	if err != nil {
 		return nil, err
 	}
-	n.pid = t.PID
-	return t.value(), n.Freezer.Stop(t.PID)
+	n.pid = -t.PID // the group
+	return t.value(), n.Freezer.Stop(n.pid)
 }
 
 // End implements Fault.

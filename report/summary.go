@@ -84,6 +84,9 @@ func verdict(v any) string {
 // does.
 func Describe(t map[history.Keyword]any) string {
 	get := func(k string) string {
+		if s, ok := t[history.Keyword(k)].(string); ok {
+			return s // an adapter's command (exec:…), unquoted
+		}
 		return strings.TrimPrefix(string(history.AppendValue(nil, t[history.Keyword(k)])), ":")
 	}
 	ms := func(k string) string {

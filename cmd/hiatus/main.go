@@ -82,6 +82,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			plotCommand(),
 			timelineCommand(),
 			serveCommand(),
+			adapterCommand(),
 		},
 		Action: func(c *cli.Context) error {
 			if topic, ok := helpTopic(c.Args().Slice()); ok {

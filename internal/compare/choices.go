@@ -99,7 +99,7 @@ func names(v, def string, valid []string, flag string) ([]string, error) {
 	var out []string
 	for _, item := range strings.Split(v, ",") {
 		item = strings.TrimSpace(item)
-		if !slices.Contains(valid, item) {
+		if !slices.Contains(valid, item) && !(flag == "--locks" && strings.HasPrefix(item, client.ExecPrefix)) {
 			return nil, fmt.Errorf("%s %q: want a comma-separated list of %s", flag, item, strings.Join(valid, ", "))
 		}
 		if !slices.Contains(out, item) {

@@ -1,0 +1,299 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrNonconforming is returned by Conform when an adapter failed a check.
+var ErrNonconforming = errors.New("the adapter does not conform to the protocol")
+
+// Conform runs the conformance check of the adapter command against the
+// Redis at redisURL, on a lock of its own: hello; acquire; contention
+// between two adapter processes; release; the release of a lock whose
+// lease expired; fencing and renewal when the adapter says it has them; a
+// request it cannot understand; exit when its input closes. It says on out,
+// in plain words, what each check found, and what to fix.
+//
+// With trace, every line of the first process's exchange is written to out
+// too, as it happens.
+func Conform(ctx context.Context, command, redisURL string, out io.Writer, trace bool) error {
+	c := &conformance{ctx: ctx, out: out, command: command,
+		lock: fmt.Sprintf("hiatus:adapter-check:%d:%d", os.Getpid(), time.Now().UnixNano())}
+	s := Setup{RedisURL: redisURL, Lock: c.lock, Lease: 2 * time.Second, Retry: 5 * time.Millisecond}
+	if trace {
+		s.Trace = out
+	}
+	a, err := c.start("hello", s)
+	s.Trace = nil
+	if err != nil {
+		return ErrNonconforming
+	}
+	defer a.Close()
+	h := a.Hello
+	c.pass("hello", h.String())
+	b, err := c.start("a second process", s)
+	if err != nil {
+		return ErrNonconforming
+	}
+	defer b.Close()
+	c.contention(a, b)
+	c.expiry(a, b)
+	if h.Fencing {
+		c.fencing(a)
+	}
+	if h.Renewal {
+		c.renewal(a, b)
+	}
+	c.malformed(a)
+	for _, p := range []*Process{a, b} {
+		if cs := p.Complaints(); len(cs) > 0 {
+			c.fail("answers", fmt.Sprintf("it %s (and %d more such)", cs[0], len(cs)-1))
+		}
+	}
+	c.exit(b)
+	if c.failed > 0 {
+		fmt.Fprintf(out, "\n%d of %d checks failed\n", c.failed, c.checks)
+		return ErrNonconforming
+	}
+	fmt.Fprintf(out, "\nall %d checks passed\n", c.checks)
+	return nil
+}
+
+type conformance struct {
+	ctx            context.Context
+	out            io.Writer
+	command, lock  string
+	checks, failed int
+}
+
+func (c *conformance) pass(check, what string) {
+	c.checks++
+	fmt.Fprintf(c.out, "ok    %-22s %s\n", check, what)
+}
+
+func (c *conformance) fail(check, what string) {
+	c.checks++
+	c.failed++
+	fmt.Fprintf(c.out, "FAIL  %-22s %s\n", check, what)
+}
+
+func (c *conformance) warn(check, what string) {
+	fmt.Fprintf(c.out, "warn  %-22s %s\n", check, what)
+}
+
+// start starts an adapter process, keeping what it writes on stderr to
+// show when it fails.
+func (c *conformance) start(check string, s Setup) (*Process, error) {
+	var stderr Tail
+	p, err := Start(c.ctx, c.command, s, &stderr)
+	if err != nil {
+		why := err.Error()
+		if t := stderr.String(); t != "" {
+			why += "; it wrote on stderr:\n" + t
+		}
+		c.fail(check, why)
+	}
+	return p, err
+}
+
+// ask sends a request and says what went wrong, if anything did.
+func (c *conformance) ask(p *Process, check string, r Request) (Answer, bool) {
+	a, err := p.Request(c.ctx, r, 5*time.Second)
+	if err != nil {
+		c.fail(check, err.Error())
+		return a, false
+	}
+	return a, true
+}
+
+func (c *conformance) acquire(p *Process, check string, lease, wait time.Duration) (Answer, bool) {
+	return c.ask(p, check, Request{Type: "acquire", Lock: c.lock, LeaseMS: lease.Milliseconds(), WaitMS: wait.Milliseconds()})
+}
+
+func (c *conformance) release(p *Process, check, token string) (Answer, bool) {
+	return c.ask(p, check, Request{Type: "release", Lock: c.lock, Token: token})
+}
+
+// contention: one holder at a time, and the lock free again once released.
+func (c *conformance) contention(a, b *Process) {
+	g, ok := c.acquire(a, "acquire", 2*time.Second, time.Second)
+	switch {
+	case !ok:
+		return
+	case g.Type != TypeOK || g.Token == "":
+		c.fail("acquire", fmt.Sprintf("a free lock was not granted with a token: answered %s %q (want ok with a token)", g.Type, g.Reason))
+		return
+	}
+	c.pass("acquire", "a free lock granted, token "+g.Token)
+	if x, ok := c.acquire(b, "contention", 2*time.Second, 300*time.Millisecond); ok {
+		switch {
+		case x.Type == TypeOK:
+			c.fail("contention", "a second process was granted the lock while the first held it: it is no lock (check the lock's name comes from the request)")
+		case x.Type == TypeFail && x.Reason == ReasonBusy:
+			c.pass("contention", "a second process was refused (busy) for the 300 ms it was asked to wait")
+		default:
+			c.fail("contention", fmt.Sprintf("a second process got %s %q: want fail with reason %q", x.Type, x.Reason, ReasonBusy))
+		}
+	}
+	if r, ok := c.release(a, "release", g.Token); ok {
+		if r.Type == TypeOK {
+			c.pass("release", "released")
+		} else {
+			c.fail("release", fmt.Sprintf("the holder's release answered %s %q: want ok", r.Type, r.Reason))
+		}
+	}
+	if x, ok := c.acquire(b, "free again", 2*time.Second, time.Second); ok {
+		if x.Type == TypeOK {
+			c.pass("free again", "the second process got the lock once it was released")
+			c.release(b, "free again", x.Token)
+		} else {
+			c.fail("free again", fmt.Sprintf("after a release the second process got %s %q: want ok", x.Type, x.Reason))
+		}
+	}
+}
+
+// expiry: a release after the lease lapsed says so, as not-held or
+// stolen. An adapter that keeps its lease alive itself (a library's own
+// watchdog) still holds the lock then, and its release is rightly ok.
+func (c *conformance) expiry(a, b *Process) {
+	const lease = 200 * time.Millisecond
+	const check = "expired release"
+	g, ok := c.acquire(a, check, lease, time.Second)
+	if !ok || g.Type != TypeOK {
+		c.fail(check, fmt.Sprintf("could not acquire: %s %q", g.Type, g.Reason))
+		return
+	}
+	time.Sleep(2 * lease)
+	x, ok := c.acquire(b, check, lease, time.Millisecond)
+	if !ok {
+		return
+	}
+	lapsed := x.Type == TypeOK
+	r, ok := c.release(a, check, g.Token)
+	switch {
+	case !ok:
+	case !lapsed && r.Type == TypeOK:
+		c.pass(check, fmt.Sprintf("it kept its %v lease alive itself (held %v later, another process refused), and released it", lease, 2*lease))
+	case !lapsed:
+		c.fail(check, fmt.Sprintf("it kept the lock %v past its %v lease, yet its release answered %s %q", 2*lease, lease, r.Type, r.Reason))
+	case r.Type == TypeFail && r.Reason == ReasonStolen:
+		c.pass(check, fmt.Sprintf("its %v lease lapsed, another process took the lock, and its release said fail %q", lease, r.Reason))
+	case r.Type == TypeFail && r.Reason == ReasonNotHeld:
+		c.pass(check, fmt.Sprintf("its %v lease lapsed and its release said fail %q (%q would say another holder has it, if its library can tell)", lease, r.Reason, ReasonStolen))
+	case r.Type == TypeOK:
+		c.warn(check, fmt.Sprintf("its %v lease lapsed and another process took the lock, yet its release answered ok: the history will not show the lapse "+
+			"(answer fail %q or %q if the lock library tells; if it cannot, this is what it lets an application believe)",
+			lease, ReasonStolen, ReasonNotHeld))
+	default:
+		c.fail(check, fmt.Sprintf("its %v lease lapsed, and its release answered %s %q: want fail %q or %q", lease, r.Type, r.Reason, ReasonStolen, ReasonNotHeld))
+	}
+	if lapsed {
+		c.release(b, check, x.Token)
+	}
+}
+
+// fencing: successive grants carry rising fencing tokens.
+func (c *conformance) fencing(a *Process) {
+	var fences []int64
+	for range 2 {
+		g, ok := c.acquire(a, "fencing", time.Second, time.Second)
+		if !ok || g.Type != TypeOK {
+			return
+		}
+		fences = append(fences, g.Fence)
+		c.release(a, "fencing", g.Token)
+	}
+	if fences[0] > 0 && fences[1] > fences[0] {
+		c.pass("fencing", fmt.Sprintf("fences %d then %d", fences[0], fences[1]))
+	} else {
+		c.fail("fencing", fmt.Sprintf("its hello says fencing, yet two grants carried fences %d then %d: want positive and rising", fences[0], fences[1]))
+	}
+}
+
+// renewal: renewed every lease/3, a grant outlives its lease.
+func (c *conformance) renewal(a, b *Process) {
+	const lease = 300 * time.Millisecond
+	g, ok := c.acquire(a, "renewal", lease, time.Second)
+	if !ok || g.Type != TypeOK {
+		return
+	}
+	for range 6 {
+		time.Sleep(lease / 3)
+		r, ok := c.ask(a, "renewal", Request{Type: "renew", Lock: c.lock, Token: g.Token, LeaseMS: lease.Milliseconds()})
+		if !ok {
+			return
+		}
+		if r.Type != TypeOK {
+			c.fail("renewal", fmt.Sprintf("a renewal of a held lock answered %s %q: want ok", r.Type, r.Reason))
+			return
+		}
+	}
+	if x, ok := c.acquire(b, "renewal", lease, time.Millisecond); ok && x.Type == TypeOK {
+		c.fail("renewal", fmt.Sprintf("renewed every %v, the lock was granted to another process after %v: renew does not extend the lease", lease/3, 2*lease))
+		c.release(b, "renewal", x.Token)
+	} else if ok {
+		c.pass("renewal", fmt.Sprintf("renewed every %v, still held after twice its %v lease", lease/3, lease))
+	}
+	c.release(a, "renewal", g.Token)
+}
+
+// malformed: a request it cannot understand gets an error answer, and the
+// adapter goes on.
+func (c *conformance) malformed(a *Process) {
+	r, ok := c.ask(a, "malformed request", Request{Type: "frobnicate", Lock: c.lock})
+	if !ok {
+		return
+	}
+	if r.Type != TypeError {
+		c.fail("malformed request", fmt.Sprintf("a request of type \"frobnicate\" was answered %s %q: want error", r.Type, r.Reason))
+		return
+	}
+	if g, ok := c.acquire(a, "malformed request", time.Second, time.Second); ok && g.Type == TypeOK {
+		c.release(a, "malformed request", g.Token)
+		c.pass("malformed request", fmt.Sprintf("answered error (%s), then went on", r.Reason))
+	} else if ok {
+		c.fail("malformed request", fmt.Sprintf("after an error answer, an acquire of the free lock got %s %q", g.Type, g.Reason))
+	}
+}
+
+// exit: it ends once its input closes.
+func (c *conformance) exit(b *Process) {
+	t0 := time.Now()
+	_ = b.stdin.Close()
+	select {
+	case <-b.exited:
+		c.pass("exit", fmt.Sprintf("exited %v after its input closed", time.Since(t0).Round(time.Millisecond)))
+	case <-time.After(2 * time.Second):
+		c.fail("exit", "still running 2 s after its input closed: an adapter must exit at the end of its input (hiatus kills it then)")
+	}
+}
+
+// A Tail keeps the last 2 kB written to it: what an adapter said on its
+// standard error before it failed, to show with the failure.
+type Tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *Tail) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if n := len(t.buf); n > 2048 {
+		t.buf = t.buf[n-2048:]
+	}
+	return len(b), nil
+}
+
+func (t *Tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
+}

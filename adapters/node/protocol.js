@@ -1,0 +1,37 @@
+// The lock adapter protocol's loop for Node adapters (docs/adapter-protocol.md):
+// one JSON request a line on stdin, one answer a line on stdout, in order.
+"use strict";
+const fs = require("fs");
+const path = require("path");
+const readline = require("readline");
+
+// version is the installed version of the npm package pkg, for the hello.
+function version(pkg) {
+  const file = path.join(__dirname, "node_modules", pkg, "package.json");
+  return JSON.parse(fs.readFileSync(file, "utf8")).version;
+}
+
+function answer(req, type, fields = {}) {
+  process.stdout.write(JSON.stringify({ ...fields, type, in_reply_to: req.id }) + "\n");
+}
+
+// serve answers each request with handlers[type](req), which returns
+// [type, fields]; a request it has no handler for is answered "error".
+function serve(handlers) {
+  const rl = readline.createInterface({ input: process.stdin });
+  let queue = Promise.resolve(); // one request at a time, as hiatus sends them
+  rl.on("line", (line) => {
+    const req = JSON.parse(line);
+    queue = queue.then(async () => {
+      const handle = handlers[req.type];
+      if (!handle || (req.type !== "init" && !req.lock)) {
+        return answer(req, "error", { reason: `cannot do ${JSON.stringify(req.type)} with these fields` });
+      }
+      const [type, fields] = await handle(req);
+      answer(req, type, fields);
+    });
+  });
+  rl.on("close", () => queue.then(() => process.exit(0)));
+}
+
+module.exports = { serve, version };

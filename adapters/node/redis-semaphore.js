@@ -1,0 +1,46 @@
+// A hiatus lock adapter for the npm package redis-semaphore's Mutex (on
+// ioredis), with its defaults: it refreshes its own lease every 0.8 of it.
+//   node adapters/node/redis-semaphore.js
+"use strict";
+const Redis = require("ioredis");
+const { Mutex } = require("redis-semaphore");
+const { serve, version } = require("./protocol");
+
+let client;
+const held = new Map(); // token -> { mutex, lost }
+
+serve({
+  init: async (req) => {
+    client = new Redis(req.redis_url, { maxRetriesPerRequest: 1 });
+    const library = `redis-semaphore ${version("redis-semaphore")}`;
+    return ["hello", { name: "node-redis-semaphore", version: "1", library, fencing: false, renewal: false }];
+  },
+  acquire: async (req) => {
+    const state = { lost: false };
+    const mutex = new Mutex(client, req.lock, {
+      lockTimeout: req.lease_ms,
+      acquireTimeout: Math.max(1, req.wait_ms),
+      retryInterval: 5,
+      // Its refresh found the lease gone: the library's only word on it.
+      onLockLost: () => { state.lost = true; },
+    });
+    try {
+      if (!(await mutex.tryAcquire())) return ["fail", { reason: "busy" }];
+    } catch (e) {
+      return ["info", { reason: String(e) }];
+    }
+    held.set(mutex.identifier, { mutex, state });
+    return ["ok", { token: mutex.identifier }];
+  },
+  release: async (req) => {
+    const h = held.get(req.token);
+    held.delete(req.token);
+    if (!h) return ["error", { reason: "no lock with that token" }];
+    try {
+      await h.mutex.release(); // it says nothing of a lease that lapsed
+    } catch (e) {
+      return ["info", { reason: String(e) }];
+    }
+    return h.state.lost ? ["fail", { reason: "not-held" }] : ["ok"];
+  },
+});

@@ -1,0 +1,52 @@
+// A hiatus lock adapter for the npm package redlock (v5, on ioredis), on one
+// Redis node: node adapters/node/redlock.js
+"use strict";
+const Redis = require("ioredis");
+const Redlock = require("redlock").default;
+const { ExecutionError } = require("redlock");
+const { serve, version } = require("./protocol");
+
+let redlock, client;
+const held = new Map(); // token -> Lock
+const retryDelay = 5;
+
+serve({
+  init: async (req) => {
+    client = new Redis(req.redis_url, { maxRetriesPerRequest: 1 });
+    redlock = new Redlock([client], { retryDelay, retryJitter: 0 });
+    return ["hello", { name: "node-redlock", version: "1", library: `redlock ${version("redlock")}`, fencing: false, renewal: true }];
+  },
+  acquire: async (req) => {
+    try {
+      const retryCount = Math.max(0, Math.floor(req.wait_ms / retryDelay));
+      const lock = await redlock.acquire([req.lock], req.lease_ms, { retryCount });
+      held.set(lock.value, lock);
+      return ["ok", { token: lock.value }];
+    } catch (e) {
+      if (e instanceof ExecutionError) return ["fail", { reason: "busy" }];
+      return ["info", { reason: String(e) }];
+    }
+  },
+  renew: async (req) => {
+    const lock = held.get(req.token);
+    if (!lock) return ["fail", { reason: "not-held" }];
+    try {
+      held.set(req.token, await lock.extend(req.lease_ms));
+      return ["ok"];
+    } catch (e) {
+      return e instanceof ExecutionError ? ["fail", { reason: "not-held" }] : ["info", { reason: String(e) }];
+    }
+  },
+  release: async (req) => {
+    const lock = held.get(req.token);
+    held.delete(req.token);
+    if (!lock) return ["error", { reason: "no lock with that token" }];
+    try {
+      await redlock.release(lock, { retryCount: 0 });
+      return ["ok"];
+    } catch (e) {
+      // redlock cannot tell an expired lease from one another holder took.
+      return e instanceof ExecutionError ? ["fail", { reason: "not-held" }] : ["info", { reason: String(e) }];
+    }
+  },
+});

@@ -1,0 +1,202 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/adapter"
+)
+
+// ExecPrefix marks a lock name that is an adapter's command:
+// "exec:python3 adapters/python/redis_py_lock.py".
+const ExecPrefix = "exec:"
+
+// ErrLockGone is returned by a lock that can no longer be used at all: an
+// adapter that exited or broke the protocol. The worker stops.
+var ErrLockGone = errors.New("lock: gone")
+
+// A Refused is a request the lock certainly did not carry out: the
+// adapter said fail, or was gone before it was asked.
+type Refused struct{ Reason string }
+
+func (r *Refused) Error() string { return r.Reason }
+
+// An Exec is a lock of any language: an adapter process that speaks the
+// lock adapter protocol (package adapter, docs/adapter-protocol.md). The
+// worker starts it as its child, in its process group, so that a pause of
+// the worker freezes the adapter with it, as a GC pause freezes a whole
+// application. Fenced, it takes the adapter's fencing token when its hello
+// says it has one, and an INCR of FenceKey otherwise, as the other locks.
+// With an adapter that renews, a watchdog renews each grant every lease/3
+// while it is held.
+type Exec struct {
+	p         *adapter.Process
+	key       string
+	lease     time.Duration
+	opTimeout time.Duration
+	fence     fencer
+	watch     sync.WaitGroup
+	stop      chan struct{} // closes to end the watchdog of the grant held
+}
+
+// execWait is how long an acquire asks the adapter to keep trying before
+// it answers busy: short enough that a run's end is noticed soon after.
+const execWait = 500 * time.Millisecond
+
+// NewExec starts the adapter command and waits for its hello. Its
+// standard error, and complaints about its answers, go to stderr.
+func NewExec(ctx context.Context, command string, cfg LockConfig, stderr io.Writer) (*Exec, error) {
+	p, err := adapter.Start(ctx, command, adapter.Setup{RedisURL: cfg.RedisURL, Lock: cfg.Key, Lease: cfg.Lease,
+		Retry: cfg.Retry}, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return &Exec{p: p, key: cfg.Key, lease: cfg.Lease, opTimeout: cfg.OpTimeout,
+		fence: fencer{Redis: cfg.Redis, Key: cfg.FenceKey, On: cfg.Fenced && !p.Hello.Fencing}}, nil
+}
+
+// Hello is what the adapter said of itself.
+func (l *Exec) Hello() adapter.Hello { return l.p.Hello }
+
+// PID is the adapter's process ID, for whoever freezes the worker whole.
+func (l *Exec) PID() int { return l.p.PID() }
+
+// Close ends the adapter.
+func (l *Exec) Close() error {
+	l.stopWatch()
+	l.p.Close()
+	return nil
+}
+
+// Acquire implements Lock: it asks until the adapter grants the lock or
+// ctx ends. A request under way is not cut short when ctx ends.
+func (l *Exec) Acquire(ctx context.Context) (Grant, error) {
+	for {
+		if ctx.Err() != nil {
+			return Grant{}, ErrGaveUp
+		}
+		wait := execWait
+		if d, ok := ctx.Deadline(); ok {
+			wait = max(min(wait, time.Until(d)), time.Millisecond) // the adapter gives up when the caller would
+		}
+		req := adapter.Request{Type: "acquire", Lock: l.key, LeaseMS: l.lease.Milliseconds(), WaitMS: wait.Milliseconds()}
+		a, err := l.p.Request(context.WithoutCancel(ctx), req, wait+l.timeout())
+		if err != nil {
+			return Grant{}, l.failed(err)
+		}
+		switch {
+		case a.Type == adapter.TypeFail && a.Reason == adapter.ReasonBusy:
+			continue
+		case a.Type != adapter.TypeOK:
+			return Grant{}, l.answered(a)
+		case a.Token == "":
+			return Grant{}, fmt.Errorf("adapter %q granted the lock without a token: its release could not name it", l.p.Command)
+		}
+		g := Grant{Token: a.Token, Lease: l.lease}
+		if a.LeaseMS > 0 {
+			g.Lease = time.Duration(a.LeaseMS) * time.Millisecond
+		}
+		if l.p.Hello.Fencing {
+			g.Fence = a.Fence
+		} else if g.Fence, err = l.fence.fence(ctx); err != nil {
+			return g, err
+		}
+		if l.p.Hello.Renewal {
+			l.startWatch(g)
+		}
+		return g, nil
+	}
+}
+
+// Release implements Lock.
+func (l *Exec) Release(ctx context.Context, g Grant) error {
+	l.stopWatch()
+	a, err := l.p.Request(ctx, adapter.Request{Type: "release", Lock: l.key, Token: g.Token}, l.timeout())
+	if err != nil {
+		return l.failed(err)
+	}
+	if a.Type == adapter.TypeOK {
+		return nil
+	}
+	return l.answered(a)
+}
+
+// startWatch renews g every lease/3 until stopWatch, or until a renewal
+// fails: the lock is lost, and its release will say so.
+func (l *Exec) startWatch(g Grant) {
+	l.stop = make(chan struct{})
+	l.watch.Add(1)
+	go func(stop <-chan struct{}) {
+		defer l.watch.Done()
+		t := time.NewTicker(max(g.Lease/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			req := adapter.Request{Type: "renew", Lock: l.key, Token: g.Token, LeaseMS: g.Lease.Milliseconds()}
+			if a, err := l.p.Request(context.Background(), req, l.timeout()); err != nil || a.Type != adapter.TypeOK {
+				return
+			}
+		}
+	}(l.stop)
+}
+
+func (l *Exec) stopWatch() {
+	if l.stop != nil {
+		close(l.stop)
+		l.stop = nil
+	}
+	l.watch.Wait()
+}
+
+func (l *Exec) timeout() time.Duration {
+	if l.opTimeout <= 0 {
+		return 5 * time.Second
+	}
+	return l.opTimeout
+}
+
+// answered turns an answer other than ok into the error the history
+// records: a release's lapse as ErrNotHeld or ErrStolen, a refusal as
+// a Refused (:fail), an info answer as an unknown outcome (:info).
+func (l *Exec) answered(a adapter.Answer) error {
+	reason := a.Reason
+	if reason == "" {
+		reason = "(no reason given)"
+	}
+	switch {
+	case a.Type == adapter.TypeFail && a.Reason == adapter.ReasonNotHeld:
+		return ErrNotHeld
+	case a.Type == adapter.TypeFail && a.Reason == adapter.ReasonStolen:
+		return ErrStolen
+	case a.Type == adapter.TypeFail:
+		return &Refused{Reason: reason}
+	case a.Type == adapter.TypeInfo:
+		return fmt.Errorf("adapter: outcome unknown: %s", reason)
+	case a.Type == adapter.TypeError:
+		return &Refused{Reason: fmt.Sprintf("adapter %q did not understand the request: %s", l.p.Command, reason)}
+	}
+	return &Refused{Reason: fmt.Sprintf("adapter %q answered %q, which is no answer type (ok, fail, info, error)",
+		l.p.Command, strings.TrimSpace(a.Type))}
+}
+
+// failed is a request that got no answer: unknown outcome if it was sent,
+// a refusal if not; and the lock is gone with its adapter.
+func (l *Exec) failed(err error) error {
+	var ae *adapter.Error
+	if errors.As(err, &ae) && errors.Is(err, adapter.ErrGone) {
+		if !ae.Sent {
+			return fmt.Errorf("%w: %w", ErrLockGone, &Refused{Reason: err.Error()})
+		}
+		return fmt.Errorf("%w: %w", ErrLockGone, err)
+	}
+	return err
+}

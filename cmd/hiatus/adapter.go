@@ -1,0 +1,55 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hiatus-dev/hiatus/adapter"
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/urfave/cli/v2"
+)
+
+func adapterCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "adapter",
+		Usage: "check a lock adapter: a lock of any language that speaks the adapter protocol",
+		Description: "A lock adapter is a program that takes hiatus's requests (acquire, release, renew) as JSON\n" +
+			"lines on its standard input and answers each on its standard output\n" +
+			"(docs/adapter-protocol.md). `hiatus run --lock exec:COMMAND` tests its lock like a built-in one.",
+		Subcommands: []*cli.Command{{
+			Name:      "check",
+			Usage:     "run the protocol's conformance check of an adapter",
+			ArgsUsage: "COMMAND",
+			Description: "Starts the adapter (COMMAND, run by /bin/sh) twice against a Redis and checks, in plain\n" +
+				"words: its hello; acquire; that a second process is refused while the first holds the\n" +
+				"lock; release; the release of a lock whose lease expired; fencing and renewal if its hello\n" +
+				"says it has them; a request it cannot understand; that it exits when its input closes.\n\n" +
+				"Example:\n" +
+				"  hiatus adapter check 'adapters/python/redis_py_lock.py'\n\n" +
+				"Exit status: 0 conforms, 1 does not, 254 bad arguments or no Redis, 255 internal error.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "redis-url", EnvVars: []string{"HIATUS_REDIS_URL"}, Usage: "use this Redis instead of a throwaway redis-server"},
+				&cli.BoolFlag{Name: "trace", Usage: "show every line the first adapter process is sent (->) and answers (<-)"},
+				helpFlag(),
+			},
+			HideHelp: true,
+			Action: func(c *cli.Context) error {
+				if c.NArg() != 1 {
+					return usageErrorf("adapter check takes the adapter's command as one argument (quote it), not %d arguments", c.NArg())
+				}
+				ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				err := harness.CheckAdapter(ctx, c.Args().First(), c.String("redis-url"), c.App.Writer, c.Bool("trace"))
+				switch {
+				case errors.Is(err, adapter.ErrNonconforming):
+					return verdictExit(exitInvalid)
+				case err != nil:
+					return runError(err)
+				}
+				return nil
+			},
+		}},
+	}
+}

@@ -1,0 +1,135 @@
+package harness_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/adaptertest"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// marked runs command with an environment variable no other process has,
+// so that a test can find whatever it left behind.
+func marked(command string) (string, string) {
+	mark := fmt.Sprintf("HIATUS_TEST_MARK=%d", rand.Int63())
+	return "env " + mark + " " + command, mark
+}
+
+// leftovers lists the processes whose environment holds mark.
+func leftovers(mark string) []string {
+	var found []string
+	pids, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, f := range pids {
+		env, err := os.ReadFile(f)
+		if err == nil && bytes.Contains(env, []byte(mark+"\x00")) {
+			cmd, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "cmdline"))
+			found = append(found, fmt.Sprintf("%s: %s", filepath.Dir(f), bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
+		}
+	}
+	return found
+}
+
+// adapterRun runs a short experiment on the lock adapter command.
+func adapterRun(t *testing.T, command string, edit func(*harness.Config)) (harness.Result, string, error) {
+	t.Helper()
+	cfg := harness.DefaultConfig()
+	cfg.Lock, cfg.Store = "exec:"+command, t.TempDir()
+	cfg.TimeLimit, cfg.Nemesis, cfg.Workers = 2*time.Second, "none", 2
+	edit(&cfg)
+	var out bytes.Buffer
+	res, err := harness.RunWatched(context.Background(), cfg, harness.Watch{Out: &out})
+	return res, out.String(), err
+}
+
+// TestRunAdapterFrozenWithWorker: redis-semaphore's Mutex refreshes its own
+// lease from the adapter process. A pause of the worker's thread alone
+// (sleep) leaves it refreshing, and nothing is lost; a pause of the
+// application (stop: the worker and its adapter, one process group)
+// freezes the refresh too, the lease lapses, and updates are lost. The
+// difference is the adapter frozen with its worker.
+func TestRunAdapterFrozenWithWorker(t *testing.T) {
+	root, _ := filepath.Abs("..")
+	if _, err := os.Stat(filepath.Join(root, "adapters/node/node_modules/redis-semaphore")); err != nil {
+		t.Fatalf("the Node adapters need their npm packages (scripts/setup --tests installs them): %v", err)
+	}
+	for _, kind := range []string{"sleep", "stop"} {
+		command, mark := marked("node " + filepath.Join(root, "adapters/node/redis-semaphore.js"))
+		res, out, err := adapterRun(t, command, func(c *harness.Config) {
+			c.Lease, c.Pause, c.InjectEvery, c.PauseKind, c.Work = 200*time.Millisecond, 600*time.Millisecond, 3, kind, 5*time.Millisecond
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		f, _ := res.Results.LockCounter()
+		switch {
+		case kind == "sleep" && (res.Results.Valid != checker.Valid || f.Writes < 1):
+			t.Errorf("sleep: valid? %v with %d writes, want valid: the adapter kept refreshing", res.Results.Valid, f.Writes)
+		case kind == "stop" && f.LostMin < 1:
+			t.Errorf("stop: %d lost, want some: the adapter was frozen with its worker and its lease lapsed", f.LostMin)
+		}
+		if !strings.Contains(out, "lock adapter: node-redis-semaphore 1 (redis-semaphore") {
+			t.Errorf("the run's output does not say what the adapter is:\n%s", out)
+		}
+		if left := leftovers(mark); len(left) > 0 {
+			t.Errorf("%s: processes left behind: %q", kind, left)
+		}
+	}
+}
+
+// TestRunAdapterMisbehaves: an adapter that cannot start is a setup error
+// with what it wrote; one that dies, breaks the protocol or stops answering
+// mid-run ends its worker with a word on the terminal, its request in
+// flight :info, and the run goes on to a history that checks; nothing it
+// started is left behind.
+func TestRunAdapterMisbehaves(t *testing.T) {
+	command, mark := marked(adaptertest.Command("exit"))
+	_, _, err := adapterRun(t, command, func(*harness.Config) {})
+	var se *harness.SetupError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "exiting at start, as asked") || !strings.Contains(err.Error(), "did not say hello") {
+		t.Errorf("an adapter that exits at start: %v, want a SetupError with its words", err)
+	}
+	for _, tc := range []struct{ mode, said string }{
+		{"die-after=4", "exited (status 4)"},
+		{"garbage-after=4", "which is no answer"},
+		{"mute-after=4", ""},
+	} {
+		command, mark = marked(adaptertest.Command(tc.mode))
+		res, out, err := adapterRun(t, command, func(c *harness.Config) { c.OpTimeout = 300 * time.Millisecond })
+		if err != nil {
+			t.Fatalf("%s: %v", tc.mode, err)
+		}
+		if tc.said != "" && (!strings.Contains(out, "ended early") || !strings.Contains(out, tc.said)) {
+			t.Errorf("%s: the run's output does not say why its workers ended:\n%s", tc.mode, out)
+		}
+		ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos := 0
+		for _, o := range ops {
+			if o.IsClient() && o.F == history.FAcquire && o.Type == history.Info {
+				infos++
+			}
+		}
+		if infos < 1 {
+			t.Errorf("%s: no acquire completed :info, yet each worker's 4th went unanswered", tc.mode)
+		}
+		if res.Results.Valid == checker.Unknown && !strings.Contains(fmt.Sprint(res.Results.Checks), "final") {
+			t.Errorf("%s: the history does not check: %+v", tc.mode, res.Results.Checks)
+		}
+		if left := leftovers(mark); len(left) > 0 {
+			t.Errorf("%s: processes left behind: %q", tc.mode, left)
+		}
+	}
+}

@@ -1,0 +1,107 @@
+// Package adaptertest makes a test binary a lock adapter, well behaved or
+// not, for the tests of the protocol and of runs with adapters: real
+// processes that speak (or break) the protocol, as a user's adapter might.
+package adaptertest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/hiatus-dev/hiatus/client"
+)
+
+// Env names the behaviour a test binary started as an adapter takes.
+const Env = "HIATUS_TEST_ADAPTER"
+
+// Command is the adapter command that runs this test binary as an adapter
+// behaving as mode: setnx (well behaved: client.SetNX over the protocol),
+// exit (exits at start), hang (never answers), garbage-hello, twice
+// (answers each acquire twice), garbage-after=N, mute-after=N and
+// die-after=N (at the Nth acquire: writes garbage, stops answering, exits).
+func Command(mode string) string {
+	return fmt.Sprintf("env %s=%s %s", Env, mode, os.Args[0])
+}
+
+// Serve makes this process the adapter Command started, and returns at
+// once when it was not started as one. Call it first in TestMain.
+func Serve() {
+	mode, ok := os.LookupEnv(Env)
+	if !ok {
+		return
+	}
+	if err := serve(mode); err != nil {
+		fmt.Fprintf(os.Stderr, "adaptertest: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func serve(mode string) error {
+	name, n := mode, 0
+	if i := strings.IndexByte(mode, '='); i > 0 {
+		name = mode[:i]
+		var err error
+		if n, err = strconv.Atoi(mode[i+1:]); err != nil {
+			return fmt.Errorf("mode %q: %w", mode, err)
+		}
+	}
+	switch name {
+	case "exit":
+		fmt.Fprintln(os.Stderr, "adaptertest: exiting at start, as asked")
+		os.Exit(3)
+	case "hang":
+		_, err := io.Copy(io.Discard, os.Stdin)
+		return err
+	case "garbage-hello":
+		fmt.Println("hello there")
+		_, err := io.Copy(io.Discard, os.Stdin)
+		return err
+	}
+	// The well-behaved adapter, behind a layer that misbehaves as asked.
+	reqR, reqW := io.Pipe()
+	ansR, ansW := io.Pipe()
+	newLock := func(cfg client.LockConfig) (client.Lock, error) { return client.NewLock("setnx", cfg) }
+	go func() {
+		err := client.ServeAdapter(context.Background(), reqR, ansW, "adaptertest-"+mode, newLock)
+		ansW.CloseWithError(err)
+	}()
+	answers := bufio.NewScanner(ansR)
+	acquires := 0
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		var req struct{ Type string }
+		_ = json.Unmarshal(sc.Bytes(), &req)
+		if req.Type == "acquire" {
+			acquires++
+		}
+		due := req.Type == "acquire" && acquires >= n
+		switch {
+		case due && name == "garbage-after":
+			fmt.Println("{not json")
+			continue
+		case due && name == "mute-after":
+			continue
+		case due && name == "die-after":
+			fmt.Fprintln(os.Stderr, "adaptertest: dying mid-run, as asked")
+			os.Exit(4)
+		}
+		if _, err := reqW.Write(append(sc.Bytes(), '\n')); err != nil {
+			return err
+		}
+		if !answers.Scan() {
+			return fmt.Errorf("the adapter behind ended: %v", answers.Err())
+		}
+		fmt.Println(answers.Text())
+		if name == "twice" && req.Type == "acquire" {
+			fmt.Println(answers.Text())
+		}
+	}
+	reqW.Close()
+	return sc.Err()
+}
