@@ -174,9 +174,7 @@ func Start(ctx context.Context, command string, s Setup, stderr io.Writer) (*Pro
 	p := &Process{Command: command, cmd: cmd, stdin: stdin, log: stderr, trace: s.Trace, wait: map[int64]pending{},
 		done: map[int64]string{}, gone: make(chan struct{}), exited: make(chan struct{})}
 	go p.read(stdout)
-	hctx, cancel := context.WithTimeout(ctx, HelloTimeout)
-	defer cancel()
-	a, err := p.Request(hctx, Request{Type: "init", Protocol: Protocol, RedisURL: s.RedisURL, Lock: s.Lock,
+	a, err := p.Request(ctx, Request{Type: "init", Protocol: Protocol, RedisURL: s.RedisURL, Lock: s.Lock,
 		LeaseMS: s.Lease.Milliseconds(), RetryMS: s.Retry.Milliseconds()}, HelloTimeout)
 	switch {
 	case err != nil:

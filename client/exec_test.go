@@ -148,3 +148,18 @@ func pausedThroughAdapter(t *testing.T, command string, lease time.Duration, sto
 	<-bDone
 	return r.history(t)
 }
+
+func TestLockLabel(t *testing.T) {
+	for name, want := range map[string]string{
+		"setnx":                                 "setnx",
+		"exec:node adapters/node/redlock.js":    "exec-redlock",
+		"exec:adapters/python/redis_py_lock.py": "exec-redis_py_lock",
+		"exec:env A=1 /tmp/go-setnx --verbose":  "exec-go-setnx",
+		"exec:java -jar 'my lock.jar'":          "exec-lock",
+		"exec:/opt/locks/résumé":                "exec-r-sum-",
+	} {
+		if got := client.LockLabel(name); got != want {
+			t.Errorf("LockLabel(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -199,4 +200,29 @@ func (l *Exec) failed(err error) error {
 		return fmt.Errorf("%w: %w", ErrLockGone, err)
 	}
 	return err
+}
+
+// LockLabel is a short name for the lock called name, for tables, plots and
+// directory names: the name itself, or for an adapter "exec-" and the base
+// name of its program or script, without extension ("exec:node
+// adapters/node/redlock.js" is exec-redlock).
+func LockLabel(name string) string {
+	cmd, ok := strings.CutPrefix(name, ExecPrefix)
+	if !ok {
+		return name
+	}
+	base := ""
+	for _, f := range strings.Fields(cmd) {
+		if !strings.HasPrefix(f, "-") && !strings.Contains(f, "=") {
+			base = f
+		}
+	}
+	base = strings.TrimSuffix(filepath.Base(base), filepath.Ext(base))
+	base = strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '.' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' {
+			return r
+		}
+		return '-'
+	}, base)
+	return "exec-" + base
 }

@@ -25,6 +25,7 @@ type collector struct {
 	infoWrites []client.WriteID // :info writes the audit table may settle
 	current    []atomic.Int64   // per worker slot: the process it records as now
 	pending    []*history.Op    // per worker slot: its open invocation, if any
+	holding    []bool           // per worker slot: it holds the lock (acquired, release not completed)
 	resume     func(slot int)   // sends SIGCONT to the worker in slot
 	wg         sync.WaitGroup   // the workers' readers
 	protocol   []error          // worker output that was not ops
@@ -32,7 +33,7 @@ type collector struct {
 
 func newCollector(journal io.Writer, workers int) *collector {
 	c := &collector{journal: history.NewWriter(journal), current: make([]atomic.Int64, workers),
-		pending: make([]*history.Op, workers), maxProcess: -1}
+		pending: make([]*history.Op, workers), holding: make([]bool, workers), maxProcess: -1}
 	for i := range c.current {
 		c.current[i].Store(int64(i))
 	}
@@ -103,6 +104,12 @@ func (c *collector) take(slot int, o history.Op) {
 		} else {
 			c.pending[slot] = nil
 		}
+		switch {
+		case o.F == history.FAcquire && o.Type == history.Ok:
+			c.holding[slot] = true
+		case o.F == history.FRelease && o.Type != history.Invoke:
+			c.holding[slot] = false
+		}
 		c.mu.Unlock()
 	}
 	if d, ok := nemesis.SelfStopped(o); ok && c.resume != nil {
@@ -112,12 +119,19 @@ func (c *collector) take(slot int, o history.Op) {
 
 func (c *collector) wait() { c.wg.Wait() }
 
+// holds reports whether the worker in slot holds the lock now.
+func (c *collector) holds(slot int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.holding[slot]
+}
+
 // crashed completes the open invocation of the worker in slot, killed at
 // time t, as :info: it may or may not have taken effect.
 func (c *collector) crashed(slot int, t int64) {
 	c.mu.Lock()
 	inv := c.pending[slot]
-	c.pending[slot] = nil
+	c.pending[slot], c.holding[slot] = nil, false
 	c.mu.Unlock()
 	if inv == nil {
 		return

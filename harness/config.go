@@ -10,6 +10,7 @@ import (
 
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/nemesis"
 )
 
 // The defaults of a run, which `hiatus run` and `hiatus compare` flags
@@ -55,6 +56,11 @@ type Config struct {
 	PostgresURL string        // "" starts a throwaway PostgreSQL
 	Store       string        // directory where runs are kept
 	CounterID   int64         // row of the counter table (runs sharing a server need distinct rows and names)
+
+	// Plan, when not nil, is the nemesis's schedule to replay (a run's
+	// schedule.edn) instead of one drawn from Seed; Nemesis must name its
+	// kinds of fault.
+	Plan nemesis.Plan
 
 	// Locks are locks of the caller's own, by name, for Lock to name. They
 	// are code, not settings: the worker processes must be given the same
@@ -155,6 +161,11 @@ func (c Config) validateNemesis() error {
 			}
 		}
 	}
+	for _, k := range c.Plan.Kinds() {
+		if !slices.Contains(faults, k) {
+			return fmt.Errorf("the schedule holds %s faults, which --nemesis %q does not name", k, c.Nemesis)
+		}
+	}
 	if slices.Contains(faults, "pause-redis") && c.RedisURL != "" && c.RedisPID == 0 {
 		return fmt.Errorf("--nemesis pause-redis with --redis-url needs --redis-pid")
 	}
@@ -195,7 +206,9 @@ func (c Config) FaultNames() []string {
 // Describe says what the run does, in one line.
 func (c Config) Describe() string {
 	s := fmt.Sprintf("lock %s, %d workers, %v, lease %v, work %v", c.Lock, c.Workers, c.TimeLimit, c.Lease, c.Work)
-	if f := c.FaultNames(); len(f) > 0 {
+	if f := c.FaultNames(); c.Plan != nil {
+		s += fmt.Sprintf(", nemesis %s replaying %d faults", strings.Join(f, "+"), len(c.Plan))
+	} else if len(f) > 0 {
 		s += fmt.Sprintf(", nemesis %s for %v every %v", strings.Join(f, "+"), c.Pause, c.Interval)
 	} else {
 		s += ", no nemesis"
@@ -233,7 +246,7 @@ func testEDN(c Config, start time.Time) []byte {
 		"inject-every": c.InjectEvery, "pause-kind": history.Keyword(c.PauseKind), "lock": lockValue(c.Lock), "fenced?": c.Fenced, "seed": c.Seed,
 		"redis-url": Redact(c.RedisURL), "postgres-url": Redact(c.PostgresURL), "counter-id": c.CounterID,
 		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword("lock-counter"),
-		"initial": int64(0),
+		"initial": int64(0), "replay?": c.Plan != nil,
 		// :time in the history counts nanoseconds from here, on the Redis clock.
 		"start-time": start.UTC().Format(time.RFC3339Nano), "start-unix-ns": start.UnixNano(),
 	}

@@ -146,7 +146,7 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 	defer freezer.ResumeAll()
 	nemDone := make(chan error, 1)
 	if faults := env.faults(cfg, workers, freezer); len(faults) > 0 {
-		sched := &nemesis.Schedule{Faults: faults, Pause: cfg.Pause, Interval: cfg.Interval,
+		sched := &nemesis.Schedule{Faults: faults, Pause: cfg.Pause, Interval: cfg.Interval, Plan: cfg.Plan,
 			Rand: rand.New(rand.NewSource(cfg.Seed)), Clock: clock, Record: func(o history.Op) {
 				lg.logf("nemesis: %s %s", o.F, history.AppendValue(nil, o.Value))
 				col.record(o)
@@ -203,11 +203,13 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 	stream.Grow(ops)
 	perf := report.NewPerf()
 	tl := &report.Timeline{Workers: cfg.Workers}
+	var plan nemesis.PlanRecorder
 	settled, n, last := 0, 0, int64(0)
 	add := func(o history.Op) error {
 		stream.Add(o)
 		perf.Add(o)
 		tl.Add(o)
+		plan.Add(o)
 		n, last = n+1, max(last, o.Time)
 		return w.Write(o)
 	}
@@ -247,6 +249,9 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 	rs := analyze(stream)
 	tl.SetFlags(stream.Flagged())
 	if err := run.WriteFile(store.Results, rs.AppendEDN(nil)); err != nil {
+		return rs, err
+	}
+	if err := run.WriteFile(store.Schedule, plan.Plan().AppendEDN(nil)); err != nil {
 		return rs, err
 	}
 	// The pictures are not worth the verdict: a failure is logged.

@@ -130,7 +130,7 @@ func (ws *workerSet) Targets() []nemesis.Target {
 			continue
 		}
 		ts = append(ts, nemesis.Target{Worker: p.slot, PID: p.cmd.Process.Pid,
-			Process: history.Process(ws.col.current[p.slot].Load())})
+			Process: history.Process(ws.col.current[p.slot].Load()), Holding: ws.col.holds(p.slot)})
 	}
 	return ts
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand"
+	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
 )
@@ -15,17 +16,52 @@ type Target struct {
 	// started (a lock adapter), which SigStop freezes together.
 	PID     int
 	Process history.Process // the process number it records ops under now
+	Holding bool            // it holds the lock, as far as its ops say
 }
 
 // ErrNoTarget is returned by a fault that finds nothing to act on.
 var ErrNoTarget = errors.New("nemesis: no target")
 
-func pick(targets []Target, r *rand.Rand) (Target, error) {
+// holderWait bounds how long a replayed fault that hit a holder waits for
+// its worker to hold the lock again: a few sections' time.
+const holderWait = time.Second
+
+// pickHolder is pick of the aimed worker, once it holds the lock (or
+// holderWait has passed): a replayed fault that hit a lock holder hits one
+// again, whatever the phase of the worker's loop at that moment.
+func pickHolder(ctx context.Context, targets func() []Target, r *rand.Rand, aim int) (Target, error) {
+	deadline := time.Now().Add(holderWait)
+	for {
+		t, err := pick(targets(), r, aim)
+		if err != nil || t.Holding || time.Now().After(deadline) {
+			return t, err
+		}
+		if !sleep(ctx, time.Millisecond) {
+			return t, nil
+		}
+	}
+}
+
+// pick chooses a target at random, or the worker a replayed schedule
+// aims at (its slot plus one; 0 aims at none).
+func pick(targets []Target, r *rand.Rand, aim int) (Target, error) {
+	if aim > 0 {
+		for _, t := range targets {
+			if t.Worker == aim-1 {
+				return t, nil
+			}
+		}
+		return Target{}, ErrNoTarget
+	}
 	if len(targets) == 0 {
 		return Target{}, ErrNoTarget
 	}
 	return targets[r.Intn(len(targets))], nil
 }
+
+// An aimer is a fault of a worker that a replayed schedule aims: at a
+// worker slot, and, for holder, at the moment it holds the lock.
+type aimer interface{ aimAt(worker int, holder bool) }
 
 func (t Target) value() map[history.Keyword]any {
 	return map[history.Keyword]any{"worker": t.Worker, "pid": t.PID, "process": int64(t.Process)}
@@ -39,14 +75,21 @@ type SigStop struct {
 	Targets func() []Target
 	Freezer *Freezer
 	pid     int
+	aim     int  // the slot plus one of the worker to stop next; 0 for any
+	holder  bool // stop it once it holds the lock
 }
+
+func (n *SigStop) aimAt(worker int, holder bool) { n.aim, n.holder = worker+1, holder }
 
 // Kind implements Fault.
 func (*SigStop) Kind() history.Keyword { return KindSigStop }
 
 // Begin implements Fault.
-func (n *SigStop) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
-	t, err := pick(n.Targets(), r)
+func (n *SigStop) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
+	t, err := pick(n.Targets(), r, n.aim)
+	if n.holder {
+		t, err = pickHolder(ctx, n.Targets, r, n.aim)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -127,14 +170,21 @@ type Workers interface {
 type KillWorker struct {
 	Workers Workers
 	slot    int
+	aim     int // as SigStop's
+	holder  bool
 }
+
+func (n *KillWorker) aimAt(worker int, holder bool) { n.aim, n.holder = worker+1, holder }
 
 // Kind implements Fault.
 func (*KillWorker) Kind() history.Keyword { return KindKillWorker }
 
 // Begin implements Fault.
-func (n *KillWorker) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
-	t, err := pick(n.Workers.Targets(), r)
+func (n *KillWorker) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
+	t, err := pick(n.Workers.Targets(), r, n.aim)
+	if n.holder {
+		t, err = pickHolder(ctx, n.Workers.Targets, r, n.aim)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -79,40 +79,51 @@ type Schedule struct {
 	Rand     *rand.Rand    // seeded, so that a schedule can be replayed
 	Clock    Clock
 	Record   Recorder
+	// Plan, when not nil, is what Run injects instead of drawing: each
+	// fault at its time, on its worker, for its length.
+	Plan Plan
 }
 
-// Run injects faults until ctx ends. A fault under way when ctx ends is
-// ended at once.
+// Run injects faults until ctx ends, or replays Plan when it has one. A
+// fault under way when ctx ends is ended at once.
 func (s *Schedule) Run(ctx context.Context) error {
+	if s.Plan != nil {
+		return s.replay(ctx)
+	}
 	for {
 		if !sleep(ctx, s.Interval) {
 			return nil
 		}
-		f := s.Faults[s.Rand.Intn(len(s.Faults))]
-		begin, end := verbs(f.Kind())
-		t0 := s.Clock.Now(ctx)
-		v, err := f.Begin(ctx, s.Rand)
-		if v == nil {
-			v = map[history.Keyword]any{}
-		}
-		v["kind"], v["ms"] = f.Kind(), s.Pause.Milliseconds()
-		if err != nil {
-			v["error"] = err.Error()
-		}
-		s.Record(history.Op{Index: history.Unset, Time: t0, Type: history.Info,
-			Process: history.Nemesis, F: begin, Value: v})
-		if err != nil {
-			continue // nothing to end; the failure is in the history
-		}
-		sleep(ctx, s.Pause) // cut short when the run ends
-		err = f.End(context.WithoutCancel(ctx))
-		w := v
-		if err != nil {
-			w = copyMap(v)
-			w["error"] = err.Error()
-		}
-		record(ctx, s.Clock, s.Record, end, w)
+		s.inject(ctx, s.Faults[s.Rand.Intn(len(s.Faults))], s.Pause)
 	}
+}
+
+// inject begins f, waits length (cut short when ctx ends) and ends it,
+// recording both.
+func (s *Schedule) inject(ctx context.Context, f Fault, length time.Duration) {
+	begin, end := verbs(f.Kind())
+	t0 := s.Clock.Now(ctx)
+	v, err := f.Begin(ctx, s.Rand)
+	if v == nil {
+		v = map[history.Keyword]any{}
+	}
+	v["kind"], v["ms"] = f.Kind(), length.Milliseconds()
+	if err != nil {
+		v["error"] = err.Error()
+	}
+	s.Record(history.Op{Index: history.Unset, Time: t0, Type: history.Info,
+		Process: history.Nemesis, F: begin, Value: v})
+	if err != nil {
+		return // nothing to end; the failure is in the history
+	}
+	sleep(ctx, length)
+	err = f.End(context.WithoutCancel(ctx))
+	w := v
+	if err != nil {
+		w = copyMap(v)
+		w["error"] = err.Error()
+	}
+	record(ctx, s.Clock, s.Record, end, w)
 }
 
 func copyMap(m map[history.Keyword]any) map[history.Keyword]any {

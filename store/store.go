@@ -25,6 +25,9 @@ const (
 	Results = "results.edn" // the checkers' verdicts
 	Test    = "test.edn"    // the run's full configuration
 	Log     = "hiatus.log"  // what the run printed and did
+	// Schedule is the faults the nemesis injected, as they happened:
+	// `hiatus run --schedule` and `hiatus replay` inject them again.
+	Schedule = "schedule.edn"
 
 	// The logs of the throwaway servers a run started, kept when they go.
 	RedisLog    = "redis-server.log"

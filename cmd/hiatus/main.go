@@ -83,6 +83,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			timelineCommand(),
 			serveCommand(),
 			adapterCommand(),
+			replayCommand(),
+			shrinkCommand(),
 		},
 		Action: func(c *cli.Context) error {
 			if topic, ok := helpTopic(c.Args().Slice()); ok {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/urfave/cli/v2"
 )
 
@@ -59,6 +60,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "lock", Value: harness.DefaultLock, Usage: "the lock under test: " + strings.Join(client.LockNames(), ", ")},
 		&cli.BoolFlag{Name: "fenced", Usage: "write with a fencing token (Redis INCR), which Postgres checks: UPDATE … WHERE fence < $n"},
 		&cli.Int64Flag{Name: "seed", Usage: "seed of the nemesis's choices, to replay a schedule", DefaultText: "from the clock, recorded in test.edn"},
+		&cli.StringFlag{Name: "schedule", Usage: "inject the faults of `FILE` (a run's schedule.edn), each at its time, instead of drawing them; --nemesis defaults to their kinds"},
 	}, sharedFlags()...)
 }
 
@@ -84,6 +86,18 @@ func runCommand() *cli.Command {
 			cfg.Name, cfg.Lease, cfg.Nemesis = c.String("name"), c.Duration("lease"), c.String("nemesis")
 			cfg.InjectEvery, cfg.Fenced, cfg.PauseKind, cfg.Lock = c.Int("inject-every"), c.Bool("fenced"), c.String("pause-kind"), c.String("lock")
 			cfg.RedisPID, cfg.PostgresPID = c.Int("redis-pid"), c.Int("postgres-pid")
+			if f := c.String("schedule"); f != "" {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return usageErrorf("--schedule: %v", err)
+				}
+				if cfg.Plan, err = nemesis.ParsePlan(string(b)); err != nil {
+					return usageErrorf("--schedule %s: %v", f, err)
+				}
+				if !c.IsSet("nemesis") {
+					cfg.Nemesis = strings.Join(cfg.Plan.Kinds(), ",")
+				}
+			}
 			return runOnce(c.Context, cfg, c)
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/hiatus-dev/hiatus/client"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -116,7 +117,7 @@ func sweepPanel(t *Table, kind string) (*plot.Plot, error) {
 		if p.Title.Text == "" {
 			p.Title.Text = r.PauseLabel() + " (" + caption(t, "point") + ")"
 		}
-		name := r.Lock
+		name := client.LockLabel(r.Lock)
 		if r.Fenced {
 			name += ", fenced"
 		}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hiatus-dev/hiatus/client"
 )
 
 // Pause kinds a Setup may have.
@@ -38,7 +40,7 @@ type Setup struct {
 
 // Slug names the setup in run names: setnx-500ms-sigstop-fenced.
 func (s Setup) Slug() string {
-	parts := []string{s.Lock, s.Lease.String(), s.Pause}
+	parts := []string{client.LockLabel(s.Lock), s.Lease.String(), s.Pause}
 	if s.Fenced {
 		parts = append(parts, "fenced")
 	}
@@ -47,7 +49,7 @@ func (s Setup) Slug() string {
 
 // Short is a compact label, for plots.
 func (s Setup) Short() string {
-	label := fmt.Sprintf("%s %s %s", s.Lock, duration(s.Lease), s.Pause)
+	label := fmt.Sprintf("%s %s %s", client.LockLabel(s.Lock), duration(s.Lease), s.Pause)
 	if s.Fenced {
 		label += " fenced"
 	}

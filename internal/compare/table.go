@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/client"
 )
 
 // Figures are what one run gives a table: the lock-counter check's figures
@@ -244,7 +245,7 @@ func (t *Table) Markdown() []byte {
 		if r.Fenced {
 			fenced = "yes"
 		}
-		cells := []string{r.Lock, r.leaseText(), r.PauseLabel(), fenced}
+		cells := []string{client.LockLabel(r.Lock), r.leaseText(), r.PauseLabel(), fenced}
 		if t.sweep() {
 			cells = append(cells, strconv.FormatFloat(r.Ratio, 'g', 3, 64))
 		}

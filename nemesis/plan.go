@@ -1,0 +1,173 @@
+package nemesis
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// A Planned fault is one fault of a schedule as it happened: a run writes
+// those it injected to schedule.edn, and a replay injects them again.
+type Planned struct {
+	Kind   history.Keyword
+	Worker int           // the worker slot it hit; -1 for a fault of a server
+	At     time.Duration // when it began, after the run's start on the history's clock
+	Length time.Duration // how long it lasted
+	// Holder says the worker held the lock when the fault began: a replay
+	// waits (up to a second) for it to hold the lock again, since the
+	// same instant finds it elsewhere in its loop.
+	Holder bool
+}
+
+// A Plan is a schedule of faults, in the order they begin.
+type Plan []Planned
+
+// replay injects the plan's faults, each when the history's clock reaches
+// its time, until ctx ends.
+func (s *Schedule) replay(ctx context.Context) error {
+	for _, p := range s.Plan {
+		i := slices.IndexFunc(s.Faults, func(f Fault) bool { return f.Kind() == p.Kind })
+		if i < 0 {
+			return fmt.Errorf("schedule: a %s fault, but the run has no such nemesis", p.Kind)
+		}
+		if !sleep(ctx, p.At-time.Duration(s.Clock.Now(ctx))) {
+			return nil
+		}
+		f := s.Faults[i]
+		if a, ok := f.(aimer); ok && p.Worker >= 0 {
+			a.aimAt(p.Worker, p.Holder)
+		}
+		s.inject(ctx, f, p.Length)
+	}
+	return nil
+}
+
+// Kinds are the kinds of fault the plan holds, each once, in order.
+func (p Plan) Kinds() []string {
+	var ks []string
+	for _, f := range p {
+		if !slices.Contains(ks, string(f.Kind)) {
+			ks = append(ks, string(f.Kind))
+		}
+	}
+	return ks
+}
+
+// AppendEDN appends the plan as schedule.edn holds it: a map with one
+// :faults vector, each fault a map of :kind, :worker (absent for a server
+// fault), :at-ms and :ms, both on the history's clock.
+func (p Plan) AppendEDN(b []byte) []byte {
+	fs := make([]any, len(p))
+	for i, f := range p {
+		m := map[history.Keyword]any{"kind": f.Kind, "at-ms": f.At.Milliseconds(), "ms": f.Length.Milliseconds()}
+		if f.Worker >= 0 {
+			m["worker"] = int64(f.Worker)
+		}
+		if f.Holder {
+			m["holder?"] = true
+		}
+		fs[i] = m
+	}
+	b = history.AppendValue(b, map[history.Keyword]any{"faults": fs})
+	return append(b, '\n')
+}
+
+// ParsePlan reads a plan written by AppendEDN.
+func ParsePlan(edn string) (Plan, error) {
+	v, err := history.ParseValue(edn)
+	if err != nil {
+		return nil, fmt.Errorf("schedule: %w", err)
+	}
+	m, _ := v.(map[history.Keyword]any)
+	fs, ok := m["faults"].([]any)
+	if !ok {
+		return nil, fmt.Errorf("schedule: want a map with a :faults vector")
+	}
+	var p Plan
+	for i, x := range fs {
+		f, _ := x.(map[history.Keyword]any)
+		kind, _ := f["kind"].(history.Keyword)
+		at, okAt := history.Int(f["at-ms"])
+		ms, okMS := history.Int(f["ms"])
+		if kind == "" || !okAt || !okMS || at < 0 || ms <= 0 {
+			return nil, fmt.Errorf("schedule: fault %d: want :kind, :at-ms ≥ 0 and :ms > 0, not %s", i, history.AppendValue(nil, x))
+		}
+		w, ok := history.Int(f["worker"])
+		if !ok {
+			w = -1
+		}
+		p = append(p, Planned{Kind: kind, Worker: int(w), At: time.Duration(at) * time.Millisecond,
+			Length: time.Duration(ms) * time.Millisecond, Holder: f["holder?"] == true})
+	}
+	slices.SortStableFunc(p, func(a, b Planned) int { return cmp.Compare(a.At, b.At) })
+	return p, nil
+}
+
+// A PlanRecorder reads a history's nemesis events, one op at a time, into
+// the plan that was executed: each fault that began, from its first event
+// to its second.
+type PlanRecorder struct {
+	plan    Plan
+	open    map[history.Keyword]int  // the fault under way of each kind -> index into plan
+	holding map[history.Process]bool // processes that hold the lock
+}
+
+// Add takes the next op of the history.
+func (r *PlanRecorder) Add(o history.Op) {
+	if r.holding == nil {
+		r.holding = map[history.Process]bool{}
+	}
+	switch {
+	case o.IsClient() && o.F == history.FAcquire && o.Type == history.Ok:
+		r.holding[o.Process] = true
+	case o.IsClient() && o.F == history.FRelease && o.Type != history.Invoke:
+		delete(r.holding, o.Process)
+	}
+	if o.Process != history.Nemesis {
+		return
+	}
+	v, _ := o.Value.(map[history.Keyword]any)
+	kind, _ := v["kind"].(history.Keyword)
+	if kind == "" || kind == KindSleep || kind == KindStop {
+		return // in-section pauses come of the configuration, not the schedule
+	}
+	switch o.F {
+	case history.FPause, history.FKill:
+		if _, failed := v["error"]; failed {
+			return // it froze no one: nothing to replay
+		}
+		w, ok := history.Int(v["worker"])
+		if !ok {
+			w = -1
+		}
+		if r.open == nil {
+			r.open = map[history.Keyword]int{}
+		}
+		r.open[kind] = len(r.plan)
+		ms, _ := history.Int(v["ms"])
+		p, _ := history.Int(v["process"])
+		r.plan = append(r.plan, Planned{Kind: kind, Worker: int(w), At: time.Duration(o.Time),
+			Length: time.Duration(ms) * time.Millisecond, Holder: w >= 0 && r.holding[history.Process(p)]})
+	case history.FResume, history.FRestart:
+		if i, ok := r.open[kind]; ok {
+			r.plan[i].Length = time.Duration(o.Time) - r.plan[i].At
+			delete(r.open, kind)
+		}
+	}
+}
+
+// Plan returns the faults read, each whole millisecond; one never ended
+// lasts as its events said it would (:ms).
+func (r *PlanRecorder) Plan() Plan {
+	p := make(Plan, 0, len(r.plan))
+	for _, f := range r.plan {
+		f.At = f.At.Truncate(time.Millisecond)
+		f.Length = max(f.Length.Round(time.Millisecond), time.Millisecond)
+		p = append(p, f)
+	}
+	return p
+}

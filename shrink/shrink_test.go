@@ -1,0 +1,165 @@
+package shrink_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/hiatus-dev/hiatus/shrink"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// TestMain lets the test binary serve as the workers of the runs it makes.
+func TestMain(m *testing.M) {
+	harness.ServeWorker(nil)
+	os.Exit(m.Run())
+}
+
+const ms = time.Millisecond
+
+// TestShrinkConverges shrinks against a synthetic failure, with no servers:
+// the case fails when a SIGSTOP of at least 300 ms ends 200 ms or more
+// before the run does, with two workers or more and 5 ms of work or more.
+// From seven faults in 10 s it must find that fault alone, as short and as
+// early as the rules allow, in the shortest run the passes can reach.
+func TestShrinkConverges(t *testing.T) {
+	fails := func(c harness.Config) bool {
+		for _, f := range c.Plan {
+			if f.Kind == "sigstop" && f.Length >= 300*ms && f.At+f.Length+200*ms <= c.TimeLimit && c.Workers >= 2 && c.Work >= 5*ms {
+				return true
+			}
+		}
+		return false
+	}
+	judge := func(_ context.Context, c harness.Config) (shrink.Verdict, error) {
+		if fails(c) {
+			return shrink.Verdict{Failed: 3, Runs: 3}, nil
+		}
+		return shrink.Verdict{Runs: 3}, nil
+	}
+	cfg := harness.DefaultConfig()
+	cfg.Plan = nemesis.Plan{}
+	for i := range 7 {
+		length := 100 * ms
+		if i == 4 {
+			length = 800 * ms // the one that matters
+		}
+		cfg.Plan = append(cfg.Plan, nemesis.Planned{Kind: "sigstop", Worker: i % 3, At: time.Duration(i+1) * 1200 * ms, Length: length})
+	}
+	var steps []shrink.Step
+	res, err := shrink.Shrink(context.Background(), cfg, shrink.Verdict{Failed: 3, Runs: 3},
+		shrink.Options{Judge: judge, Need: 2, Budget: time.Minute, Step: func(s shrink.Step) { steps = append(steps, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := res.Config
+	want := nemesis.Planned{Kind: "sigstop", Worker: 1 % 2, At: 500 * ms, Length: 400 * ms}
+	if len(got.Plan) != 1 || got.Plan[0] != want {
+		t.Errorf("plan %+v, want [%+v]", got.Plan, want)
+	}
+	if got.TimeLimit != 1900*ms || got.Workers != 2 || got.Work != 5*ms {
+		t.Errorf("time limit %v, %d workers, work %v; want 1.9s, 2, 5ms", got.TimeLimit, got.Workers, got.Work)
+	}
+	if !fails(got) || res.Tried != len(steps) {
+		t.Errorf("the result does not fail, or %d tried against %d steps", res.Tried, len(steps))
+	}
+}
+
+// TestShrinkBudget: when the budget runs out the smallest case so far is
+// the result, and no error.
+func TestShrinkBudget(t *testing.T) {
+	judge := func(ctx context.Context, c harness.Config) (shrink.Verdict, error) {
+		select {
+		case <-ctx.Done():
+			return shrink.Verdict{}, ctx.Err()
+		case <-time.After(50 * ms):
+		}
+		return shrink.Verdict{Failed: 1, Runs: 1}, nil // everything fails
+	}
+	cfg := harness.DefaultConfig()
+	cfg.Plan = nemesis.Plan{{Kind: "sigstop", At: 5 * time.Second, Length: 800 * ms}, {Kind: "sigstop", At: 7 * time.Second, Length: 800 * ms}}
+	res, err := shrink.Shrink(context.Background(), cfg, shrink.Verdict{Failed: 1, Runs: 1}, shrink.Options{Judge: judge, Need: 1, Budget: 120 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every candidate fails, so each kept one dropped a fault: the result
+	// is as small as the candidates judged in 120 ms made it.
+	if res.Tried < 1 || res.Tried > 3 || len(res.Config.Plan) != max(0, 2-res.Tried) {
+		t.Errorf("tried %d, plan %+v: want one to three candidates in 120 ms of 50 ms each, each dropping a fault", res.Tried, res.Config.Plan)
+	}
+}
+
+// TestShrinkRealRun: a short SIGSTOP run that lost updates, shrunk on real
+// servers within a minute, still fails and is no larger; its reproducer's
+// Go test compiles, and its fenced replay passes.
+func TestShrinkRealRun(t *testing.T) {
+	ctx := context.Background()
+	cfg := harness.DefaultConfig()
+	cfg.Store, cfg.Workers = t.TempDir(), 3
+	cfg.TimeLimit, cfg.Lease, cfg.Pause, cfg.Interval, cfg.Work = 3*time.Second, 100*ms, 400*ms, 300*ms, 10*ms
+	stop, err := harness.StartServers(ctx, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	var failed harness.Result
+	for range 5 { // SIGSTOP at random moments: a run may miss every holder
+		if failed, err = harness.Run(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if f, _ := failed.Results.LockCounter(); f.LostMin > 0 {
+			break
+		}
+	}
+	violated, err := harness.Violated(failed.Dir)
+	if err != nil || len(violated) == 0 {
+		t.Fatalf("no run of 5 lost an update (%v)", err)
+	}
+	replay, err := harness.ReplayConfig(failed.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay.RedisURL, replay.PostgresURL = cfg.RedisURL, cfg.PostgresURL
+	if len(replay.Plan) == 0 || replay.Workers != cfg.Workers || replay.Lease != cfg.Lease {
+		t.Fatalf("replay config %+v does not match the run's", replay)
+	}
+	judge := shrink.Replays(violated, 2, 1, nil)
+	res, err := shrink.Shrink(ctx, replay, shrink.Verdict{Failed: 1, Runs: 1}, shrink.Options{Judge: judge, Need: 1, Budget: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict.Failed < 1 || len(res.Config.Plan) > len(replay.Plan) || res.Config.TimeLimit > replay.TimeLimit {
+		t.Errorf("shrunk to %d faults in %v (from %d in %v), failing %d of %d", len(res.Config.Plan), res.Config.TimeLimit,
+			len(replay.Plan), replay.TimeLimit, res.Verdict.Failed, res.Verdict.Runs)
+	}
+	// The reproducer, as `hiatus shrink` leaves it, in a package of the
+	// module so that its Go test builds against this tree.
+	dir, err := os.MkdirTemp(".", "repro-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	res.Config.RedisURL, res.Config.PostgresURL = "", ""
+	if err := shrink.Write(dir, failed.Dir, res); err != nil {
+		t.Fatal(err)
+	}
+	cmd, _ := os.ReadFile(filepath.Join(dir, shrink.CommandFile))
+	if !strings.Contains(string(cmd), "--schedule") || !strings.Contains(string(cmd), "--workers") {
+		t.Errorf("command.txt %q", cmd)
+	}
+	for _, f := range []string{store.Schedule, shrink.TestFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("the reproducer lacks %s", f)
+		}
+	}
+	out, err := exec.Command("go", "test", "-count=1", "-run", "TestFenced", "./"+dir).CombinedOutput()
+	if err != nil {
+		t.Errorf("the reproducer's TestFenced: %v\n%s", err, out)
+	}
+}
