@@ -1,0 +1,76 @@
+package harness_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// TestReplaySchedule: a run's schedule.edn, replayed, injects the same
+// faults on the same workers at the same times, within a tolerance: half
+// a pause, plus the second a fault that hit the lock holder may wait for
+// its worker to hold the lock again.
+func TestReplaySchedule(t *testing.T) {
+	ctx := context.Background()
+	cfg := harness.DefaultConfig()
+	cfg.Store, cfg.Lock, cfg.Locks = t.TempDir(), "del-release", locks
+	cfg.TimeLimit, cfg.Pause, cfg.Interval = 3*time.Second, 300*time.Millisecond, 200*time.Millisecond
+	stop, err := harness.StartServers(ctx, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	first, err := harness.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := readPlan(t, first.Dir)
+	if len(planned) < 3 {
+		t.Fatalf("the run injected %d faults in %v, every %v: want several", len(planned), cfg.TimeLimit, cfg.Interval+cfg.Pause)
+	}
+	replay, err := harness.ReplayConfig(first.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay.RedisURL, replay.PostgresURL, replay.Locks = cfg.RedisURL, cfg.PostgresURL, locks
+	again, err := harness.Run(ctx, replay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readPlan(t, again.Dir)
+	if len(got) != len(planned) {
+		t.Fatalf("replayed %d faults of %d:\n%+v\nwant\n%+v", len(got), len(planned), got, planned)
+	}
+	for i, want := range planned {
+		tol := cfg.Pause / 2
+		if want.Holder {
+			tol += time.Second
+		}
+		g := got[i]
+		switch {
+		case g.Kind != want.Kind || g.Worker != want.Worker:
+			t.Errorf("fault %d: %s of worker %d, want %s of worker %d", i, g.Kind, g.Worker, want.Kind, want.Worker)
+		case (g.At - want.At).Abs() > tol || (g.Length - want.Length).Abs() > cfg.Pause/2:
+			t.Errorf("fault %d: at %v for %v, want at %v for %v (± %v)", i, g.At, g.Length, want.At, want.Length, tol)
+		}
+	}
+}
+
+func readPlan(t *testing.T, dir string) nemesis.Plan {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, store.Schedule))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := nemesis.ParsePlan(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

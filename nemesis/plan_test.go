@@ -1,0 +1,63 @@
+package nemesis
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// TestPlanRecorder: a history's nemesis events become the plan that was
+// executed — in-section pauses and faults that failed to begin left out,
+// whether the worker held the lock noted — and the plan survives
+// schedule.edn whole.
+func TestPlanRecorder(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	ev := func(at int64, f history.Keyword, v map[history.Keyword]any) history.Op {
+		return history.Op{Time: at * ms, Type: history.Info, Process: history.Nemesis, F: f, Value: v}
+	}
+	client := func(at int64, p history.Process, f history.Keyword, typ history.Type) history.Op {
+		return history.Op{Time: at * ms, Type: typ, Process: p, F: f}
+	}
+	stop := func(w, p int64) map[history.Keyword]any {
+		return map[history.Keyword]any{"kind": KindSigStop, "worker": w, "process": p, "ms": int64(800)}
+	}
+	ops := []history.Op{
+		client(90, 1, history.FAcquire, history.Ok),
+		ev(100, history.FPause, stop(1, 1)), // worker 1 holds the lock
+		ev(150, history.FPause, map[history.Keyword]any{"kind": KindStop, "process": int64(0), "ms": int64(800)}), // in-section
+		ev(903, history.FResume, stop(1, 1)),
+		client(910, 1, history.FRelease, history.Fail),
+		ev(950, history.FResume, map[history.Keyword]any{"kind": KindStop, "process": int64(0), "ms": int64(800)}),
+		ev(1700, history.FPause, map[history.Keyword]any{"kind": KindSigStop, "error": "no target", "ms": int64(800)}),
+		ev(2500, history.FKill, map[history.Keyword]any{"kind": KindKillRedis, "pid": int64(7), "ms": int64(800)}),
+		ev(3320, history.FRestart, map[history.Keyword]any{"kind": KindKillRedis, "pid": int64(7), "ms": int64(800)}),
+		ev(4000, history.FPause, stop(2, 5)), // never ended: the history stops
+	}
+	var r PlanRecorder
+	for _, o := range ops {
+		r.Add(o)
+	}
+	want := Plan{
+		{Kind: KindSigStop, Worker: 1, At: 100 * time.Millisecond, Length: 803 * time.Millisecond, Holder: true},
+		{Kind: KindKillRedis, Worker: -1, At: 2500 * time.Millisecond, Length: 820 * time.Millisecond},
+		{Kind: KindSigStop, Worker: 2, At: 4000 * time.Millisecond, Length: 800 * time.Millisecond},
+	}
+	got := r.Plan()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("plan\n%+v\nwant\n%+v", got, want)
+	}
+	back, err := ParsePlan(string(got.AppendEDN(nil)))
+	if err != nil || !reflect.DeepEqual(back, want) {
+		t.Errorf("through schedule.edn: %+v, %v", back, err)
+	}
+	if k := got.Kinds(); !reflect.DeepEqual(k, []string{"sigstop", "kill-redis"}) {
+		t.Errorf("kinds %q", k)
+	}
+	for _, bad := range []string{"{:faults [{:kind :sigstop :at-ms 10}]}", "[]", "{:faults [{:kind :sigstop :at-ms -1 :ms 5}]}", "{:faults"} {
+		if _, err := ParsePlan(bad); err == nil {
+			t.Errorf("ParsePlan(%q) took it", bad)
+		}
+	}
+}
