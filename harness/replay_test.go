@@ -56,7 +56,7 @@ func TestReplaySchedule(t *testing.T) {
 		switch {
 		case g.Kind != want.Kind || g.Worker != want.Worker:
 			t.Errorf("fault %d: %s of worker %d, want %s of worker %d", i, g.Kind, g.Worker, want.Kind, want.Worker)
-		case (g.At - want.At).Abs() > tol || (g.Length - want.Length).Abs() > cfg.Pause/2:
+		case (g.At-want.At).Abs() > tol || (g.Length-want.Length).Abs() > cfg.Pause/2:
 			t.Errorf("fault %d: at %v for %v, want at %v for %v (± %v)", i, g.At, g.Length, want.At, want.Length, tol)
 		}
 	}
