@@ -30,7 +30,8 @@ func TestReplayShrinkAdapterWords(t *testing.T) {
 		{[]string{"run", "--store", root, "--lock", "exec:/nonexistent/adapter"}, exitUsage, "did not say hello"},
 		{[]string{"replay", "--store", root}, exitUsage, "one run directory"},
 		{[]string{"replay", "--store", root, notRun}, exitUsage, "want a run directory"},
-		{[]string{"shrink", "--store", root, "--runs", "2", "--need", "3", notRun}, exitUsage, "want a run directory"},
+		{[]string{"shrink", "--store", root, notRun}, exitUsage, "want a run directory"},
+		{[]string{"shrink", "--store", root, "--runs", "2", "--need", "3", notRun}, exitUsage, "--need must be 1 to --runs"},
 		{[]string{"adapter", "check"}, exitUsage, "the adapter's command as one argument"},
 		{[]string{"adapter", "check", "/nonexistent/adapter"}, exitInvalid, "FAIL  hello"},
 	} {

@@ -1,0 +1,111 @@
+package shrink
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// A Case is a failing run directory read back for replay: the Config that
+// replays it and the checks it found invalid.
+type Case struct {
+	Dir      string
+	Config   harness.Config
+	Violated []string
+}
+
+// Open reads the run directory dir back as a Case. A run that found
+// nothing invalid has no violation to replay: an error.
+func Open(dir string) (Case, error) {
+	cfg, err := harness.ReplayConfig(dir)
+	if err != nil {
+		return Case{}, err
+	}
+	violated, err := harness.Violated(dir)
+	switch {
+	case err != nil:
+		return Case{}, &harness.SetupError{Err: fmt.Errorf("%s: %w", dir, err)}
+	case len(violated) == 0:
+		return Case{}, &harness.SetupError{Err: fmt.Errorf("%s found nothing invalid: there is no violation to replay", dir)}
+	}
+	return Case{Dir: dir, Config: cfg, Violated: violated}, nil
+}
+
+// ShareServers starts one pair of throwaway servers for all the replays
+// of c, rather than a pair each (PostgreSQL takes a second or two to
+// start), unless a fault of the case kills one of them, or it names its
+// own. It returns what removes them.
+func (c *Case) ShareServers(ctx context.Context) (func(), error) {
+	for _, f := range c.Config.FaultNames() {
+		if f == "kill-redis" || f == "kill-postgres" {
+			return func() {}, nil
+		}
+	}
+	return harness.StartServers(ctx, &c.Config)
+}
+
+// Replay runs the case n times, each an ordinary run directory, and says
+// after each whether it recurred; it returns how many did.
+func (c Case) Replay(ctx context.Context, n int, each func(i int, res harness.Result, recurred bool)) (int, error) {
+	recurred := 0
+	for i := 1; i <= n; i++ {
+		res, err := harness.Run(ctx, c.Config)
+		if err != nil {
+			return recurred, err
+		}
+		r := harness.Recurs(c.Violated, res.Results)
+		if r {
+			recurred++
+		}
+		each(i, res, r)
+		if res.Interrupted {
+			return recurred, ctx.Err()
+		}
+	}
+	return recurred, nil
+}
+
+// ErrTooRare is returned by Minimise for a case that does not recur often
+// enough to be shrunk.
+var ErrTooRare = fmt.Errorf("the run recurs too rarely to shrink")
+
+// Minimise judges the case as it is (first, once judged), shrinks it
+// within o.Budget, and leaves the reproducer in STORE/NAME-shrink/TIME/
+// (not through store.Create: it is no run, and store/latest stays a run),
+// which it returns with the result.
+func (c Case) Minimise(ctx context.Context, runs int, o Options, first func(Verdict)) (Result, string, error) {
+	start := time.Now()
+	if o.Judge == nil {
+		o.Judge = Replays(c.Violated, runs, o.Need, nil)
+	}
+	v, err := o.Judge(ctx, c.Config)
+	if err != nil {
+		return Result{}, "", err
+	}
+	if first != nil {
+		first(v)
+	}
+	if v.Failed < o.Need {
+		return Result{Config: c.Config, Verdict: v}, "", fmt.Errorf("%w: %d of %d replays failed, %d needed", ErrTooRare, v.Failed, v.Runs, o.Need)
+	}
+	o.Budget -= time.Since(start)
+	res, err := Shrink(ctx, c.Config, v, o)
+	if err != nil {
+		return res, "", err
+	}
+	res.Spent = time.Since(start)
+	dir := filepath.Join(c.Config.Store, strings.TrimSuffix(c.Config.Name, "-replay")+"-shrink", time.Now().UTC().Format(store.TimeLayout))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, "", err
+	}
+	// The servers shared by the replays are not the reproducer's.
+	r := res
+	r.Config.RedisURL, r.Config.PostgresURL = "", ""
+	return res, dir, Write(dir, c.Dir, r)
+}
