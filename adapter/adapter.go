@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -60,11 +61,11 @@ type Setup struct {
 
 // Hello is what an adapter says of itself in answer to init.
 type Hello struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-	Library string `json:"library"` // the lock library and its version
-	Fencing bool   `json:"fencing"` // its grants carry a fencing token
-	Renewal bool   `json:"renewal"` // it takes renew requests
+	Name    string `json:"name,omitempty"`
+	Version string `json:"version,omitempty"`
+	Library string `json:"library,omitempty"` // the lock library and its version
+	Fencing bool   `json:"fencing,omitempty"` // its grants carry a fencing token
+	Renewal bool   `json:"renewal,omitempty"` // it takes renew requests
 }
 
 // String says what the adapter said of itself, in one line.
@@ -100,6 +101,12 @@ type Answer struct {
 	Hello
 }
 
+// String is the answer as the adapter wrote it (not its Hello's words).
+func (a Answer) String() string {
+	b, _ := json.Marshal(a)
+	return string(b)
+}
+
 // An Error is a request that got no answer, or could not be sent: the
 // adapter is gone, broke the protocol, or was too slow. Sent says whether
 // the adapter may have acted on the request (its outcome is unknown) or
@@ -131,6 +138,7 @@ type Process struct {
 
 	cmd        *exec.Cmd
 	stdin      io.WriteCloser
+	stdout     io.ReadCloser
 	log        io.Writer  // complaints: late, doubled or stray answers
 	wmu        sync.Mutex // serializes writes to stdin
 	trace      io.Writer  // the transcript, if asked for (Setup.Trace)
@@ -138,16 +146,17 @@ type Process struct {
 	mu         sync.Mutex
 	next       int64
 	wait       map[int64]pending
-	done       map[int64]string // requests answered, by type: a second answer is a complaint
-	broken     error            // why the adapter is gone; nil while it runs
-	complaints []string         // what it did wrong that hiatus could live with
-	gone       chan struct{}    // closed when broken is set
-	exited     chan struct{}    // closed when the process has been waited for
+	done       map[int64]string  // requests answered lately, by type: a second answer is a complaint
+	late       map[int64]pending // requests given up on, until their answer comes
+	broken     error             // why the adapter is gone; nil while it runs
+	complaints []string          // what it did wrong that hiatus could live with
+	gone       chan struct{}     // closed when broken is set
+	exited     chan struct{}     // closed when the process has been waited for
 }
 
 type pending struct {
-	kind string
-	ch   chan Answer
+	kind, lock string
+	ch         chan Answer
 }
 
 // Start starts the adapter command (run by /bin/sh, as a shell would),
@@ -159,6 +168,9 @@ func Start(ctx context.Context, command string, s Setup, stderr io.Writer) (*Pro
 	// exits are the adapter's own.
 	cmd := exec.Command("/bin/sh", "-c", "exec "+command)
 	cmd.Stderr = stderr
+	// A child of the adapter's own may hold its stderr open long after it
+	// exited: Wait gives up on the pipe a second after the exit.
+	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -171,8 +183,8 @@ func Start(ctx context.Context, command string, s Setup, stderr io.Writer) (*Pro
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("adapter %q: start: %w", command, err)
 	}
-	p := &Process{Command: command, cmd: cmd, stdin: stdin, log: stderr, trace: s.Trace, wait: map[int64]pending{},
-		done: map[int64]string{}, gone: make(chan struct{}), exited: make(chan struct{})}
+	p := &Process{Command: command, cmd: cmd, stdin: stdin, stdout: stdout, log: stderr, trace: s.Trace, wait: map[int64]pending{},
+		done: map[int64]string{}, late: map[int64]pending{}, gone: make(chan struct{}), exited: make(chan struct{})}
 	go p.read(stdout)
 	a, err := p.Request(ctx, Request{Type: "init", Protocol: Protocol, RedisURL: s.RedisURL, Lock: s.Lock,
 		LeaseMS: s.Lease.Milliseconds(), RetryMS: s.Retry.Milliseconds()}, HelloTimeout)
@@ -194,6 +206,15 @@ func Start(ctx context.Context, command string, s Setup, stderr io.Writer) (*Pro
 // PID is the adapter's process ID.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
+// Signal sends sig to the adapter, unless it is gone: through its process
+// handle, so that a PID reused since can never be hit.
+func (p *Process) Signal(sig os.Signal) error {
+	if p.Err() != nil {
+		return nil
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
 // Request sends r and waits up to timeout for its answer. It fails with
 // an *Error when no answer came: ctx ended, the time ran out, or the
 // adapter is gone. An answer of any type is returned as it is.
@@ -214,7 +235,7 @@ func (p *Process) Request(ctx context.Context, r Request, timeout time.Duration)
 		p.mu.Unlock()
 		return fail(false, err)
 	}
-	p.wait[r.ID] = pending{kind: r.Type, ch: ch}
+	p.wait[r.ID] = pending{kind: r.Type, lock: r.Lock, ch: ch}
 	p.mu.Unlock()
 	// Not under mu: an adapter that does not read blocks its writer, not
 	// the reading of its answers.
@@ -223,44 +244,74 @@ func (p *Process) Request(ctx context.Context, r Request, timeout time.Duration)
 	_, err = p.stdin.Write(append(line, '\n'))
 	p.wmu.Unlock()
 	if err != nil {
-		p.forget(r.ID)
+		p.mu.Lock()
+		delete(p.wait, r.ID)
+		p.mu.Unlock()
 		// A write to a closed pipe reached no one: nothing was done.
 		return fail(false, fmt.Errorf("%w: write: %v", ErrGone, err))
 	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
 	select {
 	case a := <-ch:
 		return a, nil
 	case <-p.gone:
-		select {
-		case a := <-ch: // it answered, then went
-			return a, nil
-		default:
+		if !p.forget(r.ID) {
+			return <-ch, nil // it answered, then went
 		}
-		p.forget(r.ID)
 		return fail(true, p.reason())
-	case <-t.C:
 	case <-ctx.Done():
+	case <-p.running(timeout):
 	}
-	// A process frozen (SIGSTOP) past the timeout may have answered as it
-	// woke: an answer that is there counts.
-	select {
-	case a := <-ch:
-		return a, nil
-	default:
+	if !p.forget(r.ID) {
+		return <-ch, nil // the answer came as the wait ended: it counts
 	}
-	p.forget(r.ID)
 	if ctx.Err() != nil {
 		return fail(true, ctx.Err())
 	}
 	return fail(true, fmt.Errorf("%w (%v)", ErrNoAnswer, timeout))
 }
 
-func (p *Process) forget(id int64) {
+// running returns a channel closed once this process has run for d: time
+// it spent stopped (SIGSTOP of the worker and its adapter together) does
+// not count, or every request in flight across a pause would time out at
+// the moment both wake, before the adapter could answer.
+func (p *Process) running(d time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	step := min(max(d/10, time.Millisecond), 50*time.Millisecond)
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(step)
+		defer tick.Stop()
+		last := time.Now()
+		for counted := time.Duration(0); counted < d; {
+			select {
+			case now := <-tick.C:
+				// A tick far later than due means the process was
+				// stopped (or starved): that stretch is not counted.
+				if gap := now.Sub(last); gap < 4*step {
+					counted += gap
+				}
+				last = now
+			case <-p.gone:
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// forget stops waiting for the answer to id, and says whether it was still
+// awaited: false means deliver took it, and its answer is on its way.
+// An acquire given up on is remembered, so that a grant answered late is
+// given back.
+func (p *Process) forget(id int64) bool {
 	p.mu.Lock()
-	delete(p.wait, id)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	w, ok := p.wait[id]
+	if ok {
+		delete(p.wait, id)
+		p.late[id] = w
+	}
+	return ok
 }
 
 func (p *Process) reason() error {
@@ -296,7 +347,7 @@ func (p *Process) read(stdout io.Reader) {
 	}
 	if why != nil {
 		_ = p.cmd.Process.Kill() // it broke the protocol: nothing it says can be trusted
-		_, _ = io.Copy(io.Discard, stdout)
+		_ = p.stdout.Close()     // a child of its own may hold the pipe open
 	}
 	err := p.cmd.Wait()
 	if why == nil {
@@ -309,15 +360,22 @@ func (p *Process) read(stdout io.Reader) {
 	close(p.exited)
 }
 
-// deliver hands a to the request it answers, or complains of it.
+// deliver hands a to the request it answers, or complains of it. A grant
+// answered after hiatus gave up on its acquire is given back at once:
+// no one would ever release it.
 func (p *Process) deliver(a Answer) {
 	id := *a.InReplyTo
 	p.mu.Lock()
 	w, ok := p.wait[id]
 	kind, answered := p.done[id]
-	if ok {
+	late, wasLate := p.late[id]
+	switch {
+	case ok:
 		delete(p.wait, id)
-		p.done[id] = w.kind
+		p.remember(id, w.kind)
+	case wasLate:
+		delete(p.late, id)
+		p.remember(id, late.kind)
 	}
 	p.mu.Unlock()
 	var complaint string
@@ -325,15 +383,33 @@ func (p *Process) deliver(a Answer) {
 	case ok:
 		w.ch <- a
 		return
+	case wasLate && late.kind == "acquire" && a.Type == TypeOK && a.Token != "":
+		complaint = fmt.Sprintf("granted the lock in answer to acquire request %d after hiatus had given up on it; released at once", id)
+		go p.Request(context.Background(), Request{Type: "release", Lock: late.lock, Token: a.Token}, HelloTimeout) //nolint:errcheck // best effort
+	case wasLate:
+		complaint = fmt.Sprintf("answered %s request %d (%s) after hiatus had given up on it; dropped", late.kind, id, a.Type)
 	case answered:
 		complaint = fmt.Sprintf("answered %s request %d twice; the first answer counts, this one (%s) is dropped", kind, id, a.Type)
 	default:
-		complaint = fmt.Sprintf("answered request %d (%s), which hiatus no longer waits for or never sent; dropped", id, a.Type)
+		complaint = fmt.Sprintf("answered request %d (%s), which hiatus never sent; dropped", id, a.Type)
 	}
 	p.mu.Lock()
 	p.complaints = append(p.complaints, complaint)
 	p.mu.Unlock()
 	fmt.Fprintf(p.log, "hiatus: adapter %q %s\n", p.Command, complaint)
+}
+
+// remember notes that request id was answered, forgetting those long
+// past: a second answer comes right after the first.
+func (p *Process) remember(id int64, kind string) {
+	p.done[id] = kind
+	if len(p.done) > 1024 {
+		for old := range p.done {
+			if old < id-512 {
+				delete(p.done, old)
+			}
+		}
+	}
 }
 
 // Complaints are what the adapter did wrong that hiatus could live with:
@@ -356,7 +432,13 @@ func (p *Process) Close() {
 	}
 	fmt.Fprintf(p.log, "hiatus: adapter %q did not exit within 2 s of its input closing; killed\n", p.Command)
 	_ = p.cmd.Process.Kill()
-	<-p.exited
+	select {
+	case <-p.exited:
+	case <-time.After(time.Second):
+		// A child of the adapter holds its output open: stop reading it.
+		_ = p.stdout.Close()
+		<-p.exited
+	}
 }
 
 // traced writes a line of the exchange to the trace, if there is one.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/adapter"
@@ -39,6 +40,7 @@ type Exec struct {
 	p         *adapter.Process
 	key       string
 	lease     time.Duration
+	retry     time.Duration
 	opTimeout time.Duration
 	fence     fencer
 	watch     sync.WaitGroup
@@ -57,15 +59,23 @@ func NewExec(ctx context.Context, command string, cfg LockConfig, stderr io.Writ
 	if err != nil {
 		return nil, err
 	}
-	return &Exec{p: p, key: cfg.Key, lease: cfg.Lease, opTimeout: cfg.OpTimeout,
+	if pg, err := syscall.Getpgid(p.PID()); err == nil && pg != syscall.Getpgrp() {
+		fmt.Fprintf(stderr, "hiatus: adapter %q left its worker's process group (setsid?): a pause of the worker will not freeze it\n", command)
+	}
+	return &Exec{p: p, key: cfg.Key, lease: cfg.Lease, retry: retryOr(cfg.Retry), opTimeout: cfg.OpTimeout,
 		fence: fencer{Redis: cfg.Redis, Key: cfg.FenceKey, On: cfg.Fenced && !p.Hello.Fencing}}, nil
 }
 
 // Hello is what the adapter said of itself.
 func (l *Exec) Hello() adapter.Hello { return l.p.Hello }
 
-// PID is the adapter's process ID, for whoever freezes the worker whole.
+// PID is the adapter's process ID.
 func (l *Exec) PID() int { return l.p.PID() }
+
+// Freeze stops the adapter (SIGSTOP), for a worker about to stop itself
+// whole: the application is both. Whoever resumes the worker's process
+// group resumes it too. An adapter already gone is left alone.
+func (l *Exec) Freeze() { _ = l.p.Signal(syscall.SIGSTOP) }
 
 // Close ends the adapter.
 func (l *Exec) Close() error {
@@ -81,17 +91,21 @@ func (l *Exec) Acquire(ctx context.Context) (Grant, error) {
 		if ctx.Err() != nil {
 			return Grant{}, ErrGaveUp
 		}
-		wait := execWait
+		patience := execWait
 		if d, ok := ctx.Deadline(); ok {
-			wait = max(min(wait, time.Until(d)), time.Millisecond) // the adapter gives up when the caller would
+			patience = max(min(patience, time.Until(d)), time.Millisecond) // the adapter gives up when the caller would
 		}
-		req := adapter.Request{Type: "acquire", Lock: l.key, LeaseMS: l.lease.Milliseconds(), WaitMS: wait.Milliseconds()}
-		a, err := l.p.Request(context.WithoutCancel(ctx), req, wait+l.timeout())
+		req := adapter.Request{Type: "acquire", Lock: l.key, LeaseMS: l.lease.Milliseconds(), WaitMS: patience.Milliseconds()}
+		asked := time.Now()
+		a, err := l.p.Request(context.WithoutCancel(ctx), req, patience+l.timeout())
 		if err != nil {
 			return Grant{}, l.failed(err)
 		}
 		switch {
 		case a.Type == adapter.TypeFail && a.Reason == adapter.ReasonBusy:
+			if time.Since(asked) < patience/2 {
+				wait(ctx, l.retry) // it did not wait as asked: do not spin
+			}
 			continue
 		case a.Type != adapter.TypeOK:
 			return Grant{}, l.answered(a)
@@ -105,7 +119,8 @@ func (l *Exec) Acquire(ctx context.Context) (Grant, error) {
 		if l.p.Hello.Fencing {
 			g.Fence = a.Fence
 		} else if g.Fence, err = l.fence.fence(ctx); err != nil {
-			return g, err
+			_ = l.Release(ctx, g) // best effort: no one else would give it back
+			return Grant{}, err
 		}
 		if l.p.Hello.Renewal {
 			l.startWatch(g)
@@ -117,7 +132,9 @@ func (l *Exec) Acquire(ctx context.Context) (Grant, error) {
 // Release implements Lock.
 func (l *Exec) Release(ctx context.Context, g Grant) error {
 	l.stopWatch()
-	a, err := l.p.Request(ctx, adapter.Request{Type: "release", Lock: l.key, Token: g.Token}, l.timeout())
+	// Its own time, not what stopWatch left of ctx's: a renewal in
+	// flight may have taken it, and the release would go out expired.
+	a, err := l.p.Request(context.WithoutCancel(ctx), adapter.Request{Type: "release", Lock: l.key, Token: g.Token}, l.timeout())
 	if err != nil {
 		return l.failed(err)
 	}
@@ -185,8 +202,9 @@ func (l *Exec) answered(a adapter.Answer) error {
 	case a.Type == adapter.TypeError:
 		return &Refused{Reason: fmt.Sprintf("adapter %q did not understand the request: %s", l.p.Command, reason)}
 	}
-	return &Refused{Reason: fmt.Sprintf("adapter %q answered %q, which is no answer type (ok, fail, info, error)",
-		l.p.Command, strings.TrimSpace(a.Type))}
+	// No answer the protocol knows: whether it acted is unknown (:info).
+	return fmt.Errorf("adapter %q answered %q, which is no answer type (ok, fail, info, error): outcome unknown",
+		l.p.Command, strings.TrimSpace(a.Type))
 }
 
 // failed is a request that got no answer: unknown outcome if it was sent,

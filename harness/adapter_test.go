@@ -66,7 +66,10 @@ func TestRunAdapterFrozenWithWorker(t *testing.T) {
 	for _, kind := range []string{"sleep", "stop"} {
 		command, mark := marked("node " + filepath.Join(root, "adapters/node/redis-semaphore.js"))
 		res, out, err := adapterRun(t, command, func(c *harness.Config) {
-			c.Lease, c.Pause, c.InjectEvery, c.PauseKind, c.Work = 200*time.Millisecond, 600*time.Millisecond, 3, kind, 5*time.Millisecond
+			// A lease Node's refresh keeps on a loaded machine; a pause
+			// twice as long, which a frozen refresh cannot survive.
+			c.Lease, c.Pause, c.InjectEvery, c.PauseKind, c.Work = time.Second, 2*time.Second, 3, kind, 5*time.Millisecond
+			c.TimeLimit = 5 * time.Second
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", kind, err)
@@ -131,5 +134,44 @@ func TestRunAdapterMisbehaves(t *testing.T) {
 		if left := leftovers(mark); len(left) > 0 {
 			t.Errorf("%s: processes left behind: %q", tc.mode, left)
 		}
+	}
+}
+
+// TestRunAdapterPausedInFlight: a SIGSTOP of a worker and its adapter
+// (1 s) far longer than --op-timeout (300 ms) lands, most times, while an
+// acquire is in flight. The time both were stopped does not count against
+// the request: the answer that comes as they wake is taken, not dropped
+// as late with the op made :info.
+func TestRunAdapterPausedInFlight(t *testing.T) {
+	command, mark := marked(adaptertest.Command("setnx"))
+	res, _, err := adapterRun(t, command, func(c *harness.Config) {
+		c.Nemesis, c.Pause, c.Interval, c.OpTimeout, c.TimeLimit = "sigstop", time.Second, 200*time.Millisecond, 300*time.Millisecond, 4*time.Second
+		c.Workers = 3
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pauses := 0
+	for _, o := range ops {
+		switch {
+		case o.Process == history.Nemesis && o.F == history.FPause:
+			pauses++
+		case o.IsClient() && o.Type == history.Info:
+			t.Errorf("op %d (%s) is :info: %v", o.Index, o.F, o.Error)
+		}
+	}
+	log, _ := os.ReadFile(filepath.Join(res.Dir, store.Log))
+	if strings.Contains(string(log), "after hiatus had given up") {
+		t.Errorf("answers dropped as late:\n%s", log)
+	}
+	if pauses < 2 {
+		t.Errorf("%d pauses in %v: want several", pauses, 4*time.Second)
+	}
+	if left := leftovers(mark); len(left) > 0 {
+		t.Errorf("processes left behind: %q", left)
 	}
 }

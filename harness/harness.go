@@ -158,7 +158,8 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 	<-rctx.Done()
 	if ctx.Err() != nil {
 		// Interrupted: the workers stop starting sections now, not at the
-		// deadline. (A terminal's Ctrl-C reaches them too.)
+		// deadline. (Each leads a process group of its own, so a terminal's
+		// Ctrl-C reaches only hiatus: this is how they hear of it.)
 		lg.printf("interrupted: stopping the workers")
 		workers.signal(syscall.SIGTERM)
 	}

@@ -32,7 +32,9 @@ func (ls Locks) new(ctx context.Context, name string, cfg client.LockConfig) (cl
 		return f(cfg)
 	}
 	if cmd, ok := strings.CutPrefix(name, client.ExecPrefix); ok {
-		return client.NewExec(ctx, cmd, cfg, os.Stderr)
+		// Not cut short by the run's end: its start is bounded by the
+		// hello's own timeout.
+		return client.NewExec(context.WithoutCancel(ctx), cmd, cfg, os.Stderr)
 	}
 	return client.NewLock(name, cfg)
 }
@@ -161,7 +163,7 @@ func runWorker(ctx context.Context, wc workerConfig, locks Locks, out io.Writer)
 		in := &nemesis.InSection{Every: wc.InjectEvery, Pause: wc.Pause, Kind: history.Keyword(wc.PauseKind),
 			Clock: clock, Record: rec}
 		if e, ok := lock.(*client.Exec); ok {
-			in.Others = []int{e.PID()} // the adapter is part of the application the pause freezes
+			in.Freeze = e.Freeze // the adapter is part of the application the pause freezes
 		}
 		w.Hook = func(ctx context.Context, s client.Section) { in.Maybe(ctx, s.Process, s.N) }
 	}

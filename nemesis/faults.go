@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand"
 	"time"
 
@@ -89,6 +90,9 @@ func (n *SigStop) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword]
 	t, err := pick(n.Targets(), r, n.aim)
 	if n.holder {
 		t, err = pickHolder(ctx, n.Targets, r, n.aim)
+	}
+	if err == nil && t.PID <= 1 {
+		err = fmt.Errorf("nemesis: worker %d has no process to stop (pid %d)", t.Worker, t.PID) // -0 and -1 would hit hiatus, or everyone
 	}
 	if err != nil {
 		return nil, err

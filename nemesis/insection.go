@@ -23,10 +23,10 @@ type InSection struct {
 	Kind   history.Keyword // KindSleep (the default) or KindStop
 	Clock  Clock
 	Record Recorder
-	// Others are processes that KindStop freezes with the worker: a lock
-	// adapter it started, part of the same application. Its parent
-	// resumes them with it, as their process group.
-	Others []int
+	// Freeze, if set, stops the rest of the application before KindStop
+	// stops the worker: a lock adapter it started. Its parent resumes
+	// them together, as their process group.
+	Freeze func()
 }
 
 // Maybe pauses if section n of the worker recording as process p is due.
@@ -43,8 +43,8 @@ func (n *InSection) Maybe(ctx context.Context, p history.Process, section int) {
 	v := map[history.Keyword]any{"kind": kind, "process": int64(p), "ms": n.Pause.Milliseconds()}
 	record(ctx, n.Clock, n.Record, history.FPause, v)
 	if kind == KindStop {
-		for _, pid := range n.Others {
-			_ = syscall.Kill(pid, syscall.SIGSTOP) // one already gone has nothing to freeze
+		if n.Freeze != nil {
+			n.Freeze()
 		}
 		stopSelf()
 	} else {

@@ -3,12 +3,25 @@
 "use strict";
 const Redis = require("ioredis");
 const Redlock = require("redlock").default;
-const { ExecutionError } = require("redlock");
+const { ExecutionError, ResourceLockedError } = require("redlock");
 const { serve, version } = require("./protocol");
 
 let redlock, client;
 const held = new Map(); // token -> Lock
 const retryDelay = 5;
+
+// refused says whether redlock's error is only other holders' locks (a
+// ResourceLockedError each vote against), not a Redis error that leaves
+// the outcome unknown.
+async function refused(e) {
+  if (!(e instanceof ExecutionError)) return false;
+  for (const attempt of e.attempts) {
+    for (const err of (await attempt).votesAgainst.values()) {
+      if (!(err instanceof ResourceLockedError)) return false;
+    }
+  }
+  return true;
+}
 
 serve({
   init: async (req) => {
@@ -23,8 +36,7 @@ serve({
       held.set(lock.value, lock);
       return ["ok", { token: lock.value }];
     } catch (e) {
-      if (e instanceof ExecutionError) return ["fail", { reason: "busy" }];
-      return ["info", { reason: String(e) }];
+      return (await refused(e)) ? ["fail", { reason: "busy" }] : ["info", { reason: String(e) }];
     }
   },
   renew: async (req) => {
@@ -34,7 +46,7 @@ serve({
       held.set(req.token, await lock.extend(req.lease_ms));
       return ["ok"];
     } catch (e) {
-      return e instanceof ExecutionError ? ["fail", { reason: "not-held" }] : ["info", { reason: String(e) }];
+      return (await refused(e)) ? ["fail", { reason: "not-held" }] : ["info", { reason: String(e) }];
     }
   },
   release: async (req) => {
@@ -46,7 +58,7 @@ serve({
       return ["ok"];
     } catch (e) {
       // redlock cannot tell an expired lease from one another holder took.
-      return e instanceof ExecutionError ? ["fail", { reason: "not-held" }] : ["info", { reason: String(e) }];
+      return (await refused(e)) ? ["fail", { reason: "not-held" }] : ["info", { reason: String(e) }];
     }
   },
 });
