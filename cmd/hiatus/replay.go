@@ -131,7 +131,9 @@ func runShrink(ctx context.Context, c *cli.Context, cs shrink.Case) error {
 		cs.Dir, len(cfg.Plan), cfg.TimeLimit, cfg.Workers, cfg.Work, strings.Join(cs.Violated, ", "), c.Int("need"), c.Int("runs"), c.Duration("budget"))
 	res, dir, err := cs.Minimise(ctx, c.Int("runs"), shrink.Options{Need: c.Int("need"), Budget: c.Duration("budget"),
 		Step: func(s shrink.Step) { showStep(out, s) }},
-		func(v shrink.Verdict) { fmt.Fprintf(out, "the run as it was: failed %d of %d replays\n", v.Failed, v.Runs) })
+		func(v shrink.Verdict) {
+			fmt.Fprintf(out, "the run as it was: failed %d of %d replays\n", v.Failed, v.Runs)
+		})
 	switch {
 	case errors.Is(err, shrink.ErrTooRare):
 		return usageErrorf("%v (try a lower --need, or more --runs)", err)
