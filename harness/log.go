@@ -4,16 +4,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/store"
 )
 
 // A runLog writes what a run did to its hiatus.log, and the headlines to
-// the user too.
+// the user too. It is safe for concurrent use: workers that end early say
+// so from goroutines of their own.
 type runLog struct {
 	f   *os.File
 	out io.Writer
+	mu  sync.Mutex // orders the lines on out, which may be anything
 }
 
 func newRunLog(run store.Run, out io.Writer) (*runLog, error) {
@@ -32,6 +35,8 @@ func (l *runLog) logf(format string, args ...any) {
 // printf writes to the log and to the user.
 func (l *runLog) printf(format string, args ...any) {
 	l.logf(format, args...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	fmt.Fprintf(l.out, format+"\n", args...)
 }
 

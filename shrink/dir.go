@@ -23,6 +23,9 @@ type Case struct {
 // Open reads the run directory dir back as a Case. A run that found
 // nothing invalid has no violation to replay: an error.
 func Open(dir string) (Case, error) {
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real // store/latest names another run tomorrow
+	}
 	cfg, err := harness.ReplayConfig(dir)
 	if err != nil {
 		return Case{}, err

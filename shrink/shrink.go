@@ -111,7 +111,7 @@ func (s *shrinker) dropFaults(ctx context.Context) (bool, error) {
 			cfg := s.best.Config
 			cfg.Plan = rest
 			what := fmt.Sprintf("drop faults %d–%d of %d", i+1, min(i+size, len(plan)), len(plan))
-			if size == 1 {
+			if min(i+size, len(plan))-i == 1 {
 				what = fmt.Sprintf("drop fault %d of %d (%s)", i+1, len(plan), describe(plan[i]))
 			}
 			ok, err := s.try(ctx, what, cfg)
