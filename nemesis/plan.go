@@ -17,9 +17,10 @@ type Planned struct {
 	Worker int           // the worker slot it hit; -1 for a fault of a server
 	At     time.Duration // when it began, after the run's start on the history's clock
 	Length time.Duration // how long it lasted
-	// Holder says the worker held the lock when the fault began: a replay
-	// waits (up to a second) for it to hold the lock again, since the
-	// same instant finds it elsewhere in its loop.
+	// Holder says the worker held the lock when the fault began, or was
+	// taking it and got it: a replay waits (up to a second) for it to hold
+	// the lock again, since the same instant finds it elsewhere in its
+	// loop.
 	Holder bool
 }
 
@@ -111,19 +112,31 @@ func ParsePlan(edn string) (Plan, error) {
 // the plan that was executed: each fault that began, from its first event
 // to its second.
 type PlanRecorder struct {
-	plan    Plan
-	open    map[history.Keyword]int  // the fault under way of each kind -> index into plan
-	holding map[history.Process]bool // processes that hold the lock
+	plan      Plan
+	open      map[history.Keyword]int  // the fault under way of each kind -> index into plan
+	holding   map[history.Process]bool // processes that hold the lock
+	acquiring map[history.Process]int  // processes whose acquire is in flight -> the fault that froze it, or -1
 }
 
 // Add takes the next op of the history.
 func (r *PlanRecorder) Add(o history.Op) {
 	if r.holding == nil {
-		r.holding = map[history.Process]bool{}
+		r.holding, r.acquiring = map[history.Process]bool{}, map[history.Process]int{}
 	}
 	switch {
-	case o.IsClient() && o.F == history.FAcquire && o.Type == history.Ok:
-		r.holding[o.Process] = true
+	case o.IsClient() && o.F == history.FAcquire && o.Type == history.Invoke:
+		r.acquiring[o.Process] = -1
+	case o.IsClient() && o.F == history.FAcquire:
+		// A worker frozen while it took the lock, whose acquire then
+		// succeeded, held the lock in the freeze (its grant aged in it):
+		// the fault hit a holder.
+		if i, ok := r.acquiring[o.Process]; ok && i >= 0 && o.Type == history.Ok {
+			r.plan[i].Holder = true
+		}
+		delete(r.acquiring, o.Process)
+		if o.Type == history.Ok {
+			r.holding[o.Process] = true
+		}
 	case o.IsClient() && o.F == history.FRelease && o.Type != history.Invoke:
 		delete(r.holding, o.Process)
 	}
@@ -150,8 +163,12 @@ func (r *PlanRecorder) Add(o history.Op) {
 		r.open[kind] = len(r.plan)
 		ms, _ := history.Int(v["ms"])
 		p, _ := history.Int(v["process"])
+		proc := history.Process(p)
 		r.plan = append(r.plan, Planned{Kind: kind, Worker: int(w), At: time.Duration(o.Time),
-			Length: time.Duration(ms) * time.Millisecond, Holder: w >= 0 && r.holding[history.Process(p)]})
+			Length: time.Duration(ms) * time.Millisecond, Holder: w >= 0 && r.holding[proc]})
+		if _, ok := r.acquiring[proc]; ok && w >= 0 {
+			r.acquiring[proc] = len(r.plan) - 1
+		}
 	case history.FResume, history.FRestart:
 		if i, ok := r.open[kind]; ok {
 			r.plan[i].Length = time.Duration(o.Time) - r.plan[i].At

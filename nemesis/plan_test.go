@@ -33,7 +33,9 @@ func TestPlanRecorder(t *testing.T) {
 		ev(1700, history.FPause, map[history.Keyword]any{"kind": KindSigStop, "error": "no target", "ms": int64(800)}),
 		ev(2500, history.FKill, map[history.Keyword]any{"kind": KindKillRedis, "pid": int64(7), "ms": int64(800)}),
 		ev(3320, history.FRestart, map[history.Keyword]any{"kind": KindKillRedis, "pid": int64(7), "ms": int64(800)}),
+		client(3900, 5, history.FAcquire, history.Invoke),
 		ev(4000, history.FPause, stop(2, 5)), // never ended: the history stops
+		client(4810, 5, history.FAcquire, history.Ok), // its grant came in the freeze
 	}
 	var r PlanRecorder
 	for _, o := range ops {
@@ -42,7 +44,7 @@ func TestPlanRecorder(t *testing.T) {
 	want := Plan{
 		{Kind: KindSigStop, Worker: 1, At: 100 * time.Millisecond, Length: 803 * time.Millisecond, Holder: true},
 		{Kind: KindKillRedis, Worker: -1, At: 2500 * time.Millisecond, Length: 820 * time.Millisecond},
-		{Kind: KindSigStop, Worker: 2, At: 4000 * time.Millisecond, Length: 800 * time.Millisecond},
+		{Kind: KindSigStop, Worker: 2, At: 4000 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
 	}
 	got := r.Plan()
 	if !reflect.DeepEqual(got, want) {
