@@ -34,7 +34,7 @@ func TestPlanRecorder(t *testing.T) {
 		ev(2500, history.FKill, map[history.Keyword]any{"kind": KindKillRedis, "pid": int64(7), "ms": int64(800)}),
 		ev(3320, history.FRestart, map[history.Keyword]any{"kind": KindKillRedis, "pid": int64(7), "ms": int64(800)}),
 		client(3900, 5, history.FAcquire, history.Invoke),
-		ev(4000, history.FPause, stop(2, 5)), // never ended: the history stops
+		ev(4000, history.FPause, stop(2, 5)),          // never ended: the history stops
 		client(4810, 5, history.FAcquire, history.Ok), // its grant came in the freeze
 	}
 	var r PlanRecorder
