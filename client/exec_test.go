@@ -131,23 +131,7 @@ func pausedThroughAdapter(t *testing.T, command string, lease time.Duration, sto
 	if lapses {
 		bWait = 5 * time.Second
 	}
-	aDone, bDone := make(chan struct{}), make(chan struct{})
-	go func() { a.Section(ctx); close(aDone) }()
-	<-inside
-	time.Sleep(lease * 3 / 2)
-	go func() {
-		bctx, cancel := context.WithTimeout(ctx, bWait)
-		defer cancel()
-		b.Section(bctx)
-		close(bDone)
-	}()
-	select {
-	case <-bDone:
-	case <-time.After(2 * lease):
-	}
-	close(resume)
-	<-aDone
-	<-bDone
+	contend(ctx, a, b, inside, resume, lease, bWait)
 	return r.history(t)
 }
 

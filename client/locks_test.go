@@ -107,23 +107,7 @@ func TestLocksPausedHolder(t *testing.T) {
 			})
 			b, _ := r.lockWorker(t, 1, tc.lock, lease, tc.fenced, nil)
 
-			aDone, bDone := make(chan struct{}), make(chan struct{})
-			go func() { a.Section(ctx); close(aDone) }()
-			<-inside
-			time.Sleep(lease * 3 / 2)
-			go func() {
-				bctx, cancel := context.WithTimeout(ctx, tc.bWait)
-				defer cancel()
-				b.Section(bctx)
-				close(bDone)
-			}()
-			select {
-			case <-bDone:
-			case <-time.After(2 * lease):
-			}
-			close(resume)
-			<-aDone
-			<-bDone
+			contend(ctx, a, b, inside, resume, lease, tc.bWait)
 
 			res := checker.LockCounter(r.history(t), 0)
 			for key, want := range map[string]int64{"writes": tc.want.writes, "final": tc.want.final,
@@ -147,6 +131,30 @@ func TestLocksPausedHolder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// contend runs the paused-holder choreography: A's section, until its
+// hook says it is inside (inside closes); 1.5 leases later B's section,
+// trying to acquire for bWait; once B is done, or after 2 leases, A goes
+// on (resume closes). It returns when both are done.
+func contend(ctx context.Context, a, b *client.Worker, inside, resume chan struct{}, lease, bWait time.Duration) {
+	aDone, bDone := make(chan struct{}), make(chan struct{})
+	go func() { a.Section(ctx); close(aDone) }()
+	<-inside
+	time.Sleep(lease * 3 / 2)
+	go func() {
+		bctx, cancel := context.WithTimeout(ctx, bWait)
+		defer cancel()
+		b.Section(bctx)
+		close(bDone)
+	}()
+	select {
+	case <-bDone:
+	case <-time.After(2 * lease):
+	}
+	close(resume)
+	<-aDone
+	<-bDone
 }
 
 func sameError(got any, want history.Keyword) bool {

@@ -32,60 +32,60 @@ func replayCommand() *cli.Command {
 			&cli.IntFlag{Name: "runs", Value: 3, Usage: "replays"},
 			&cli.StringFlag{Name: "store", Value: "store", Usage: "directory where runs are kept"},
 		},
-		Action: func(c *cli.Context) error {
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			cs, release, err := openCase(ctx, c)
-			if err != nil {
-				return err
-			}
-			defer release()
-			out, n := c.App.Writer, c.Int("runs")
-			fmt.Fprintf(out, "replaying %s %d times: %s; violated: %s\n", cs.Dir, n, cs.Config.Describe(), strings.Join(cs.Violated, ", "))
-			recurred, err := cs.Replay(ctx, n, func(i int, res harness.Result, r bool) {
-				word := "did not recur"
-				if r {
-					word = "recurred"
-				}
-				fmt.Fprintf(out, "replay %d: %s  (valid? %v, %s)\n", i, word, res.Results.Valid, res.Dir)
-			})
-			switch {
-			case ctx.Err() != nil:
-				return &exitError{code: exitInterrupted, err: errors.New("replay interrupted")}
-			case err != nil:
-				return runError(err)
-			}
-			fmt.Fprintf(out, "recurred in %d of %d replays\n", recurred, n)
-			if recurred < n {
-				return verdictExit(exitInvalid)
-			}
-			return nil
-		},
+		Action: func(c *cli.Context) error { return withCase(c, replay) },
 	}
 }
 
-// openCase reads the run directory a replay or shrink is asked for, and
-// starts the servers its replays share.
-func openCase(ctx context.Context, c *cli.Context) (shrink.Case, func(), error) {
+// replay replays the case --runs times, saying how each went.
+func replay(ctx context.Context, c *cli.Context, cs shrink.Case) error {
+	out, n := c.App.Writer, c.Int("runs")
+	fmt.Fprintf(out, "replaying %s %d times: %s; violated: %s\n", cs.Dir, n, cs.Config.Describe(), strings.Join(cs.Violated, ", "))
+	recurred, err := cs.Replay(ctx, n, func(i int, res harness.Result, r bool) {
+		word := "did not recur"
+		if r {
+			word = "recurred"
+		}
+		fmt.Fprintf(out, "replay %d: %s  (valid? %v, %s)\n", i, word, res.Results.Valid, res.Dir)
+	})
+	switch {
+	case ctx.Err() != nil:
+		return &exitError{code: exitInterrupted, err: errors.New("replay interrupted")}
+	case err != nil:
+		return runError(err)
+	}
+	fmt.Fprintf(out, "recurred in %d of %d replays\n", recurred, n)
+	if recurred < n {
+		return verdictExit(exitInvalid)
+	}
+	return nil
+}
+
+// withCase reads the run directory a replay or shrink is asked for,
+// starts the servers its replays share, and does what with it under the
+// signals a terminal sends.
+func withCase(c *cli.Context, what func(context.Context, *cli.Context, shrink.Case) error) error {
 	switch {
 	case c.NArg() != 1:
-		return shrink.Case{}, nil, usageErrorf("%s takes one run directory, not %d arguments", c.Command.Name, c.NArg())
+		return usageErrorf("%s takes one run directory, not %d arguments", c.Command.Name, c.NArg())
 	case c.Int("runs") < 1:
-		return shrink.Case{}, nil, usageErrorf("--runs must be at least 1")
+		return usageErrorf("--runs must be at least 1")
 	}
 	run, _, err := store.Resolve(c.String("store"), c.Args().First())
 	if err != nil || run.Dir == "" {
-		return shrink.Case{}, nil, usageErrorf("%s: want a run directory (it holds test.edn and schedule.edn): %v", c.Args().First(), err)
+		return usageErrorf("%s: want a run directory (it holds test.edn and schedule.edn): %v", c.Args().First(), err)
 	}
 	cs, err := shrink.Open(run.Dir)
 	if err != nil {
-		return cs, nil, runError(err)
+		return runError(err)
 	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	release, err := cs.ShareServers(ctx)
 	if err != nil {
-		return cs, nil, runError(err)
+		return runError(err)
 	}
-	return cs, release, nil
+	defer release()
+	return what(ctx, c, cs)
 }
 
 func shrinkCommand() *cli.Command {
@@ -112,14 +112,7 @@ func shrinkCommand() *cli.Command {
 			if c.Int("need") < 1 || c.Int("need") > c.Int("runs") || c.Duration("budget") <= 0 {
 				return usageErrorf("--need must be 1 to --runs, and --budget positive")
 			}
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			cs, release, err := openCase(ctx, c)
-			if err != nil {
-				return err
-			}
-			defer release()
-			return runShrink(ctx, c, cs)
+			return withCase(c, runShrink)
 		},
 	}
 }
