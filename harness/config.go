@@ -166,6 +166,11 @@ func (c Config) validateNemesis() error {
 			return fmt.Errorf("the schedule holds %s faults, which --nemesis %q does not name", k, c.Nemesis)
 		}
 	}
+	for i, f := range c.Plan {
+		if f.Worker >= c.Workers {
+			return fmt.Errorf("the schedule's fault %d hits worker %d, but the run has %d (--workers)", i+1, f.Worker, c.Workers)
+		}
+	}
 	if slices.Contains(faults, "pause-redis") && c.RedisURL != "" && c.RedisPID == 0 {
 		return fmt.Errorf("--nemesis pause-redis with --redis-url needs --redis-pid")
 	}
@@ -242,7 +247,9 @@ func testEDN(c Config, start time.Time) []byte {
 	m := map[history.Keyword]any{
 		"name": c.Name, "workers": c.Workers, "time-limit-ms": ms(c.TimeLimit), "lease-ms": ms(c.Lease),
 		"work-ms": ms(c.Work), "retry-ms": ms(c.Retry), "op-timeout-ms": ms(c.OpTimeout),
-		"nemesis": history.Keyword(c.Nemesis), "pause-ms": ms(c.Pause), "interval-ms": ms(c.Interval),
+		// A string: a keyword cannot hold "sigstop,kill-worker" (a comma is
+		// whitespace in EDN).
+		"nemesis": c.Nemesis, "pause-ms": ms(c.Pause), "interval-ms": ms(c.Interval),
 		"inject-every": c.InjectEvery, "pause-kind": history.Keyword(c.PauseKind), "lock": lockValue(c.Lock), "fenced?": c.Fenced, "seed": c.Seed,
 		"redis-url": Redact(c.RedisURL), "postgres-url": Redact(c.PostgresURL), "counter-id": c.CounterID,
 		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword("lock-counter"),

@@ -253,7 +253,7 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 		return rs, err
 	}
 	if err := run.WriteFile(store.Schedule, plan.Plan().AppendEDN(nil)); err != nil {
-		return rs, err
+		lg.printf("%s: %v", store.Schedule, err) // a replay needs it; the verdict does not
 	}
 	// The pictures are not worth the verdict: a failure is logged.
 	page := report.TimelinePage{Summary: report.ReadSummary(run.Dir)}

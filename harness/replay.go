@@ -55,7 +55,11 @@ func ReplayConfig(dir string) (Config, error) {
 	ms("op-timeout-ms", &cfg.OpTimeout)
 	ms("pause-ms", &cfg.Pause)
 	ms("interval-ms", &cfg.Interval)
-	cfg.Nemesis, cfg.PauseKind, cfg.Lock = word("nemesis"), word("pause-kind"), word("lock")
+	for k, v := range map[string]*string{"nemesis": &cfg.Nemesis, "pause-kind": &cfg.PauseKind, "lock": &cfg.Lock} {
+		if w := word(k); w != "" {
+			*v = w
+		}
+	}
 	cfg.Fenced = t["fenced?"] == true
 	real, err := filepath.EvalSymlinks(dir) // store/latest is a link to STORE/NAME/START
 	if err != nil {

@@ -27,20 +27,23 @@ var ErrNoTarget = errors.New("nemesis: no target")
 // its worker to hold the lock again: a few sections' time.
 const holderWait = time.Second
 
-// pickHolder is pick of the aimed worker, once it holds the lock (or
-// holderWait has passed): a replayed fault that hit a lock holder hits one
-// again, whatever the phase of the worker's loop at that moment.
-func pickHolder(ctx context.Context, targets func() []Target, r *rand.Rand, aim int) (Target, error) {
+// awaitHolder waits until the worker in slot holds the lock, holderWait at
+// most: a replayed fault that hit a lock holder hits one again, whatever
+// the phase of the worker's loop at its moment. It reports false when ctx
+// ended first.
+func awaitHolder(ctx context.Context, targets func() []Target, slot int) bool {
 	deadline := time.Now().Add(holderWait)
-	for {
-		t, err := pick(targets(), r, aim)
-		if err != nil || t.Holding || time.Now().After(deadline) {
-			return t, err
+	for time.Now().Before(deadline) {
+		for _, t := range targets() {
+			if t.Worker == slot && t.Holding {
+				return true
+			}
 		}
 		if !sleep(ctx, time.Millisecond) {
-			return t, nil
+			return false
 		}
 	}
+	return true
 }
 
 // pick chooses a target at random, or the worker a replayed schedule
@@ -60,9 +63,12 @@ func pick(targets []Target, r *rand.Rand, aim int) (Target, error) {
 	return targets[r.Intn(len(targets))], nil
 }
 
-// An aimer is a fault of a worker that a replayed schedule aims: at a
-// worker slot, and, for holder, at the moment it holds the lock.
-type aimer interface{ aimAt(worker int, holder bool) }
+// An aimer is a fault of a worker that a replayed schedule aims at a
+// worker slot (-1: any), and whose targets it watches for the holder.
+type aimer interface {
+	aimAt(worker int)
+	targets() []Target
+}
 
 func (t Target) value() map[history.Keyword]any {
 	return map[history.Keyword]any{"worker": t.Worker, "pid": t.PID, "process": int64(t.Process)}
@@ -76,21 +82,18 @@ type SigStop struct {
 	Targets func() []Target
 	Freezer *Freezer
 	pid     int
-	aim     int  // the slot plus one of the worker to stop next; 0 for any
-	holder  bool // stop it once it holds the lock
+	aim     int // the slot plus one of the worker to stop next; 0 for any
 }
 
-func (n *SigStop) aimAt(worker int, holder bool) { n.aim, n.holder = worker+1, holder }
+func (n *SigStop) aimAt(worker int)  { n.aim = worker + 1 }
+func (n *SigStop) targets() []Target { return n.Targets() }
 
 // Kind implements Fault.
 func (*SigStop) Kind() history.Keyword { return KindSigStop }
 
 // Begin implements Fault.
-func (n *SigStop) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
+func (n *SigStop) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
 	t, err := pick(n.Targets(), r, n.aim)
-	if n.holder {
-		t, err = pickHolder(ctx, n.Targets, r, n.aim)
-	}
 	if err == nil && t.PID <= 1 {
 		err = fmt.Errorf("nemesis: worker %d has no process to stop (pid %d)", t.Worker, t.PID) // -0 and -1 would hit hiatus, or everyone
 	}
@@ -175,20 +178,17 @@ type KillWorker struct {
 	Workers Workers
 	slot    int
 	aim     int // as SigStop's
-	holder  bool
 }
 
-func (n *KillWorker) aimAt(worker int, holder bool) { n.aim, n.holder = worker+1, holder }
+func (n *KillWorker) aimAt(worker int)  { n.aim = worker + 1 }
+func (n *KillWorker) targets() []Target { return n.Workers.Targets() }
 
 // Kind implements Fault.
 func (*KillWorker) Kind() history.Keyword { return KindKillWorker }
 
 // Begin implements Fault.
-func (n *KillWorker) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
+func (n *KillWorker) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
 	t, err := pick(n.Workers.Targets(), r, n.aim)
-	if n.holder {
-		t, err = pickHolder(ctx, n.Workers.Targets, r, n.aim)
-	}
 	if err != nil {
 		return nil, err
 	}

@@ -39,8 +39,12 @@ func (s *Schedule) replay(ctx context.Context) error {
 			return nil
 		}
 		f := s.Faults[i]
-		if a, ok := f.(aimer); ok && p.Worker >= 0 {
-			a.aimAt(p.Worker, p.Holder)
+		if a, ok := f.(aimer); ok {
+			a.aimAt(p.Worker) // -1 aims at none: one drawn, as the run did
+			// Before the fault's event is stamped: the wait is no part of it.
+			if p.Holder && p.Worker >= 0 && !awaitHolder(ctx, a.targets, p.Worker) {
+				return nil
+			}
 		}
 		s.inject(ctx, f, p.Length)
 	}
@@ -88,7 +92,7 @@ func ParsePlan(edn string) (Plan, error) {
 	if !ok {
 		return nil, fmt.Errorf("schedule: want a map with a :faults vector")
 	}
-	var p Plan
+	p := Plan{} // not nil: an empty schedule replays no fault, where nil draws them
 	for i, x := range fs {
 		f, _ := x.(map[history.Keyword]any)
 		kind, _ := f["kind"].(history.Keyword)
@@ -170,8 +174,12 @@ func (r *PlanRecorder) Add(o history.Op) {
 			r.acquiring[proc] = len(r.plan) - 1
 		}
 	case history.FResume, history.FRestart:
+		// The length is the one the nemesis held it for (:ms), not the
+		// span of its events, which adds what beginning and ending it took
+		// (a restart): replayed, that would grow with every generation. A
+		// fault the run's end cut short lasted its span.
 		if i, ok := r.open[kind]; ok {
-			r.plan[i].Length = time.Duration(o.Time) - r.plan[i].At
+			r.plan[i].Length = min(r.plan[i].Length, time.Duration(o.Time)-r.plan[i].At)
 			delete(r.open, kind)
 		}
 	}

@@ -42,8 +42,9 @@ func TestPlanRecorder(t *testing.T) {
 		r.Add(o)
 	}
 	want := Plan{
-		{Kind: KindSigStop, Worker: 1, At: 100 * time.Millisecond, Length: 803 * time.Millisecond, Holder: true},
-		{Kind: KindKillRedis, Worker: -1, At: 2500 * time.Millisecond, Length: 820 * time.Millisecond},
+		// Their :ms, not the 803 and 820 ms their events span.
+		{Kind: KindSigStop, Worker: 1, At: 100 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
+		{Kind: KindKillRedis, Worker: -1, At: 2500 * time.Millisecond, Length: 800 * time.Millisecond},
 		{Kind: KindSigStop, Worker: 2, At: 4000 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
 	}
 	got := r.Plan()

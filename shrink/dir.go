@@ -42,11 +42,11 @@ func Open(dir string) (Case, error) {
 
 // ShareServers starts one pair of throwaway servers for all the replays
 // of c, rather than a pair each (PostgreSQL takes a second or two to
-// start), unless a fault of the case kills one of them, or it names its
-// own. It returns what removes them.
+// start), when its faults are all of workers: one that kills or pauses a
+// server needs the run's own. It returns what removes them.
 func (c *Case) ShareServers(ctx context.Context) (func(), error) {
 	for _, f := range c.Config.FaultNames() {
-		if f == "kill-redis" || f == "kill-postgres" {
+		if f != "sigstop" && f != "kill-worker" {
 			return func() {}, nil
 		}
 	}
@@ -83,6 +83,9 @@ var ErrTooRare = fmt.Errorf("the run recurs too rarely to shrink")
 // (not through store.Create: it is no run, and store/latest stays a run),
 // which it returns with the result.
 func (c Case) Minimise(ctx context.Context, runs int, o Options, first func(Verdict)) (Result, string, error) {
+	if o.Need < 1 || runs < o.Need || o.Budget <= 0 {
+		return Result{}, "", fmt.Errorf("shrink: need 1 to %d failing replays, and a positive budget (not %d, %v)", runs, o.Need, o.Budget)
+	}
 	start := time.Now()
 	if o.Judge == nil {
 		o.Judge = Replays(c.Violated, runs, o.Need, nil)
@@ -110,5 +113,5 @@ func (c Case) Minimise(ctx context.Context, runs int, o Options, first func(Verd
 	// The servers shared by the replays are not the reproducer's.
 	r := res
 	r.Config.RedisURL, r.Config.PostgresURL = "", ""
-	return res, dir, Write(dir, c.Dir, r)
+	return res, dir, Write(dir, c.Dir, c.Violated, r)
 }

@@ -21,20 +21,26 @@ const (
 	TestFile    = "repro_test.go" // the same as a Go test, through the library
 )
 
-// Write leaves the reproducer of r in dir: its schedule.edn, the command
-// line that replays it, a Go test file that fails while the lock loses
-// updates under it and passes with fencing, and the timeline of one
-// failing replay. source names the run it was shrunk from.
-func Write(dir, source string, r Result) error {
+// Write leaves the reproducer of r, shrunk from the run source that
+// violated the checks named, in dir: its schedule.edn, the command line
+// that replays it, a Go test file that fails while a replay shows the
+// violation again (and, for an unfenced run, passes with fencing), and the
+// timeline of one failing replay.
+func Write(dir, source string, violated []string, r Result) error {
 	run := store.Run{Dir: dir}
 	if err := run.WriteFile(store.Schedule, r.Config.Plan.AppendEDN(nil)); err != nil {
 		return err
 	}
-	if err := run.WriteFile(CommandFile, []byte(Command(r.Config, filepath.Join(dir, store.Schedule))+"\n")); err != nil {
+	schedule, err := filepath.Abs(filepath.Join(dir, store.Schedule))
+	if err != nil {
+		return err
+	}
+	if err := run.WriteFile(CommandFile, []byte(Command(r.Config, schedule)+"\n")); err != nil {
 		return err
 	}
 	var test bytes.Buffer
-	if err := testFile.Execute(&test, testData{Source: source, R: r, Date: time.Now().UTC().Format("2006-01-02")}); err != nil {
+	data := testData{Source: source, Violated: violated, R: r, Date: time.Now().UTC().Format("2006-01-02")}
+	if err := testFile.Execute(&test, data); err != nil {
 		return fmt.Errorf("reproducer test: %w", err)
 	}
 	if err := run.WriteFile(TestFile, test.Bytes()); err != nil {
@@ -63,39 +69,56 @@ func Command(cfg harness.Config, schedule string) string {
 	if cfg.OpTimeout != d.OpTimeout {
 		args = append(args, "--op-timeout", cfg.OpTimeout.String())
 	}
+	// --pause always: it bounds the time limit, and its default may be
+	// longer than the shrunk run.
+	args = append(args, "--pause", cfg.Pause.String())
 	if cfg.InjectEvery > 0 {
-		args = append(args, "--inject-every", fmt.Sprint(cfg.InjectEvery), "--pause", cfg.Pause.String(), "--pause-kind", cfg.PauseKind)
+		args = append(args, "--inject-every", fmt.Sprint(cfg.InjectEvery), "--pause-kind", cfg.PauseKind)
 	}
 	if cfg.Fenced {
 		args = append(args, "--fenced")
 	}
-	return strings.Join(append(args, "--nemesis", cfg.Nemesis, "--schedule", quote(schedule)), " ")
+	nemesis := cfg.Nemesis
+	if len(cfg.Plan) == 0 {
+		nemesis = "none" // what failed, failed without the nemesis
+	}
+	return strings.Join(append(args, "--nemesis", quote(nemesis), "--schedule", quote(schedule)), " ")
 }
 
-// quote quotes s for a shell when it needs it.
+// quote quotes s for a shell unless it is made only of what a shell
+// leaves alone.
 func quote(s string) string {
-	if strings.ContainsAny(s, " '\"$`\\*?;&|<>(){}") {
-		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:=,@%+-", r)) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	if s == "" {
+		return "''"
 	}
 	return s
 }
 
 type testData struct {
 	Source, Date string
+	Violated     []string
 	R            Result
 }
 
 func (d testData) Ms(t time.Duration) int64 { return t.Milliseconds() }
 
-var testFile = template.Must(template.New("repro").Parse(`// Reproduces the violation of {{.Source}},
+var testFile = template.Must(template.New("repro").Parse(`// Reproduces the violation ({{range $i, $v := .Violated}}{{if $i}}, {{end}}{{$v}}{{end}} invalid) of {{.Source}},
 // as ` + "`hiatus shrink`" + ` left it on {{.Date}}: {{len .R.Config.Plan}} faults, a {{.R.Config.TimeLimit}} run,
 // {{.R.Config.Workers}} workers; it recurred in {{.R.Verdict.Failed}} of {{.R.Verdict.Runs}} replays.
 //
 // Put it in a package of its own in a module that requires
-// github.com/hiatus-dev/hiatus, and run go test. TestUnsafe fails while the lock
-// loses updates under this schedule; TestFenced replays the same schedule
-// with a fencing token on the write and passes. Each replay starts its own
-// throwaway redis-server and PostgreSQL.
+// github.com/hiatus-dev/hiatus, and run go test from the directory the run
+// was made in (an exec: lock's command is run from there). TestUnsafe fails
+// while a replay shows the violation again{{if not .R.Config.Fenced}}; TestFenced replays the
+// same schedule with a fencing token on the write and passes{{end}}. Each
+// replay starts its own throwaway redis-server and PostgreSQL. A lock of a
+// Go program's own (harness.Locks) must be handed to ServeWorker and Config
+// by hand.
 package repro_test
 
 import (
@@ -107,6 +130,9 @@ import (
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/nemesis"
 )
+
+// violated are the checks the run found invalid.
+var violated = []string{ {{- range $i, $v := .Violated}}{{if $i}}, {{end}}{{printf "%q" $v}}{{end -}} }
 
 // TestMain lets the test binary serve as the runs' workers.
 func TestMain(m *testing.M) {
@@ -130,27 +156,31 @@ func config(t *testing.T) harness.Config {
 	cfg.Nemesis = {{printf "%q" .R.Config.Nemesis}}
 	cfg.Plan = nemesis.Plan{
 {{- range .R.Config.Plan}}
-		{Kind: {{printf "%q" .Kind}}, Worker: {{.Worker}}, At: {{$.Ms .At}} * time.Millisecond, Length: {{$.Ms .Length}} * time.Millisecond},
+		{Kind: {{printf "%q" .Kind}}, Worker: {{.Worker}}, At: {{$.Ms .At}} * time.Millisecond, Length: {{$.Ms .Length}} * time.Millisecond, Holder: {{.Holder}}},
 {{- end}}
 	}
 	return cfg
 }
 
 // TestUnsafe replays the schedule up to three times and fails at the
-// first replay that loses an update.
+// first replay that shows the violation again.
 func TestUnsafe(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		res, err := harness.Run(context.Background(), config(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f, _ := res.Results.LockCounter(); f.LostMin > 0 {
-			why, _ := res.Results.Check("lock-counter")
-			t.Fatalf("replay %d lost %d updates (%s): %s", i, f.LostMin, res.Dir, why.Explanation)
+		if harness.Recurs(violated, res.Results) {
+			for _, c := range res.Results.Checks {
+				if c.Explanation != "" {
+					t.Errorf("%s: %s", c.Name, c.Explanation)
+				}
+			}
+			t.Fatalf("replay %d shows the violation again (%s)", i, res.Dir)
 		}
 	}
 }
-
+{{if not .R.Config.Fenced}}
 // TestFenced replays the schedule with a fencing token on the write:
 // nothing is lost.
 func TestFenced(t *testing.T) {
@@ -164,4 +194,5 @@ func TestFenced(t *testing.T) {
 		t.Errorf("fenced, %d updates lost (%s)", f.LostMin, res.Dir)
 	}
 }
+{{end -}}
 `))

@@ -54,6 +54,10 @@ type Result struct {
 // the budget. What ran out of time is not an error: the result is the
 // smallest case found.
 func Shrink(ctx context.Context, cfg harness.Config, v Verdict, o Options) (Result, error) {
+	if o.Need < 1 || o.Budget <= 0 || o.Judge == nil || v.Failed < o.Need {
+		return Result{Config: cfg, Verdict: v}, fmt.Errorf("shrink: want a judge, a need of 1 or more, a positive budget and a case that fails (%d of %d failed, %d needed)",
+			v.Failed, v.Runs, o.Need)
+	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, o.Budget)
 	defer cancel()
@@ -63,7 +67,8 @@ func Shrink(ctx context.Context, cfg harness.Config, v Verdict, o Options) (Resu
 		for _, pass := range []func(context.Context) (bool, error){s.dropFaults, s.shortenFaults, s.earlier, s.cutTime, s.fewerWorkers, s.lessWork} {
 			c, err := pass(ctx)
 			if err != nil && ctx.Err() == nil {
-				return s.best, err
+				s.best.Spent = time.Since(start)
+				return s.best, err // the smallest failing case so far is still the result
 			}
 			changed = changed || c
 		}
@@ -76,7 +81,12 @@ type shrinker struct {
 	o        Options
 	best     Result
 	deadline time.Time
+	errors   int // judgements in a row that ended in an error
 }
+
+// maxErrors is how many judgements in a row may fail (a throwaway server
+// that did not start, say) before the shrink gives up.
+const maxErrors = 3
 
 // try judges a candidate and keeps it if it still fails.
 func (s *shrinker) try(ctx context.Context, what string, cfg harness.Config) (bool, error) {
@@ -84,9 +94,20 @@ func (s *shrinker) try(ctx context.Context, what string, cfg harness.Config) (bo
 		return false, nil
 	}
 	v, err := s.o.Judge(ctx, cfg)
-	if err != nil || ctx.Err() != nil {
-		return false, err
+	switch {
+	case ctx.Err() != nil:
+		return false, nil
+	case err != nil:
+		// One candidate's trouble is not the shrink's: it is not kept.
+		if s.errors++; s.errors >= maxErrors {
+			return false, fmt.Errorf("%d candidates in a row could not be judged: %w", s.errors, err)
+		}
+		if s.o.Step != nil {
+			s.o.Step(Step{What: what + " (could not be judged: " + err.Error() + ")", Left: time.Until(s.deadline).Round(time.Second)})
+		}
+		return false, nil
 	}
+	s.errors = 0
 	s.best.Tried++
 	kept := v.Failed >= s.o.Need
 	if kept {
@@ -148,8 +169,11 @@ func (s *shrinker) shortenFaults(ctx context.Context) (bool, error) {
 			cfg.Plan = append(nemesis.Plan{}, cfg.Plan...)
 			cfg.Plan[i].Length = shorter
 			ok, err := s.try(ctx, fmt.Sprintf("shorten fault %d (%s) to %v", i+1, describe(f), shorter), cfg)
-			if err != nil || !ok {
+			if err != nil {
 				return changed, err
+			}
+			if !ok {
+				break // this one is as short as it fails; the next may shorten
 			}
 			changed = true
 		}

@@ -2,6 +2,8 @@ package shrink_test
 
 import (
 	"context"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,7 +148,7 @@ func TestShrinkRealRun(t *testing.T) {
 	}
 	defer os.RemoveAll(dir)
 	res.Config.RedisURL, res.Config.PostgresURL = "", ""
-	if err := shrink.Write(dir, failed.Dir, res); err != nil {
+	if err := shrink.Write(dir, failed.Dir, violated, res); err != nil {
 		t.Fatal(err)
 	}
 	cmd, _ := os.ReadFile(filepath.Join(dir, shrink.CommandFile))
@@ -161,5 +163,54 @@ func TestShrinkRealRun(t *testing.T) {
 	out, err := exec.Command("go", "test", "-count=1", "-run", "TestFenced", "./"+dir).CombinedOutput()
 	if err != nil {
 		t.Errorf("the reproducer's TestFenced: %v\n%s", err, out)
+	}
+}
+
+// TestReproducerFiles: the reproducer of cases that stretch its templates
+// (no fault left, an adapter's command with quotes, a fenced run, a pause
+// longer than the default) is Go that parses, and a command line a shell
+// reads back as the same words.
+func TestReproducerFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*harness.Config)
+		want []string // in command.txt
+	}{
+		{"no faults", func(c *harness.Config) { c.Plan = nemesis.Plan{} }, []string{"--nemesis none"}},
+		{"exec lock", func(c *harness.Config) { c.Lock = `exec:node "my lock.js" --it's` }, []string{`--lock 'exec:node "my lock.js" --it'\''s'`}},
+		{"fenced", func(c *harness.Config) { c.Fenced = true }, []string{"--fenced"}},
+		{"long pause", func(c *harness.Config) { c.Pause, c.Nemesis = 2*time.Second, "sigstop, kill-worker" }, []string{"--pause 2s", "--nemesis 'sigstop, kill-worker'"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := harness.DefaultConfig()
+			cfg.Plan = nemesis.Plan{{Kind: "sigstop", Worker: 1, At: 500 * ms, Length: 800 * ms, Holder: true}}
+			tc.edit(&cfg)
+			dir := t.TempDir()
+			r := shrink.Result{Config: cfg, Verdict: shrink.Verdict{Failed: 3, Runs: 3}}
+			if err := shrink.Write(dir, "/runs/x", []string{"linear", "lock-counter"}, r); err != nil {
+				t.Fatal(err)
+			}
+			src, err := os.ReadFile(filepath.Join(dir, shrink.TestFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := parser.ParseFile(token.NewFileSet(), shrink.TestFile, src, 0); err != nil {
+				t.Errorf("repro_test.go does not parse: %v\n%s", err, src)
+			}
+			if has := strings.Contains(string(src), "func TestFenced"); has == cfg.Fenced {
+				t.Errorf("TestFenced there: %v, for a run fenced: %v", has, cfg.Fenced)
+			}
+			cmd, _ := os.ReadFile(filepath.Join(dir, shrink.CommandFile))
+			for _, w := range tc.want {
+				if !strings.Contains(string(cmd), w) {
+					t.Errorf("command.txt %q lacks %q", cmd, w)
+				}
+			}
+			// The shell reads the lock back whole.
+			out, err := exec.Command("sh", "-c", "printf '%s\\n' "+strings.TrimSuffix(strings.SplitN(strings.SplitN(string(cmd), "--lock ", 2)[1], " --workers", 2)[0], "\n")).Output()
+			if err != nil || strings.TrimSuffix(string(out), "\n") != cfg.Lock {
+				t.Errorf("the shell reads --lock back as %q (%v), want %q", out, err, cfg.Lock)
+			}
+		})
 	}
 }

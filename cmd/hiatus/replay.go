@@ -78,6 +78,9 @@ func withCase(c *cli.Context, what func(context.Context, *cli.Context, shrink.Ca
 	if err != nil {
 		return runError(err)
 	}
+	if c.IsSet("store") {
+		cs.Config.Store = c.String("store") // else the run's own store
+	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	release, err := cs.ShareServers(ctx)
