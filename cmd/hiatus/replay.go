@@ -107,7 +107,7 @@ func shrinkCommand() *cli.Command {
 			"run that recurs too rarely to shrink.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "runs", Value: 5, Usage: "replays of each candidate"},
-			&cli.IntFlag{Name: "need", Value: 3, Usage: "replays of --runs that must show the violation for a candidate to be kept"},
+			&cli.IntFlag{Name: "need", Value: 4, Usage: "replays of --runs that must show the violation for a candidate to be kept (4 of 5: a reproducer that recurs four times in five)"},
 			&cli.DurationFlag{Name: "budget", Value: 10 * time.Minute, Usage: "time to spend; the smallest failing case so far is the result"},
 			&cli.StringFlag{Name: "store", Value: "store", Usage: "directory where runs are kept"},
 		},
