@@ -26,6 +26,7 @@ type collector struct {
 	current    []atomic.Int64   // per worker slot: the process it records as now
 	pending    []*history.Op    // per worker slot: its open invocation, if any
 	holding    []bool           // per worker slot: it holds the lock (acquired, release not completed)
+	written    []bool           // per worker slot: it has sent the write of the section it holds
 	resume     func(slot int)   // sends SIGCONT to the worker in slot
 	wg         sync.WaitGroup   // the workers' readers
 	protocol   []error          // worker output that was not ops
@@ -33,7 +34,7 @@ type collector struct {
 
 func newCollector(journal io.Writer, workers int) *collector {
 	c := &collector{journal: history.NewWriter(journal), current: make([]atomic.Int64, workers),
-		pending: make([]*history.Op, workers), holding: make([]bool, workers), maxProcess: -1}
+		pending: make([]*history.Op, workers), holding: make([]bool, workers), written: make([]bool, workers), maxProcess: -1}
 	for i := range c.current {
 		c.current[i].Store(int64(i))
 	}
@@ -106,7 +107,9 @@ func (c *collector) take(slot int, o history.Op) {
 		}
 		switch {
 		case o.F == history.FAcquire && o.Type == history.Ok:
-			c.holding[slot] = true
+			c.holding[slot], c.written[slot] = true, false
+		case o.F == history.FWrite && o.Type == history.Invoke:
+			c.written[slot] = true
 		case o.F == history.FRelease && o.Type != history.Invoke:
 			c.holding[slot] = false
 		}
@@ -119,11 +122,12 @@ func (c *collector) take(slot int, o history.Op) {
 
 func (c *collector) wait() { c.wg.Wait() }
 
-// holds reports whether the worker in slot holds the lock now.
-func (c *collector) holds(slot int) bool {
+// holds reports whether the worker in slot holds the lock now, and
+// whether it has sent its write.
+func (c *collector) holds(slot int) (holding, written bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.holding[slot]
+	return c.holding[slot], c.written[slot]
 }
 
 // crashed completes the open invocation of the worker in slot, killed at
