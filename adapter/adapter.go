@@ -247,8 +247,14 @@ func (p *Process) Request(ctx context.Context, r Request, timeout time.Duration)
 		p.mu.Lock()
 		delete(p.wait, r.ID)
 		p.mu.Unlock()
-		// A write to a closed pipe reached no one: nothing was done.
-		return fail(false, fmt.Errorf("%w: write: %v", ErrGone, err))
+		// A write to a closed pipe reached no one: nothing was done. The
+		// adapter has gone, or is going: say how it ended, not the pipe.
+		select {
+		case <-p.gone:
+			return fail(false, p.reason())
+		case <-time.After(time.Second):
+			return fail(false, fmt.Errorf("%w: write: %v", ErrGone, err))
+		}
 	}
 	select {
 	case a := <-ch:

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -178,30 +176,21 @@ func TestConform(t *testing.T) {
 // its output (a shell's background job) is still closed, in bounded time,
 // rather than waited for as long as the child lives.
 func TestCloseWithGrandchild(t *testing.T) {
-	mark := fmt.Sprintf("HIATUS_TEST_MARK=%d", time.Now().UnixNano())
-	command := fmt.Sprintf("env %s sh -c '(sleep 60 &); exec %s'", mark, adaptertest.Command("setnx"))
+	command, mark := adaptertest.Marked(fmt.Sprintf("sh -c '(sleep 60 &); exec %s'", adaptertest.Command("setnx")))
 	p, err := adapter.Start(context.Background(), command, setup(t), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer killMarked(mark)
+	defer func() {
+		for pid := range adaptertest.Leftovers(mark) { // the sleep
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
 	done := make(chan struct{})
 	go func() { p.Close(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second): // Close allows the adapter 2 s, then 1 s more
 		t.Fatal("Close still waiting after 10 s")
-	}
-}
-
-// killMarked kills the processes whose environment holds mark.
-func killMarked(mark string) {
-	envs, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, f := range envs {
-		if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(mark+"\x00")) {
-			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 // against the same lock built in. It answers requests from r on w until r
 // ends.
 func ServeAdapter(ctx context.Context, r io.Reader, w io.Writer, name string, newLock func(LockConfig) (Lock, error)) error {
-	s := &served{name: name, newLock: newLock, grants: map[string]Grant{}, holders: map[string]Lock{}, locks: map[time.Duration]Lock{}}
+	s := &served{name: name, newLock: newLock, grants: map[string]grant{}, locks: map[time.Duration]Lock{}}
 	defer s.close()
 	return adapter.Serve(ctx, r, w, s)
 }
@@ -29,8 +29,13 @@ type served struct {
 	rdb     *redis.Client
 	cfg     LockConfig
 	locks   map[time.Duration]Lock // by lease: each acquire names its own
-	grants  map[string]Grant       // by token, until released
-	holders map[string]Lock        // by token: the lock that granted it
+	grants  map[string]grant       // by token, until released
+}
+
+// A grant is one the adapter gave, and the lock that gave it.
+type grant struct {
+	Grant
+	lock Lock
 }
 
 func (s *served) Init(ctx context.Context, st adapter.Setup) (adapter.Hello, error) {
@@ -74,7 +79,7 @@ func (s *served) Acquire(ctx context.Context, _ string, lease, wait time.Duratio
 	case err != nil:
 		return adapter.Unknown(err.Error())
 	}
-	s.grants[g.Token], s.holders[g.Token] = g, l
+	s.grants[g.Token] = grant{g, l}
 	return adapter.Answer{Type: adapter.TypeOK, Token: g.Token, Fence: g.Fence, LeaseMS: g.Lease.Milliseconds()}
 }
 
@@ -83,10 +88,8 @@ func (s *served) Release(ctx context.Context, _, token string) adapter.Answer {
 	if !ok {
 		return adapter.FailWith("no grant with that token")
 	}
-	l := s.holders[token]
 	delete(s.grants, token)
-	delete(s.holders, token)
-	switch err := l.Release(ctx, g); {
+	switch err := g.lock.Release(ctx, g.Grant); {
 	case err == nil:
 		return adapter.OK()
 	case errors.Is(err, ErrNotHeld):

@@ -66,9 +66,6 @@ func NewExec(ctx context.Context, command string, cfg LockConfig, stderr io.Writ
 		fence: fencer{Redis: cfg.Redis, Key: cfg.FenceKey, On: cfg.Fenced && !p.Hello.Fencing}}, nil
 }
 
-// Hello is what the adapter said of itself.
-func (l *Exec) Hello() adapter.Hello { return l.p.Hello }
-
 // PID is the adapter's process ID.
 func (l *Exec) PID() int { return l.p.PID() }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,27 +17,6 @@ import (
 	"github.com/hiatus-dev/hiatus/internal/adaptertest"
 	"github.com/hiatus-dev/hiatus/store"
 )
-
-// marked runs command with an environment variable no other process has,
-// so that a test can find whatever it left behind.
-func marked(command string) (string, string) {
-	mark := fmt.Sprintf("HIATUS_TEST_MARK=%d", rand.Int63())
-	return "env " + mark + " " + command, mark
-}
-
-// leftovers lists the processes whose environment holds mark.
-func leftovers(mark string) []string {
-	var found []string
-	pids, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, f := range pids {
-		env, err := os.ReadFile(f)
-		if err == nil && bytes.Contains(env, []byte(mark+"\x00")) {
-			cmd, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "cmdline"))
-			found = append(found, fmt.Sprintf("%s: %s", filepath.Dir(f), bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
-		}
-	}
-	return found
-}
 
 // adapterRun runs a short experiment on the lock adapter command.
 func adapterRun(t *testing.T, command string, edit func(*harness.Config)) (harness.Result, string, error) {
@@ -64,7 +42,7 @@ func TestRunAdapterFrozenWithWorker(t *testing.T) {
 		t.Fatalf("the Node adapters need their npm packages (scripts/setup --tests installs them): %v", err)
 	}
 	for _, kind := range []string{"sleep", "stop"} {
-		command, mark := marked("node " + filepath.Join(root, "adapters/node/redis-semaphore.js"))
+		command, mark := adaptertest.Marked("node " + filepath.Join(root, "adapters/node/redis-semaphore.js"))
 		res, out, err := adapterRun(t, command, func(c *harness.Config) {
 			// A lease Node's refresh keeps on a loaded machine; a pause
 			// twice as long, which a frozen refresh cannot survive.
@@ -84,8 +62,8 @@ func TestRunAdapterFrozenWithWorker(t *testing.T) {
 		if !strings.Contains(out, "lock adapter: node-redis-semaphore 1 (redis-semaphore") {
 			t.Errorf("the run's output does not say what the adapter is:\n%s", out)
 		}
-		if left := leftovers(mark); len(left) > 0 {
-			t.Errorf("%s: processes left behind: %q", kind, left)
+		if left := adaptertest.Leftovers(mark); len(left) > 0 {
+			t.Errorf("%s: processes left behind: %v", kind, left)
 		}
 	}
 }
@@ -96,7 +74,7 @@ func TestRunAdapterFrozenWithWorker(t *testing.T) {
 // flight :info, and the run goes on to a history that checks; nothing it
 // started is left behind.
 func TestRunAdapterMisbehaves(t *testing.T) {
-	command, mark := marked(adaptertest.Command("exit"))
+	command, mark := adaptertest.Marked(adaptertest.Command("exit"))
 	_, _, err := adapterRun(t, command, func(*harness.Config) {})
 	var se *harness.SetupError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "exiting at start, as asked") || !strings.Contains(err.Error(), "did not say hello") {
@@ -107,7 +85,7 @@ func TestRunAdapterMisbehaves(t *testing.T) {
 		{"garbage-after=4", "which is no answer"},
 		{"mute-after=4", ""},
 	} {
-		command, mark = marked(adaptertest.Command(tc.mode))
+		command, mark = adaptertest.Marked(adaptertest.Command(tc.mode))
 		res, out, err := adapterRun(t, command, func(c *harness.Config) { c.OpTimeout = 300 * time.Millisecond })
 		if err != nil {
 			t.Fatalf("%s: %v", tc.mode, err)
@@ -131,8 +109,8 @@ func TestRunAdapterMisbehaves(t *testing.T) {
 		if res.Results.Valid == checker.Unknown && !strings.Contains(fmt.Sprint(res.Results.Checks), "final") {
 			t.Errorf("%s: the history does not check: %+v", tc.mode, res.Results.Checks)
 		}
-		if left := leftovers(mark); len(left) > 0 {
-			t.Errorf("%s: processes left behind: %q", tc.mode, left)
+		if left := adaptertest.Leftovers(mark); len(left) > 0 {
+			t.Errorf("%s: processes left behind: %v", tc.mode, left)
 		}
 	}
 }
@@ -143,7 +121,7 @@ func TestRunAdapterMisbehaves(t *testing.T) {
 // the request: the answer that comes as they wake is taken, not dropped
 // as late with the op made :info.
 func TestRunAdapterPausedInFlight(t *testing.T) {
-	command, mark := marked(adaptertest.Command("setnx"))
+	command, mark := adaptertest.Marked(adaptertest.Command("setnx"))
 	res, _, err := adapterRun(t, command, func(c *harness.Config) {
 		c.Nemesis, c.Pause, c.Interval, c.OpTimeout, c.TimeLimit = "sigstop", time.Second, 200*time.Millisecond, 300*time.Millisecond, 4*time.Second
 		c.Workers = 3
@@ -171,7 +149,7 @@ func TestRunAdapterPausedInFlight(t *testing.T) {
 	if pauses < 2 {
 		t.Errorf("%d pauses in %v: want several", pauses, 4*time.Second)
 	}
-	if left := leftovers(mark); len(left) > 0 {
-		t.Errorf("processes left behind: %q", left)
+	if left := adaptertest.Leftovers(mark); len(left) > 0 {
+		t.Errorf("processes left behind: %v", left)
 	}
 }

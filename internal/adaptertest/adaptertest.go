@@ -5,11 +5,14 @@ package adaptertest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -104,4 +107,27 @@ func serve(mode string) error {
 	}
 	reqW.Close()
 	return sc.Err()
+}
+
+// Marked returns command run with an environment variable no other
+// process has, and that variable: what a test finds its leftovers by.
+func Marked(command string) (marked, mark string) {
+	mark = fmt.Sprintf("HIATUS_TEST_MARK=%d", rand.Int64())
+	return "env " + mark + " " + command, mark
+}
+
+// Leftovers lists, by PID, the command lines of the processes whose
+// environment holds mark.
+func Leftovers(mark string) map[int]string {
+	found := map[int]string{}
+	envs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, f := range envs {
+		env, err := os.ReadFile(f)
+		pid, perr := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		if err == nil && perr == nil && bytes.Contains(env, []byte(mark+"\x00")) {
+			cmd, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "cmdline"))
+			found[pid] = string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))
+		}
+	}
+	return found
 }
