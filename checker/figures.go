@@ -19,7 +19,8 @@ type LockCounterFigures struct {
 	ProvenWrites     int64 // :proven-writes — writes of unknown outcome that reads prove took effect
 	Overlapping      int64 // :overlapping-sections — sections overlapping another, of those whose write may have happened
 	LockOverlapping  int64 // :lock-overlapping-sections — sections overlapping another, of all
-	StaleRejected    int64 // :stale-rejected — writes Postgres refused for a stale fence
+	StaleRejected    int64 // :stale-rejected — writes (and fence-rmw reads) Postgres refused for a stale fence
+	ChangeRejected   int64 // :change-rejected — writes Postgres refused because the counter changed since their read (cas)
 	LateWrites       int64 // :late-writes — acknowledged writes sent after the writer's lease expired
 	FenceViolations  int64 // :fence-violations — accepted writes whose fence was no larger than one accepted before them
 	Pauses           int64 // :pauses — processes frozen: by the nemesis (SIGSTOP) or in-section pauses
@@ -45,6 +46,7 @@ func (f LockCounterFigures) fields() []Field {
 		{"overlapping-sections", f.Overlapping},
 		{"lock-overlapping-sections", f.LockOverlapping},
 		{"stale-rejected", f.StaleRejected},
+		{"change-rejected", f.ChangeRejected},
 		{"late-writes", f.LateWrites},
 		{"fence-violations", f.FenceViolations},
 		{"pauses", f.Pauses},

@@ -240,7 +240,7 @@ func LockCounter(ops []history.Op, initial int64) Result {
 
 // lcCounts are the figures LockCounter counts op by op.
 type lcCounts struct {
-	writes, infoWrites, rejected, infoOps, faults int
+	writes, infoWrites, rejected, changed, infoOps, faults int
 }
 
 // add counts o.
@@ -259,8 +259,10 @@ func (c *lcCounts) add(o history.Op) {
 		c.writes++
 	case o.F == history.FWrite && o.Type == history.Info:
 		c.infoWrites++
-	case o.F == history.FWrite && o.Type == history.Fail && o.Error == history.ErrStaleFence:
+	case o.Type == history.Fail && o.Error == history.ErrStaleFence && (o.F == history.FWrite || o.F == history.FRead):
 		c.rejected++
+	case o.F == history.FWrite && o.Type == history.Fail && o.Error == history.ErrChanged:
+		c.changed++
 	}
 }
 
@@ -277,7 +279,7 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 	}
 	f := LockCounterFigures{
 		Writes: int64(c.writes), InfoWrites: int64(c.infoWrites + s.unfinished),
-		StaleRejected: int64(c.rejected), Pauses: int64(len(pauses)), Faults: int64(c.faults), InfoOps: int64(c.infoOps),
+		StaleRejected: int64(c.rejected), ChangeRejected: int64(c.changed), Pauses: int64(len(pauses)), Faults: int64(c.faults), InfoOps: int64(c.infoOps),
 		Sections: int64(secs.n), LeasedSections: int64(secs.leased), LateWrites: int64(secs.late),
 	}
 	written, any := overlapSweep{keep: mayHaveWritten, fl: fl}, overlapSweep{keep: anySection}

@@ -9,9 +9,53 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// ErrStale is returned by a fenced write that Postgres refused because a
-// write with a larger fence had already been accepted.
-var ErrStale = errors.New("counter: stale fence, write rejected")
+// ErrStale is returned by a fenced write (or, under GuardFenceRMW, a read)
+// that Postgres refused because a larger fence had already been seen.
+var ErrStale = errors.New("counter: stale fence, rejected")
+
+// ErrChanged is returned by a write under GuardCAS that Postgres refused
+// because the counter no longer held the value the writer had read.
+var ErrChanged = errors.New("counter: value changed since the read, write rejected")
+
+// A Guard is what the resource itself checks before it lets a write land:
+// the last line of defence when the lock has granted twice.
+type Guard string
+
+// The guards a Counter can enforce.
+const (
+	// GuardNone checks nothing: the lock alone keeps writers apart.
+	GuardNone Guard = "none"
+	// GuardFence lands a write only when its fencing token is larger than
+	// every token landed before (UPDATE … WHERE fence < $token). It orders
+	// writes, not read-modify-writes: a stale holder's write that lands
+	// before the newer holder's still overwrites what that one had read.
+	GuardFence Guard = "fence"
+	// GuardFenceRMW checks the token at the read too: the read records its
+	// token in the row and is refused when a larger one was recorded; the
+	// write lands only when the row still holds the writer's token, so no
+	// holder with a larger one has read or written since. The whole
+	// read-modify-write is fenced, as Kleppmann's storage that checks the
+	// token on every access.
+	GuardFenceRMW Guard = "fence-rmw"
+	// GuardCAS lands a write only when the counter still holds the value
+	// the writer read (UPDATE … WHERE value = $read): no token needed.
+	GuardCAS Guard = "cas"
+)
+
+// Guards lists the guards, for flags and tables.
+func Guards() []Guard { return []Guard{GuardNone, GuardFence, GuardFenceRMW, GuardCAS} }
+
+// Fenced reports whether g needs a fencing token with each grant.
+func (g Guard) Fenced() bool { return g == GuardFence || g == GuardFenceRMW }
+
+// GuardOf returns GuardFence when fenced and GuardNone when not: the guard
+// of --fenced, the flag that came before --guard.
+func GuardOf(fenced bool) Guard {
+	if fenced {
+		return GuardFence
+	}
+	return GuardNone
+}
 
 // A Counter is the resource the lock protects: one row of the table
 // counter(id, value, fence) in Postgres. Every write that takes effect also
@@ -19,9 +63,9 @@ var ErrStale = errors.New("counter: stale fence, write rejected")
 // after the run, an :info write is looked up there to learn whether it
 // happened.
 type Counter struct {
-	DB     *pgxpool.Pool
-	ID     int64
-	Fenced bool // write with the fence check: UPDATE … WHERE fence < $n
+	DB    *pgxpool.Pool
+	ID    int64
+	Guard Guard // "" is GuardNone
 }
 
 // A WriteID names one write in the audit table: the process that sent it
@@ -80,24 +124,55 @@ func (c *Counter) Read(ctx context.Context) (value, fence int64, err error) {
 	return value, fence, nil
 }
 
+// ReadAs is the read of a critical section whose grant carries fence: a
+// plain Read, but under GuardFenceRMW it records fence in the row, in the
+// same statement, and returns ErrStale when a larger one is there.
+func (c *Counter) ReadAs(ctx context.Context, fence int64) (int64, error) {
+	if c.Guard != GuardFenceRMW {
+		v, _, err := c.Read(ctx)
+		return v, err
+	}
+	var v int64
+	err := c.DB.QueryRow(ctx, `UPDATE counter SET fence = $2 WHERE id = $1 AND fence <= $2 RETURNING value`,
+		c.ID, fence).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, ErrStale
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read counter %d with fence %d: %w", c.ID, fence, err)
+	}
+	return v, nil
+}
+
 // Write sets the counter to value, and records id in the audit table in the
-// same statement. Fenced, it succeeds only when fence is larger than every
-// fence accepted before, and returns ErrStale otherwise.
-func (c *Counter) Write(ctx context.Context, value, fence int64, id WriteID) error {
-	where := `id = $2`
-	if c.Fenced {
-		where = `id = $2 AND fence < $3`
+// same statement, when the guard lets it: under GuardFence when fence is
+// larger than every fence landed before, under GuardFenceRMW when the row
+// still holds fence (see ReadAs), under GuardCAS when the counter still
+// holds read. A refused write returns ErrStale or ErrChanged.
+func (c *Counter) Write(ctx context.Context, value, read, fence int64, id WriteID) error {
+	args := []any{value, c.ID, fence, id.Process, id.Section}
+	var where string
+	switch c.Guard {
+	case GuardFence:
+		where = ` AND fence < $3`
+	case GuardFenceRMW:
+		where = ` AND fence = $3`
+	case GuardCAS:
+		where, args = ` AND value = $6`, append(args, read)
 	}
 	tag, err := c.DB.Exec(ctx, `WITH w AS (
-		UPDATE counter SET value = $1, fence = GREATEST(fence, $3) WHERE `+where+` RETURNING id)
+		UPDATE counter SET value = $1, fence = GREATEST(fence, $3) WHERE id = $2`+where+` RETURNING id)
 		INSERT INTO counter_audit (counter_id, process, section, value, fence)
-		SELECT id, $4, $5, $1, $3 FROM w`, value, c.ID, fence, id.Process, id.Section)
+		SELECT id, $4, $5, $1, $3 FROM w`, args...)
 	if err != nil {
 		return fmt.Errorf("write counter %d: %w", c.ID, err)
 	}
 	if tag.RowsAffected() == 0 {
-		if c.Fenced {
+		switch c.Guard {
+		case GuardFence, GuardFenceRMW:
 			return ErrStale
+		case GuardCAS:
+			return ErrChanged
 		}
 		return fmt.Errorf("write counter %d: %w", c.ID, pgx.ErrNoRows)
 	}

@@ -26,7 +26,7 @@ func (r *rig) lockWorker(t *testing.T, p history.Process, name string, lease tim
 	}
 	return &client.Worker{
 		Lock:    l,
-		Counter: &client.Counter{DB: r.db, ID: r.id, Fenced: fenced},
+		Counter: &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardOf(fenced)},
 		Clock:   r.clock, Record: r.record, Process: p, Stride: 10, Hook: hook,
 	}, l
 }

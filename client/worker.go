@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"maps"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
@@ -125,16 +126,29 @@ func (w *Worker) Section(ctx context.Context) error {
 
 // step runs read, work, hook and write.
 func (w *Worker) step(ctx context.Context, g Grant) {
-	w.invoke(ctx, history.FRead, nil, nil)
+	var fenced map[history.Keyword]any // the fence the guard checks, on the ops it checks it on
+	if w.Counter.Guard.Fenced() {
+		fenced = map[history.Keyword]any{history.KeyFence: g.Fence}
+	}
+	var readExtra map[history.Keyword]any
+	if w.Counter.Guard == GuardFenceRMW {
+		readExtra = fenced
+	}
+	w.invoke(ctx, history.FRead, nil, readExtra)
 	rctx, cancel := w.opContext(ctx)
-	v, _, err := w.Counter.Read(rctx)
+	v, err := w.Counter.ReadAs(rctx, g.Fence)
 	cancel()
-	if err != nil {
-		// A read changes nothing, so one that did not answer is a :fail.
-		w.complete(ctx, history.Fail, history.FRead, nil, err.Error(), nil)
+	switch {
+	case errors.Is(err, ErrStale):
+		w.complete(ctx, history.Fail, history.FRead, nil, history.ErrStaleFence, readExtra)
+		return
+	case err != nil:
+		// A read changes nothing of the counter's value, so one that did
+		// not answer is a :fail.
+		w.complete(ctx, history.Fail, history.FRead, nil, err.Error(), readExtra)
 		return
 	}
-	w.complete(ctx, history.Ok, history.FRead, v, nil, nil)
+	w.complete(ctx, history.Ok, history.FRead, v, nil, readExtra)
 
 	if w.Work > 0 {
 		time.Sleep(w.Work)
@@ -147,18 +161,18 @@ func (w *Worker) step(ctx context.Context, g Grant) {
 	// looked up after the run.
 	id := WriteID{Process: int64(w.Process), Section: int64(w.sections)}
 	extra := map[history.Keyword]any{history.KeySection: id.Section}
-	if w.Counter.Fenced {
-		extra[history.KeyFence] = g.Fence
-	}
+	maps.Copy(extra, fenced)
 	w.invoke(ctx, history.FWrite, v+1, extra)
 	wctx, cancel := w.opContext(ctx)
-	err = w.Counter.Write(wctx, v+1, g.Fence, id)
+	err = w.Counter.Write(wctx, v+1, v, g.Fence, id)
 	cancel()
 	switch {
 	case err == nil:
 		w.complete(ctx, history.Ok, history.FWrite, v+1, nil, extra)
 	case errors.Is(err, ErrStale):
 		w.complete(ctx, history.Fail, history.FWrite, v+1, history.ErrStaleFence, extra)
+	case errors.Is(err, ErrChanged):
+		w.complete(ctx, history.Fail, history.FWrite, v+1, history.ErrChanged, extra)
 	case errors.Is(err, pgx.ErrNoRows):
 		w.complete(ctx, history.Fail, history.FWrite, v+1, err.Error(), extra)
 	default:

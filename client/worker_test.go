@@ -89,7 +89,7 @@ func (r *rig) worker(p history.Process, lease time.Duration, fenced bool, hook c
 	return &client.Worker{
 		Lock: &client.SetNX{Redis: r.rdb, Key: "lock:" + r.name, FenceKey: "fence:" + r.name,
 			Lease: lease, Retry: time.Millisecond, Fenced: fenced},
-		Counter: &client.Counter{DB: r.db, ID: r.id, Fenced: fenced},
+		Counter: &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardOf(fenced)},
 		Clock:   r.clock, Record: r.record, Process: p, Stride: 10, Hook: hook,
 	}
 }
@@ -249,11 +249,11 @@ func TestResolve(t *testing.T) {
 func TestAudit(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
-	c := &client.Counter{DB: r.db, ID: r.id, Fenced: true}
-	if err := c.Write(ctx, 1, 5, client.WriteID{Process: 0, Section: 1}); err != nil {
+	c := &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardFence}
+	if err := c.Write(ctx, 1, 0, 5, client.WriteID{Process: 0, Section: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Write(ctx, 1, 4, client.WriteID{Process: 1, Section: 1}); err != client.ErrStale {
+	if err := c.Write(ctx, 1, 0, 4, client.WriteID{Process: 1, Section: 1}); err != client.ErrStale {
 		t.Fatalf("stale write: %v, want ErrStale", err)
 	}
 	got, err := c.Audited(ctx, []client.WriteID{{Process: 0, Section: 1}, {Process: 1, Section: 1}, {Process: 2, Section: 1}})

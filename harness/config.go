@@ -50,7 +50,8 @@ type Config struct {
 	InjectEvery int           // pause each worker in its every Nth section; 0 = never
 	PauseKind   string        // of the in-section pause: sleep or stop
 	Lock        string        // the lock under test: one of client.LockNames, or of Locks
-	Fenced      bool          // write with a fencing token, which Postgres checks
+	Fenced      bool          // write with a fencing token, which Postgres checks: Guard fence
+	Guard       client.Guard  // what Postgres checks before a write lands; "" is fence when Fenced, else none
 	Seed        int64         // seed of the nemesis's choices
 	RedisURL    string        // "" starts a throwaway redis-server
 	PostgresURL string        // "" starts a throwaway PostgreSQL
@@ -126,6 +127,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("--lock %q: exec: needs the adapter's command, as exec:'python3 my_adapter.py'", c.Lock)
 	case !slices.Contains(c.lockNames(), c.Lock) && !strings.HasPrefix(c.Lock, client.ExecPrefix):
 		return fmt.Errorf("--lock %q: want one of %s, or exec:COMMAND (a lock adapter)", c.Lock, strings.Join(c.lockNames(), ", "))
+	case c.Guard != "" && !slices.Contains(client.Guards(), c.Guard):
+		return fmt.Errorf("--guard %q: want one of %v", c.Guard, client.Guards())
+	case c.Fenced && c.Guard != "" && c.Guard != client.GuardFence:
+		return fmt.Errorf("--fenced is --guard fence: it cannot go with --guard %s", c.Guard)
 	case c.Name == "" || c.Name == "latest" || strings.ContainsAny(c.Name, `/\`):
 		return fmt.Errorf("--name %q: want a plain name", c.Name)
 	case c.Store == "":
@@ -208,6 +213,15 @@ func (c Config) FaultNames() []string {
 	return out
 }
 
+// GuardKind is the guard of the run's writes: Guard, or the one Fenced
+// names when Guard is unset.
+func (c Config) GuardKind() client.Guard {
+	if c.Guard != "" {
+		return c.Guard
+	}
+	return client.GuardOf(c.Fenced)
+}
+
 // Describe says what the run does, in one line.
 func (c Config) Describe() string {
 	s := fmt.Sprintf("lock %s, %d workers, %v, lease %v, work %v", c.Lock, c.Workers, c.TimeLimit, c.Lease, c.Work)
@@ -221,10 +235,10 @@ func (c Config) Describe() string {
 	if c.InjectEvery > 0 {
 		s += fmt.Sprintf(", in-section %s %v every %d sections", c.PauseKind, c.Pause, c.InjectEvery)
 	}
-	if c.Fenced {
-		s += ", fenced"
+	if g := c.GuardKind(); g == client.GuardNone {
+		s += ", unguarded"
 	} else {
-		s += ", unfenced"
+		s += ", guard " + string(g)
 	}
 	return s + fmt.Sprintf(", seed %d", c.Seed)
 }
@@ -250,7 +264,8 @@ func testEDN(c Config, start time.Time) []byte {
 		// A string: a keyword cannot hold "sigstop,kill-worker" (a comma is
 		// whitespace in EDN).
 		"nemesis": c.Nemesis, "pause-ms": ms(c.Pause), "interval-ms": ms(c.Interval),
-		"inject-every": c.InjectEvery, "pause-kind": history.Keyword(c.PauseKind), "lock": lockValue(c.Lock), "fenced?": c.Fenced, "seed": c.Seed,
+		"inject-every": c.InjectEvery, "pause-kind": history.Keyword(c.PauseKind), "lock": lockValue(c.Lock), "fenced?": c.GuardKind().Fenced(),
+		"guard": history.Keyword(c.GuardKind()), "seed": c.Seed,
 		"redis-url": Redact(c.RedisURL), "postgres-url": Redact(c.PostgresURL), "counter-id": c.CounterID,
 		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword("lock-counter"),
 		"initial": int64(0), "replay?": c.Plan != nil,

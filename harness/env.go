@@ -48,7 +48,7 @@ func startEnv(ctx context.Context, cfg *Config) (_ *env, err error) {
 	if err := e.db.Ping(pctx); err != nil {
 		return nil, setupErrorf("cannot reach PostgreSQL at %s: %v", Redact(cfg.PostgresURL), err)
 	}
-	e.counter = &client.Counter{DB: e.db, ID: cfg.CounterID, Fenced: cfg.Fenced}
+	e.counter = &client.Counter{DB: e.db, ID: cfg.CounterID, Guard: cfg.GuardKind()}
 	if err := e.counter.Setup(pctx); err != nil {
 		return nil, setupErrorf("PostgreSQL at %s: %v", Redact(cfg.PostgresURL), err)
 	}

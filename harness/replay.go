@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/store"
@@ -61,6 +62,9 @@ func ReplayConfig(dir string) (Config, error) {
 		}
 	}
 	cfg.Fenced = t["fenced?"] == true
+	if g := word("guard"); g != "" { // runs before --guard have only :fenced?
+		cfg.Fenced, cfg.Guard = false, client.Guard(g)
+	}
 	real, err := filepath.EvalSymlinks(dir) // store/latest is a link to STORE/NAME/START
 	if err != nil {
 		return Config{}, &SetupError{Err: err}

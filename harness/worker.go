@@ -96,7 +96,8 @@ type workerConfig struct {
 	CounterID             int64
 	Lease, Retry, Work    time.Duration
 	OpTimeout, Pause      time.Duration
-	Fenced                bool
+	Fenced                bool // the lock hands out fencing tokens
+	Guard                 client.Guard
 	InjectEvery           int
 	PauseKind             string
 	Lock                  string
@@ -155,7 +156,7 @@ func runWorker(ctx context.Context, wc workerConfig, locks Locks, out io.Writer)
 	}
 	w := &client.Worker{
 		Lock:    lock,
-		Counter: &client.Counter{DB: db, ID: wc.CounterID, Fenced: wc.Fenced},
+		Counter: &client.Counter{DB: db, ID: wc.CounterID, Guard: wc.Guard},
 		Clock:   clock, Record: rec, Process: history.Process(wc.Process), Stride: wc.Stride,
 		Work: wc.Work, OpTimeout: wc.OpTimeout,
 	}

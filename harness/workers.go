@@ -64,7 +64,7 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 	wc := workerConfig{
 		RedisURL: cfg.RedisURL, PostgresURL: cfg.PostgresURL, LockKey: lockKey(cfg.Name),
 		FenceKey: fenceKey(cfg.Name), CounterID: cfg.CounterID, Lease: cfg.Lease, Retry: cfg.Retry,
-		Work: cfg.Work, OpTimeout: cfg.OpTimeout, Pause: cfg.Pause, Fenced: cfg.Fenced,
+		Work: cfg.Work, OpTimeout: cfg.OpTimeout, Pause: cfg.Pause, Fenced: cfg.GuardKind().Fenced(), Guard: cfg.GuardKind(),
 		InjectEvery: cfg.InjectEvery, PauseKind: cfg.PauseKind, Lock: cfg.Lock,
 		Process: process, Stride: int64(cfg.Workers),
 		StartUnixNano: ws.start.UnixNano(), DeadlineUnixNano: ws.deadline.UnixNano(),

@@ -33,9 +33,10 @@ const (
 
 // Error values of lock-counter ops.
 const (
-	ErrTimeout    Keyword = "timeout"     // an acquire given up when the run ended
-	ErrStaleFence Keyword = "stale-fence" // a fenced write Postgres rejected
-	ErrExpired    Keyword = "expired"     // a release that found no lock: the lease had lapsed
-	ErrStolen     Keyword = "stolen"      // a release that found another holder's token
-	ErrKilled     Keyword = "killed"      // the op of a worker the nemesis killed
+	ErrTimeout    Keyword = "timeout"       // an acquire given up when the run ended
+	ErrStaleFence Keyword = "stale-fence"   // a fenced write (or fenced read) Postgres rejected
+	ErrChanged    Keyword = "value-changed" // a write Postgres rejected: the counter changed since the read (cas)
+	ErrExpired    Keyword = "expired"       // a release that found no lock: the lease had lapsed
+	ErrStolen     Keyword = "stolen"        // a release that found another holder's token
+	ErrKilled     Keyword = "killed"        // the op of a worker the nemesis killed
 )

@@ -58,7 +58,9 @@ func runFlags() []cli.Flag {
 		&cli.IntFlag{Name: "inject-every", Usage: "pause each worker inside its every Nth critical section (after the read, before the write) for --pause; 0 = never"},
 		&cli.StringFlag{Name: "pause-kind", Value: harness.DefaultPauseKind, Usage: "the in-section pause: sleep (only the worker's goroutine blocks) or stop (the worker SIGSTOPs its whole process)"},
 		&cli.StringFlag{Name: "lock", Value: harness.DefaultLock, Usage: "the lock under test: " + strings.Join(client.LockNames(), ", ")},
-		&cli.BoolFlag{Name: "fenced", Usage: "write with a fencing token (Redis INCR), which Postgres checks: UPDATE … WHERE fence < $n"},
+		&cli.BoolFlag{Name: "fenced", Usage: "write with a fencing token (Redis INCR), which Postgres checks: UPDATE … WHERE fence < $n (= --guard fence)"},
+		&cli.StringFlag{Name: "guard", Usage: "what Postgres checks before a write lands: none; fence (the token, at the write); " +
+			"fence-rmw (the token at the read and the write: the whole read-modify-write); cas (UPDATE … WHERE value = $read)", DefaultText: "none, or fence with --fenced"},
 		&cli.Int64Flag{Name: "seed", Usage: "seed of the nemesis's choices, to replay a schedule", DefaultText: "from the clock, recorded in test.edn"},
 		&cli.StringFlag{Name: "schedule", Usage: "inject the faults of `FILE` (a run's schedule.edn), each at its time, instead of drawing them; --nemesis defaults to their kinds"},
 	}, sharedFlags()...)
@@ -86,6 +88,7 @@ func runCommand() *cli.Command {
 			cfg.Name, cfg.Lease, cfg.Nemesis = c.String("name"), c.Duration("lease"), c.String("nemesis")
 			cfg.InjectEvery, cfg.Fenced, cfg.PauseKind, cfg.Lock = c.Int("inject-every"), c.Bool("fenced"), c.String("pause-kind"), c.String("lock")
 			cfg.RedisPID, cfg.PostgresPID = c.Int("redis-pid"), c.Int("postgres-pid")
+			cfg.Guard = client.Guard(c.String("guard"))
 			if f := c.String("schedule"); f != "" {
 				b, err := os.ReadFile(f)
 				if err != nil {

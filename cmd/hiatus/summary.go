@@ -29,6 +29,7 @@ func printSummary(out io.Writer, dir string, rs checker.Results) {
 			{"lost", lost, "updates the counter is missing"},
 			{"overlapping-sections", f.Overlapping, "sections that overlapped another, of those that may have written"},
 			{"stale-rejected", f.StaleRejected, "writes refused for a stale fence"},
+			{"change-rejected", f.ChangeRejected, "writes refused: the counter changed since their read"},
 			{"late-writes", f.LateWrites, "writes sent after the writer's lease expired"},
 			{"pauses", f.Pauses, "processes frozen by the nemesis or in their sections"},
 			{"faults", f.Faults, "nemesis faults: pauses and kills"},
