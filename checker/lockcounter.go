@@ -246,7 +246,7 @@ type lcCounts struct {
 // add counts o.
 func (c *lcCounts) add(o history.Op) {
 	if !o.IsClient() {
-		if o.Process == history.Nemesis && (o.F == history.FPause || o.F == history.FKill) && !failedToBegin(o) {
+		if o.Process == history.Nemesis && (o.F == history.FPause || o.F == history.FKill || o.F == history.FStart) && !failedToBegin(o) {
 			c.faults++
 		}
 		return

@@ -42,6 +42,7 @@ var ErrGaveUp = errors.New("lock: gave up waiting")
 // Lua script.
 type SetNX struct {
 	Redis    *redis.Client
+	Fences   *redis.Client // where FenceKey is; nil for Redis
 	Key      string
 	FenceKey string
 	Lease    time.Duration
@@ -89,7 +90,11 @@ func (l *SetNX) Acquire(ctx context.Context) (Grant, error) {
 			return Grant{}, ErrGaveUp
 		}
 	}
-	g.Fence, err = fencer{Redis: l.Redis, Key: l.FenceKey, On: l.Fenced}.fence(ctx)
+	fences := l.Fences
+	if fences == nil {
+		fences = l.Redis
+	}
+	g.Fence, err = fencer{Redis: fences, Key: l.FenceKey, On: l.Fenced}.fence(ctx)
 	return g, err
 }
 

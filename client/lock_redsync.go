@@ -8,13 +8,18 @@ import (
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 )
 
-// A Redsync is the lock of github.com/go-redsync/redsync/v4 on one Redis
-// (Redlock with a quorum of one), used as most of its users do: Lock with a
-// lease, Unlock, no Extend. Acquire retries every Retry until ctx ends.
+// A Redsync is the lock of github.com/go-redsync/redsync/v4: Redlock over
+// independent Redis nodes (a majority of them must grant; on one node, a
+// quorum of one), used as most of its users do: Lock with a lease, Unlock,
+// no Extend. Acquire retries every Retry until ctx ends. The lease it
+// reports is the one asked for: redsync's own validity (the lease less the
+// time the acquisition took and a drift allowance) is shorter, and a holder
+// that trusts it does not stop sooner, which is what hiatus measures.
 type Redsync struct {
 	rs    *redsync.Redsync
 	key   string
@@ -23,10 +28,13 @@ type Redsync struct {
 	fence fencer
 }
 
-// newRedsync returns the redsync lock named key on rdb.
-func newRedsync(rdb *redis.Client, key string, lease, retry time.Duration, fence fencer) *Redsync {
-	return &Redsync{rs: redsync.New(goredis.NewPool(rdb)), key: key, lease: lease,
-		retry: retryOr(retry), fence: fence}
+// newRedsync returns the redsync lock named key on nodes.
+func newRedsync(nodes []*redis.Client, key string, lease, retry time.Duration, fence fencer) *Redsync {
+	pools := make([]redsyncredis.Pool, len(nodes))
+	for i, n := range nodes {
+		pools[i] = goredis.NewPool(n)
+	}
+	return &Redsync{rs: redsync.New(pools...), key: key, lease: lease, retry: retryOr(retry), fence: fence}
 }
 
 // Acquire implements Lock.

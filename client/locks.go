@@ -14,8 +14,14 @@ import (
 
 // LockConfig is what every lock adapter may draw on.
 type LockConfig struct {
-	Redis    *redis.Client
+	Redis *redis.Client // the run's own Redis: the history's clock, and fencing tokens
+	// Nodes are the Redis servers the lock itself is kept on, when it is
+	// not kept on Redis: redlock's N independent nodes, or one node whose
+	// clock or life a nemesis plays with (a jumped clock must not stamp
+	// the history, nor a restart reset the fences).
+	Nodes    []*redis.Client
 	Postgres *pgxpool.Pool // the workload's; pg-advisory opens a session of its own on its server
+	Etcd     []string      // the etcd cluster's client endpoints, for the etcd lock
 	Key      string        // the lock's name
 	FenceKey string        // where fencing tokens come from, for locks that fence with INCR
 	Lease    time.Duration // the lease, for locks that have one
@@ -29,7 +35,7 @@ type LockConfig struct {
 
 // LockNames lists the locks NewLock builds.
 func LockNames() []string {
-	return []string{"setnx", "renew", "redsync", "redislock", "pg-advisory"}
+	return []string{"setnx", "renew", "redsync", "redislock", "pg-advisory", "redlock", "etcd"}
 }
 
 // NewLock returns the lock called name:
@@ -39,12 +45,20 @@ func LockNames() []string {
 //   - redsync: github.com/go-redsync/redsync/v4 on one Redis, without Extend (Redsync);
 //   - redislock: github.com/bsm/redislock, without Refresh (RedisLock);
 //   - pg-advisory: a PostgreSQL session advisory lock, with no lease (PGAdvisory),
-//     on a session of its own that lasts as long as the lock value.
+//     on a session of its own that lasts as long as the lock value;
+//   - redlock: redsync over every one of Nodes (Redlock: a majority of
+//     independent nodes), without Extend;
+//   - etcd: etcd's concurrency.Mutex on a session whose lease its client
+//     keeps alive (Etcd); fenced, by the lock key's creation revision.
 //
 // Every one of them, fenced, takes its fencing token by an INCR of FenceKey
 // right after it acquired: none of them hands one out itself.
 func NewLock(name string, cfg LockConfig) (Lock, error) {
-	setnx := SetNX{Redis: cfg.Redis, Key: cfg.Key, FenceKey: cfg.FenceKey, Lease: cfg.Lease,
+	node := cfg.Redis
+	if len(cfg.Nodes) > 0 {
+		node = cfg.Nodes[0]
+	}
+	setnx := SetNX{Redis: node, Fences: cfg.Redis, Key: cfg.Key, FenceKey: cfg.FenceKey, Lease: cfg.Lease,
 		Retry: cfg.Retry, Fenced: cfg.Fenced}
 	fence := fencer{Redis: cfg.Redis, Key: cfg.FenceKey, On: cfg.Fenced}
 	switch name {
@@ -53,9 +67,20 @@ func NewLock(name string, cfg LockConfig) (Lock, error) {
 	case "renew":
 		return &Renew{SetNX: setnx}, nil
 	case "redsync":
-		return newRedsync(cfg.Redis, cfg.Key, cfg.Lease, cfg.Retry, fence), nil
+		return newRedsync([]*redis.Client{node}, cfg.Key, cfg.Lease, cfg.Retry, fence), nil
+	case "redlock":
+		if len(cfg.Nodes) == 0 {
+			return nil, fmt.Errorf("redlock needs its nodes (LockConfig.Nodes)")
+		}
+		return newRedsync(cfg.Nodes, cfg.Key, cfg.Lease, cfg.Retry, fence), nil
 	case "redislock":
-		return newRedisLock(cfg.Redis, cfg.Key, cfg.Lease, cfg.Retry, fence), nil
+		return newRedisLock(node, cfg.Key, cfg.Lease, cfg.Retry, fence), nil
+	case "etcd":
+		// NewLock has no ctx of its own: the cluster is given the time a
+		// throwaway one takes to answer.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return NewEtcd(ctx, cfg.Etcd, cfg.Key, cfg.Lease, cfg.Retry, cfg.Fenced)
 	case "pg-advisory":
 		return newPGAdvisory(cfg.Postgres, cfg.Key, cfg.Retry, fence)
 	}

@@ -13,6 +13,13 @@ import (
 	"github.com/hiatus-dev/hiatus/history"
 )
 
+// sharedLocks are the locks kept on the rig's Redis or PostgreSQL: not
+// redlock (nodes of its own: lock_redlock_test.go) nor etcd
+// (lock_etcd_test.go).
+func sharedLocks() []string {
+	return slices.DeleteFunc(client.LockNames(), func(n string) bool { return n == "redlock" || n == "etcd" })
+}
+
 // lockWorker is rig.worker with the lock called name.
 func (r *rig) lockWorker(t *testing.T, p history.Process, name string, lease time.Duration, fenced bool, hook client.Hook) (*client.Worker, client.Lock) {
 	t.Helper()
@@ -33,7 +40,7 @@ func (r *rig) lockWorker(t *testing.T, p history.Process, name string, lease tim
 
 func TestNewLock(t *testing.T) {
 	r := newRig(t)
-	for _, name := range client.LockNames() {
+	for _, name := range sharedLocks() {
 		r.lockWorker(t, 0, name, time.Second, false, nil) // fails the test if NewLock does
 	}
 	if _, err := client.NewLock("chubby", client.LockConfig{}); err == nil {
@@ -167,7 +174,7 @@ func sameError(got any, want history.Keyword) bool {
 // TestLocksMutualExclusion runs three workers on every lock with a lease far
 // longer than a section: no section overlaps another, nothing is lost.
 func TestLocksMutualExclusion(t *testing.T) {
-	for _, name := range client.LockNames() {
+	for _, name := range sharedLocks() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			r := newRig(t)

@@ -52,6 +52,9 @@ type Config struct {
 	Lock        string        // the lock under test: one of client.LockNames, or of Locks
 	Fenced      bool          // write with a fencing token, which Postgres checks: Guard fence
 	Guard       client.Guard  // what Postgres checks before a write lands; "" is fence when Fenced, else none
+	Nodes       int           // redlock's independent Redis nodes; 0 is DefaultNodes
+	ClockJump   time.Duration // how far the clock fault steps a node's clock; 0 is the lease
+	Delay       time.Duration // what the delay faults add to each byte's trip; 0 is the lease
 	Seed        int64         // seed of the nemesis's choices
 	RedisURL    string        // "" starts a throwaway redis-server
 	PostgresURL string        // "" starts a throwaway PostgreSQL
@@ -131,6 +134,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("--guard %q: want one of %v", c.Guard, client.Guards())
 	case c.Fenced && c.Guard != "" && c.Guard != client.GuardFence:
 		return fmt.Errorf("--fenced is --guard fence: it cannot go with --guard %s", c.Guard)
+	case c.Nodes < 0 || c.ClockJump < 0 || c.Delay < 0:
+		return fmt.Errorf("--nodes, --clock-jump and --delay cannot be negative")
+	case c.Nodes > 0 && c.Lock != "redlock":
+		return fmt.Errorf("--nodes %d is redlock's: --lock %s is kept on one node", c.Nodes, c.Lock)
 	case c.Name == "" || c.Name == "latest" || strings.ContainsAny(c.Name, `/\`):
 		return fmt.Errorf("--name %q: want a plain name", c.Name)
 	case c.Store == "":
@@ -166,6 +173,17 @@ func (c Config) validateNemesis() error {
 			}
 		}
 	}
+	if c.faultIn([]string{"failover"}) {
+		if !slices.Contains([]string{"setnx", "renew", "redsync", "redislock"}, c.Lock) {
+			return fmt.Errorf("--nemesis failover fails over the Redis one lock is kept on: --lock setnx, renew, redsync or redislock, not %s", c.Lock)
+		}
+		if c.faultIn(nodeFaults) || c.faultIn(redisLinkFaults) {
+			return fmt.Errorf("--nemesis failover cannot go with faults of the lock's other nodes (%s)", c.Nemesis)
+		}
+	}
+	if (c.faultIn(nodeFaults) || c.faultIn(redisLinkFaults)) && !c.redisLock() {
+		return fmt.Errorf("--nemesis %s acts on the lock's Redis nodes: --lock %s is not kept on Redis", c.Nemesis, c.Lock)
+	}
 	for _, k := range c.Plan.Kinds() {
 		if !slices.Contains(faults, k) {
 			return fmt.Errorf("the schedule holds %s faults, which --nemesis %q does not name", k, c.Nemesis)
@@ -199,7 +217,8 @@ func (c Config) lockNames() []string {
 
 // NemesisNames are the faults Config.Nemesis may list.
 func NemesisNames() []string {
-	return []string{"sigstop", "pause-redis", "pause-postgres", "kill-redis", "kill-postgres", "kill-worker"}
+	return append([]string{"sigstop", "pause-redis", "pause-postgres", "kill-redis", "kill-postgres", "kill-worker"},
+		append(slices.Clone(nodeFaults), append(linkFaults, "failover")...)...)
 }
 
 // FaultNames returns the faults of c.Nemesis; none for "none".
@@ -269,6 +288,10 @@ func testEDN(c Config, start time.Time) []byte {
 		"redis-url": Redact(c.RedisURL), "postgres-url": Redact(c.PostgresURL), "counter-id": c.CounterID,
 		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword("lock-counter"),
 		"initial": int64(0), "replay?": c.Plan != nil,
+		"lock-nodes": c.lockNodes(), "clock-jump-ms": ms(c.clockJump()), "delay-ms": ms(c.delay()),
+		// The history's clock is the run's Redis (TIME), never a lock node
+		// whose clock the clock fault jumps.
+		"history-clock": history.Keyword("redis-time"),
 		// :time in the history counts nanoseconds from here, on the Redis clock.
 		"start-time": start.UTC().Format(time.RFC3339Nano), "start-unix-ns": start.UnixNano(),
 	}

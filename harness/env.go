@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -58,6 +59,10 @@ func startEnv(ctx context.Context, cfg *Config) (_ *env, err error) {
 	if err := e.rdb.Del(pctx, lockKey(cfg.Name), fenceKey(cfg.Name)).Err(); err != nil {
 		return nil, setupErrorf("Redis at %s: %v", Redact(cfg.RedisURL), err)
 	}
+	if e.topo, err = startTopo(ctx, *cfg); err != nil {
+		return nil, err
+	}
+	e.stops = append(e.stops, func() error { e.topo.close(); return nil })
 	return e, nil
 }
 
@@ -161,6 +166,24 @@ func (e *env) faults(cfg Config, ws *workerSet, fz *nemesis.Freezer) []nemesis.F
 			fs = append(fs, &nemesis.KillServer{Which: nemesis.KindKillPostgres, Server: e.postgres})
 		case "kill-worker":
 			fs = append(fs, &nemesis.KillWorker{Workers: ws})
+		case "clock":
+			var nodes []nemesis.ClockNode
+			for _, s := range e.topo.nodes {
+				nodes = append(nodes, s)
+			}
+			fs = append(fs, &nemesis.ClockJump{Nodes: nodes, Offset: cfg.clockJump()})
+		case "failover":
+			fs = append(fs, &nemesis.Failover{Redis: e.topo.repl})
+		case "restart":
+			var nodes []nemesis.Restartable
+			for _, s := range e.topo.nodes {
+				nodes = append(nodes, s)
+			}
+			fs = append(fs, &nemesis.RestartNode{Nodes: nodes})
+		default:
+			if f := e.topo.linkFault(name, cfg, ws.Targets); f != nil {
+				fs = append(fs, f)
+			}
 		}
 	}
 	return fs
@@ -245,6 +268,23 @@ func redisClient(rawURL string, pool int, timeout time.Duration) (*redis.Client,
 	return redis.NewClient(opt), nil
 }
 
+// failoverClient connects to the primary the sentinels name, and follows
+// their failovers, as redisClient connects (no retries, bounded waits).
+// direct maps the addresses they give to those it dials.
+func failoverClient(sentinels []string, direct map[string]string, timeout time.Duration) *redis.Client {
+	var d net.Dialer
+	return redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName: masterName, SentinelAddrs: sentinels, MaxRetries: -1, PoolSize: 4,
+		ReadTimeout: timeout, WriteTimeout: timeout, DialTimeout: timeout, ContextTimeoutEnabled: true,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if to, ok := direct[addr]; ok {
+				addr = to
+			}
+			return d.DialContext(ctx, network, addr)
+		},
+	})
+}
+
 // postgresPool connects to PostgreSQL; app names the sessions
 // (application_name) so that the run can tell when its workers' are gone.
 func postgresPool(ctx context.Context, rawURL string, conns int32, app string) (*pgxpool.Pool, error) {
@@ -270,6 +310,7 @@ type env struct {
 
 	// The throwaway servers, nil for servers given by URL.
 	redis, postgres *servers.Server
+	topo            *topo // the lock's own nodes, and the workers' links
 }
 
 func (e *env) close() {

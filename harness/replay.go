@@ -56,6 +56,11 @@ func ReplayConfig(dir string) (Config, error) {
 	ms("op-timeout-ms", &cfg.OpTimeout)
 	ms("pause-ms", &cfg.Pause)
 	ms("interval-ms", &cfg.Interval)
+	ms("clock-jump-ms", &cfg.ClockJump)
+	ms("delay-ms", &cfg.Delay)
+	if cfg.Lock == "redlock" {
+		cfg.Nodes = int(num("lock-nodes"))
+	}
 	for k, v := range map[string]*string{"nemesis": &cfg.Nemesis, "pause-kind": &cfg.PauseKind, "lock": &cfg.Lock} {
 		if w := word(k); w != "" {
 			*v = w

@@ -15,6 +15,7 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sys/unix"
 )
 
@@ -91,19 +92,26 @@ func opsOutput() (*os.File, error) {
 // workerConfig is what a worker process reads on its standard input: JSON,
 // so that server URLs never show in the process list.
 type workerConfig struct {
-	RedisURL, PostgresURL string
-	LockKey, FenceKey     string
-	CounterID             int64
-	Lease, Retry, Work    time.Duration
-	OpTimeout, Pause      time.Duration
-	Fenced                bool // the lock hands out fencing tokens
-	Guard                 client.Guard
-	InjectEvery           int
-	PauseKind             string
-	Lock                  string
-	Process, Stride       int64
-	StartUnixNano         int64 // the run's start on the Redis clock
-	DeadlineUnixNano      int64 // when to stop starting sections, local clock
+	RedisURL, PostgresURL string   // the run's Redis (the clock, the fences); PostgreSQL as this worker reaches it
+	NodeURLs              []string // the lock's Redis nodes as this worker reaches them
+	// Sentinels, when set, name the lock's Redis primary: the worker
+	// follows its failovers. Direct maps the addresses they give to those
+	// the worker dials.
+	Sentinels          []string
+	Direct             map[string]string
+	Etcd               string // the etcd lock's server
+	LockKey, FenceKey  string
+	CounterID          int64
+	Lease, Retry, Work time.Duration
+	OpTimeout, Pause   time.Duration
+	Fenced             bool // the lock hands out fencing tokens
+	Guard              client.Guard
+	InjectEvery        int
+	PauseKind          string
+	Lock               string
+	Process, Stride    int64
+	StartUnixNano      int64 // the run's start on the Redis clock
+	DeadlineUnixNano   int64 // when to stop starting sections, local clock
 }
 
 // runWorker runs critical sections until the deadline, printing each op as
@@ -145,9 +153,29 @@ func runWorker(ctx context.Context, wc workerConfig, locks Locks, out io.Writer)
 		}
 	}
 	clock := client.NewRedisClock(rdb, time.Unix(0, wc.StartUnixNano))
-	lock, err := locks.new(ctx, wc.Lock, client.LockConfig{Redis: rdb, Postgres: db, Key: wc.LockKey,
+	lc := client.LockConfig{Redis: rdb, Postgres: db, Key: wc.LockKey,
 		FenceKey: wc.FenceKey, Lease: wc.Lease, Retry: wc.Retry, Fenced: wc.Fenced,
-		RedisURL: wc.RedisURL, OpTimeout: wc.OpTimeout})
+		RedisURL: wc.RedisURL, OpTimeout: wc.OpTimeout}
+	if len(wc.NodeURLs) > 0 && wc.NodeURLs[0] != wc.RedisURL {
+		lc.RedisURL = wc.NodeURLs[0] // an adapter's one node
+		for _, u := range wc.NodeURLs {
+			n, err := redisClient(u, 2, wc.OpTimeout)
+			if err != nil {
+				return err
+			}
+			defer n.Close()
+			lc.Nodes = append(lc.Nodes, n)
+		}
+	}
+	if wc.Etcd != "" {
+		lc.Etcd = []string{wc.Etcd}
+	}
+	if len(wc.Sentinels) > 0 {
+		n := failoverClient(wc.Sentinels, wc.Direct, wc.OpTimeout)
+		defer n.Close()
+		lc.Nodes = []*redis.Client{n}
+	}
+	lock, err := locks.new(ctx, wc.Lock, lc)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ type workerSet struct {
 	col      *collector
 	clock    client.Clock
 	lg       *runLog
+	topo     *topo
 
 	mu    sync.Mutex
 	slots []*workerProc // the worker in each slot now
@@ -42,13 +43,13 @@ type workerProc struct {
 
 // startWorkers starts cfg.Workers processes of this same binary as workers
 // (see ServeWorker), and feeds their output to col.
-func startWorkers(cfg Config, start time.Time, col *collector, clock client.Clock, lg *runLog) (*workerSet, error) {
+func startWorkers(cfg Config, start time.Time, col *collector, clock client.Clock, t *topo, lg *runLog) (*workerSet, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return &workerSet{}, fmt.Errorf("find own binary: %w", err)
 	}
 	ws := &workerSet{cfg: cfg, start: start, deadline: time.Now().Add(cfg.TimeLimit), self: self,
-		col: col, clock: clock, lg: lg, slots: make([]*workerProc, cfg.Workers)}
+		col: col, clock: clock, topo: t, lg: lg, slots: make([]*workerProc, cfg.Workers)}
 	col.resume = ws.resume
 	for i := range cfg.Workers {
 		if err := ws.spawn(i, int64(i)); err != nil {
@@ -61,12 +62,14 @@ func startWorkers(cfg Config, start time.Time, col *collector, clock client.Cloc
 // spawn starts a worker in slot recording as process.
 func (ws *workerSet) spawn(slot int, process int64) error {
 	cfg := ws.cfg
+	nodes, postgres := ws.topo.urls(slot)
 	wc := workerConfig{
-		RedisURL: cfg.RedisURL, PostgresURL: cfg.PostgresURL, LockKey: lockKey(cfg.Name),
+		RedisURL: cfg.RedisURL, PostgresURL: postgres, NodeURLs: nodes, LockKey: lockKey(cfg.Name),
 		FenceKey: fenceKey(cfg.Name), CounterID: cfg.CounterID, Lease: cfg.Lease, Retry: cfg.Retry,
 		Work: cfg.Work, OpTimeout: cfg.OpTimeout, Pause: cfg.Pause, Fenced: cfg.GuardKind().Fenced(), Guard: cfg.GuardKind(),
 		InjectEvery: cfg.InjectEvery, PauseKind: cfg.PauseKind, Lock: cfg.Lock,
 		Process: process, Stride: int64(cfg.Workers),
+		Sentinels: ws.topo.sentinels(), Direct: ws.topo.direct(), Etcd: ws.topo.etcdURL(),
 		StartUnixNano: ws.start.UnixNano(), DeadlineUnixNano: ws.deadline.UnixNano(),
 	}
 	in, err := json.Marshal(wc)

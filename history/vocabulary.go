@@ -3,7 +3,8 @@ package history
 // The vocabulary of lock-counter histories (docs/history-format.md), shared
 // by the client that writes them and the checker that reads them. Each
 // critical section of a worker is :acquire, :read, :write, :release; the
-// nemesis records :pause and :resume, or :kill and :restart; a read with
+// nemesis records :pause and :resume, :kill and :restart, or :start and
+// :stop; a read with
 // :final? true closes the run.
 const (
 	FAcquire Keyword = "acquire"
@@ -14,6 +15,11 @@ const (
 	FResume  Keyword = "resume"
 	FKill    Keyword = "kill"
 	FRestart Keyword = "restart"
+	// FStart and FStop begin and end the faults of links, clocks and
+	// failovers: nothing is paused or killed, something is cut, slowed,
+	// jumped or taken over.
+	FStart Keyword = "start"
+	FStop  Keyword = "stop"
 	// FOpsMissing is an event of the run itself, by the nemesis process:
 	// ops it could not record (a journal the disk refused, a worker whose
 	// output was not ops); its :value says which. A history that has one

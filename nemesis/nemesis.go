@@ -41,14 +41,27 @@ const (
 	KindKillRedis     history.Keyword = "kill-redis"     // SIGKILL of redis-server, restarted empty
 	KindKillPostgres  history.Keyword = "kill-postgres"  // immediate shutdown of PostgreSQL, restarted
 	KindKillWorker    history.Keyword = "kill-worker"    // SIGKILL of a worker, replaced by a new one
+
+	KindRestart           history.Keyword = "restart"            // SIGKILL of one of the lock's Redis nodes, restarted empty
+	KindClock             history.Keyword = "clock"              // one of the lock's Redis nodes' wall clock jumps
+	KindPartitionRedis    history.Keyword = "partition-redis"    // a worker cut from the lock's Redis nodes (a minority of several)
+	KindPartitionPostgres history.Keyword = "partition-postgres" // a worker cut from PostgreSQL
+	KindDelayRedis        history.Keyword = "delay-redis"        // a worker's links to the lock's nodes slowed
+	KindDelayPostgres     history.Keyword = "delay-postgres"     // a worker's link to PostgreSQL slowed
+	KindDropRedis         history.Keyword = "drop-redis"         // a worker's connections to the lock's nodes reset
+	KindDropPostgres      history.Keyword = "drop-postgres"      // a worker's connections to PostgreSQL reset
+	KindFailover          history.Keyword = "failover"           // the Redis primary isolated and crashed; sentinels promote its replica
 )
 
 // verbs are the :f of the events that begin and end a fault of kind k.
 func verbs(k history.Keyword) (begin, end history.Keyword) {
-	if strings.HasPrefix(string(k), "kill-") {
+	switch {
+	case strings.HasPrefix(string(k), "kill-") || k == KindRestart:
 		return history.FKill, history.FRestart
+	case k == KindSigStop || k == KindPauseRedis || k == KindPausePostgres:
+		return history.FPause, history.FResume
 	}
-	return history.FPause, history.FResume
+	return history.FStart, history.FStop
 }
 
 func record(ctx context.Context, c Clock, rec Recorder, f history.Keyword, v map[history.Keyword]any) {

@@ -153,7 +153,7 @@ func (r *PlanRecorder) Add(o history.Op) {
 		return // in-section pauses come of the configuration, not the schedule
 	}
 	switch o.F {
-	case history.FPause, history.FKill:
+	case history.FPause, history.FKill, history.FStart:
 		if _, failed := v["error"]; failed {
 			return // it froze no one: nothing to replay
 		}
@@ -173,7 +173,7 @@ func (r *PlanRecorder) Add(o history.Op) {
 		if _, ok := r.acquiring[proc]; ok && w >= 0 {
 			r.acquiring[proc] = len(r.plan) - 1
 		}
-	case history.FResume, history.FRestart:
+	case history.FResume, history.FRestart, history.FStop:
 		// The length is the one the nemesis held it for (:ms), not the
 		// span of its events, which adds what beginning and ending it took
 		// (a restart): replayed, that would grow with every generation. A

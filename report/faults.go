@@ -30,8 +30,8 @@ type faultKey struct {
 	kind history.Keyword
 }
 
-// add takes a nemesis event: a pause or kill begins a fault of the process
-// it names, a resume or restart ends it.
+// add takes a nemesis event: a pause, kill or start begins a fault (of the
+// process it names, if any), a resume, restart or stop ends it.
 func (l *faultLog) add(o history.Op) {
 	v, _ := o.Value.(map[history.Keyword]any)
 	p, ok := history.Int(v["process"])
@@ -41,7 +41,7 @@ func (l *faultLog) add(o history.Op) {
 	kind, _ := v["kind"].(history.Keyword)
 	key := faultKey{p, kind} // a begin and its end carry the same :kind
 	switch o.F {
-	case history.FPause, history.FKill:
+	case history.FPause, history.FKill, history.FStart:
 		l.end(key, o.Time)
 		if kind == "" {
 			kind = o.F
@@ -56,7 +56,7 @@ func (l *faultLog) add(o history.Op) {
 			l.open[key] = len(l.faults)
 		}
 		l.faults = append(l.faults, f)
-	case history.FResume, history.FRestart:
+	case history.FResume, history.FRestart, history.FStop:
 		l.end(key, o.Time)
 	}
 }

@@ -24,6 +24,8 @@ func compareFlags() []cli.Flag {
 		&cli.StringFlag{Name: "locks", Aliases: []string{"lock"}, Usage: "locks to compare, comma-separated: " + strings.Join(client.LockNames(), ", ") + " (default setnx)"},
 		&cli.StringFlag{Name: "pauses", Usage: "pause kinds to compare, comma-separated: none, sigstop, sleep, stop (default sigstop,sleep,stop; sigstop for --sweep)"},
 		&cli.StringFlag{Name: "fencing", Usage: "off, on or both (default off; both for --sweep)"},
+		&cli.StringFlag{Name: "scenario", Usage: "run scenarios of the Redlock debate, each under every guard (none, fence, fence-rmw, cas), comma-separated: " +
+			strings.Join(compare.ScenarioNames(), ", ") + " (all of them); see docs/redlock.md"},
 		&cli.StringFlag{Name: "sweep", Usage: "sweep the pause/lease ratio over a range, as pause/lease=0.25..4: the pause stays --pause, the lease is pause/ratio"},
 		&cli.IntFlag{Name: "steps", Value: 5, Usage: "ratios of a sweep, evenly spaced on a log scale (0.25..4 in 5 steps: 0.25, 0.5, 1, 2, 4)"},
 		&cli.DurationFlag{Name: "lease", Value: harness.DefaultLease, Usage: "the lease of --locks/--pauses rows (the reference grid fixes its own; a sweep makes it --pause/ratio)"},
@@ -72,7 +74,8 @@ func compareArgsOf(c *cli.Context) (compare.Plan, error) {
 	ch := compare.Choices{
 		Locks: c.String("locks"), Pauses: c.String("pauses"), Fencing: c.String("fencing"), Sweep: c.String("sweep"),
 		Steps: c.Int("steps"), StepsGiven: c.IsSet("steps"), Lease: c.Duration("lease"), LeaseGiven: c.IsSet("lease"),
-		Faults: compare.Faults{Pause: c.Duration("pause"), Interval: c.Duration("interval"), Every: c.Int("inject-every")},
+		Faults:   compare.Faults{Pause: c.Duration("pause"), Interval: c.Duration("interval"), Every: c.Int("inject-every")},
+		Scenario: c.String("scenario"),
 	}
 	a := compare.Plan{Runs: c.Int("runs"), Name: c.String("name"), Command: commandLine(c), Base: sharedConfig(c)}
 	var err error

@@ -52,7 +52,14 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "lease", Value: harness.DefaultLease, Usage: "lock lease (SET … PX)"},
 		&cli.StringFlag{Name: "nemesis", Value: harness.DefaultNemesis, Usage: "faults, every --interval one of them for --pause: none, or a comma-separated list of " +
 			"sigstop (SIGSTOP a random worker), pause-redis, pause-postgres (SIGSTOP the server), kill-redis (SIGKILL, restart empty), " +
-			"kill-postgres (immediate shutdown, restart), kill-worker (SIGKILL a worker, start a new one)"},
+			"kill-postgres (immediate shutdown, restart), kill-worker (SIGKILL a worker, start a new one), " +
+			"restart (SIGKILL one of the lock's Redis nodes, restart it empty), clock (step a lock node's clock by --clock-jump), " +
+			"partition-redis, partition-postgres (cut a worker from the lock's nodes — a minority of several — or from PostgreSQL), " +
+			"delay-redis, delay-postgres (every byte on those links arrives --delay late), " +
+			"drop-redis, drop-postgres (reset those links' connections). See docs/nemesis.md"},
+		&cli.IntFlag{Name: "nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant)", DefaultText: fmt.Sprint(harness.DefaultNodes)},
+		&cli.DurationFlag{Name: "clock-jump", Usage: "how far --nemesis clock steps a node's clock forward", DefaultText: "the lease"},
+		&cli.DurationFlag{Name: "delay", Usage: "what --nemesis delay-* adds to each byte's trip", DefaultText: "the lease"},
 		&cli.IntFlag{Name: "redis-pid", Usage: "PID of the --redis-url server, for --nemesis pause-redis"},
 		&cli.IntFlag{Name: "postgres-pid", Usage: "PID of the --postgres-url server's postmaster, for --nemesis pause-postgres"},
 		&cli.IntFlag{Name: "inject-every", Usage: "pause each worker inside its every Nth critical section (after the read, before the write) for --pause; 0 = never"},
@@ -89,6 +96,7 @@ func runCommand() *cli.Command {
 			cfg.InjectEvery, cfg.Fenced, cfg.PauseKind, cfg.Lock = c.Int("inject-every"), c.Bool("fenced"), c.String("pause-kind"), c.String("lock")
 			cfg.RedisPID, cfg.PostgresPID = c.Int("redis-pid"), c.Int("postgres-pid")
 			cfg.Guard = client.Guard(c.String("guard"))
+			cfg.Nodes, cfg.ClockJump, cfg.Delay = c.Int("nodes"), c.Duration("clock-jump"), c.Duration("delay")
 			if f := c.String("schedule"); f != "" {
 				b, err := os.ReadFile(f)
 				if err != nil {

@@ -32,7 +32,7 @@ func printSummary(out io.Writer, dir string, rs checker.Results) {
 			{"change-rejected", f.ChangeRejected, "writes refused: the counter changed since their read"},
 			{"late-writes", f.LateWrites, "writes sent after the writer's lease expired"},
 			{"pauses", f.Pauses, "processes frozen by the nemesis or in their sections"},
-			{"faults", f.Faults, "nemesis faults: pauses and kills"},
+			{"faults", f.Faults, "nemesis faults begun: pauses, kills, partitions, clock jumps"},
 			{"info-ops", f.InfoOps, "ops of unknown outcome"},
 		} {
 			fmt.Fprintf(tw, "  %s\t%v\t%s\n", row.name, row.value, row.gloss)

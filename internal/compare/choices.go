@@ -20,6 +20,7 @@ type Choices struct {
 	Lease         time.Duration // the lease of a grid's rows
 	LeaseGiven    bool
 	Faults        Faults
+	Scenario      string // scenarios to run (ScenarioNames), comma-separated; "" for none
 }
 
 // Setups returns the kind of comparison the choices make — a sweep, a grid
@@ -32,6 +33,10 @@ func (ch Choices) Setups() (kind string, setups []Setup, err error) {
 	}
 	if kind, err = ch.kind(); err != nil {
 		return "", nil, err
+	}
+	if kind == "scenario" {
+		setups, err := ScenarioSetups(ch.Scenario)
+		return kind, setups, err
 	}
 	locks, err := names(ch.Locks, "setnx", client.LockNames(), "--locks")
 	if err != nil {
@@ -71,6 +76,12 @@ func (ch Choices) Setups() (kind string, setups []Setup, err error) {
 // kind is the kind of comparison the choices ask for.
 func (ch Choices) kind() (string, error) {
 	kind := "reference"
+	if ch.Scenario != "" {
+		if ch.Sweep != "" || ch.Locks != "" || ch.Pauses != "" || ch.Fencing != "" || ch.LeaseGiven {
+			return "", fmt.Errorf("--scenario fixes its rows' lock, lease, faults and guards: it cannot go with --sweep, --locks, --pauses, --fencing or --lease")
+		}
+		return "scenario", nil
+	}
 	switch {
 	case ch.Sweep != "":
 		kind = "sweep"

@@ -33,6 +33,15 @@ func (p Plan) Config(s Setup, i int) harness.Config {
 	case PauseSleep, PauseStop:
 		cfg.InjectEvery, cfg.PauseKind = s.Every, s.Pause
 	}
+	if s.Scenario != "" {
+		cfg.Nemesis, cfg.Guard, cfg.Fenced = s.Nemesis, s.Guard, false
+		if s.Work > 0 {
+			cfg.Work = s.Work
+		}
+		if s.Limit > 0 {
+			cfg.TimeLimit = s.Limit
+		}
+	}
 	return cfg
 }
 

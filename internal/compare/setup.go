@@ -36,10 +36,21 @@ type Setup struct {
 	Every    int           // in-section pauses: every Every-th section of each worker
 	Fenced   bool
 	Ratio    float64 // in a sweep, the row's pause/lease ratio; 0 elsewhere
+
+	// A scenario's row (Scenarios) names it, and sets what the grids leave
+	// to the base: the faults (Nemesis, instead of Pause's), the guard,
+	// and the work and time limit when not zero.
+	Scenario    string
+	Nemesis     string
+	Guard       client.Guard
+	Work, Limit time.Duration
 }
 
 // Slug names the setup in run names: setnx-500ms-sigstop-fenced.
 func (s Setup) Slug() string {
+	if s.Scenario != "" {
+		return s.Scenario + "-" + string(s.Guard)
+	}
 	parts := []string{client.LockLabel(s.Lock), s.Lease.String(), s.Pause}
 	if s.Fenced {
 		parts = append(parts, "fenced")
@@ -58,6 +69,9 @@ func (s Setup) Short() string {
 
 // PauseLabel says in words what the pause is.
 func (s Setup) PauseLabel() string {
+	if s.Nemesis != "" {
+		return fmt.Sprintf("%s %s every %s", s.Nemesis, duration(s.PauseLen), duration(s.Interval))
+	}
 	switch s.Pause {
 	case PauseSigStop:
 		return fmt.Sprintf("SIGSTOP %s every %s", duration(s.PauseLen), duration(s.Interval))

@@ -24,6 +24,8 @@ type Figures struct {
 	LostMax     int64  `json:"lost_max"` // lost updates it allows: above LostMin only with writes of unknown outcome
 	Overlapping int64  `json:"overlapping_sections"`
 	Rejected    int64  `json:"stale_rejected"`
+	Changed     int64  `json:"change_rejected"`           // writes a cas guard refused
+	LockOverlap int64  `json:"lock_overlapping_sections"` // sections the lock granted while another held it, written or not
 	Late        int64  `json:"late_writes"`
 	Pauses      int64  `json:"pauses"`
 	InfoOps     int64  `json:"info_ops"`
@@ -41,6 +43,7 @@ func FiguresOf(rs checker.Results) Figures {
 	f.Sections, f.Leased = lc.Sections, lc.LeasedSections > 0
 	f.Writes, f.LostMin, f.LostMax, f.Overlapping = lc.Writes, lc.LostMin, lc.LostMax, lc.Overlapping
 	f.Rejected, f.Late, f.Pauses, f.InfoOps = lc.StaleRejected, lc.LateWrites, lc.Pauses, lc.InfoOps
+	f.Changed, f.LockOverlap = lc.ChangeRejected, lc.LockOverlapping
 	return f
 }
 
@@ -187,6 +190,9 @@ func lostMax(f Figures) int64     { return f.LostMax }
 func overlapping(f Figures) int64 { return f.Overlapping }
 func rejected(f Figures) int64    { return f.Rejected }
 func sections(f Figures) int64    { return f.Sections }
+func lockOverlap(f Figures) int64 { return f.LockOverlap }
+func changed(f Figures) int64     { return f.Changed }
+func refused(f Figures) int64     { return f.Rejected + f.Changed }
 
 // A Table is a finished (or interrupted) grid.
 type Table struct {
@@ -216,6 +222,9 @@ func (t *Table) sweep() bool { return t.Kind == "sweep" }
 // Markdown renders the table with a caption: min–max of each figure over
 // each row's runs.
 func (t *Table) Markdown() []byte {
+	if t.Kind == "scenario" {
+		return t.scenarioMarkdown()
+	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "`%s`\n\n", t.Command)
 	fmt.Fprintf(&b, "%d workers, %s per run, %s of work per section, %s per row; %s; started %s.\n",
@@ -268,8 +277,10 @@ func (t *Table) Markdown() []byte {
 func (t *Table) CSV() []byte {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
-	head := []string{"lock", "lease_ms", "leased", "pause", "pause_ms", "interval_ms", "every", "fenced", "ratio", "runs"}
-	for _, f := range []string{"writes", "lost_min", "lost_max", "overlapping_sections", "stale_rejected", "sections"} {
+	head := []string{"lock", "lease_ms", "leased", "pause", "pause_ms", "interval_ms", "every", "fenced", "ratio", "runs",
+		"scenario", "nemesis", "guard"}
+	for _, f := range []string{"writes", "lost_min", "lost_max", "overlapping_sections", "stale_rejected", "sections",
+		"change_rejected", "lock_overlapping_sections"} {
 		head = append(head, f+"_min", f+"_max")
 	}
 	head = append(head, "lost_per_1000_mean", "lost_per_1000_min", "lost_per_1000_max", "valid", "invalid", "unknown")
@@ -277,8 +288,8 @@ func (t *Table) CSV() []byte {
 	for _, r := range t.Rows {
 		rec := []string{r.Lock, ms(r.Lease), strconv.FormatBool(r.leaseText() != "none"), r.Pause,
 			ms(r.PauseLen), ms(r.Interval), strconv.Itoa(r.Every), strconv.FormatBool(r.Fenced),
-			strconv.FormatFloat(r.Ratio, 'g', -1, 64), strconv.Itoa(len(r.Runs))}
-		for _, pick := range []func(Figures) int64{writes, lostMin, lostMax, overlapping, rejected, sections} {
+			strconv.FormatFloat(r.Ratio, 'g', -1, 64), strconv.Itoa(len(r.Runs)), r.Scenario, r.Nemesis, string(r.Guard)}
+		for _, pick := range []func(Figures) int64{writes, lostMin, lostMax, overlapping, rejected, sections, changed, lockOverlap} {
 			rg := r.Range(pick)
 			rec = append(rec, strconv.FormatInt(rg.Min, 10), strconv.FormatInt(rg.Max, 10))
 		}
@@ -309,6 +320,9 @@ func (t *Table) JSON() ([]byte, error) {
 		Every       int       `json:"every"`
 		Fenced      bool      `json:"fenced"`
 		Ratio       float64   `json:"ratio,omitempty"`
+		Scenario    string    `json:"scenario,omitempty"`
+		Nemesis     string    `json:"nemesis,omitempty"`
+		Guard       string    `json:"guard,omitempty"`
 		Label       string    `json:"label"`
 		Runs        []Figures `json:"runs"`
 		Writes      Range     `json:"writes"`
@@ -344,7 +358,7 @@ func (t *Table) JSON() ([]byte, error) {
 		}
 		out.Rows = append(out.Rows, row{Lock: r.Lock, LeaseMS: r.Lease.Milliseconds(), Leased: r.leaseText() != "none",
 			Pause: r.Pause, PauseMS: r.PauseLen.Milliseconds(), IntervalMS: r.Interval.Milliseconds(), Every: r.Every,
-			Fenced: r.Fenced, Ratio: r.Ratio, Label: r.Short() + ", " + r.PauseLabel(), Runs: runs,
+			Fenced: r.Fenced, Ratio: r.Ratio, Scenario: r.Scenario, Nemesis: r.Nemesis, Guard: string(r.Guard), Label: r.Short() + ", " + r.PauseLabel(), Runs: runs,
 			Writes: r.Range(writes), LostMin: r.Range(lostMin), LostMax: r.Range(lostMax), Overlapping: r.Range(overlapping), Rejected: r.Range(rejected),
 			Sections: r.Range(sections), LostPer1000: r.LostPer1000(), Valid: v, Invalid: i, Unknown: u})
 	}
@@ -353,4 +367,40 @@ func (t *Table) JSON() ([]byte, error) {
 		return nil, fmt.Errorf("table.json: %w", err)
 	}
 	return append(b, '\n'), nil
+}
+
+// scenarioMarkdown renders a scenario pack: per scenario and guard, what
+// the lock did (double grants) and what the resource kept (lost updates,
+// writes refused).
+func (t *Table) scenarioMarkdown() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "`%s`\n\n", t.Command)
+	fmt.Fprintf(&b, "%d workers, %s per run and %s of work per section unless the fault says otherwise, %s per row; %s; started %s.\n",
+		t.Workers, duration(t.Limit), duration(t.Work), plural(t.Runs, "run"), t.Versions, t.Started.UTC().Format(time.RFC3339))
+	b.WriteString("Each cell is min–max over the row's runs. Double-granted: sections the lock granted while another " +
+		"holder's overlapped them (`:lock-overlapping-sections`); refused: writes (and fence-rmw reads) the guard turned away.\n")
+	if !t.Complete() {
+		b.WriteString("**Incomplete:** the comparison was cut short; rows with fewer runs are marked.\n")
+	}
+	b.WriteString("\n| scenario | lock | lease | fault | guard | writes | lost | double-granted | refused | verdicts |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |\n")
+	for _, r := range t.Rows {
+		fault := r.PauseLabel()
+		if r.Work > 0 || r.Limit > 0 {
+			fault += fmt.Sprintf(" (%s work, %s runs)", duration(r.Work), duration(r.Limit))
+		}
+		cells := []string{r.Scenario, client.LockLabel(r.Lock), r.leaseText(), fault, string(r.Guard)}
+		if len(r.Runs) == 0 {
+			cells = append(cells, "", "", "", "", "not run")
+		} else {
+			verdicts := r.verdictText()
+			if len(r.Runs) < t.Runs {
+				verdicts += fmt.Sprintf(" (%d of %d runs)", len(r.Runs), t.Runs)
+			}
+			cells = append(cells, r.Range(writes).String(), r.lostText(), r.Range(lockOverlap).String(),
+				r.Range(refused).String(), verdicts)
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	return b.Bytes()
 }

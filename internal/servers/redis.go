@@ -3,28 +3,83 @@ package servers
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
 )
 
+// RedisOptions are the settings of StartRedisWith. The zero value starts
+// the server StartRedis starts.
+type RedisOptions struct {
+	// FakeClock starts the server under libfaketime, so that JumpClock can
+	// step its wall clock; its monotonic clock is left alone, as when a
+	// real clock is stepped. False by default.
+	FakeClock bool
+
+	// ReplicaOf is the "host:port" of a primary for the server to
+	// replicate; "" (the default) for none.
+	ReplicaOf string
+
+	// Announce is the "host:port" a replica gives its primary, and through
+	// it the sentinels, as its own: the address of a proxy in front of it,
+	// say. "" (the default) for the address it connects from and its port.
+	Announce string
+}
+
 // StartRedis starts redis-server on a free loopback port, keeping nothing on
 // disk: a restart after Crash starts empty, every lease and key gone.
 func StartRedis(ctx context.Context) (*Server, error) {
+	return StartRedisWith(ctx, RedisOptions{})
+}
+
+// StartRedisWith starts redis-server as StartRedis does, with the options
+// opt.
+func StartRedisWith(ctx context.Context, opt RedisOptions) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("redis-server: %w (on Debian: apt-get install redis-server)", ErrMissing)
 	}
+	var extra []string
+	if opt.ReplicaOf != "" {
+		host, port, err := net.SplitHostPort(opt.ReplicaOf)
+		if err != nil {
+			return nil, fmt.Errorf("redis-server: replica of %q: %w", opt.ReplicaOf, err)
+		}
+		extra = append(extra, "--replicaof", host, port)
+	}
+	if opt.Announce != "" {
+		host, port, err := net.SplitHostPort(opt.Announce)
+		if err != nil {
+			return nil, fmt.Errorf("redis-server: announce %q: %w", opt.Announce, err)
+		}
+		extra = append(extra, "--replica-announce-ip", host, "--replica-announce-port", port)
+	}
+	var preload string
+	if opt.FakeClock {
+		if preload, err = fakeClockPreload(bin, libDirs()); err != nil {
+			return nil, fmt.Errorf("redis-server: %w", err)
+		}
+	}
+
 	dir, err := tempDir("hiatus-redis-", nil)
 	if err != nil {
 		return nil, fmt.Errorf("redis-server: %w", err)
 	}
 	s := &Server{name: "redis-server", bin: bin, dir: dir, log: filepath.Join(dir, "redis.log"),
 		quit: syscall.SIGTERM, crash: syscall.SIGKILL}
+	var wrap []string // runs bin under libfaketime
+	if opt.FakeClock {
+		if s.bin, wrap, err = fakeClockCommand(bin, preload, dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("redis-server: %w", err)
+		}
+	}
 	var addr string
 	s.ready = func(ctx context.Context) error {
 		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
@@ -34,8 +89,10 @@ func StartRedis(ctx context.Context) (*Server, error) {
 	s, err = launch(ctx, s, func(port int) {
 		addr = fmt.Sprintf("127.0.0.1:%d", port)
 		s.URL = "redis://" + addr + "/0"
-		s.args = []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-			"--appendonly", "no", "--dir", dir, "--logfile", s.log, "--daemonize", "no"}
+		s.args = slices.Concat(wrap, []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", s.log, "--daemonize", "no",
+			// A replica's first sync starts at once, not 5 s later.
+			"--repl-diskless-sync-delay", "0"}, extra)
 	})
 	if err != nil {
 		os.RemoveAll(dir)

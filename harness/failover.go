@@ -1,0 +1,180 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/internal/servers"
+	"github.com/hiatus-dev/hiatus/topology"
+	"github.com/redis/go-redis/v9"
+)
+
+// masterName is the replicated lock's name among its sentinels.
+const masterName = "hiatus"
+
+// replicated is the lock's Redis when the failover fault is on: a primary
+// and a replica, replicating asynchronously, and three sentinels (quorum
+// two) that promote the replica when the primary stops answering them.
+// Each node is reached by the sentinels and the other node through a link
+// of its own (it announces the link's address), so that the nemesis can
+// isolate it from them while the workers still reach it: the primary on
+// the wrong side of a partition, which takes locks that are never
+// replicated while the other side elects a new one.
+type replicated struct {
+	nodes     []*servers.Server
+	links     []*topology.Link // links[i] is how sentinels and replicas reach nodes[i]
+	sentinels []*servers.Server
+}
+
+// startReplicated starts the primary, the replica and the sentinels, and
+// waits until the sentinels know the replica and one another: a failover
+// is possible from then on.
+func startReplicated(ctx context.Context) (_ *replicated, err error) {
+	r := &replicated{}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	for i := range 2 {
+		s, err := servers.StartRedis(ctx)
+		if err != nil {
+			return nil, setupErrorf("the lock's Redis node %d: %w", i+1, err)
+		}
+		r.nodes = append(r.nodes, s)
+		l, err := topology.Listen(hostPort(s.URL))
+		if err != nil {
+			return nil, setupErrorf("a link to Redis node %d: %v", i+1, err)
+		}
+		r.links = append(r.links, l)
+		host, port, _ := net.SplitHostPort(l.Addr())
+		c := redis.NewClient(&redis.Options{Addr: hostPort(s.URL), MaxRetries: -1})
+		err = c.ConfigSet(ctx, "replica-announce-ip", host).Err()
+		if err == nil {
+			err = c.ConfigSet(ctx, "replica-announce-port", port).Err()
+		}
+		if err == nil && i == 1 {
+			h, p, _ := net.SplitHostPort(r.links[0].Addr())
+			err = c.ReplicaOf(ctx, h, p).Err()
+		}
+		c.Close()
+		if err != nil {
+			return nil, setupErrorf("Redis node %d: %v", i+1, err)
+		}
+	}
+	for i := range 3 {
+		s, err := servers.StartSentinel(ctx, servers.SentinelOptions{Master: masterName, Addr: r.links[0].Addr(), Quorum: 2})
+		if err != nil {
+			return nil, setupErrorf("sentinel %d: %w", i+1, err)
+		}
+		r.sentinels = append(r.sentinels, s)
+	}
+	if err := r.awaitReady(ctx); err != nil {
+		return nil, setupErrorf("the replicated Redis: %v", err)
+	}
+	return r, nil
+}
+
+// awaitReady polls every 50 ms, for 30 s at most, until every sentinel
+// knows the replica and the two other sentinels.
+func (r *replicated) awaitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var last error
+	for {
+		if last = r.ready(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sentinels not ready in 30 s: %w", last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (r *replicated) ready(ctx context.Context) error {
+	for _, s := range r.sentinels {
+		c := redis.NewSentinelClient(&redis.Options{Addr: hostPort(s.URL), MaxRetries: -1})
+		replicas, err := c.Replicas(ctx, masterName).Result()
+		var others []map[string]string
+		if err == nil {
+			others, err = c.Sentinels(ctx, masterName).Result()
+		}
+		c.Close()
+		switch {
+		case err != nil:
+			return err
+		case len(replicas) < 1 || len(others) < 2:
+			return fmt.Errorf("sentinel %s knows %d replicas and %d other sentinels", s.URL, len(replicas), len(others))
+		}
+	}
+	return nil
+}
+
+// sentinelAddrs are where the workers ask for the primary.
+func (r *replicated) sentinelAddrs() []string {
+	var out []string
+	for _, s := range r.sentinels {
+		out = append(out, hostPort(s.URL))
+	}
+	return out
+}
+
+// direct maps each node's link address, which the sentinels give as the
+// primary's, to the node itself: the workers are on the primary's side of
+// the partition the nemesis makes.
+func (r *replicated) direct() map[string]string {
+	m := map[string]string{}
+	for i, l := range r.links {
+		m[l.Addr()] = hostPort(r.nodes[i].URL)
+	}
+	return m
+}
+
+// primary returns the node the sentinels name the primary now.
+func (r *replicated) primary(ctx context.Context) (int, error) {
+	c := redis.NewSentinelClient(&redis.Options{Addr: hostPort(r.sentinels[0].URL), MaxRetries: -1})
+	defer c.Close()
+	addr, err := c.GetMasterAddrByName(ctx, masterName).Result()
+	if err != nil {
+		return -1, fmt.Errorf("ask sentinel for the primary: %w", err)
+	}
+	at := strings.Join(addr, ":")
+	for i, l := range r.links {
+		if l.Addr() == at {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("the sentinels name %s the primary, no node of the run", at)
+}
+
+func (r *replicated) close() {
+	for _, s := range r.sentinels {
+		s.Stop()
+	}
+	for _, l := range r.links {
+		l.Close()
+	}
+	for _, s := range r.nodes {
+		s.Stop()
+	}
+}
+
+// Primary implements nemesis.Replicated.
+func (r *replicated) Primary(ctx context.Context) (int, error) { return r.primary(ctx) }
+
+// Isolate implements nemesis.Replicated: node's link, by which the
+// sentinels and the other node reach it, is cut.
+func (r *replicated) Isolate(node int) { r.links[node].Cut() }
+
+// Rejoin implements nemesis.Replicated.
+func (r *replicated) Rejoin(node int) { r.links[node].Heal() }
+
+// hostPort is the host:port of a redis:// URL.
+func hostPort(rawURL string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(rawURL, "redis://"), "/0")
+}

@@ -1,0 +1,98 @@
+package servers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+)
+
+// StartEtcd starts a one-member etcd cluster on free loopback ports, its
+// data in a private temporary directory. etcd is durable: it syncs each
+// write to its log on disk before answering, and a restart after Crash
+// keeps the same data directory, so every key survives — and every lease,
+// which the restarted server renews to its full TTL (its leader is new).
+// The server runs with etcd's default timings (heartbeat 100 ms, election
+// 1 s), which put its shortest lease at 2 s.
+func StartEtcd(ctx context.Context) (*Server, error) {
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		return nil, fmt.Errorf("etcd: %w (on Debian: apt-get install etcd-server)", ErrMissing)
+	}
+	dir, err := tempDir("hiatus-etcd-", nil)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: %w", err)
+	}
+	// The peer port is picked here, where its error can be returned, and
+	// again with each try of launch, which picks a fresh client port for
+	// each: a try that failed because another process took a port has both
+	// afresh.
+	peer, err := freePort()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("etcd: %w", err)
+	}
+	s := &Server{name: "etcd", bin: bin, dir: dir, log: filepath.Join(dir, "etcd.log"),
+		quit: syscall.SIGTERM, crash: syscall.SIGKILL}
+	// Keep-alives off: a connection kept over a crash would only fail the
+	// next poll.
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	var url string
+	s.ready = func(ctx context.Context) error { return etcdHealthy(ctx, hc, url) }
+	data := filepath.Join(dir, "data")
+	s, err = launch(ctx, s, func(port int) {
+		if p, err := freePort(); err == nil {
+			peer = p
+		}
+		// A try that failed may have left a member that knows the old
+		// ports; a restart (not a try) keeps the directory.
+		os.RemoveAll(data)
+		url = fmt.Sprintf("http://127.0.0.1:%d", port)
+		s.URL = url
+		peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
+		s.args = []string{
+			"--name", "hiatus",
+			"--data-dir", data,
+			"--listen-client-urls", s.URL, "--advertise-client-urls", s.URL,
+			"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+			"--initial-cluster", "hiatus=" + peerURL, "--initial-cluster-state", "new",
+			// etcd 3.4 logs with capnslog unless told otherwise; zap to
+			// stderr, which start sends to the log file.
+			"--logger", "zap", "--log-outputs", "stderr",
+		}
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// etcdHealthy asks etcd's /health endpoint, which says true only once the
+// member has a leader and has served a read through it: once a client's
+// requests can succeed.
+func etcdHealthy(ctx context.Context, hc *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/health", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Health string `json:"health"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		return fmt.Errorf("GET %s/health: %s: %w", url, resp.Status, err)
+	}
+	if h.Health != "true" {
+		return fmt.Errorf("GET %s/health: %s: health %q", url, resp.Status, h.Health)
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// A ClockNode is a server whose wall clock can be stepped: a Redis node
+// started under libfaketime.
+type ClockNode interface {
+	// JumpClock sets the node's clock to the real one plus offset; 0 puts
+	// it back.
+	JumpClock(offset time.Duration) error
+}
+
+// ClockJump steps one node's wall clock by Offset at Begin and back at End:
+// a clock that an NTP correction or an operator jumps. A Redis node
+// expires keys by its wall clock, so a forward jump of a lease ends every
+// lease it holds at once.
+type ClockJump struct {
+	Nodes  []ClockNode
+	Offset time.Duration
+	node   ClockNode
+}
+
+// Kind implements Fault.
+func (*ClockJump) Kind() history.Keyword { return KindClock }
+
+// Begin implements Fault.
+func (n *ClockJump) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
+	if len(n.Nodes) == 0 {
+		return nil, ErrNoTarget
+	}
+	i := r.Intn(len(n.Nodes))
+	n.node = n.Nodes[i]
+	v := map[history.Keyword]any{"node": i, "offset-ms": n.Offset.Milliseconds()}
+	return v, n.node.JumpClock(n.Offset)
+}
+
+// End implements Fault.
+func (n *ClockJump) End(context.Context) error { return n.node.JumpClock(0) }
+
+// RestartNode crashes one of Nodes at Begin and starts it again at End: a
+// Redis node without persistence restarts empty, every lease it held gone.
+type RestartNode struct {
+	Nodes []Restartable
+	node  Restartable
+}
+
+// Kind implements Fault.
+func (*RestartNode) Kind() history.Keyword { return KindRestart }
+
+// Begin implements Fault.
+func (n *RestartNode) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
+	if len(n.Nodes) == 0 {
+		return nil, ErrNoTarget
+	}
+	i := r.Intn(len(n.Nodes))
+	n.node = n.Nodes[i]
+	v := map[history.Keyword]any{"node": i, "pid": n.node.ProcessID()}
+	return v, n.node.Crash()
+}
+
+// End implements Fault.
+func (n *RestartNode) End(ctx context.Context) error { return n.node.Restart(ctx) }
+
+// A Link is one network link a fault can act on (topology.Link).
+type Link interface {
+	Cut()
+	Slow(d time.Duration)
+	Drop()
+	Heal()
+}
+
+// How a LinkFault acts on its links.
+type LinkAction int
+
+// The link faults.
+const (
+	// Partition: nothing crosses the links; what was sent is held and
+	// delivered at the heal, as TCP retransmits it.
+	Partition LinkAction = iota
+	// Delay: every byte sent over the links meanwhile arrives Slow late.
+	Delay
+	// Drop: the links' connections are reset, and new ones until the heal:
+	// a request in flight may have arrived or not.
+	Drop
+)
+
+// LinkFault cuts, slows or breaks the links of one worker: to the lock's
+// Redis nodes or to PostgreSQL, as Links hands them.
+type LinkFault struct {
+	Which  history.Keyword // its kind: KindPartitionRedis, KindDelayPostgres, …
+	Action LinkAction
+	Slow   time.Duration // Delay's added latency
+	// Links returns the links of the worker in slot that the fault acts
+	// on, and what the history should say they are ("postgres", "nodes
+	// 1,3"). r chooses among them, for a minority of several nodes.
+	Links   func(slot int, r *rand.Rand) ([]Link, string)
+	Workers func() []Target
+	links   []Link
+	aim     int // as SigStop's
+}
+
+func (n *LinkFault) aimAt(worker int)  { n.aim = worker + 1 }
+func (n *LinkFault) targets() []Target { return n.Workers() }
+
+// Kind implements Fault.
+func (n *LinkFault) Kind() history.Keyword { return n.Which }
+
+// Begin implements Fault.
+func (n *LinkFault) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
+	t, err := pick(n.Workers(), r, n.aim)
+	if err != nil {
+		return nil, err
+	}
+	links, what := n.Links(t.Worker, r)
+	if len(links) == 0 {
+		return nil, fmt.Errorf("nemesis: worker %d has no link to %s: %w", t.Worker, n.Which, ErrNoTarget)
+	}
+	n.links = links
+	v := t.value()
+	v["links"] = what
+	for _, l := range links {
+		switch n.Action {
+		case Partition:
+			l.Cut()
+		case Delay:
+			l.Slow(n.Slow)
+			v["delay-ms"] = n.Slow.Milliseconds()
+		case Drop:
+			l.Drop()
+		}
+	}
+	return v, nil
+}
+
+// End implements Fault.
+func (n *LinkFault) End(context.Context) error {
+	for _, l := range n.links {
+		if n.Action == Delay {
+			l.Slow(0)
+		} else {
+			l.Heal()
+		}
+	}
+	return nil
+}
+
+// Replicated is a Redis primary with a replica and sentinels.
+type Replicated interface {
+	// Primary returns the node the sentinels name the primary now.
+	Primary(ctx context.Context) (int, error)
+	// Isolate cuts node off from the sentinels and the other node, not
+	// from the workers; Rejoin heals that.
+	Isolate(node int)
+	Rejoin(node int)
+}
+
+// Failover isolates the primary from the sentinels and its replica (not
+// from the workers) for the fault's length: the sentinels promote the
+// replica after their down-after time, and workers that have not yet heard
+// of it go on taking locks on the old primary, which are never replicated.
+// At the heal the sentinels make the old primary a replica of the new one,
+// and what it held is gone.
+type Failover struct {
+	Redis Replicated
+	node  int
+}
+
+// Kind implements Fault.
+func (*Failover) Kind() history.Keyword { return KindFailover }
+
+// Begin implements Fault.
+func (n *Failover) Begin(ctx context.Context, _ *rand.Rand) (map[history.Keyword]any, error) {
+	node, err := n.Redis.Primary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n.node = node
+	n.Redis.Isolate(node)
+	return map[history.Keyword]any{"node": node}, nil
+}
+
+// End implements Fault.
+func (n *Failover) End(context.Context) error {
+	n.Redis.Rejoin(n.node)
+	return nil
+}
