@@ -158,10 +158,19 @@ func (c Config) validate() error {
 }
 
 func (c Config) validateNemesis() error {
-	faults := c.FaultNames()
+	for _, f := range c.FaultNames() {
+		parts := strings.Split(f, "+")
+		for i, p := range parts {
+			if slices.Contains(parts[:i], p) {
+				return fmt.Errorf("--nemesis %q: %s twice in one sequence", f, p)
+			}
+		}
+	}
+	faults := c.faultParts()
 	for _, f := range faults {
 		if !slices.Contains(NemesisNames(), f) {
-			return fmt.Errorf("--nemesis %q: want none or a comma-separated list of %s", f, strings.Join(NemesisNames(), ", "))
+			return fmt.Errorf("--nemesis %q: want none or a comma-separated list of %s, or a sequence of them joined by + (partition-redis+clock)",
+				f, strings.Join(NemesisNames(), ", "))
 		}
 		if c.Pause <= 0 {
 			return fmt.Errorf("--nemesis %s needs a positive --pause", f)
@@ -185,7 +194,7 @@ func (c Config) validateNemesis() error {
 		return fmt.Errorf("--nemesis %s acts on the lock's Redis nodes: --lock %s is not kept on Redis", c.Nemesis, c.Lock)
 	}
 	for _, k := range c.Plan.Kinds() {
-		if !slices.Contains(faults, k) {
+		if !slices.Contains(c.FaultNames(), k) {
 			return fmt.Errorf("the schedule holds %s faults, which --nemesis %q does not name", k, c.Nemesis)
 		}
 	}
@@ -239,6 +248,15 @@ func (c Config) GuardKind() client.Guard {
 		return c.Guard
 	}
 	return client.GuardOf(c.Fenced)
+}
+
+// faultParts are the faults of c.Nemesis, sequences split into their parts.
+func (c Config) faultParts() []string {
+	var out []string
+	for _, f := range c.FaultNames() {
+		out = append(out, strings.Split(f, "+")...)
+	}
+	return out
 }
 
 // Describe says what the run does, in one line.

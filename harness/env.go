@@ -153,40 +153,53 @@ func (e *env) faults(cfg Config, ws *workerSet, fz *nemesis.Freezer) []nemesis.F
 	}
 	var fs []nemesis.Fault
 	for _, name := range cfg.FaultNames() {
-		switch name {
-		case "sigstop":
-			fs = append(fs, &nemesis.SigStop{Targets: ws.Targets, Freezer: fz})
-		case "pause-redis":
-			fs = append(fs, &nemesis.PauseServer{Which: nemesis.KindPauseRedis, PID: pid(e.redis, cfg.RedisPID), Freezer: fz})
-		case "pause-postgres":
-			fs = append(fs, &nemesis.PauseServer{Which: nemesis.KindPausePostgres, PID: pid(e.postgres, cfg.PostgresPID), Freezer: fz})
-		case "kill-redis":
-			fs = append(fs, &nemesis.KillServer{Which: nemesis.KindKillRedis, Server: e.redis})
-		case "kill-postgres":
-			fs = append(fs, &nemesis.KillServer{Which: nemesis.KindKillPostgres, Server: e.postgres})
-		case "kill-worker":
-			fs = append(fs, &nemesis.KillWorker{Workers: ws})
-		case "clock":
-			var nodes []nemesis.ClockNode
-			for _, s := range e.topo.nodes {
-				nodes = append(nodes, s)
+		var parts []nemesis.Fault
+		for _, p := range strings.Split(name, "+") {
+			if f := e.fault(p, cfg, ws, fz, pid); f != nil {
+				parts = append(parts, f)
 			}
-			fs = append(fs, &nemesis.ClockJump{Nodes: nodes, Offset: cfg.clockJump()})
-		case "failover":
-			fs = append(fs, &nemesis.Failover{Redis: e.topo.repl})
-		case "restart":
-			var nodes []nemesis.Restartable
-			for _, s := range e.topo.nodes {
-				nodes = append(nodes, s)
-			}
-			fs = append(fs, &nemesis.RestartNode{Nodes: nodes})
-		default:
-			if f := e.topo.linkFault(name, cfg, ws.Targets); f != nil {
-				fs = append(fs, f)
-			}
+		}
+		switch {
+		case len(parts) == 1:
+			fs = append(fs, parts[0])
+		case len(parts) > 1:
+			fs = append(fs, &nemesis.Sequence{Parts: parts, Step: cfg.Pause / 2})
 		}
 	}
 	return fs
+}
+
+// fault is the nemesis's fault called name, one part of a --nemesis item.
+func (e *env) fault(name string, cfg Config, ws *workerSet, fz *nemesis.Freezer, pid func(*servers.Server, int) func() int) nemesis.Fault {
+	switch name {
+	case "sigstop":
+		return &nemesis.SigStop{Targets: ws.Targets, Freezer: fz}
+	case "pause-redis":
+		return &nemesis.PauseServer{Which: nemesis.KindPauseRedis, PID: pid(e.redis, cfg.RedisPID), Freezer: fz}
+	case "pause-postgres":
+		return &nemesis.PauseServer{Which: nemesis.KindPausePostgres, PID: pid(e.postgres, cfg.PostgresPID), Freezer: fz}
+	case "kill-redis":
+		return &nemesis.KillServer{Which: nemesis.KindKillRedis, Server: e.redis}
+	case "kill-postgres":
+		return &nemesis.KillServer{Which: nemesis.KindKillPostgres, Server: e.postgres}
+	case "kill-worker":
+		return &nemesis.KillWorker{Workers: ws}
+	case "clock":
+		var nodes []nemesis.ClockNode
+		for _, s := range e.topo.nodes {
+			nodes = append(nodes, s)
+		}
+		return &nemesis.ClockJump{Nodes: nodes, Offset: cfg.clockJump()}
+	case "failover":
+		return &nemesis.Failover{Redis: e.topo.repl}
+	case "restart":
+		var nodes []nemesis.Restartable
+		for _, s := range e.topo.nodes {
+			nodes = append(nodes, s)
+		}
+		return &nemesis.RestartNode{Nodes: nodes}
+	}
+	return e.topo.linkFault(name, cfg, ws.Targets)
 }
 
 // logServers says in the run's log which servers the run uses, and has the

@@ -68,7 +68,7 @@ func (c Config) nodes() int {
 
 // faultIn reports whether c's nemesis names any of names.
 func (c Config) faultIn(names []string) bool {
-	return slices.ContainsFunc(c.FaultNames(), func(f string) bool { return slices.Contains(names, f) })
+	return slices.ContainsFunc(c.faultParts(), func(f string) bool { return slices.Contains(names, f) })
 }
 
 // topo is what stands between the workers and the servers: the lock's own
@@ -95,7 +95,7 @@ func startTopo(ctx context.Context, cfg Config) (_ *topo, err error) {
 	}()
 	if n := cfg.lockNodes(); n > 0 {
 		t.nodeURLs = nil
-		opt := servers.RedisOptions{FakeClock: slices.Contains(cfg.FaultNames(), "clock")}
+		opt := servers.RedisOptions{FakeClock: slices.Contains(cfg.faultParts(), "clock")}
 		for i := range n {
 			s, err := servers.StartRedisWith(ctx, opt)
 			if err != nil {

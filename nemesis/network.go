@@ -2,8 +2,10 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
+	"strings"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
@@ -25,6 +27,26 @@ type ClockJump struct {
 	Nodes  []ClockNode
 	Offset time.Duration
 	node   ClockNode
+	aim    int // the node plus one a replayed schedule aims at; 0 for any
+}
+
+// A nodeAimer is a fault of the lock's nodes that a replayed schedule aims
+// at a node (-1: any).
+type nodeAimer interface{ aimAtNode(node int) }
+
+func (n *ClockJump) aimAtNode(node int)   { n.aim = node + 1 }
+func (n *RestartNode) aimAtNode(node int) { n.aim = node + 1 }
+
+// pickNode chooses one of n nodes at random, or the one aimed at (its
+// index plus one; 0 aims at none).
+func pickNode(n int, r *rand.Rand, aim int) (int, error) {
+	switch {
+	case aim > 0 && aim <= n:
+		return aim - 1, nil
+	case aim > 0 || n == 0:
+		return 0, ErrNoTarget
+	}
+	return r.Intn(n), nil
 }
 
 // Kind implements Fault.
@@ -32,10 +54,10 @@ func (*ClockJump) Kind() history.Keyword { return KindClock }
 
 // Begin implements Fault.
 func (n *ClockJump) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
-	if len(n.Nodes) == 0 {
-		return nil, ErrNoTarget
+	i, err := pickNode(len(n.Nodes), r, n.aim)
+	if err != nil {
+		return nil, err
 	}
-	i := r.Intn(len(n.Nodes))
 	n.node = n.Nodes[i]
 	v := map[history.Keyword]any{"node": i, "offset-ms": n.Offset.Milliseconds()}
 	return v, n.node.JumpClock(n.Offset)
@@ -49,6 +71,7 @@ func (n *ClockJump) End(context.Context) error { return n.node.JumpClock(0) }
 type RestartNode struct {
 	Nodes []Restartable
 	node  Restartable
+	aim   int // as ClockJump's
 }
 
 // Kind implements Fault.
@@ -56,10 +79,10 @@ func (*RestartNode) Kind() history.Keyword { return KindRestart }
 
 // Begin implements Fault.
 func (n *RestartNode) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
-	if len(n.Nodes) == 0 {
-		return nil, ErrNoTarget
+	i, err := pickNode(len(n.Nodes), r, n.aim)
+	if err != nil {
+		return nil, err
 	}
-	i := r.Intn(len(n.Nodes))
 	n.node = n.Nodes[i]
 	v := map[history.Keyword]any{"node": i, "pid": n.node.ProcessID()}
 	return v, n.node.Crash()
@@ -190,4 +213,78 @@ func (n *Failover) Begin(ctx context.Context, _ *rand.Rand) (map[history.Keyword
 func (n *Failover) End(context.Context) error {
 	n.Redis.Rejoin(n.node)
 	return nil
+}
+
+// A Sequence is faults that begin one after another, Step apart, and end
+// together, in reverse: a fault that needs another in force before it, as
+// Kleppmann's Redlock counterexample needs a partition before a clock
+// jump. Its kind is its parts' joined by "+", and its events carry every
+// part's fields (the first part's where two share a name) and :parts.
+type Sequence struct {
+	Parts []Fault
+	Step  time.Duration
+	begun []Fault
+}
+
+// Kind implements Fault.
+func (n *Sequence) Kind() history.Keyword {
+	var k []string
+	for _, p := range n.Parts {
+		k = append(k, string(p.Kind()))
+	}
+	return history.Keyword(strings.Join(k, "+"))
+}
+
+func (n *Sequence) aimAt(worker int) {
+	for _, p := range n.Parts {
+		if a, ok := p.(aimer); ok {
+			a.aimAt(worker)
+		}
+	}
+}
+
+func (n *Sequence) aimAtNode(node int) {
+	for _, p := range n.Parts {
+		if a, ok := p.(nodeAimer); ok {
+			a.aimAtNode(node)
+		}
+	}
+}
+
+// Begin implements Fault. A part that cannot begin ends the parts begun
+// before it, and the whole fails.
+func (n *Sequence) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
+	n.begun = nil
+	v := map[history.Keyword]any{}
+	var kinds []any
+	for i, p := range n.Parts {
+		if i > 0 && !sleep(ctx, n.Step) {
+			return v, errors.Join(ctx.Err(), n.End(context.WithoutCancel(ctx)))
+		}
+		pv, err := p.Begin(ctx, r)
+		if err != nil {
+			return v, errors.Join(fmt.Errorf("%s: %w", p.Kind(), err), n.End(context.WithoutCancel(ctx)))
+		}
+		n.begun = append(n.begun, p)
+		kinds = append(kinds, p.Kind())
+		for k, x := range pv {
+			if _, ok := v[k]; !ok {
+				v[k] = x
+			}
+		}
+	}
+	v["parts"] = kinds
+	return v, nil
+}
+
+// End implements Fault: the parts begun, last first.
+func (n *Sequence) End(ctx context.Context) error {
+	var errs []error
+	for i := len(n.begun) - 1; i >= 0; i-- {
+		if err := n.begun[i].End(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n.begun[i].Kind(), err))
+		}
+	}
+	n.begun = nil
+	return errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 type Planned struct {
 	Kind   history.Keyword
 	Worker int           // the worker slot it hit; -1 for a fault of a server
+	Node   int           // the lock node it hit (clock, restart); -1 for none
 	At     time.Duration // when it began, after the run's start on the history's clock
 	Length time.Duration // how long it lasted
 	// Holder says the worker held the lock when the fault began, or was
@@ -39,6 +40,9 @@ func (s *Schedule) replay(ctx context.Context) error {
 			return nil
 		}
 		f := s.Faults[i]
+		if a, ok := f.(nodeAimer); ok {
+			a.aimAtNode(p.Node)
+		}
 		if a, ok := f.(aimer); ok {
 			a.aimAt(p.Worker) // -1 aims at none: one drawn, as the run did
 			// Before the fault's event is stamped: the wait is no part of it.
@@ -71,6 +75,9 @@ func (p Plan) AppendEDN(b []byte) []byte {
 		m := map[history.Keyword]any{"kind": f.Kind, "at-ms": f.At.Milliseconds(), "ms": f.Length.Milliseconds()}
 		if f.Worker >= 0 {
 			m["worker"] = int64(f.Worker)
+		}
+		if f.Node >= 0 {
+			m["node"] = int64(f.Node)
 		}
 		if f.Holder {
 			m["holder?"] = true
@@ -105,7 +112,11 @@ func ParsePlan(edn string) (Plan, error) {
 		if !ok {
 			w = -1
 		}
-		p = append(p, Planned{Kind: kind, Worker: int(w), At: time.Duration(at) * time.Millisecond,
+		node, ok := history.Int(f["node"])
+		if !ok {
+			node = -1
+		}
+		p = append(p, Planned{Kind: kind, Worker: int(w), Node: int(node), At: time.Duration(at) * time.Millisecond,
 			Length: time.Duration(ms) * time.Millisecond, Holder: f["holder?"] == true})
 	}
 	slices.SortStableFunc(p, func(a, b Planned) int { return cmp.Compare(a.At, b.At) })
@@ -168,7 +179,11 @@ func (r *PlanRecorder) Add(o history.Op) {
 		ms, _ := history.Int(v["ms"])
 		p, _ := history.Int(v["process"])
 		proc := history.Process(p)
-		r.plan = append(r.plan, Planned{Kind: kind, Worker: int(w), At: time.Duration(o.Time),
+		node, ok := history.Int(v["node"])
+		if !ok || kind == KindFailover { // a failover isolates whichever is primary then
+			node = -1
+		}
+		r.plan = append(r.plan, Planned{Kind: kind, Worker: int(w), Node: int(node), At: time.Duration(o.Time),
 			Length: time.Duration(ms) * time.Millisecond, Holder: w >= 0 && r.holding[proc]})
 		if _, ok := r.acquiring[proc]; ok && w >= 0 {
 			r.acquiring[proc] = len(r.plan) - 1

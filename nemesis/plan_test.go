@@ -33,6 +33,8 @@ func TestPlanRecorder(t *testing.T) {
 		ev(1700, history.FPause, map[history.Keyword]any{"kind": KindSigStop, "error": "no target", "ms": int64(800)}),
 		ev(2500, history.FKill, map[history.Keyword]any{"kind": KindKillRedis, "pid": int64(7), "ms": int64(800)}),
 		ev(3320, history.FRestart, map[history.Keyword]any{"kind": KindKillRedis, "pid": int64(7), "ms": int64(800)}),
+		ev(3400, history.FStart, map[history.Keyword]any{"kind": KindClock, "node": int64(2), "offset-ms": int64(500), "ms": int64(300)}),
+		ev(3700, history.FStop, map[history.Keyword]any{"kind": KindClock, "node": int64(2), "offset-ms": int64(500), "ms": int64(300)}),
 		client(3900, 5, history.FAcquire, history.Invoke),
 		ev(4000, history.FPause, stop(2, 5)),          // never ended: the history stops
 		client(4810, 5, history.FAcquire, history.Ok), // its grant came in the freeze
@@ -43,9 +45,10 @@ func TestPlanRecorder(t *testing.T) {
 	}
 	want := Plan{
 		// Their :ms, not the 803 and 820 ms their events span.
-		{Kind: KindSigStop, Worker: 1, At: 100 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
-		{Kind: KindKillRedis, Worker: -1, At: 2500 * time.Millisecond, Length: 800 * time.Millisecond},
-		{Kind: KindSigStop, Worker: 2, At: 4000 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
+		{Kind: KindSigStop, Worker: 1, Node: -1, At: 100 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
+		{Kind: KindKillRedis, Worker: -1, Node: -1, At: 2500 * time.Millisecond, Length: 800 * time.Millisecond},
+		{Kind: KindClock, Worker: -1, Node: 2, At: 3400 * time.Millisecond, Length: 300 * time.Millisecond},
+		{Kind: KindSigStop, Worker: 2, Node: -1, At: 4000 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
 	}
 	got := r.Plan()
 	if !reflect.DeepEqual(got, want) {
@@ -55,7 +58,7 @@ func TestPlanRecorder(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(back, want) {
 		t.Errorf("through schedule.edn: %+v, %v", back, err)
 	}
-	if k := got.Kinds(); !reflect.DeepEqual(k, []string{"sigstop", "kill-redis"}) {
+	if k := got.Kinds(); !reflect.DeepEqual(k, []string{"sigstop", "kill-redis", "clock"}) {
 		t.Errorf("kinds %q", k)
 	}
 	for _, bad := range []string{"{:faults [{:kind :sigstop :at-ms 10}]}", "[]", "{:faults [{:kind :sigstop :at-ms -1 :ms 5}]}", "{:faults"} {

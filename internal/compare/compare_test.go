@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/internal/gen"
 )
 
@@ -67,7 +69,7 @@ func TestFiguresOf(t *testing.T) {
 	lc, _ := rs.LockCounter()
 	f := FiguresOf(rs)
 	want := Figures{Valid: "false", Writes: int64(st.Writes), LostMin: 2, LostMax: 2, Overlapping: lc.Overlapping,
-		Rejected: 0, Late: lc.LateWrites, Pauses: 2, Sections: 200, Leased: true}
+		Rejected: 0, Late: lc.LateWrites, Pauses: 2, Sections: 200, Leased: true, LockOverlap: lc.LockOverlapping}
 	if f != want || lc.Overlapping == 0 || lc.LateWrites == 0 {
 		t.Errorf("FiguresOf = %+v, want %+v (overlapping and late writes > 0)", f, want)
 	}
@@ -296,5 +298,62 @@ func TestLostText(t *testing.T) {
 	}
 	if got := open.LostText(); got != "0–3" {
 		t.Errorf("a run with lost 0–3 says %q", got)
+	}
+}
+
+// TestScenarios: the pack is every scenario under every guard, each row a
+// run configuration that validates; names are checked, and a scenario
+// fixes what the grid flags would set.
+func TestScenarios(t *testing.T) {
+	all, err := ScenarioSetups(DebateName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(Scenarios()) * len(client.Guards()); len(all) != want {
+		t.Fatalf("%d rows, want %d", len(all), want)
+	}
+	p := Plan{Runs: 1, Name: "scenario", Base: harness.DefaultConfig(), Setups: all}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	slugs := map[string]bool{}
+	for _, s := range all {
+		cfg := p.Config(s, 0)
+		if cfg.Nemesis != s.Nemesis || cfg.GuardKind() != s.Guard || cfg.Lock != s.Lock {
+			t.Errorf("%s: run configured with nemesis %s, guard %s, lock %s", s.Slug(), cfg.Nemesis, cfg.GuardKind(), cfg.Lock)
+		}
+		if slugs[s.Slug()] {
+			t.Errorf("two rows named %s", s.Slug())
+		}
+		slugs[s.Slug()] = true
+	}
+	failover, err := ScenarioSetups("failover")
+	if err != nil || len(failover) != len(client.Guards()) {
+		t.Fatalf("failover alone: %d rows, %v", len(failover), err)
+	}
+	if cfg := p.Config(failover[0], 0); cfg.Work != 3*time.Second || cfg.TimeLimit != 24*time.Second {
+		t.Errorf("failover's run: work %v, limit %v; want its own 3s, 24s", cfg.Work, cfg.TimeLimit)
+	}
+	for _, ch := range []Choices{
+		{Scenario: "paxos", Faults: faults},
+		{Scenario: "failover", Locks: "setnx", Faults: faults},
+		{Scenario: "failover", Fencing: "on", Faults: faults},
+	} {
+		if _, _, err := ch.Setups(); err == nil {
+			t.Errorf("%+v: no error", ch)
+		}
+	}
+	tab := &Table{Kind: "scenario", Command: "hiatus compare --scenario failover", Runs: 1, Workers: 3,
+		Limit: 10 * time.Second, Work: 20 * time.Millisecond}
+	tab.Rows = []Row{{Setup: failover[0], Runs: []Figures{{Writes: 9, LostMin: 3, LostMax: 3, LockOverlap: 6, Valid: "false", Leased: true}}},
+		{Setup: failover[3], Runs: []Figures{{Writes: 7, Changed: 2, LockOverlap: 4, Valid: "true", Leased: true}}}}
+	md := string(tab.Markdown())
+	for _, want := range []string{
+		"| failover | setnx | 4 s | failover 6 s every 2 s (3 s work, 24 s runs) | none | 9 | 3 | 6 | 0 | 1 invalid |",
+		"| failover | setnx | 4 s | failover 6 s every 2 s (3 s work, 24 s runs) | cas | 7 | 0 | 4 | 2 | 1 valid |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("table.md lacks %q:\n%s", want, md)
+		}
 	}
 }

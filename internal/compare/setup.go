@@ -60,6 +60,9 @@ func (s Setup) Slug() string {
 
 // Short is a compact label, for plots.
 func (s Setup) Short() string {
+	if s.Scenario != "" {
+		return fmt.Sprintf("%s %s guard %s", s.Scenario, client.LockLabel(s.Lock), s.Guard)
+	}
 	label := fmt.Sprintf("%s %s %s", client.LockLabel(s.Lock), duration(s.Lease), s.Pause)
 	if s.Fenced {
 		label += " fenced"

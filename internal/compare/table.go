@@ -386,8 +386,15 @@ func (t *Table) scenarioMarkdown() []byte {
 	b.WriteString("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |\n")
 	for _, r := range t.Rows {
 		fault := r.PauseLabel()
-		if r.Work > 0 || r.Limit > 0 {
-			fault += fmt.Sprintf(" (%s work, %s runs)", duration(r.Work), duration(r.Limit))
+		var own []string
+		if r.Work > 0 {
+			own = append(own, duration(r.Work)+" work")
+		}
+		if r.Limit > 0 {
+			own = append(own, duration(r.Limit)+" runs")
+		}
+		if len(own) > 0 {
+			fault += " (" + strings.Join(own, ", ") + ")"
 		}
 		cells := []string{r.Scenario, client.LockLabel(r.Lock), r.leaseText(), fault, string(r.Guard)}
 		if len(r.Runs) == 0 {

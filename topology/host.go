@@ -1,0 +1,50 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+)
+
+// A Host is a machine of the test: where a server or a worker runs, and
+// whose network the nemesis can cut.
+type Host interface {
+	Name() string
+	// IP is the address other hosts reach it at.
+	IP() string
+	// Command is a command that runs on the host. Its Process.Pid is the
+	// program's own, so signals sent to it reach the program.
+	Command(name string, args ...string) *exec.Cmd
+	// Isolate drops every packet between the host and peers, both ways, as
+	// a partition does: connections stall, dials time out. Isolating from a
+	// peer already isolated does nothing.
+	Isolate(ctx context.Context, peers ...Host) error
+	// Heal removes what this host's Isolate calls added.
+	Heal(ctx context.Context) error
+}
+
+// ErrNeedsNamespaces is the error of what needs hosts in network
+// namespaces where they cannot be had: not root, no iproute2 or iptables,
+// or an Isolate of Local.
+var ErrNeedsNamespaces = errors.New("topology: partitions between hosts need network namespaces, which need root, ip (iproute2) and iptables")
+
+// Local is the machine itself, with no network of its own to cut.
+type Local struct{}
+
+// Name is "local".
+func (Local) Name() string { return "local" }
+
+// IP is 127.0.0.1.
+func (Local) IP() string { return "127.0.0.1" }
+
+// Command runs name on this machine.
+func (Local) Command(name string, args ...string) *exec.Cmd { return exec.Command(name, args...) }
+
+// Isolate returns ErrNeedsNamespaces: the machine cannot be cut from itself.
+func (Local) Isolate(context.Context, ...Host) error {
+	return fmt.Errorf("%w: the local host cannot be isolated; put the hosts on a Net", ErrNeedsNamespaces)
+}
+
+// Heal does nothing.
+func (Local) Heal(context.Context) error { return nil }
