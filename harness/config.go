@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -55,6 +56,7 @@ type Config struct {
 	Nodes       int           // redlock's independent Redis nodes; 0 is DefaultNodes
 	ClockJump   time.Duration // how far the clock fault steps a node's clock; 0 is the lease
 	Delay       time.Duration // what the delay faults add to each byte's trip; 0 is the lease
+	Hosts       string        // where workers run: "" or "local" on this machine, "netns" each in a network namespace of its own (root)
 	Seed        int64         // seed of the nemesis's choices
 	RedisURL    string        // "" starts a throwaway redis-server
 	PostgresURL string        // "" starts a throwaway PostgreSQL
@@ -136,6 +138,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("--fenced is --guard fence: it cannot go with --guard %s", c.Guard)
 	case c.Nodes < 0 || c.ClockJump < 0 || c.Delay < 0:
 		return fmt.Errorf("--nodes, --clock-jump and --delay cannot be negative")
+	case c.Hosts != "" && c.Hosts != "local" && c.Hosts != "netns":
+		return fmt.Errorf("--hosts %q: want local or netns", c.Hosts)
+	case c.Hosts == "netns" && (c.Lock == "etcd" || c.faultIn([]string{"failover"})):
+		return fmt.Errorf("--hosts netns does not yet reach etcd or the sentinels of --nemesis failover: run them with --hosts local")
+	case c.faultIn([]string{"isolate"}) && c.Hosts != "netns":
+		return fmt.Errorf("--nemesis isolate cuts a worker's host off from the network: it needs --hosts netns (as root)")
 	case c.Nodes > 0 && c.Lock != "redlock":
 		return fmt.Errorf("--nodes %d is redlock's: --lock %s is kept on one node", c.Nodes, c.Lock)
 	case c.Name == "" || c.Name == "latest" || strings.ContainsAny(c.Name, `/\`):
@@ -227,7 +235,7 @@ func (c Config) lockNames() []string {
 // NemesisNames are the faults Config.Nemesis may list.
 func NemesisNames() []string {
 	return append([]string{"sigstop", "pause-redis", "pause-postgres", "kill-redis", "kill-postgres", "kill-worker"},
-		append(slices.Clone(nodeFaults), append(linkFaults, "failover")...)...)
+		append(slices.Clone(nodeFaults), append(linkFaults, "failover", "isolate")...)...)
 }
 
 // FaultNames returns the faults of c.Nemesis; none for "none".
@@ -309,7 +317,7 @@ func testEDN(c Config, start time.Time) []byte {
 		"lock-nodes": c.lockNodes(), "clock-jump-ms": ms(c.clockJump()), "delay-ms": ms(c.delay()),
 		// The history's clock is the run's Redis (TIME), never a lock node
 		// whose clock the clock fault jumps.
-		"history-clock": history.Keyword("redis-time"),
+		"history-clock": history.Keyword("redis-time"), "hosts": history.Keyword(cmp.Or(c.Hosts, "local")),
 		// :time in the history counts nanoseconds from here, on the Redis clock.
 		"start-time": start.UTC().Format(time.RFC3339Nano), "start-unix-ns": start.UnixNano(),
 	}

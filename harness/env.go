@@ -190,6 +190,8 @@ func (e *env) fault(name string, cfg Config, ws *workerSet, fz *nemesis.Freezer,
 			nodes = append(nodes, s)
 		}
 		return &nemesis.ClockJump{Nodes: nodes, Offset: cfg.clockJump()}
+	case "isolate":
+		return e.topo.isolate(ws.Targets)
 	case "failover":
 		return &nemesis.Failover{Redis: e.topo.repl}
 	case "restart":

@@ -77,9 +77,15 @@ type topo struct {
 	nodes    []*servers.Server // the lock's own nodes; none when it is kept on the run's Redis
 	nodeURLs []string          // where the lock is kept: the nodes, or the run's Redis
 	postgres string
+	redis    string // the run's Redis: the history's clock, the fences
 	// links[slot] are a worker's links: one to each of nodeURLs, then one
-	// to PostgreSQL; nil when no fault acts on links.
+	// to PostgreSQL, then (on a host of its own) one to the run's Redis;
+	// nil when no fault acts on links and workers run on this machine.
 	links [][]*topology.Link
+	// net and hosts, with --hosts netns: each worker's network namespace,
+	// which reaches the servers through its links, on the root's address.
+	net   *topology.Net
+	hosts []*topology.NetnsHost
 	repl  *replicated     // the lock's replicated Redis, for the failover fault; nil without
 	etcd  *servers.Server // the etcd lock's throwaway server; nil for other locks
 }
@@ -87,7 +93,7 @@ type topo struct {
 // startTopo starts the lock's nodes (under a clock that can be jumped when
 // the clock fault is on) and the workers' links, as cfg asks.
 func startTopo(ctx context.Context, cfg Config) (_ *topo, err error) {
-	t := &topo{nodeURLs: []string{cfg.RedisURL}, postgres: cfg.PostgresURL}
+	t := &topo{nodeURLs: []string{cfg.RedisURL}, postgres: cfg.PostgresURL, redis: cfg.RedisURL}
 	defer func() {
 		if err != nil {
 			t.close()
@@ -115,13 +121,23 @@ func startTopo(ctx context.Context, cfg Config) (_ *topo, err error) {
 			return nil, err
 		}
 	}
-	if !cfg.faultIn(linkFaults) {
+	ip := "127.0.0.1"
+	if cfg.Hosts == "netns" {
+		if err := t.startHosts(ctx, cfg.Workers); err != nil {
+			return nil, err
+		}
+		ip = t.net.Root().IP()
+	} else if !cfg.faultIn(linkFaults) {
 		return t, nil
 	}
 	t.links = make([][]*topology.Link, cfg.Workers)
 	for slot := range t.links {
-		for _, u := range append(slices.Clone(t.nodeURLs), t.postgres) {
-			l, err := linkTo(u)
+		targets := append(slices.Clone(t.nodeURLs), t.postgres)
+		if t.net != nil {
+			targets = append(targets, t.redis)
+		}
+		for _, u := range targets {
+			l, err := linkTo(ip, u)
 			if err != nil {
 				return nil, err
 			}
@@ -131,13 +147,38 @@ func startTopo(ctx context.Context, cfg Config) (_ *topo, err error) {
 	return t, nil
 }
 
-// linkTo starts a link to the server at rawURL.
-func linkTo(rawURL string) (*topology.Link, error) {
+// startHosts makes a network namespace for each of n workers, on a bridge
+// of their own.
+func (t *topo) startHosts(ctx context.Context, n int) error {
+	var err error
+	if t.net, err = topology.NewNet(ctx, "run"); err != nil {
+		return setupErrorf("--hosts netns: %v", err)
+	}
+	for slot := range n {
+		h, err := t.net.AddHost(ctx, fmt.Sprintf("w%d", slot))
+		if err != nil {
+			return setupErrorf("--hosts netns: worker %d's host: %v", slot, err)
+		}
+		t.hosts = append(t.hosts, h)
+	}
+	return nil
+}
+
+// host is where the worker in slot runs; nil for this machine.
+func (t *topo) host(slot int) topology.Host {
+	if t.hosts == nil {
+		return nil
+	}
+	return t.hosts[slot]
+}
+
+// linkTo starts a link, listening on ip, to the server at rawURL.
+func linkTo(ip, rawURL string) (*topology.Link, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" {
 		return nil, setupErrorf("a link to %s: the link faults need a server URL with host:port", Redact(rawURL))
 	}
-	l, err := topology.Listen(u.Host)
+	l, err := topology.ListenOn(ip, u.Host)
 	if err != nil {
 		return nil, setupErrorf("a link to %s: %v", Redact(rawURL), err)
 	}
@@ -153,15 +194,19 @@ func via(rawURL string, l *topology.Link) string {
 
 // urls are the servers as the worker in slot reaches them: the lock's
 // nodes and PostgreSQL, through its links when it has them.
-func (t *topo) urls(slot int) (nodes []string, postgres string) {
+func (t *topo) urls(slot int) (nodes []string, postgres, redis string) {
 	if t.links == nil {
-		return t.nodeURLs, t.postgres
+		return t.nodeURLs, t.postgres, t.redis
 	}
 	ls := t.links[slot]
 	for i, u := range t.nodeURLs {
 		nodes = append(nodes, via(u, ls[i]))
 	}
-	return nodes, via(t.postgres, ls[len(ls)-1])
+	postgres, redis = via(t.postgres, ls[len(t.nodeURLs)]), t.redis
+	if t.net != nil {
+		redis = via(t.redis, ls[len(t.nodeURLs)+1])
+	}
+	return nodes, postgres, redis
 }
 
 // sentinels are where a worker asks for the lock's primary, and direct
@@ -210,7 +255,15 @@ func (t *topo) nodeLinks(slot int, r *rand.Rand) ([]nemesis.Link, string) {
 // postgresLink returns the link of the worker in slot to PostgreSQL.
 func (t *topo) postgresLink(slot int, _ *rand.Rand) ([]nemesis.Link, string) {
 	ls := t.links[slot]
-	return []nemesis.Link{ls[len(ls)-1]}, "postgres"
+	return []nemesis.Link{ls[len(t.nodeURLs)]}, "postgres"
+}
+
+// isolate is the fault that cuts a worker's host off from the root
+// namespace: from every server, the history's clock and the fences too.
+func (t *topo) isolate(workers func() []nemesis.Target) nemesis.Fault {
+	return &nemesis.Isolate{Workers: workers,
+		Cut:  func(ctx context.Context, slot int) error { return t.hosts[slot].Isolate(ctx, t.net.Root()) },
+		Heal: func(ctx context.Context, slot int) error { return t.hosts[slot].Heal(ctx) }}
 }
 
 // linkFault is the fault called name if it is a link fault.
@@ -246,4 +299,7 @@ func (t *topo) close() {
 		t.repl.close()
 	}
 	t.etcd.Stop()
+	if t.net != nil {
+		t.net.Close() // after the workers: a run's workers have ended before its env closes
+	}
 }

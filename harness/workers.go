@@ -62,9 +62,9 @@ func startWorkers(cfg Config, start time.Time, col *collector, clock client.Cloc
 // spawn starts a worker in slot recording as process.
 func (ws *workerSet) spawn(slot int, process int64) error {
 	cfg := ws.cfg
-	nodes, postgres := ws.topo.urls(slot)
+	nodes, postgres, redis := ws.topo.urls(slot)
 	wc := workerConfig{
-		RedisURL: cfg.RedisURL, PostgresURL: postgres, NodeURLs: nodes, LockKey: lockKey(cfg.Name),
+		RedisURL: redis, PostgresURL: postgres, NodeURLs: nodes, LockKey: lockKey(cfg.Name),
 		FenceKey: fenceKey(cfg.Name), CounterID: cfg.CounterID, Lease: cfg.Lease, Retry: cfg.Retry,
 		Work: cfg.Work, OpTimeout: cfg.OpTimeout, Pause: cfg.Pause, Fenced: cfg.GuardKind().Fenced(), Guard: cfg.GuardKind(),
 		InjectEvery: cfg.InjectEvery, PauseKind: cfg.PauseKind, Lock: cfg.Lock,
@@ -77,6 +77,9 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 		return fmt.Errorf("worker config: %w", err)
 	}
 	cmd := exec.Command(ws.self)
+	if h := ws.topo.host(slot); h != nil {
+		cmd = h.Command(ws.self) // ip netns exec: the worker itself, in its namespace
+	}
 	cmd.Env = append(os.Environ(), workerEnv+"=1")
 	cmd.Stdin = bytes.NewReader(in)
 	stderr := &lastLine{w: ws.lg.f}

@@ -50,7 +50,8 @@ const (
 	KindDelayPostgres     history.Keyword = "delay-postgres"     // a worker's link to PostgreSQL slowed
 	KindDropRedis         history.Keyword = "drop-redis"         // a worker's connections to the lock's nodes reset
 	KindDropPostgres      history.Keyword = "drop-postgres"      // a worker's connections to PostgreSQL reset
-	KindFailover          history.Keyword = "failover"           // the Redis primary isolated and crashed; sentinels promote its replica
+	KindFailover          history.Keyword = "failover"           // the Redis primary isolated from its replica and sentinels; they promote the replica
+	KindIsolate           history.Keyword = "isolate"            // a worker's host cut off from the network (--hosts netns)
 )
 
 // verbs are the :f of the events that begin and end a fault of kind k.

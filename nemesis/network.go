@@ -288,3 +288,33 @@ func (n *Sequence) End(ctx context.Context) error {
 	n.begun = nil
 	return errors.Join(errs...)
 }
+
+// Isolate cuts a worker's host off from the network (the machine the
+// servers are on) at the kernel, packets dropped both ways, for the
+// fault's length: a client machine partitioned away, its connections
+// stalled until TCP's retransmissions get through after the heal.
+type Isolate struct {
+	Workers   func() []Target
+	Cut, Heal func(ctx context.Context, slot int) error
+	slot      int
+	aim       int // as SigStop's
+}
+
+func (n *Isolate) aimAt(worker int)  { n.aim = worker + 1 }
+func (n *Isolate) targets() []Target { return n.Workers() }
+
+// Kind implements Fault.
+func (*Isolate) Kind() history.Keyword { return KindIsolate }
+
+// Begin implements Fault.
+func (n *Isolate) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
+	t, err := pick(n.Workers(), r, n.aim)
+	if err != nil {
+		return nil, err
+	}
+	n.slot = t.Worker
+	return t.value(), n.Cut(ctx, t.Worker)
+}
+
+// End implements Fault.
+func (n *Isolate) End(ctx context.Context) error { return n.Heal(ctx, n.slot) }

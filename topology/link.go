@@ -71,11 +71,15 @@ func (c *counts) flow() Flow { return Flow{Read: c.read.Load(), Written: c.writt
 
 // Listen starts a link that accepts on a free 127.0.0.1 port and forwards
 // each connection to target ("host:port").
-func Listen(target string) (*Link, error) {
+func Listen(target string) (*Link, error) { return ListenOn("127.0.0.1", target) }
+
+// ListenOn is Listen on a free port of the address ip: the root
+// namespace's address on a Net, for clients on its hosts.
+func ListenOn(ip, target string) (*Link, error) {
 	if _, _, err := net.SplitHostPort(target); err != nil {
 		return nil, fmt.Errorf("topology: link to %s: %w", target, err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("topology: link to %s: listen: %w", target, err)
 	}
@@ -88,7 +92,8 @@ func Listen(target string) (*Link, error) {
 	return l, nil
 }
 
-// Addr is the address clients dial instead of the target: "127.0.0.1:PORT".
+// Addr is the address clients dial instead of the target: "127.0.0.1:PORT",
+// or the address ListenOn was given.
 func (l *Link) Addr() string { return l.ln.Addr().String() }
 
 // Target is where new connections are forwarded.

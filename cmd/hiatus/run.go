@@ -56,9 +56,11 @@ func runFlags() []cli.Flag {
 			"restart (SIGKILL one of the lock's Redis nodes, restart it empty), clock (step a lock node's clock by --clock-jump), " +
 			"partition-redis, partition-postgres (cut a worker from the lock's nodes — a minority of several — or from PostgreSQL), " +
 			"delay-redis, delay-postgres (every byte on those links arrives --delay late), " +
-			"drop-redis, drop-postgres (reset those links' connections). See docs/nemesis.md"},
+			"drop-redis, drop-postgres (reset those links' connections), failover (the lock's Redis primary cut off from its replica and sentinels), " +
+			"isolate (a worker's host cut off from the network; --hosts netns); a+b: a sequence, b begun --pause/2 after a. See docs/nemesis.md"},
 		&cli.IntFlag{Name: "nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant)", DefaultText: fmt.Sprint(harness.DefaultNodes)},
 		&cli.DurationFlag{Name: "clock-jump", Usage: "how far --nemesis clock steps a node's clock forward", DefaultText: "the lease"},
+		&cli.StringFlag{Name: "hosts", Value: "local", Usage: "where the workers run: local (this machine), or netns (each in a network namespace of its own, on a private bridge; needs root), for --nemesis isolate"},
 		&cli.DurationFlag{Name: "delay", Usage: "what --nemesis delay-* adds to each byte's trip", DefaultText: "the lease"},
 		&cli.IntFlag{Name: "redis-pid", Usage: "PID of the --redis-url server, for --nemesis pause-redis"},
 		&cli.IntFlag{Name: "postgres-pid", Usage: "PID of the --postgres-url server's postmaster, for --nemesis pause-postgres"},
@@ -96,7 +98,7 @@ func runCommand() *cli.Command {
 			cfg.InjectEvery, cfg.Fenced, cfg.PauseKind, cfg.Lock = c.Int("inject-every"), c.Bool("fenced"), c.String("pause-kind"), c.String("lock")
 			cfg.RedisPID, cfg.PostgresPID = c.Int("redis-pid"), c.Int("postgres-pid")
 			cfg.Guard = client.Guard(c.String("guard"))
-			cfg.Nodes, cfg.ClockJump, cfg.Delay = c.Int("nodes"), c.Duration("clock-jump"), c.Duration("delay")
+			cfg.Nodes, cfg.ClockJump, cfg.Delay, cfg.Hosts = c.Int("nodes"), c.Duration("clock-jump"), c.Duration("delay"), c.String("hosts")
 			if f := c.String("schedule"); f != "" {
 				b, err := os.ReadFile(f)
 				if err != nil {
