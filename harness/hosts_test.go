@@ -1,0 +1,123 @@
+package harness_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// TestRunHostsNetns runs the workers each in a network namespace and cuts
+// one off at a time (--hosts netns --nemesis isolate): the faults are in
+// the history; the cut worker completes nothing while it is cut (its
+// requests wait in the kernel); the run is checked; and no namespace or
+// interface of the run is left.
+func TestRunHostsNetns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("NOT RUN: --hosts netns needs root (CI runs as root)")
+	}
+	if _, err := exec.LookPath("iptables-restore"); err != nil {
+		t.Fatalf("iptables-restore is missing: scripts/setup installs iptables: %v", err)
+	}
+	cfg := harness.DefaultConfig()
+	cfg.Store, cfg.Name, cfg.Seed = t.TempDir(), "netns", 1
+	cfg.Hosts, cfg.Nemesis, cfg.TimeLimit = "netns", "isolate", 3*time.Second
+	cfg.Pause, cfg.Interval = 2*cfg.Lease, cfg.Lease // cut for two leases: a holder's lease runs out in it
+	res, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Results.Valid == checker.Unknown {
+		t.Errorf("the run was not checked: %v", res.Results)
+	}
+	ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type window struct {
+		proc       history.Process
+		start, end int64
+	}
+	var cuts []window
+	open := map[int64]window{}
+	for _, o := range ops {
+		v, _ := o.Value.(map[history.Keyword]any)
+		if o.Process != history.Nemesis || v["kind"] != history.Keyword("isolate") {
+			continue
+		}
+		if _, failed := v["error"]; failed {
+			t.Errorf("isolate failed: %v", v)
+			continue
+		}
+		p, _ := history.Int(v["process"])
+		switch o.F {
+		case history.FStart:
+			open[p] = window{proc: history.Process(p), start: o.Time}
+		case history.FStop:
+			w := open[p]
+			w.end = o.Time
+			cuts = append(cuts, w)
+		}
+	}
+	if len(cuts) == 0 {
+		t.Fatal("no isolate fault in the history")
+	}
+	// A margin for the stamps: a cut worker's clock is extrapolated from
+	// its last reading of the run's Redis (it is cut off from it too).
+	margin := int64(100 * time.Millisecond)
+	for _, c := range cuts {
+		for _, o := range ops {
+			if o.Process == c.proc && o.Type != history.Invoke && o.Time > c.start+margin && o.Time < c.end-margin {
+				t.Errorf("process %d was cut off from %d to %d ns, yet completed op %d at %d", c.proc, c.start, c.end, o.Index, o.Time)
+			}
+		}
+	}
+	test, err := os.ReadFile(filepath.Join(res.Dir, store.Test))
+	if err != nil || !strings.Contains(string(test), ":hosts :netns") {
+		t.Errorf("test.edn does not say :hosts :netns: %v", err)
+	}
+	leftovers(t, "hz"+strconv.Itoa(os.Getpid()))
+}
+
+// leftovers fails t when a namespace or an interface named with prefix is
+// still on the machine.
+func leftovers(t *testing.T, prefix string) {
+	t.Helper()
+	for _, args := range [][]string{{"netns", "list"}, {"-o", "link"}} {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+		if strings.Contains(string(out), prefix) {
+			t.Errorf("ip %v shows what the run left:\n%s", args, out)
+		}
+	}
+}
+
+// TestRunHostsRefused: isolate without namespaces, and namespaces for what
+// they do not reach yet, are refused before anything starts.
+func TestRunHostsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		hosts, nemesis, lock string
+	}{
+		{"local", "isolate", "setnx"},
+		{"vm", "none", "setnx"},
+		{"netns", "none", "etcd"},
+		{"netns", "failover", "setnx"},
+	} {
+		cfg := harness.DefaultConfig()
+		cfg.Store, cfg.Hosts, cfg.Nemesis, cfg.Lock = t.TempDir(), tc.hosts, tc.nemesis, tc.lock
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("--hosts %s --nemesis %s --lock %s: no error", tc.hosts, tc.nemesis, tc.lock)
+		}
+	}
+}
