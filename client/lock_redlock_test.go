@@ -39,7 +39,7 @@ func redlockNodes(t *testing.T, n int) []*redis.Client {
 // redlockWorker is a worker of the redlock over nodes.
 func (r *rig) redlockWorker(t *testing.T, p history.Process, nodes []*redis.Client, lease time.Duration, fenced bool, hook client.Hook) *client.Worker {
 	t.Helper()
-	l, err := client.NewLock("redlock", client.LockConfig{Redis: r.rdb, Nodes: nodes, Key: "lock:" + r.name,
+	l, err := client.NewLock(context.Background(), "redlock", client.LockConfig{Redis: r.rdb, Nodes: nodes, Key: "lock:" + r.name,
 		FenceKey: "fence:" + r.name, Lease: lease, Retry: time.Millisecond, Fenced: fenced})
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func (r *rig) redlockWorker(t *testing.T, p history.Process, nodes []*redis.Clie
 // a holder paused past its lease loses its update (or, fenced, its write),
 // as every lease lock does; and redlock without its nodes is refused.
 func TestRedlock(t *testing.T) {
-	if _, err := client.NewLock("redlock", client.LockConfig{}); err == nil {
+	if _, err := client.NewLock(context.Background(), "redlock", client.LockConfig{}); err == nil {
 		t.Error("redlock without nodes: no error")
 	}
 	nodes := redlockNodes(t, 3)

@@ -51,9 +51,11 @@ func LockNames() []string {
 //   - etcd: etcd's concurrency.Mutex on a session whose lease its client
 //     keeps alive (Etcd); fenced, by the lock key's creation revision.
 //
-// Every one of them, fenced, takes its fencing token by an INCR of FenceKey
-// right after it acquired: none of them hands one out itself.
-func NewLock(name string, cfg LockConfig) (Lock, error) {
+// Fenced, each of them but etcd takes its fencing token by an INCR of
+// FenceKey right after it acquired (none of them hands one out itself);
+// etcd's is the lock key's creation revision. ctx bounds what the lock
+// does to start (etcd's first answer).
+func NewLock(ctx context.Context, name string, cfg LockConfig) (Lock, error) {
 	node := cfg.Redis
 	if len(cfg.Nodes) > 0 {
 		node = cfg.Nodes[0]
@@ -76,10 +78,6 @@ func NewLock(name string, cfg LockConfig) (Lock, error) {
 	case "redislock":
 		return newRedisLock(node, cfg.Key, cfg.Lease, cfg.Retry, fence), nil
 	case "etcd":
-		// NewLock has no ctx of its own: the cluster is given the time a
-		// throwaway one takes to answer.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
 		return NewEtcd(ctx, cfg.Etcd, cfg.Key, cfg.Lease, cfg.Retry, cfg.Fenced)
 	case "pg-advisory":
 		return newPGAdvisory(cfg.Postgres, cfg.Key, cfg.Retry, fence)

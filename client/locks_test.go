@@ -23,7 +23,7 @@ func sharedLocks() []string {
 // lockWorker is rig.worker with the lock called name.
 func (r *rig) lockWorker(t *testing.T, p history.Process, name string, lease time.Duration, fenced bool, hook client.Hook) (*client.Worker, client.Lock) {
 	t.Helper()
-	l, err := client.NewLock(name, client.LockConfig{Redis: r.rdb, Postgres: r.db, Key: "lock:" + r.name,
+	l, err := client.NewLock(context.Background(), name, client.LockConfig{Redis: r.rdb, Postgres: r.db, Key: "lock:" + r.name,
 		FenceKey: "fence:" + r.name, Lease: lease, Retry: time.Millisecond, Fenced: fenced})
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestNewLock(t *testing.T) {
 	for _, name := range sharedLocks() {
 		r.lockWorker(t, 0, name, time.Second, false, nil) // fails the test if NewLock does
 	}
-	if _, err := client.NewLock("chubby", client.LockConfig{}); err == nil {
+	if _, err := client.NewLock(context.Background(), "chubby", client.LockConfig{}); err == nil {
 		t.Error("NewLock of an unknown lock gave no error")
 	}
 }

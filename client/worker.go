@@ -143,9 +143,14 @@ func (w *Worker) step(ctx context.Context, g Grant) {
 		w.complete(ctx, history.Fail, history.FRead, nil, history.ErrStaleFence, readExtra)
 		return
 	case err != nil:
-		// A read changes nothing of the counter's value, so one that did
-		// not answer is a :fail.
-		w.complete(ctx, history.Fail, history.FRead, nil, err.Error(), readExtra)
+		// A plain read changes nothing, so one that did not answer is a
+		// :fail; a fence-rmw read records its fence, so one that did not
+		// answer may have, and is :info.
+		t := history.Fail
+		if w.Counter.Guard == GuardFenceRMW {
+			t = outcome(err)
+		}
+		w.complete(ctx, t, history.FRead, nil, err.Error(), readExtra)
 		return
 	}
 	w.complete(ctx, history.Ok, history.FRead, v, nil, readExtra)

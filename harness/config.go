@@ -172,6 +172,9 @@ func (c Config) validateNemesis() error {
 			if slices.Contains(parts[:i], p) {
 				return fmt.Errorf("--nemesis %q: %s twice in one sequence", f, p)
 			}
+			if len(parts) > 1 && slices.Contains(NemesisNames(), p) && !slices.Contains(sequenceable(), p) {
+				return fmt.Errorf("--nemesis %q: a sequence is made of %s, not %s", f, strings.Join(sequenceable(), ", "), p)
+			}
 		}
 	}
 	faults := c.faultParts()
@@ -190,15 +193,27 @@ func (c Config) validateNemesis() error {
 			}
 		}
 	}
+	if c.faultIn([]string{"failover"}) && c.Pause < 3*time.Second {
+		return fmt.Errorf("--nemesis failover needs --pause of 3s or more: the sentinels take about 2.3 s to promote the replica, and a shorter fault would fail nothing over")
+	}
+	if c.faultIn([]string{"kill-redis", "pause-redis"}) && (c.lockNodes() > 0 || c.faultIn([]string{"failover"}) || c.Lock == "etcd") {
+		return fmt.Errorf("--nemesis %s acts on the run's Redis, which holds the history's clock and the fences, not the lock: the lock is on nodes of its own here (use restart)", c.Nemesis)
+	}
+	if c.ClockJump > 0 && !c.faultIn([]string{"clock"}) {
+		return fmt.Errorf("--clock-jump goes with --nemesis clock")
+	}
+	if c.Delay > 0 && !c.faultIn([]string{"delay-redis", "delay-postgres"}) {
+		return fmt.Errorf("--delay goes with --nemesis delay-redis or delay-postgres")
+	}
 	if c.faultIn([]string{"failover"}) {
 		if !slices.Contains([]string{"setnx", "renew", "redsync", "redislock"}, c.Lock) {
 			return fmt.Errorf("--nemesis failover fails over the Redis one lock is kept on: --lock setnx, renew, redsync or redislock, not %s", c.Lock)
 		}
-		if c.faultIn(nodeFaults) || c.faultIn(redisLinkFaults) {
+		if c.faultIn(nodeFaults()) || c.faultIn(redisLinkFaults()) {
 			return fmt.Errorf("--nemesis failover cannot go with faults of the lock's other nodes (%s)", c.Nemesis)
 		}
 	}
-	if (c.faultIn(nodeFaults) || c.faultIn(redisLinkFaults)) && !c.redisLock() {
+	if (c.faultIn(nodeFaults()) || c.faultIn(redisLinkFaults())) && !c.redisLock() {
 		return fmt.Errorf("--nemesis %s acts on the lock's Redis nodes: --lock %s is not kept on Redis", c.Nemesis, c.Lock)
 	}
 	for _, k := range c.Plan.Kinds() {
@@ -235,7 +250,7 @@ func (c Config) lockNames() []string {
 // NemesisNames are the faults Config.Nemesis may list.
 func NemesisNames() []string {
 	return append([]string{"sigstop", "pause-redis", "pause-postgres", "kill-redis", "kill-postgres", "kill-worker"},
-		append(slices.Clone(nodeFaults), append(linkFaults, "failover", "isolate")...)...)
+		append(nodeFaults(), append(linkFaults(), "failover", "isolate")...)...)
 }
 
 // FaultNames returns the faults of c.Nemesis; none for "none".

@@ -1,8 +1,12 @@
 package harness
 
 import (
+	"cmp"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRedact: no password of a server's address reaches a log or a message,
@@ -17,6 +21,39 @@ func TestRedact(t *testing.T) {
 	} {
 		if got := Redact(tc.in); got != tc.want || strings.Contains(got, "secret") || strings.Contains(got, "cret") {
 			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestReplayConfigKeepsTopology: test.edn gives a replay the settings of
+// the new faults and locks back: redlock's nodes, the hosts, the clock
+// jump and the delay — and not the sizes of faults the run did not have,
+// which Validate would refuse.
+func TestReplayConfigKeepsTopology(t *testing.T) {
+	for _, c := range []Config{
+		{Lock: "redlock", Nodes: 3, Nemesis: "partition-redis+clock", ClockJump: 2 * time.Second, Hosts: "netns"},
+		{Lock: "setnx", Nemesis: "delay-postgres", Delay: 300 * time.Millisecond},
+		{Lock: "setnx", Nemesis: "sigstop"},
+	} {
+		cfg := DefaultConfig()
+		cfg.Lock, cfg.Nodes, cfg.Nemesis, cfg.ClockJump, cfg.Delay, cfg.Hosts = c.Lock, c.Nodes, c.Nemesis, c.ClockJump, c.Delay, c.Hosts
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "test.edn"), testEDN(cfg, time.Now()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "schedule.edn"), []byte("{:faults []}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReplayConfig(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Nemesis, err)
+		}
+		if got.nodes() != cfg.nodes() || got.Hosts != cmp.Or(c.Hosts, "local") || got.ClockJump != c.ClockJump || got.Delay != c.Delay {
+			t.Errorf("%s: replayed nodes %d, hosts %q, jump %v, delay %v; want %d, %q, %v, %v", c.Nemesis,
+				got.nodes(), got.Hosts, got.ClockJump, got.Delay, cfg.nodes(), cmp.Or(c.Hosts, "local"), c.ClockJump, c.Delay)
+		}
+		if err := got.validate(); err != nil {
+			t.Errorf("%s: the replay's config is refused: %v", c.Nemesis, err)
 		}
 	}
 }

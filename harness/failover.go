@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -174,7 +175,12 @@ func (r *replicated) Isolate(node int) { r.links[node].Cut() }
 // Rejoin implements nemesis.Replicated.
 func (r *replicated) Rejoin(node int) { r.links[node].Heal() }
 
-// hostPort is the host:port of a redis:// URL.
+// hostPort is the host:port of a server's URL, which the servers package
+// made: it parses.
 func hostPort(rawURL string) string {
-	return strings.TrimSuffix(strings.TrimPrefix(rawURL, "redis://"), "/0")
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return rawURL
+	}
+	return u.Host
 }

@@ -103,21 +103,39 @@ func leftovers(t *testing.T, prefix string) {
 	}
 }
 
-// TestRunHostsRefused: isolate without namespaces, and namespaces for what
-// they do not reach yet, are refused before anything starts.
-func TestRunHostsRefused(t *testing.T) {
+// TestRunRefusesTopology: settings that would start a run that does not
+// do what it says are refused before anything starts: isolate without
+// namespaces, namespaces for what they do not reach yet, a failover too
+// short for the sentinels, a fault of the run's Redis where the lock is
+// not, sizes of faults the run does not have, a sequence with a part whose
+// events are not :start and :stop.
+func TestRunRefusesTopology(t *testing.T) {
 	for _, tc := range []struct {
 		hosts, nemesis, lock string
+		pause, jump, delay   time.Duration
 	}{
-		{"local", "isolate", "setnx"},
-		{"vm", "none", "setnx"},
-		{"netns", "none", "etcd"},
-		{"netns", "failover", "setnx"},
+		{hosts: "local", nemesis: "isolate", lock: "setnx"},
+		{hosts: "vm", nemesis: "none", lock: "setnx"},
+		{hosts: "netns", nemesis: "none", lock: "etcd"},
+		{hosts: "netns", nemesis: "failover", lock: "setnx", pause: 5 * time.Second},
+		{nemesis: "failover", lock: "setnx", pause: 2 * time.Second},
+		{nemesis: "kill-redis", lock: "redlock"},
+		{nemesis: "pause-redis,clock", lock: "setnx"},
+		{nemesis: "sigstop", lock: "setnx", jump: time.Second},
+		{nemesis: "partition-postgres", lock: "setnx", delay: time.Second},
+		{nemesis: "sigstop+clock", lock: "redlock"},
+		{nemesis: "partition-redis+clokc", lock: "redlock"},
+		{nemesis: "clock", lock: "pg-advisory"},
 	} {
 		cfg := harness.DefaultConfig()
 		cfg.Store, cfg.Hosts, cfg.Nemesis, cfg.Lock = t.TempDir(), tc.hosts, tc.nemesis, tc.lock
+		cfg.ClockJump, cfg.Delay = tc.jump, tc.delay
+		if tc.pause > 0 {
+			cfg.Pause, cfg.TimeLimit = tc.pause, 2*tc.pause
+		}
 		if err := cfg.Validate(); err == nil {
-			t.Errorf("--hosts %s --nemesis %s --lock %s: no error", tc.hosts, tc.nemesis, tc.lock)
+			t.Errorf("--hosts %s --nemesis %s --lock %s --pause %v --clock-jump %v --delay %v: no error",
+				tc.hosts, tc.nemesis, tc.lock, cfg.Pause, tc.jump, tc.delay)
 		}
 	}
 }

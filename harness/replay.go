@@ -56,15 +56,23 @@ func ReplayConfig(dir string) (Config, error) {
 	ms("op-timeout-ms", &cfg.OpTimeout)
 	ms("pause-ms", &cfg.Pause)
 	ms("interval-ms", &cfg.Interval)
-	ms("clock-jump-ms", &cfg.ClockJump)
-	ms("delay-ms", &cfg.Delay)
-	if cfg.Lock == "redlock" {
-		cfg.Nodes = int(num("lock-nodes"))
-	}
 	for k, v := range map[string]*string{"nemesis": &cfg.Nemesis, "pause-kind": &cfg.PauseKind, "lock": &cfg.Lock} {
 		if w := word(k); w != "" {
 			*v = w
 		}
+	}
+	// The settings of the faults and locks a run has; refused without them.
+	if cfg.faultIn([]string{"clock"}) {
+		ms("clock-jump-ms", &cfg.ClockJump)
+	}
+	if cfg.faultIn([]string{"delay-redis", "delay-postgres"}) {
+		ms("delay-ms", &cfg.Delay)
+	}
+	if cfg.Lock == "redlock" {
+		cfg.Nodes = int(num("lock-nodes"))
+	}
+	if h := word("hosts"); h != "" {
+		cfg.Hosts = h
 	}
 	cfg.Fenced = t["fenced?"] == true
 	if g := word("guard"); g != "" { // runs before --guard have only :fenced?

@@ -23,16 +23,24 @@ const DefaultNodes = 5
 // one keeps the lock on nodes of its own, apart from the run's Redis, whose
 // clock stamps the history and whose counter hands out the fences — a
 // jumped clock there would jump the history, a restart reset the fences.
-var nodeFaults = []string{"clock", "restart"}
+func nodeFaults() []string { return []string{"clock", "restart"} }
 
 // linkFaults are the faults that act on links: a run with one puts a link
 // (a proxy) in each worker's path to every lock node and to PostgreSQL.
-var linkFaults = []string{"partition-redis", "partition-postgres", "delay-redis", "delay-postgres",
-	"drop-redis", "drop-postgres"}
+func linkFaults() []string {
+	return []string{"partition-redis", "partition-postgres", "delay-redis", "delay-postgres", "drop-redis", "drop-postgres"}
+}
 
 // redisLinkFaults are the link faults that act on the links to the lock's
 // nodes.
-var redisLinkFaults = []string{"partition-redis", "delay-redis", "drop-redis"}
+func redisLinkFaults() []string { return []string{"partition-redis", "delay-redis", "drop-redis"} }
+
+// sequenceable are the faults a sequence (a+b) may be made of: those that
+// begin with :start and end with :stop, so that its events say what its
+// parts are.
+func sequenceable() []string {
+	return append(linkFaults(), "clock", "isolate", "failover")
+}
 
 // clockJump and delay are the clock and delay faults' sizes: the lease by
 // default, so that a jump ends every lease a node holds and a delayed
@@ -53,7 +61,7 @@ func (c Config) lockNodes() int {
 	switch {
 	case c.Lock == "redlock":
 		return c.nodes()
-	case c.redisLock() && c.faultIn(nodeFaults):
+	case c.redisLock() && c.faultIn(nodeFaults()):
 		return 1
 	}
 	return 0
@@ -127,7 +135,7 @@ func startTopo(ctx context.Context, cfg Config) (_ *topo, err error) {
 			return nil, err
 		}
 		ip = t.net.Root().IP()
-	} else if !cfg.faultIn(linkFaults) {
+	} else if !cfg.faultIn(linkFaults()) {
 		return t, nil
 	}
 	t.links = make([][]*topology.Link, cfg.Workers)
@@ -152,12 +160,12 @@ func startTopo(ctx context.Context, cfg Config) (_ *topo, err error) {
 func (t *topo) startHosts(ctx context.Context, n int) error {
 	var err error
 	if t.net, err = topology.NewNet(ctx, "run"); err != nil {
-		return setupErrorf("--hosts netns: %v", err)
+		return setupErrorf("--hosts netns: %w", err)
 	}
 	for slot := range n {
 		h, err := t.net.AddHost(ctx, fmt.Sprintf("w%d", slot))
 		if err != nil {
-			return setupErrorf("--hosts netns: worker %d's host: %v", slot, err)
+			return setupErrorf("--hosts netns: worker %d's host: %w", slot, err)
 		}
 		t.hosts = append(t.hosts, h)
 	}
@@ -236,12 +244,12 @@ func (t *topo) etcdURL() string {
 // nodeLinks returns the links of the worker in slot to the lock's nodes: to
 // a minority of them, chosen by r, when there are several (a majority cut
 // off would only stop the worker from acquiring), and what they are.
-func (t *topo) nodeLinks(slot int, r *rand.Rand) ([]nemesis.Link, string) {
+func (t *topo) nodeLinks(slot int, r *rand.Rand) ([]nemesis.Link, string, []int) {
 	ls := t.links[slot][:len(t.nodeURLs)]
 	if len(ls) == 1 {
-		return []nemesis.Link{ls[0]}, "redis"
+		return []nemesis.Link{ls[0]}, "redis", []int{0}
 	}
-	picked := r.Perm(len(ls))[:(len(ls)-1)/2]
+	picked := r.Perm(len(ls))[:max(1, (len(ls)-1)/2)]
 	slices.Sort(picked)
 	var out []nemesis.Link
 	var names []string
@@ -249,13 +257,13 @@ func (t *topo) nodeLinks(slot int, r *rand.Rand) ([]nemesis.Link, string) {
 		out = append(out, ls[i])
 		names = append(names, fmt.Sprint(i))
 	}
-	return out, "nodes " + strings.Join(names, ",")
+	return out, "nodes " + strings.Join(names, ","), picked
 }
 
 // postgresLink returns the link of the worker in slot to PostgreSQL.
-func (t *topo) postgresLink(slot int, _ *rand.Rand) ([]nemesis.Link, string) {
+func (t *topo) postgresLink(slot int, _ *rand.Rand) ([]nemesis.Link, string, []int) {
 	ls := t.links[slot]
-	return []nemesis.Link{ls[len(t.nodeURLs)]}, "postgres"
+	return []nemesis.Link{ls[len(t.nodeURLs)]}, "postgres", nil
 }
 
 // isolate is the fault that cuts a worker's host off from the root

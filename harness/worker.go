@@ -37,7 +37,7 @@ func (ls Locks) new(ctx context.Context, name string, cfg client.LockConfig) (cl
 		// hello's own timeout.
 		return client.NewExec(context.WithoutCancel(ctx), cmd, cfg, os.Stderr)
 	}
-	return client.NewLock(name, cfg)
+	return client.NewLock(ctx, name, cfg)
 }
 
 // ServeWorker makes this process a worker when a run started it as one,

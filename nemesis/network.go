@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,7 +28,8 @@ type ClockJump struct {
 	Nodes  []ClockNode
 	Offset time.Duration
 	node   ClockNode
-	aim    int // the node plus one a replayed schedule aims at; 0 for any
+	aim    int   // the node plus one a replayed schedule aims at; 0 for any
+	avoid  []int // nodes not to pick (see Sequence)
 }
 
 // A nodeAimer is a fault of the lock's nodes that a replayed schedule aims
@@ -37,16 +39,35 @@ type nodeAimer interface{ aimAtNode(node int) }
 func (n *ClockJump) aimAtNode(node int)   { n.aim = node + 1 }
 func (n *RestartNode) aimAtNode(node int) { n.aim = node + 1 }
 
-// pickNode chooses one of n nodes at random, or the one aimed at (its
-// index plus one; 0 aims at none).
-func pickNode(n int, r *rand.Rand, aim int) (int, error) {
-	switch {
-	case aim > 0 && aim <= n:
+// A nodeCutter is a fault that cuts a worker off from some of the lock's
+// nodes, and a nodeAvoider one that, after it in a Sequence, picks among
+// the others: Kleppmann's clock jump is on a node the cut worker holds.
+type nodeCutter interface{ cutNodes() []int }
+type nodeAvoider interface{ avoidNodes(nodes []int) }
+
+func (n *ClockJump) avoidNodes(nodes []int)   { n.avoid = nodes }
+func (n *RestartNode) avoidNodes(nodes []int) { n.avoid = nodes }
+func (n *LinkFault) cutNodes() []int          { return n.nodes }
+
+// pickNode chooses one of n nodes at random but those in avoid, or the one
+// aimed at (its index plus one; 0 aims at none).
+func pickNode(n int, r *rand.Rand, aim int, avoid []int) (int, error) {
+	if aim > 0 {
+		if aim > n {
+			return 0, ErrNoTarget
+		}
 		return aim - 1, nil
-	case aim > 0 || n == 0:
+	}
+	var free []int
+	for i := range n {
+		if !slices.Contains(avoid, i) {
+			free = append(free, i)
+		}
+	}
+	if len(free) == 0 {
 		return 0, ErrNoTarget
 	}
-	return r.Intn(n), nil
+	return free[r.Intn(len(free))], nil
 }
 
 // Kind implements Fault.
@@ -54,7 +75,7 @@ func (*ClockJump) Kind() history.Keyword { return KindClock }
 
 // Begin implements Fault.
 func (n *ClockJump) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
-	i, err := pickNode(len(n.Nodes), r, n.aim)
+	i, err := pickNode(len(n.Nodes), r, n.aim, n.avoid)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +92,8 @@ func (n *ClockJump) End(context.Context) error { return n.node.JumpClock(0) }
 type RestartNode struct {
 	Nodes []Restartable
 	node  Restartable
-	aim   int // as ClockJump's
+	aim   int   // as ClockJump's
+	avoid []int // as ClockJump's
 }
 
 // Kind implements Fault.
@@ -79,7 +101,7 @@ func (*RestartNode) Kind() history.Keyword { return KindRestart }
 
 // Begin implements Fault.
 func (n *RestartNode) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
-	i, err := pickNode(len(n.Nodes), r, n.aim)
+	i, err := pickNode(len(n.Nodes), r, n.aim, n.avoid)
 	if err != nil {
 		return nil, err
 	}
@@ -121,12 +143,14 @@ type LinkFault struct {
 	Action LinkAction
 	Slow   time.Duration // Delay's added latency
 	// Links returns the links of the worker in slot that the fault acts
-	// on, and what the history should say they are ("postgres", "nodes
-	// 1,3"). r chooses among them, for a minority of several nodes.
-	Links   func(slot int, r *rand.Rand) ([]Link, string)
+	// on, what the history should say they are ("postgres", "nodes 1,3"),
+	// and the lock nodes they lead to. r chooses among them, for a
+	// minority of several nodes.
+	Links   func(slot int, r *rand.Rand) ([]Link, string, []int)
 	Workers func() []Target
 	links   []Link
-	aim     int // as SigStop's
+	nodes   []int // the lock nodes the links cut lead to
+	aim     int   // as SigStop's
 }
 
 func (n *LinkFault) aimAt(worker int)  { n.aim = worker + 1 }
@@ -141,11 +165,11 @@ func (n *LinkFault) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]
 	if err != nil {
 		return nil, err
 	}
-	links, what := n.Links(t.Worker, r)
+	links, what, nodes := n.Links(t.Worker, r)
 	if len(links) == 0 {
 		return nil, fmt.Errorf("nemesis: worker %d has no link to %s: %w", t.Worker, n.Which, ErrNoTarget)
 	}
-	n.links = links
+	n.links, n.nodes = links, nodes
 	v := t.value()
 	v["links"] = what
 	for _, l := range links {
@@ -209,9 +233,17 @@ func (n *Failover) Begin(ctx context.Context, _ *rand.Rand) (map[history.Keyword
 	return map[history.Keyword]any{"node": node}, nil
 }
 
-// End implements Fault.
-func (n *Failover) End(context.Context) error {
+// End implements Fault. A fault in which the sentinels promoted no one
+// ends with an error, so that the history does not count it a failover.
+func (n *Failover) End(ctx context.Context) error {
+	now, err := n.Redis.Primary(ctx)
 	n.Redis.Rejoin(n.node)
+	switch {
+	case err != nil:
+		return fmt.Errorf("after the fault: %w", err)
+	case now == n.node:
+		return fmt.Errorf("the sentinels promoted no replica while node %d was cut off", n.node)
+	}
 	return nil
 }
 
@@ -235,6 +267,15 @@ func (n *Sequence) Kind() history.Keyword {
 	return history.Keyword(strings.Join(k, "+"))
 }
 
+func (n *Sequence) targets() []Target {
+	for _, p := range n.Parts {
+		if a, ok := p.(aimer); ok {
+			return a.targets()
+		}
+	}
+	return nil
+}
+
 func (n *Sequence) aimAt(worker int) {
 	for _, p := range n.Parts {
 		if a, ok := p.(aimer); ok {
@@ -251,19 +292,34 @@ func (n *Sequence) aimAtNode(node int) {
 	}
 }
 
-// Begin implements Fault. A part that cannot begin ends the parts begun
-// before it, and the whole fails.
+// Begin implements Fault. A part begins on the nodes the parts before it
+// left alone (a clock jump on a node the worker still reaches). A part
+// that cannot begin is said in :part-error, and the parts begun stay in
+// force until End: their window is recorded whole. Only when the first
+// part fails does the whole.
 func (n *Sequence) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
 	n.begun = nil
 	v := map[history.Keyword]any{}
 	var kinds []any
+	var avoid []int
 	for i, p := range n.Parts {
 		if i > 0 && !sleep(ctx, n.Step) {
-			return v, errors.Join(ctx.Err(), n.End(context.WithoutCancel(ctx)))
+			v["part-error"] = fmt.Sprintf("%s: %v", p.Kind(), ctx.Err())
+			break
+		}
+		if a, ok := p.(nodeAvoider); ok {
+			a.avoidNodes(avoid)
 		}
 		pv, err := p.Begin(ctx, r)
+		if err != nil && i == 0 {
+			return nil, err
+		}
 		if err != nil {
-			return v, errors.Join(fmt.Errorf("%s: %w", p.Kind(), err), n.End(context.WithoutCancel(ctx)))
+			v["part-error"] = fmt.Sprintf("%s: %v", p.Kind(), err)
+			break
+		}
+		if c, ok := p.(nodeCutter); ok {
+			avoid = append(avoid, c.cutNodes()...)
 		}
 		n.begun = append(n.begun, p)
 		kinds = append(kinds, p.Kind())
@@ -313,7 +369,12 @@ func (n *Isolate) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword]
 		return nil, err
 	}
 	n.slot = t.Worker
-	return t.value(), n.Cut(ctx, t.Worker)
+	if err := n.Cut(ctx, t.Worker); err != nil {
+		// The rules may be in force all the same: a fault that failed to
+		// begin must leave nothing behind.
+		return nil, errors.Join(err, n.Heal(context.WithoutCancel(ctx), t.Worker))
+	}
+	return t.value(), nil
 }
 
 // End implements Fault.

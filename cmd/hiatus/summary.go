@@ -28,7 +28,7 @@ func printSummary(out io.Writer, dir string, rs checker.Results) {
 			{"final", final, "the counter at the final read"},
 			{"lost", lost, "updates the counter is missing"},
 			{"overlapping-sections", f.Overlapping, "sections that overlapped another, of those that may have written"},
-			{"stale-rejected", f.StaleRejected, "writes refused for a stale fence"},
+			{"stale-rejected", f.StaleRejected, "writes (and fence-rmw reads) refused for a stale fence"},
 			{"change-rejected", f.ChangeRejected, "writes refused: the counter changed since their read"},
 			{"late-writes", f.LateWrites, "writes sent after the writer's lease expired"},
 			{"pauses", f.Pauses, "processes frozen by the nemesis or in their sections"},

@@ -1,0 +1,135 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"math/rand"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// fakeLink and fakeNode record what was done to them: the faults' own
+// logic (which link, which node, in which order) is what is tested here;
+// the links and clocks themselves are tested against real proxies and a
+// real libfaketime in topology and internal/servers.
+type fakeLink struct{ cut, healed int }
+
+func (l *fakeLink) Cut()               { l.cut++ }
+func (l *fakeLink) Slow(time.Duration) {}
+func (l *fakeLink) Drop()              {}
+func (l *fakeLink) Heal()              { l.healed++ }
+
+type fakeNode struct{ offsets []time.Duration }
+
+func (n *fakeNode) JumpClock(d time.Duration) error { n.offsets = append(n.offsets, d); return nil }
+
+// TestSequenceAvoidsCutNodes: in partition-redis+clock the clock jumps on
+// a node the cut worker still reaches, whatever the draw; the parts end
+// last first; the sequence aims at a worker as its link part does.
+func TestSequenceAvoidsCutNodes(t *testing.T) {
+	links := []*fakeLink{{}, {}, {}, {}, {}}
+	nodes := []*fakeNode{{}, {}, {}, {}, {}}
+	var cn []ClockNode
+	for _, n := range nodes {
+		cn = append(cn, n)
+	}
+	workers := func() []Target { return []Target{{Worker: 0, PID: 10}, {Worker: 1, PID: 11}} }
+	lf := &LinkFault{Which: KindPartitionRedis, Action: Partition, Workers: workers,
+		Links: func(slot int, r *rand.Rand) ([]Link, string, []int) {
+			return []Link{links[1], links[2]}, "nodes 1,2", []int{1, 2}
+		}}
+	seq := &Sequence{Parts: []Fault{lf, &ClockJump{Nodes: cn, Offset: time.Second}}, Step: time.Millisecond}
+	if _, ok := any(seq).(aimer); !ok {
+		t.Fatal("a sequence is no aimer: a replay would not aim it at its worker")
+	}
+	if seq.Kind() != "partition-redis+clock" {
+		t.Errorf("kind %s", seq.Kind())
+	}
+	r := rand.New(rand.NewSource(1))
+	for range 50 {
+		v, err := seq.Begin(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node, _ := history.Int(v["node"])
+		if node == 1 || node == 2 {
+			t.Fatalf("the clock jumped on node %d, which the worker is cut off from", node)
+		}
+		if !slices.Equal(v["parts"].([]any), []any{KindPartitionRedis, KindClock}) || v["links"] != "nodes 1,2" {
+			t.Errorf("event value %v", v)
+		}
+		if err := seq.End(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := nodes[node].offsets; len(got) < 2 || got[len(got)-1] != 0 {
+			t.Fatalf("node %d's clock: %v, want a jump and back to 0", node, got)
+		}
+	}
+	if links[1].cut != 50 || links[1].healed != 50 || links[0].cut != 0 {
+		t.Errorf("links cut %d healed %d (node 0's cut %d); want 50, 50, 0", links[1].cut, links[1].healed, links[0].cut)
+	}
+}
+
+// TestSequencePartFails: a later part that cannot begin leaves the parts
+// begun in force (their window is recorded whole) and says why; a first
+// part that cannot begin fails the whole.
+func TestSequencePartFails(t *testing.T) {
+	l := &fakeLink{}
+	lf := &LinkFault{Which: KindPartitionRedis, Action: Partition, Workers: func() []Target { return []Target{{Worker: 0}} },
+		Links: func(int, *rand.Rand) ([]Link, string, []int) { return []Link{l}, "redis", []int{0} }}
+	seq := &Sequence{Parts: []Fault{lf, &ClockJump{}}} // no nodes: it cannot begin
+	v, err := seq.Begin(context.Background(), rand.New(rand.NewSource(1)))
+	if err != nil || v["part-error"] == nil || l.cut != 1 || l.healed != 0 {
+		t.Fatalf("begin: %v, %v; link cut %d healed %d: want no error, a :part-error, the link still cut", v, err, l.cut, l.healed)
+	}
+	if err := seq.End(context.Background()); err != nil || l.healed != 1 {
+		t.Errorf("end: %v, healed %d", err, l.healed)
+	}
+	first := &Sequence{Parts: []Fault{&ClockJump{}, lf}}
+	if _, err := first.Begin(context.Background(), rand.New(rand.NewSource(1))); !errors.Is(err, ErrNoTarget) {
+		t.Errorf("a first part that fails: %v, want ErrNoTarget", err)
+	}
+}
+
+// TestIsolateUndoesAFailedCut: rules a failed cut may have left are
+// removed before the fault is said not to have begun.
+func TestIsolateUndoesAFailedCut(t *testing.T) {
+	healed := -1
+	n := &Isolate{Workers: func() []Target { return []Target{{Worker: 2}} },
+		Cut:  func(context.Context, int) error { return errors.New("iptables-restore: unsure") },
+		Heal: func(_ context.Context, slot int) error { healed = slot; return nil }}
+	if _, err := n.Begin(context.Background(), rand.New(rand.NewSource(1))); err == nil || healed != 2 {
+		t.Errorf("begin: %v, healed slot %d; want an error and slot 2 healed", err, healed)
+	}
+}
+
+type fakeReplicated struct {
+	primary, promoted int
+	cut               []int
+}
+
+func (f *fakeReplicated) Primary(context.Context) (int, error) { return f.primary, nil }
+func (f *fakeReplicated) Isolate(node int)                     { f.cut = append(f.cut, node); f.primary = f.promoted }
+func (f *fakeReplicated) Rejoin(int)                           {}
+
+// TestFailoverSaysWhenNoOneWasPromoted: a failover that promoted no one
+// ends with an error, so the history does not count it.
+func TestFailoverSaysWhenNoOneWasPromoted(t *testing.T) {
+	for _, tc := range []struct {
+		promoted int
+		wantErr  bool
+	}{{promoted: 1}, {promoted: 0, wantErr: true}} {
+		r := &fakeReplicated{primary: 0, promoted: tc.promoted}
+		f := &Failover{Redis: r}
+		v, err := f.Begin(context.Background(), nil)
+		if err != nil || v["node"] != 0 || !slices.Equal(r.cut, []int{0}) {
+			t.Fatalf("begin: %v, %v, cut %v", v, err, r.cut)
+		}
+		if err := f.End(context.Background()); (err != nil) != tc.wantErr {
+			t.Errorf("promoted %d: end %v, want an error %v", tc.promoted, err, tc.wantErr)
+		}
+	}
+}
