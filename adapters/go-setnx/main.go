@@ -15,7 +15,9 @@ import (
 )
 
 func main() {
-	newLock := func(cfg client.LockConfig) (client.Lock, error) { return client.NewLock(context.Background(), "setnx", cfg) }
+	newLock := func(cfg client.LockConfig) (client.Lock, error) {
+		return client.NewLock(context.Background(), "setnx", cfg)
+	}
 	if err := client.ServeAdapter(context.Background(), os.Stdin, os.Stdout, "go-setnx", newLock); err != nil {
 		fmt.Fprintf(os.Stderr, "go-setnx: %v\n", err)
 		os.Exit(1)

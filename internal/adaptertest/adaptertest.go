@@ -69,7 +69,9 @@ func serve(mode string) error {
 	// The well-behaved adapter, behind a layer that misbehaves as asked.
 	reqR, reqW := io.Pipe()
 	ansR, ansW := io.Pipe()
-	newLock := func(cfg client.LockConfig) (client.Lock, error) { return client.NewLock(context.Background(), "setnx", cfg) }
+	newLock := func(cfg client.LockConfig) (client.Lock, error) {
+		return client.NewLock(context.Background(), "setnx", cfg)
+	}
 	go func() {
 		err := client.ServeAdapter(context.Background(), reqR, ansW, "adaptertest-"+mode, newLock)
 		ansW.CloseWithError(err)
