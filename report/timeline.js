@@ -429,7 +429,7 @@
   document.getElementById("legend").innerHTML = [
     [COLOR.bar, "critical section, acquire to release"], [COLOR.lease, "lease window (acquire + lease)"],
     [COLOR.overran, "held past its lease"], [COLOR.overlap, "overlapping section"], [COLOR.stale, "stale write"],
-    [COLOR.lost, "write whose update was lost"], [COLOR.fault, "pause (SIGSTOP, in-section)"], [COLOR.kill, "kill"],
+    [COLOR.lost, "write whose update was lost"], [COLOR.fault, "pause or fault (SIGSTOP, in-section, link, clock, failover)"], [COLOR.kill, "kill"],
     [COLOR.read, "read"], [COLOR.write, "write sent (▼)"],
   ].map(([c, w]) => '<span><i style="background:' + c + '"></i>' + w + "</span>").join("");
 
