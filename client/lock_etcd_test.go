@@ -11,7 +11,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/servers"
@@ -315,12 +314,7 @@ func TestEtcdPausedHolder(t *testing.T) {
 	t.Parallel()
 	const asked = time.Second
 	lease := 2 * time.Second // what etcd 3.4 grants for 1 s; checked below
-	type want struct {
-		writes, final, lost, rejected int64
-		overlapping                   int64
-		bAcquire                      history.Type
-		releaseA                      history.Keyword
-	}
+	type want = pausedWant
 	for _, tc := range []struct {
 		fenced, stop bool
 		bWait        time.Duration
@@ -363,26 +357,7 @@ func TestEtcdPausedHolder(t *testing.T) {
 
 			contend(ctx, a, b, inside, resume, lease, tc.bWait)
 
-			res := checker.LockCounter(r.history(t), 0)
-			for key, want := range map[string]int64{"writes": tc.want.writes, "final": tc.want.final,
-				"lost-min": tc.want.lost, "lost-max": tc.want.lost, "stale-rejected": tc.want.rejected,
-				"lock-overlapping-sections": tc.want.overlapping} {
-				if got, _ := history.Int(res.Get(key)); got != want {
-					t.Errorf("%s = %v, want %d", key, res.Get(key), want)
-				}
-			}
-			if wantValid := tc.want.lost == 0; (res.Valid == checker.Valid) != wantValid {
-				t.Errorf("valid? %v (%s)", res.Valid, res.Explanation)
-			}
-			for _, o := range r.ops {
-				switch {
-				case o.Type == history.Invoke:
-				case o.Process == 1 && o.F == "acquire" && o.Type != tc.want.bAcquire:
-					t.Errorf("B's acquire completed %v (%v), want %v", o.Type, o.Error, tc.want.bAcquire)
-				case o.Process == 0 && o.F == "release" && !sameError(o.Error, tc.want.releaseA):
-					t.Errorf("A's release completed %v with error %v, want %q", o.Type, o.Error, tc.want.releaseA)
-				}
-			}
+			r.checkPaused(t, tc.want)
 		})
 	}
 }

@@ -60,12 +60,7 @@ func TestNewLock(t *testing.T) {
 // advisory lock has no lease: B waits for A's release and nothing is lost.
 func TestLocksPausedHolder(t *testing.T) {
 	const lease = 200 * time.Millisecond
-	type want struct {
-		writes, final, lost, rejected int64
-		overlapping                   int64           // lock-overlapping-sections
-		bAcquire                      history.Type    // B's acquire
-		releaseA                      history.Keyword // A's release :error; "" when ok
-	}
+	type want = pausedWant
 	var (
 		lost     = want{writes: 2, final: 1, lost: 1, overlapping: 2, bAcquire: history.Ok, releaseA: "expired"}
 		rejected = want{writes: 1, final: 1, rejected: 1, overlapping: 2, bAcquire: history.Ok, releaseA: "expired"}
@@ -116,26 +111,7 @@ func TestLocksPausedHolder(t *testing.T) {
 
 			contend(ctx, a, b, inside, resume, lease, tc.bWait)
 
-			res := checker.LockCounter(r.history(t), 0)
-			for key, want := range map[string]int64{"writes": tc.want.writes, "final": tc.want.final,
-				"lost-min": tc.want.lost, "lost-max": tc.want.lost, "stale-rejected": tc.want.rejected,
-				"lock-overlapping-sections": tc.want.overlapping} {
-				if got, _ := history.Int(res.Get(key)); got != want {
-					t.Errorf("%s = %v, want %d", key, res.Get(key), want)
-				}
-			}
-			if wantValid := tc.want.lost == 0; (res.Valid == checker.Valid) != wantValid {
-				t.Errorf("valid? %v (%s)", res.Valid, res.Explanation)
-			}
-			for _, o := range r.ops {
-				switch {
-				case o.Type == history.Invoke:
-				case o.Process == 1 && o.F == "acquire" && o.Type != tc.want.bAcquire:
-					t.Errorf("B's acquire completed %v (%v), want %v", o.Type, o.Error, tc.want.bAcquire)
-				case o.Process == 0 && o.F == "release" && !sameError(o.Error, tc.want.releaseA):
-					t.Errorf("A's release completed %v with error %v, want %q", o.Type, o.Error, tc.want.releaseA)
-				}
-			}
+			r.checkPaused(t, tc.want)
 		})
 	}
 }
@@ -162,6 +138,41 @@ func contend(ctx context.Context, a, b *client.Worker, inside, resume chan struc
 	close(resume)
 	<-aDone
 	<-bDone
+}
+
+// pausedWant is what a paused-holder test (contend) should leave: figures
+// of the lock-counter check, and how B's acquire and A's release ended.
+type pausedWant struct {
+	writes, final, lost, rejected int64
+	overlapping                   int64           // lock-overlapping-sections
+	bAcquire                      history.Type    // B's acquire
+	releaseA                      history.Keyword // A's release :error; "" when ok
+}
+
+// checkPaused checks the rig's history of a paused-holder test: A is
+// process 0, B process 1.
+func (r *rig) checkPaused(t *testing.T, w pausedWant) {
+	t.Helper()
+	res := checker.LockCounter(r.history(t), 0)
+	for key, want := range map[string]int64{"writes": w.writes, "final": w.final,
+		"lost-min": w.lost, "lost-max": w.lost, "stale-rejected": w.rejected,
+		"lock-overlapping-sections": w.overlapping} {
+		if got, _ := history.Int(res.Get(key)); got != want {
+			t.Errorf("%s = %v, want %d", key, res.Get(key), want)
+		}
+	}
+	if wantValid := w.lost == 0; (res.Valid == checker.Valid) != wantValid {
+		t.Errorf("valid? %v (%s)", res.Valid, res.Explanation)
+	}
+	for _, o := range r.ops {
+		switch {
+		case o.Type == history.Invoke:
+		case o.Process == 1 && o.F == "acquire" && o.Type != w.bAcquire:
+			t.Errorf("B's acquire completed %v (%v), want %v", o.Type, o.Error, w.bAcquire)
+		case o.Process == 0 && o.F == "release" && !sameError(o.Error, w.releaseA):
+			t.Errorf("A's release completed %v with error %v, want %q", o.Type, o.Error, w.releaseA)
+		}
+	}
 }
 
 func sameError(got any, want history.Keyword) bool {
