@@ -1,0 +1,849 @@
+package harness_test
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// faultLease is the lease of the faults' runs (but restart's); their
+// faults' lengths, works and intervals are measured in it.
+const faultLease = 300 * time.Millisecond
+
+// A faultCase is a short run under one of the network, clock and restart
+// faults, and what its history must show.
+type faultCase struct {
+	name   string
+	edit   func(*harness.Config) // sets the nemesis, and what the case needs
+	effect func(t *testing.T, r faultRun)
+}
+
+// A faultRun is a finished run as its directory holds it.
+type faultRun struct {
+	cfg     harness.Config
+	res     harness.Result
+	fig     checker.LockCounterFigures
+	ops     []history.Op
+	test    map[history.Keyword]any // test.edn
+	windows []window                // the faults, begin and end
+}
+
+// A window is one fault: its begin and end events (:start and :stop, or
+// :kill and :restart).
+type window struct{ begin, end history.Op }
+
+func (w window) v(k history.Keyword) any { return w.begin.Value.(map[history.Keyword]any)[k] }
+
+// length is how long the fault was to last, in ns of the history's clock.
+func (w window) length() int64 { n, _ := history.Int(w.v("ms")); return n * int64(time.Millisecond) }
+
+// whole says the fault lasted as long as it was to: the run's end did not
+// cut it short.
+func (w window) whole() bool { return w.end.Time-w.begin.Time >= w.length() }
+
+// A call is a client op's invocation and completion.
+type call struct{ inv, comp history.Op }
+
+// aimed is a plan of faults of kind, each on worker 0 once it holds the
+// lock and has not yet sent its write (Planned.Holder): the worker whose
+// read or write a fault on its link to PostgreSQL stalls past its lease.
+// A drawn schedule picks a worker at random, most times one that does not
+// hold the lock, and then its effect waits on that worker acquiring.
+func aimed(kind history.Keyword, length time.Duration, at ...time.Duration) nemesis.Plan {
+	var p nemesis.Plan
+	for _, a := range at {
+		p = append(p, nemesis.Planned{Kind: kind, Worker: 0, Node: -1, At: a, Length: length, Holder: true})
+	}
+	return p
+}
+
+// TestRunNetworkFaults runs each new fault for a few seconds, the runs in
+// parallel on one pair of throwaway servers, and reads each one's history: the fault's events, with the fields that
+// say what it hit, and its effect on the lock and the counter. The effects
+// asserted are those the fault's length makes certain (an op held across
+// a partition, a delayed op slower than the delay, a dropped connection's
+// error, a guard's rejection, an update lost by an unguarded holder whose
+// write lands a lease late), or, for the clock jump and the restart, made
+// near certain by many faults in the run (see their cases). When every run
+// has ended, none has left a process, a server directory or a listener.
+func TestRunNetworkFaults(t *testing.T) {
+	before := listeners(t)
+	// A fault of worker 0's link to PostgreSQL, begun once it holds the
+	// lock, for two leases; it reads, works a third of its lease, writes.
+	// The others poll for the lock every millisecond: polling every 5 ms,
+	// they let the worker that releases it take it again most times, and
+	// worker 0 may wait longer than the nemesis waits for it to hold (a
+	// second). The run lasts until the fault, begun a second late at the
+	// worst, has ended and worker 0 has finished its section among the
+	// others, still taking turns.
+	pg := func(c *harness.Config, kind string) {
+		c.Nemesis, c.Work, c.Retry, c.TimeLimit = kind, faultLease/3, time.Millisecond, 3*time.Second
+		c.Plan = aimed(history.Keyword(kind), 2*faultLease, 500*time.Millisecond)
+	}
+	cases := []faultCase{
+		// A worker's next request to the lock's Redis comes within the work
+		// (50 ms) or --retry, and a loaded machine's stall: a fault of two
+		// leases, drawn every 100 ms on a random worker, holds, slows or
+		// breaks it.
+		{name: "partition-redis", edit: func(c *harness.Config) {
+			c.Nemesis, c.Pause, c.Interval, c.TimeLimit = "partition-redis", 2*faultLease, 100*time.Millisecond, 2500*time.Millisecond
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, r.kind(), func(w window) { r.cutOff(t, w) })
+		}},
+		{name: "partition-postgres", edit: func(c *harness.Config) {
+			pg(c, "partition-postgres")
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, r.kind(), func(w window) { r.cutOff(t, w) })
+			lost(t, r)
+		}},
+		{name: "partition-postgres-fence-rmw", edit: func(c *harness.Config) {
+			pg(c, "partition-postgres")
+			c.Guard = client.GuardFenceRMW
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, r.kind(), func(w window) { r.cutOff(t, w) })
+			// The next holder's read records its larger fence in the row:
+			// the stalled holder's write, or its read if that was held,
+			// finds it there.
+			if r.res.Results.Valid != checker.Valid || r.fig.StaleRejected < 1 {
+				t.Errorf("valid? %v, stale-rejected %d: want the stalled holder's read or write rejected, nothing lost",
+					r.res.Results.Valid, r.fig.StaleRejected)
+			}
+		}},
+		{name: "delay-redis", edit: func(c *harness.Config) {
+			c.Nemesis, c.Pause, c.Interval, c.TimeLimit = "delay-redis", 2*faultLease, 100*time.Millisecond, 2500*time.Millisecond
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, r.kind(), func(w window) { r.slowed(t, w, faultLease) })
+		}},
+		{name: "delay-postgres", edit: func(c *harness.Config) {
+			pg(c, "delay-postgres")
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, r.kind(), func(w window) { r.slowed(t, w, faultLease) })
+			lost(t, r)
+		}},
+		{name: "delay-postgres-cas", edit: func(c *harness.Config) {
+			pg(c, "delay-postgres")
+			c.Guard = client.GuardCAS
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, r.kind(), func(w window) { r.slowed(t, w, faultLease) })
+			// Of the two overlapping read-writes (see lost), the second
+			// write finds the counter changed since its read.
+			if r.res.Results.Valid != checker.Valid || r.fig.ChangeRejected < 1 {
+				t.Errorf("valid? %v, change-rejected %d: want a write of the overlapping sections rejected, nothing lost",
+					r.res.Results.Valid, r.fig.ChangeRejected)
+			}
+		}},
+		{name: "drop-redis", edit: func(c *harness.Config) {
+			c.Nemesis, c.Pause, c.Interval, c.TimeLimit = "drop-redis", 2*faultLease, 100*time.Millisecond, 2500*time.Millisecond
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, r.kind(), func(w window) { r.broken(t, w) })
+		}},
+		{name: "drop-postgres", edit: func(c *harness.Config) {
+			pg(c, "drop-postgres")
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, r.kind(), func(w window) { r.broken(t, w) })
+			// The drop finds worker 0 reading, most times, or its write
+			// not yet sent (see the next case): :info writes are rare here.
+			if n := count(r.ops, func(o history.Op) bool { return o.F == history.FWrite && o.Type == history.Info }); n > 0 {
+				t.Errorf("%d :info writes left unresolved: the audit table settles them", n)
+			}
+			t.Logf("%d writes settled from the audit table",
+				count(r.ops, func(o history.Op) bool { return o.Get(history.KeyResolved) != nil }))
+		}},
+		{name: "drop-postgres-write-in-flight", edit: func(c *harness.Config) {
+			// A drop finds a write in flight only by chance: a write sent
+			// after it fails before it is sent (:fail). So the link is
+			// slowed first, then broken while the write waits in it. One
+			// worker, which works most of its section: at each fault it is
+			// between its read and its write, nearly always; its write,
+			// sent within the work, waits --delay in the link; the drop
+			// comes after the work and before the delay has passed, and
+			// the write, sent but unanswered, is :info. Three such pairs,
+			// far enough apart that the worker connects again between them
+			// (a connection made under a slowed link is not made in time):
+			// the first may come before the worker has started, or find it
+			// in its first read.
+			c.Workers, c.Work, c.Delay = 1, 250*time.Millisecond, 600*time.Millisecond
+			c.Nemesis = "delay-postgres,drop-postgres"
+			slow := (c.Work + c.Delay) / 2 // past the work, short of the delay
+			c.TimeLimit = 3 * time.Second
+			for _, at := range []time.Duration{700 * time.Millisecond, 1500 * time.Millisecond, 2300 * time.Millisecond} {
+				c.Plan = append(c.Plan,
+					nemesis.Planned{Kind: nemesis.KindDelayPostgres, Worker: 0, Node: -1, At: at, Length: slow},
+					nemesis.Planned{Kind: nemesis.KindDropPostgres, Worker: 0, Node: -1, At: at, Length: faultLease / 3})
+			}
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, nemesis.KindDropPostgres, func(w window) { r.broken(t, w) })
+			settled := count(r.ops, func(o history.Op) bool {
+				return o.F == history.FWrite && o.Get(history.KeyResolved) == history.Keyword("audit")
+			})
+			if n := count(r.ops, func(o history.Op) bool { return o.F == history.FWrite && o.Type == history.Info }); n > 0 || settled == 0 {
+				t.Errorf("%d writes settled from the audit table, %d left :info: want the writes the drops cut settled", settled, n)
+			}
+			t.Logf("%d writes settled from the audit table", settled)
+			if r.res.Results.Valid != checker.Valid {
+				t.Errorf("valid? %v: one worker loses nothing", r.res.Results.Valid)
+			}
+		}},
+		{name: "clock", edit: func(c *harness.Config) {
+			// A holder works half its lease: a jump of a lease finds one in
+			// its section most times, and ends its lease there; the next
+			// holder acquires within --retry, while the clock is ahead. A
+			// jump back lengthens by a lease the leases granted while it was
+			// ahead, so the jumps are a lease apart: the holder the next one
+			// finds acquired after this one ended. Half a dozen jumps in the
+			// run: one that finds no holder, or one about to release, does
+			// not make all of them miss.
+			c.Nemesis, c.Work, c.Pause, c.Interval = "clock", faultLease/2, faultLease/3, faultLease
+			c.TimeLimit = 3 * time.Second
+		}, effect: func(t *testing.T, r faultRun) {
+			// The second grant comes while the node's clock is ahead.
+			r.doubleGrant(t, func(w window, later checker.Section) bool { return later.Start <= w.end.Time })
+			monotone(t, r.ops) // and test.edn says :history-clock :redis-time (checkSettings)
+		}},
+		{name: "restart", edit: func(c *harness.Config) {
+			// The lease (2 s) outlasts the work (1 s): no lease lapses.
+			// The node is down a moment and back empty, and a holder is
+			// in its section at the crash most times, with most of its
+			// second still to work, while the others acquire anew.
+			c.Nemesis, c.Pause, c.Interval = "restart", 20*time.Millisecond, 100*time.Millisecond
+			c.Lease, c.Work, c.TimeLimit = 2*time.Second, time.Second, 3*time.Second
+		}, effect: func(t *testing.T, r faultRun) {
+			// The second grant comes once the node is back, empty: it was
+			// down from the crash until then.
+			r.doubleGrant(t, func(window, checker.Section) bool { return true })
+			first := r.windows[0].end.Time
+			if count(r.ops, func(o history.Op) bool {
+				return o.IsClient() && o.F == history.FAcquire && o.Type == history.Ok && o.Time > first
+			}) == 0 {
+				t.Errorf("no acquire succeeded after the node's first restart")
+			}
+		}},
+		{name: "redlock", edit: func(c *harness.Config) {
+			// A lease no section outlasts on a loaded machine: the lease
+			// redsync reports is the one asked for, and the keys, set
+			// before a slow majority answered, expire earlier. (A 300 ms
+			// lease loses updates here under load, with no fault at all.)
+			c.Lock, c.Nemesis, c.Lease = "redlock", "none", 2*time.Second
+		}, effect: func(t *testing.T, r faultRun) {
+			if r.res.Results.Valid != checker.Valid || r.fig.Writes < 1 {
+				t.Errorf("valid? %v with %d writes: want a valid run with writes: %s", r.res.Results.Valid, r.fig.Writes, r.res.Results.AppendEDN(nil))
+			}
+		}},
+		{name: "redlock-partition-redis", edit: func(c *harness.Config) {
+			// The lease as redlock's above: redsync gives each node 5% of
+			// it to answer (15 ms of 300 ms), which a loaded machine misses.
+			c.Lock, c.Nemesis, c.Lease = "redlock", "partition-redis", 2*time.Second
+			c.Pause, c.Interval = faultLease, 100*time.Millisecond
+		}, effect: func(t *testing.T, r faultRun) {
+			for _, w := range r.windows {
+				links, _ := w.v("links").(string)
+				m := regexp.MustCompile(`^nodes ([0-4]),([0-4])$`).FindStringSubmatch(links)
+				if m == nil || m[1] >= m[2] {
+					t.Errorf(":links %q: want a minority of the 5 nodes, as \"nodes i,j\" with i < j", links)
+				}
+			}
+		}},
+	}
+	// The runs share the run's Redis and PostgreSQL, each on a counter row
+	// and lock key of its own; the faults act on the lock's own nodes and
+	// on each worker's links, never on these.
+	shared := harness.DefaultConfig()
+	stop, err := harness.StartServers(context.Background(), &shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	t.Run("runs", func(t *testing.T) {
+		for i, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				r := runFault(t, tc, shared, int64(i+1))
+				tc.effect(t, r)
+			})
+		}
+	})
+	stop()
+	noLeftovers(t, before)
+}
+
+// runFault runs tc and checks what every fault's run shows: a verdict, the
+// fault's settings in test.edn, and each fault as a begin and end event
+// pair whose fields say what it hit.
+func runFault(t *testing.T, tc faultCase, shared harness.Config, id int64) faultRun {
+	t.Helper()
+	cfg := harness.DefaultConfig()
+	cfg.Store, cfg.Name, cfg.CounterID, cfg.Seed = t.TempDir(), tc.name, id, 1
+	cfg.RedisURL, cfg.PostgresURL = shared.RedisURL, shared.PostgresURL
+	cfg.Lease, cfg.TimeLimit, cfg.Work = faultLease, 2*time.Second, 50*time.Millisecond
+	tc.edit(&cfg)
+	res, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := faultRun{cfg: cfg, res: res}
+	r.fig, _ = res.Results.LockCounter()
+	if r.ops, err = history.ReadFile(filepath.Join(res.Dir, store.History)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(res.Dir, store.Test))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := history.ParseValue(string(b))
+	if r.test, _ = v.(map[history.Keyword]any); err != nil || r.test == nil {
+		t.Fatalf("test.edn: %v", err)
+	}
+	if res.Results.Valid == checker.Unknown {
+		t.Errorf("the history does not check: %s", res.Results.AppendEDN(nil))
+	}
+	r.checkSettings(t)
+	var kinds []history.Keyword
+	for _, f := range cfg.FaultNames() {
+		kinds = append(kinds, history.Keyword(f))
+	}
+	r.windows = faultWindows(t, r.ops, kinds...)
+	if len(kinds) == 0 {
+		return r
+	}
+	if len(r.windows) == 0 {
+		t.Fatalf("no %s fault in %v", cfg.Nemesis, cfg.TimeLimit)
+	}
+	if int(r.fig.Faults) != len(r.windows) {
+		t.Errorf("results count %d faults, the history %d", r.fig.Faults, len(r.windows))
+	}
+	for _, w := range r.windows {
+		r.checkFields(t, w)
+	}
+	return r
+}
+
+// checkSettings checks what test.edn says of the lock's nodes and the
+// faults' sizes.
+func (r faultRun) checkSettings(t *testing.T) {
+	t.Helper()
+	nodes := int64(0)
+	switch {
+	case r.cfg.Lock == "redlock":
+		nodes = harness.DefaultNodes
+	case strings.Contains(r.cfg.Nemesis, "clock") || strings.Contains(r.cfg.Nemesis, "restart"):
+		nodes = 1 // the lock on a node of its own, apart from the history's clock
+	}
+	want := map[history.Keyword]any{"lock-nodes": nodes, "history-clock": history.Keyword("redis-time"),
+		"clock-jump-ms": cmp.Or(r.cfg.ClockJump, r.cfg.Lease).Milliseconds(), "delay-ms": cmp.Or(r.cfg.Delay, r.cfg.Lease).Milliseconds()}
+	for k, v := range want {
+		if got := r.test[k]; got != v {
+			t.Errorf("test.edn :%s %v, want %v", k, got, v)
+		}
+	}
+}
+
+// checkFields checks what the events of fault w say of what it hit.
+func (r faultRun) checkFields(t *testing.T, w window) {
+	t.Helper()
+	intIn := func(k history.Keyword, lo, hi int64) {
+		if n, ok := history.Int(w.v(k)); !ok || n < lo || n >= hi {
+			t.Errorf("%s at %d: :%s %v, want an integer in [%d, %d)", w.begin.F, w.begin.Index, k, w.v(k), lo, hi)
+		}
+	}
+	kind := w.v("kind").(history.Keyword)
+	switch kind {
+	case nemesis.KindClock:
+		intIn("node", 0, 1)
+		jump := cmp.Or(r.cfg.ClockJump, r.cfg.Lease).Milliseconds()
+		intIn("offset-ms", jump, jump+1)
+	case nemesis.KindRestart:
+		intIn("node", 0, 1)
+		intIn("pid", 1, 1<<31)
+	default: // a link fault: a worker's links
+		intIn("worker", 0, int64(r.cfg.Workers))
+		intIn("pid", 1, 1<<31)
+		want := "redis"
+		switch {
+		case strings.HasSuffix(string(kind), "-postgres"):
+			want = "postgres"
+		case r.cfg.Lock == "redlock":
+			want = "nodes " // and which, as the redlock case checks
+		}
+		if links, _ := w.v("links").(string); !strings.HasPrefix(links, want) {
+			t.Errorf("%s at %d: :links %q, want %q", w.begin.F, w.begin.Index, links, want)
+		}
+		if strings.HasPrefix(string(kind), "delay-") {
+			d := cmp.Or(r.cfg.Delay, r.cfg.Lease).Milliseconds()
+			intIn("delay-ms", d, d+1)
+		}
+	}
+}
+
+// faultWindows pairs the nemesis's events into faults, and fails the test
+// unless each is of one of kinds, begun without error and ended by the
+// event of its kind, with the same fields. The nemesis injects one fault
+// at a time.
+func faultWindows(t *testing.T, ops []history.Op, kinds ...history.Keyword) []window {
+	t.Helper()
+	var ws []window
+	var open *history.Op
+	for _, o := range ops {
+		if o.Process != history.Nemesis || o.F == history.FOpsMissing {
+			continue
+		}
+		v, _ := o.Value.(map[history.Keyword]any)
+		kind, _ := v["kind"].(history.Keyword)
+		begin, end := history.FStart, history.FStop
+		if kind == nemesis.KindRestart {
+			begin, end = history.FKill, history.FRestart
+		}
+		switch {
+		case !slices.Contains(kinds, kind):
+			t.Errorf("nemesis op %d: %s of kind %v, want one of %v", o.Index, o.F, v["kind"], kinds)
+		case v["error"] != nil:
+			t.Errorf("nemesis op %d: %s failed: %v", o.Index, o.F, v["error"])
+		case o.F == begin && open == nil:
+			open = &o
+		case o.F == end && open != nil && open.Value.(map[history.Keyword]any)["kind"] == kind:
+			if a, b := history.AppendValue(nil, open.Value), history.AppendValue(nil, o.Value); !bytes.Equal(a, b) {
+				t.Errorf("fault begun as %s, ended as %s", a, b)
+			}
+			ws = append(ws, window{*open, o})
+			open = nil
+		default:
+			t.Errorf("nemesis op %d: %s of %s, want %s then %s", o.Index, o.F, kind, begin, end)
+		}
+	}
+	if open != nil {
+		t.Errorf("the fault begun at op %d never ended", open.Index)
+	}
+	return ws
+}
+
+// kind is the run's fault, of a run with one.
+func (r faultRun) kind() history.Keyword { return history.Keyword(r.cfg.Nemesis) }
+
+// lost: the holder whose read or write the fault held past its lease
+// overlapped, read to write, a section of a worker that acquired after it:
+// the others run sections back to back, a few milliseconds apart, and its
+// read-to-write span is the work at least (a third of the lease), so one
+// of the two increments is lost, whichever of its read and write was held.
+func lost(t *testing.T, r faultRun) {
+	t.Helper()
+	if r.res.Results.Valid != checker.Invalid || r.fig.LostMin < 1 {
+		t.Errorf("valid? %v, lost-min %d: want updates lost by the holder the fault stalled past its lease",
+			r.res.Results.Valid, r.fig.LostMin)
+	}
+}
+
+// eachWhole calls f with each fault of kind that the run's end did not cut
+// short and that found its worker running (a first fault may come before
+// the workers' processes have started), and fails the test when there is
+// none.
+func (r faultRun) eachWhole(t *testing.T, kind history.Keyword, f func(window)) {
+	t.Helper()
+	n := 0
+	for _, w := range r.windows {
+		if w.v("kind") != kind || !w.whole() {
+			continue
+		}
+		if !slices.ContainsFunc(r.calls(r.slot(w)), func(c call) bool { return c.inv.Time < w.begin.Time }) {
+			continue
+		}
+		n++
+		t.Logf("%s of worker %d at %v, for %v; it held the lock then: %v", kind, r.slot(w),
+			time.Duration(w.begin.Time), time.Duration(w.end.Time-w.begin.Time), r.held(w))
+		f(w)
+	}
+	if n == 0 {
+		t.Errorf("of %d faults, no %s lasted its length on a running worker", len(r.windows), kind)
+	}
+}
+
+// calls are the client calls of the worker in slot, in the order they
+// completed. A worker's process numbers are its slot plus a multiple of
+// the workers (a new one after each :info).
+func (r faultRun) calls(slot int) []call {
+	open := map[history.Process]history.Op{}
+	var cs []call
+	for _, o := range r.ops {
+		if !o.IsClient() || int(o.Process)%r.cfg.Workers != slot || o.Get(history.KeyFinal) == true {
+			continue
+		}
+		if o.Type == history.Invoke {
+			open[o.Process] = o
+		} else if inv, ok := open[o.Process]; ok {
+			cs = append(cs, call{inv, o})
+			delete(open, o.Process)
+		}
+	}
+	return cs
+}
+
+func (r faultRun) slot(w window) int { n, _ := history.Int(w.v("worker")); return int(n) }
+
+// held reports whether the worker fault w hit held the lock when it began:
+// its last acquire before then completed :ok, and it has not since begun
+// its release.
+func (r faultRun) held(w window) bool {
+	holding := false
+	for _, c := range r.calls(r.slot(w)) {
+		switch {
+		case c.comp.F == history.FAcquire && c.comp.Time < w.begin.Time:
+			holding = c.comp.Type == history.Ok
+		case c.comp.F == history.FRelease && c.inv.Time < w.begin.Time:
+			holding = false
+		}
+	}
+	return holding
+}
+
+// cutOff: the partition held a request of the worker it cut until it healed.
+// Its next request over the cut link comes within the work or --retry,
+// long before the heal, and is answered after it: after the fault's length
+// has passed since its begin event, which was stamped before the cut.
+func (r faultRun) cutOff(t *testing.T, w window) {
+	t.Helper()
+	for _, c := range r.calls(r.slot(w)) {
+		if c.inv.Time < w.end.Time && c.comp.Time >= w.begin.Time+w.length() {
+			return
+		}
+	}
+	t.Errorf("%s of worker %d (ops %d–%d): none of its requests was held until the heal",
+		w.v("kind"), r.slot(w), w.begin.Index, w.end.Index)
+}
+
+// slowed: a request of the worker in flight while its link was slowed
+// took d at least. Its next request over the link comes within the work or
+// --retry, while the link is slowed, and each of its round trips is.
+func (r faultRun) slowed(t *testing.T, w window, d time.Duration) {
+	t.Helper()
+	for _, c := range r.calls(r.slot(w)) {
+		if c.inv.Time < w.end.Time && c.comp.Time > w.begin.Time && c.comp.Time-c.inv.Time >= int64(d) {
+			return
+		}
+	}
+	t.Errorf("%s of worker %d (ops %d–%d): none of its requests took %v",
+		w.v("kind"), r.slot(w), w.begin.Index, w.end.Index, d)
+}
+
+// broken: a request of the worker whose connections were reset failed
+// with the connection's error (a string, where the outcomes hiatus names
+// are keywords), or completed :info.
+func (r faultRun) broken(t *testing.T, w window) {
+	t.Helper()
+	for _, c := range r.calls(r.slot(w)) {
+		if _, isErr := c.comp.Error.(string); isErr && c.inv.Time < w.end.Time && c.comp.Time > w.begin.Time {
+			t.Logf("%s: %s %s: %s", w.v("kind"), c.comp.Type, c.comp.F, c.comp.Error)
+			return
+		}
+	}
+	t.Errorf("%s of worker %d (ops %d–%d): none of its requests failed on the reset connection",
+		w.v("kind"), r.slot(w), w.begin.Index, w.end.Index)
+}
+
+// doubleGrant: a fault found a holder in its section, and another worker
+// acquired after the fault began while the holder still held, at a time
+// during accepts. Most faults find a holder with time left to work, and
+// the run has several: one that missed does not fail the test, all of
+// them do.
+func (r faultRun) doubleGrant(t *testing.T, during func(window, checker.Section) bool) {
+	t.Helper()
+	secs := checker.Sections(r.ops)
+	n := 0
+	for _, w := range r.windows {
+	found:
+		for _, a := range secs {
+			for _, b := range secs {
+				if a.Start < w.begin.Time && w.begin.Time < b.Start && b.Start < a.End && during(w, b) {
+					n++
+					break found
+				}
+			}
+		}
+	}
+	t.Logf("%d of %d %s faults granted the lock twice", n, len(r.windows), r.windows[0].v("kind"))
+	if n == 0 {
+		t.Errorf("lock-overlapping-sections %d, but no %s fault granted the lock to a second worker while a holder it found held it",
+			r.fig.LockOverlapping, r.windows[0].v("kind"))
+	}
+}
+
+// monotone checks that each process's ops have non-decreasing times: the
+// history's clock is the run's Redis, which no clock fault jumps.
+func monotone(t *testing.T, ops []history.Op) {
+	t.Helper()
+	last := map[history.Process]int64{}
+	for _, o := range ops {
+		if prev, ok := last[o.Process]; ok && o.Time < prev {
+			t.Errorf("op %d of process %d at %d, after one at %d: the history's clock jumped", o.Index, o.Process, o.Time, prev)
+			return
+		}
+		last[o.Process] = o.Time
+	}
+}
+
+func count(ops []history.Op, f func(history.Op) bool) int {
+	n := 0
+	for _, o := range ops {
+		if f(o) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRunInterruptedMidPartition: a run interrupted while a worker's link
+// to PostgreSQL is cut heals it, finishes its history (the partition's end
+// event cut short) and leaves no process, server directory, listener or
+// goroutine of its links behind.
+func TestRunInterruptedMidPartition(t *testing.T) {
+	before := listeners(t)
+	cfg := harness.DefaultConfig()
+	cfg.Store, cfg.Name, cfg.Seed = t.TempDir(), "interrupted", 1
+	cfg.Lease, cfg.Work, cfg.TimeLimit = faultLease, faultLease/3, 4*time.Second
+	cfg.Nemesis = "partition-postgres"
+	// Longer than the run: the interrupt, not the schedule, ends it.
+	cfg.Plan = aimed(nemesis.KindPartitionPostgres, time.Minute, 300*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	var res harness.Result
+	var err error
+	go func() {
+		defer close(done)
+		res, err = harness.Run(ctx, cfg)
+	}()
+	if !awaitJournal(t, filepath.Join(cfg.Store, cfg.Name), ":f :start", done) {
+		t.Fatal("the run ended before its partition began")
+	}
+	cancel()
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Interrupted || res.Results.Valid == checker.Unknown {
+		t.Errorf("interrupted? %v, valid? %v: want an interrupted run, checked", res.Interrupted, res.Results.Valid)
+	}
+	ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := faultWindows(t, ops, nemesis.KindPartitionPostgres)
+	if len(ws) != 1 || ws[0].whole() {
+		t.Errorf("faults %+v: want one partition, ended by the interrupt", ws)
+	}
+	noLeftovers(t, before)
+}
+
+// awaitJournal polls the journal of the run under dir every 20 ms until it
+// holds s, and reports false if the run ends first.
+func awaitJournal(t *testing.T, dir, s string, done <-chan struct{}) bool {
+	t.Helper()
+	for {
+		paths, _ := filepath.Glob(filepath.Join(dir, "*", store.Journal))
+		for _, p := range paths {
+			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(s)) {
+				return true
+			}
+		}
+		select {
+		case <-done:
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// noLeftovers fails the test if this process has any child process, a
+// server directory of its own in the temporary directory, more listening
+// sockets than before, or a goroutine of the runs' links, servers or
+// nemesis. Goroutines that end as their connections close are given 10 s.
+func noLeftovers(t *testing.T, before int) {
+	t.Helper()
+	if kids := children(os.Getpid()); len(kids) > 0 {
+		t.Errorf("processes left behind: %v", kids)
+	}
+	if dirs := ownDirs(); len(dirs) > 0 {
+		t.Errorf("server directories left behind: %v", dirs)
+	}
+	if after := listeners(t); after != before {
+		t.Errorf("%d listening sockets before the runs, %d after", before, after)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := runGoroutines()
+		if left == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("goroutines of the runs left behind:\n%s", left)
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // a poll, bounded by the deadline
+	}
+}
+
+// children lists the processes descended from pid, with their names.
+func children(pid int) map[int]string {
+	parent := map[int]int{}
+	name := map[int]string{}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		s := string(b)
+		l, r := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if l < 0 || r < l {
+			continue
+		}
+		fields := strings.Fields(s[r+1:])
+		p, _ := strconv.Atoi(strings.TrimSpace(s[:l]))
+		if len(fields) < 2 {
+			continue
+		}
+		pp, _ := strconv.Atoi(fields[1])
+		parent[p], name[p] = pp, s[l+1:r]+" "+fields[0]
+	}
+	out := map[int]string{}
+	for p := range parent {
+		// Bounded: a PID reused while /proc was read could make a cycle.
+		for a, depth := parent[p], 0; a > 1 && depth < 64; a, depth = parent[a], depth+1 {
+			if a == pid {
+				out[p] = name[p]
+				break
+			}
+		}
+	}
+	return out
+}
+
+// ownDirs lists the server and scratch directories in the temporary
+// directory that name this process their owner.
+func ownDirs() []string {
+	var out []string
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "hiatus-*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "hiatus.owner"))
+		if err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// listeners counts this process's listening TCP sockets: the sockets of
+// /proc/net/tcp and tcp6 in state LISTEN whose inodes are among its open
+// files.
+func listeners(t *testing.T) int {
+	t.Helper()
+	mine := map[string]bool{}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		l, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if err == nil && strings.HasPrefix(l, "socket:[") {
+			mine[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	n := 0
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		f, err := os.Open(table)
+		if err != nil {
+			continue // no IPv6
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+			fs := strings.Fields(sc.Text())
+			if len(fs) > 9 && fs[3] == "0A" && mine[fs[9]] {
+				n++
+			}
+		}
+		f.Close()
+	}
+	return n
+}
+
+// runGoroutines returns the stacks of the goroutines running code of a
+// run: its links, nemesis, servers or harness; "" when none is left.
+func runGoroutines() string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var left []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		for _, pkg := range []string{"hiatus/topology.", "hiatus/nemesis.", "hiatus/internal/servers.", "hiatus/harness."} {
+			if strings.Contains(g, "github.com/hiatus-dev/"+pkg) {
+				left = append(left, g)
+				break
+			}
+		}
+	}
+	return strings.Join(left, "\n\n")
+}
+
+// TestRunRefusesFaultConfig: faults the lock cannot have, --nodes for a
+// lock kept on one node, and negative sizes are SetupErrors before
+// anything starts; the settings that fit are accepted.
+func TestRunRefusesFaultConfig(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(*harness.Config)
+		want string // "" when the config is valid
+	}{
+		{func(c *harness.Config) { c.Nemesis, c.Lock = "clock", "pg-advisory" }, "--lock pg-advisory is not kept on Redis"},
+		{func(c *harness.Config) { c.Nemesis, c.Lock = "restart", "pg-advisory" }, "--lock pg-advisory is not kept on Redis"},
+		{func(c *harness.Config) { c.Nemesis, c.Lock = "partition-redis", "pg-advisory" }, "--lock pg-advisory is not kept on Redis"},
+		{func(c *harness.Config) { c.Nodes, c.Lock = 3, "setnx" }, "--nodes 3 is redlock's"},
+		{func(c *harness.Config) { c.Delay = -time.Millisecond }, "--delay"},
+		{func(c *harness.Config) { c.ClockJump = -time.Millisecond }, "--clock-jump"},
+		{func(c *harness.Config) { c.Nodes = -1 }, "--nodes"},
+		{func(c *harness.Config) {
+			c.Nemesis, c.Lock = "partition-postgres,delay-postgres,drop-postgres", "pg-advisory"
+		}, ""},
+		{func(c *harness.Config) { c.Nemesis, c.Lock, c.Nodes = "clock,restart,partition-redis", "redlock", 3 }, ""},
+	} {
+		cfg := harness.DefaultConfig()
+		cfg.Store = t.TempDir()
+		tc.edit(&cfg)
+		err := cfg.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s with --lock %s: %v, want it accepted", cfg.Nemesis, cfg.Lock, err)
+			}
+			continue
+		}
+		_, err = harness.Run(context.Background(), cfg)
+		var se *harness.SetupError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want a SetupError naming %q", err, tc.want)
+		}
+		if left, _ := os.ReadDir(cfg.Store); len(left) != 0 {
+			t.Errorf("a refused run wrote %d entries into the store", len(left))
+		}
+	}
+}
