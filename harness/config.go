@@ -54,7 +54,8 @@ type Config struct {
 	Fenced      bool          // write with a fencing token, which Postgres checks: Guard fence
 	Guard       client.Guard  // what Postgres checks before a write lands; "" is fence when Fenced, else none
 	Nodes       int           // redlock's independent Redis nodes; 0 is DefaultNodes
-	ClockJump   time.Duration // how far the clock fault steps a node's clock; 0 is the lease
+	ClockJump   time.Duration // how far the clock fault steps a node's clock, forward or (negative) back; 0 is the lease forward
+	ClockStrobe time.Duration // with the clock fault, step the clock back and forth this often while it lasts; 0 for one step
 	Delay       time.Duration // what the delay faults add to each byte's trip; 0 is the lease
 	Hosts       string        // where workers run: "" or "local" on this machine, "netns" each in a network namespace of its own (root)
 	Seed        int64         // seed of the nemesis's choices
@@ -136,8 +137,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--guard %q: want one of %v", c.Guard, client.Guards())
 	case c.Fenced && c.Guard != "" && c.Guard != client.GuardFence:
 		return fmt.Errorf("--fenced is --guard fence: it cannot go with --guard %s", c.Guard)
-	case c.Nodes < 0 || c.ClockJump < 0 || c.Delay < 0:
-		return fmt.Errorf("--nodes, --clock-jump and --delay cannot be negative")
+	case c.Nodes < 0 || c.ClockStrobe < 0 || c.Delay < 0:
+		return fmt.Errorf("--nodes, --clock-strobe and --delay cannot be negative")
 	case c.Hosts != "" && c.Hosts != "local" && c.Hosts != "netns":
 		return fmt.Errorf("--hosts %q: want local or netns", c.Hosts)
 	case c.Hosts == "netns" && (c.Lock == "etcd" || c.faultIn([]string{"failover"})):
@@ -199,8 +200,8 @@ func (c Config) validateNemesis() error {
 	if c.faultIn([]string{"kill-redis", "pause-redis"}) && (c.lockNodes() > 0 || c.faultIn([]string{"failover"}) || c.Lock == "etcd") {
 		return fmt.Errorf("--nemesis %s acts on the run's Redis, which holds the history's clock and the fences, not the lock: the lock is on nodes of its own here (use restart)", c.Nemesis)
 	}
-	if c.ClockJump > 0 && !c.faultIn([]string{"clock"}) {
-		return fmt.Errorf("--clock-jump goes with --nemesis clock")
+	if (c.ClockJump != 0 || c.ClockStrobe != 0) && !c.faultIn([]string{"clock"}) {
+		return fmt.Errorf("--clock-jump and --clock-strobe go with --nemesis clock")
 	}
 	if c.Delay > 0 && !c.faultIn([]string{"delay-redis", "delay-postgres"}) {
 		return fmt.Errorf("--delay goes with --nemesis delay-redis or delay-postgres")
@@ -329,7 +330,7 @@ func testEDN(c Config, start time.Time) []byte {
 		"redis-url": Redact(c.RedisURL), "postgres-url": Redact(c.PostgresURL), "counter-id": c.CounterID,
 		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword("lock-counter"),
 		"initial": int64(0), "replay?": c.Plan != nil,
-		"lock-nodes": c.lockNodes(), "clock-jump-ms": ms(c.clockJump()), "delay-ms": ms(c.delay()),
+		"lock-nodes": c.lockNodes(), "clock-jump-ms": ms(c.clockJump()), "clock-strobe-ms": ms(c.ClockStrobe), "delay-ms": ms(c.delay()),
 		// The history's clock is the run's Redis (TIME), never a lock node
 		// whose clock the clock fault jumps.
 		"history-clock": history.Keyword("redis-time"), "hosts": history.Keyword(cmp.Or(c.Hosts, "local")),

@@ -32,11 +32,13 @@ func TestRedact(t *testing.T) {
 func TestReplayConfigKeepsTopology(t *testing.T) {
 	for _, c := range []Config{
 		{Lock: "redlock", Nodes: 3, Nemesis: "partition-redis+clock", ClockJump: 2 * time.Second, Hosts: "netns"},
+		{Lock: "setnx", Nemesis: "clock", ClockJump: -time.Second, ClockStrobe: 100 * time.Millisecond},
 		{Lock: "setnx", Nemesis: "delay-postgres", Delay: 300 * time.Millisecond},
 		{Lock: "setnx", Nemesis: "sigstop"},
 	} {
 		cfg := DefaultConfig()
 		cfg.Lock, cfg.Nodes, cfg.Nemesis, cfg.ClockJump, cfg.Delay, cfg.Hosts = c.Lock, c.Nodes, c.Nemesis, c.ClockJump, c.Delay, c.Hosts
+		cfg.ClockStrobe = c.ClockStrobe
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "test.edn"), testEDN(cfg, time.Now()), 0o644); err != nil {
 			t.Fatal(err)
@@ -48,7 +50,7 @@ func TestReplayConfigKeepsTopology(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.Nemesis, err)
 		}
-		if got.nodes() != cfg.nodes() || got.Hosts != cmp.Or(c.Hosts, "local") || got.ClockJump != c.ClockJump || got.Delay != c.Delay {
+		if got.nodes() != cfg.nodes() || got.Hosts != cmp.Or(c.Hosts, "local") || got.ClockJump != c.ClockJump || got.Delay != c.Delay || got.ClockStrobe != c.ClockStrobe {
 			t.Errorf("%s: replayed nodes %d, hosts %q, jump %v, delay %v; want %d, %q, %v, %v", c.Nemesis,
 				got.nodes(), got.Hosts, got.ClockJump, got.Delay, cfg.nodes(), cmp.Or(c.Hosts, "local"), c.ClockJump, c.Delay)
 		}

@@ -189,7 +189,7 @@ func (e *env) fault(name string, cfg Config, ws *workerSet, fz *nemesis.Freezer,
 		for _, s := range e.topo.nodes {
 			nodes = append(nodes, s)
 		}
-		return &nemesis.ClockJump{Nodes: nodes, Offset: cfg.clockJump()}
+		return &nemesis.ClockJump{Nodes: nodes, Offset: cfg.clockJump(), Strobe: cfg.ClockStrobe}
 	case "isolate":
 		return e.topo.isolate(ws.Targets)
 	case "failover":

@@ -820,7 +820,7 @@ func TestRunRefusesFaultConfig(t *testing.T) {
 		{func(c *harness.Config) { c.Nemesis, c.Lock = "partition-redis", "pg-advisory" }, "--lock pg-advisory is not kept on Redis"},
 		{func(c *harness.Config) { c.Nodes, c.Lock = 3, "setnx" }, "--nodes 3 is redlock's"},
 		{func(c *harness.Config) { c.Delay = -time.Millisecond }, "--delay"},
-		{func(c *harness.Config) { c.ClockJump = -time.Millisecond }, "--clock-jump"},
+		{func(c *harness.Config) { c.Nemesis, c.ClockStrobe = "clock", -time.Millisecond }, "--clock-strobe"},
 		{func(c *harness.Config) { c.Nodes = -1 }, "--nodes"},
 		{func(c *harness.Config) {
 			c.Nemesis, c.Lock = "partition-postgres,delay-postgres,drop-postgres", "pg-advisory"

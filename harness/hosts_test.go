@@ -122,6 +122,7 @@ func TestRunRefusesTopology(t *testing.T) {
 		{nemesis: "kill-redis", lock: "redlock"},
 		{nemesis: "pause-redis,clock", lock: "setnx"},
 		{nemesis: "sigstop", lock: "setnx", jump: time.Second},
+		{nemesis: "sigstop", lock: "setnx", jump: -time.Second},
 		{nemesis: "partition-postgres", lock: "setnx", delay: time.Second},
 		{nemesis: "sigstop+clock", lock: "redlock"},
 		{nemesis: "partition-redis+clokc", lock: "redlock"},

@@ -64,6 +64,7 @@ func ReplayConfig(dir string) (Config, error) {
 	// The settings of the faults and locks a run has; refused without them.
 	if cfg.faultIn([]string{"clock"}) {
 		ms("clock-jump-ms", &cfg.ClockJump)
+		ms("clock-strobe-ms", &cfg.ClockStrobe)
 	}
 	if cfg.faultIn([]string{"delay-redis", "delay-postgres"}) {
 		ms("delay-ms", &cfg.Delay)

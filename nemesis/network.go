@@ -23,13 +23,19 @@ type ClockNode interface {
 // ClockJump steps one node's wall clock by Offset at Begin and back at End:
 // a clock that an NTP correction or an operator jumps. A Redis node
 // expires keys by its wall clock, so a forward jump of a lease ends every
-// lease it holds at once.
+// lease it holds at once; a backward one lengthens them. With Strobe, the
+// clock goes back and forth between the offset and the real time every
+// Strobe until End: a clock that a misconfigured time daemon keeps
+// stepping.
 type ClockJump struct {
 	Nodes  []ClockNode
 	Offset time.Duration
+	Strobe time.Duration // 0: one jump
 	node   ClockNode
-	aim    int   // the node plus one a replayed schedule aims at; 0 for any
-	avoid  []int // nodes not to pick (see Sequence)
+	stop   chan struct{} // closed by End to stop the strobe
+	done   chan error    // the strobe's first failure, when it ends
+	aim    int           // the node plus one a replayed schedule aims at; 0 for any
+	avoid  []int         // nodes not to pick (see Sequence)
 }
 
 // A nodeAimer is a fault of the lock's nodes that a replayed schedule aims
@@ -81,11 +87,48 @@ func (n *ClockJump) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]
 	}
 	n.node = n.Nodes[i]
 	v := map[history.Keyword]any{"node": i, "offset-ms": n.Offset.Milliseconds()}
-	return v, n.node.JumpClock(n.Offset)
+	if err := n.node.JumpClock(n.Offset); err != nil {
+		return v, err
+	}
+	if n.Strobe > 0 {
+		v["strobe-ms"] = n.Strobe.Milliseconds()
+		n.stop, n.done = make(chan struct{}), make(chan error, 1)
+		go n.strobe()
+	}
+	return v, nil
 }
 
-// End implements Fault.
-func (n *ClockJump) End(context.Context) error { return n.node.JumpClock(0) }
+// strobe steps the node's clock between the offset and the real time
+// every Strobe until End stops it.
+func (n *ClockJump) strobe() {
+	t := time.NewTicker(n.Strobe)
+	defer t.Stop()
+	offsets := [2]time.Duration{0, n.Offset} // the clock is at the offset now
+	for i := 0; ; i++ {
+		select {
+		case <-n.stop:
+			n.done <- nil
+			return
+		case <-t.C:
+			if err := n.node.JumpClock(offsets[i%2]); err != nil {
+				n.done <- err
+				return
+			}
+		}
+	}
+}
+
+// End implements Fault: the strobe, if any, stops, and the clock is put
+// back.
+func (n *ClockJump) End(context.Context) error {
+	var err error
+	if n.stop != nil {
+		close(n.stop)
+		err = <-n.done
+		n.stop = nil
+	}
+	return errors.Join(err, n.node.JumpClock(0))
+}
 
 // RestartNode crashes one of Nodes at Begin and starts it again at End: a
 // Redis node without persistence restarts empty, every lease it held gone.

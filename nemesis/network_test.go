@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,9 +23,23 @@ func (l *fakeLink) Slow(time.Duration) {}
 func (l *fakeLink) Drop()              {}
 func (l *fakeLink) Heal()              { l.healed++ }
 
-type fakeNode struct{ offsets []time.Duration }
+type fakeNode struct {
+	mu      sync.Mutex
+	offsets []time.Duration
+}
 
-func (n *fakeNode) JumpClock(d time.Duration) error { n.offsets = append(n.offsets, d); return nil }
+func (n *fakeNode) JumpClock(d time.Duration) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.offsets = append(n.offsets, d)
+	return nil
+}
+
+func (n *fakeNode) jumps() []time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.offsets)
+}
 
 // TestSequenceAvoidsCutNodes: in partition-redis+clock the clock jumps on
 // a node the cut worker still reaches, whatever the draw; the parts end
@@ -64,7 +79,7 @@ func TestSequenceAvoidsCutNodes(t *testing.T) {
 		if err := seq.End(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if got := nodes[node].offsets; len(got) < 2 || got[len(got)-1] != 0 {
+		if got := nodes[node].jumps(); len(got) < 2 || got[len(got)-1] != 0 {
 			t.Fatalf("node %d's clock: %v, want a jump and back to 0", node, got)
 		}
 	}
@@ -130,6 +145,33 @@ func TestFailoverSaysWhenNoOneWasPromoted(t *testing.T) {
 		}
 		if err := f.End(context.Background()); (err != nil) != tc.wantErr {
 			t.Errorf("promoted %d: end %v, want an error %v", tc.promoted, err, tc.wantErr)
+		}
+	}
+}
+
+// TestClockStrobe: a strobing clock goes back and forth between the offset
+// (back in time here) and the real time until End, which leaves it real.
+func TestClockStrobe(t *testing.T) {
+	node := &fakeNode{}
+	f := &ClockJump{Nodes: []ClockNode{node}, Offset: -time.Second, Strobe: time.Millisecond}
+	v, err := f.Begin(context.Background(), rand.New(rand.NewSource(1)))
+	if err != nil || v["strobe-ms"] != int64(1) || v["offset-ms"] != int64(-1000) {
+		t.Fatalf("begin: %v, %v", v, err)
+	}
+	deadline := time.Now().Add(10 * time.Second) // a bound, not a guess: it needs 4 ticks
+	for len(node.jumps()) < 5 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := f.End(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := node.jumps()
+	if len(got) < 5 || got[len(got)-1] != 0 {
+		t.Fatalf("jumps %v: want at least 5, the last back to 0", got)
+	}
+	for i, d := range got[:len(got)-1] {
+		if want := [2]time.Duration{-time.Second, 0}[i%2]; d != want {
+			t.Fatalf("jump %d to %v, want %v: %v", i, d, want, got)
 		}
 	}
 }

@@ -59,7 +59,8 @@ func runFlags() []cli.Flag {
 			"drop-redis, drop-postgres (reset those links' connections), failover (the lock's Redis primary cut off from its replica and sentinels), " +
 			"isolate (a worker's host cut off from the network; --hosts netns); a+b: a sequence, b begun --pause/2 after a. See docs/nemesis.md"},
 		&cli.IntFlag{Name: "nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant)", DefaultText: fmt.Sprint(harness.DefaultNodes)},
-		&cli.DurationFlag{Name: "clock-jump", Usage: "how far --nemesis clock steps a node's clock forward", DefaultText: "the lease"},
+		&cli.DurationFlag{Name: "clock-jump", Usage: "how far --nemesis clock steps a node's clock: forward, or back when negative (-500ms)", DefaultText: "the lease"},
+		&cli.DurationFlag{Name: "clock-strobe", Usage: "with --nemesis clock, step the clock back and forth this often while the fault lasts (a strobing clock); 0 for one step"},
 		&cli.StringFlag{Name: "hosts", Value: "local", Usage: "where the workers run: local (this machine), or netns (each in a network namespace of its own, on a private bridge; needs root), for --nemesis isolate"},
 		&cli.DurationFlag{Name: "delay", Usage: "what --nemesis delay-* adds to each byte's trip", DefaultText: "the lease"},
 		&cli.IntFlag{Name: "redis-pid", Usage: "PID of the --redis-url server, for --nemesis pause-redis"},
@@ -99,6 +100,7 @@ func runCommand() *cli.Command {
 			cfg.RedisPID, cfg.PostgresPID = c.Int("redis-pid"), c.Int("postgres-pid")
 			cfg.Guard = client.Guard(c.String("guard"))
 			cfg.Nodes, cfg.ClockJump, cfg.Delay, cfg.Hosts = c.Int("nodes"), c.Duration("clock-jump"), c.Duration("delay"), c.String("hosts")
+			cfg.ClockStrobe = c.Duration("clock-strobe")
 			if f := c.String("schedule"); f != "" {
 				b, err := os.ReadFile(f)
 				if err != nil {
