@@ -30,8 +30,8 @@ func TestRunHostsNetns(t *testing.T) {
 	}
 	cfg := harness.DefaultConfig()
 	cfg.Store, cfg.Name, cfg.Seed = t.TempDir(), "netns", 1
-	cfg.Hosts, cfg.Nemesis, cfg.TimeLimit = "netns", "isolate", 3*time.Second
-	cfg.Pause, cfg.Interval = 2*cfg.Lease, cfg.Lease // cut for two leases: a holder's lease runs out in it
+	cfg.Hosts, cfg.Nemesis, cfg.TimeLimit = "netns", "isolate", 4*time.Second
+	cfg.Pause, cfg.Interval = 4*cfg.Lease, cfg.Lease // cut for four leases: a holder's lease runs out in it
 	res, err := harness.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -72,8 +72,11 @@ func TestRunHostsNetns(t *testing.T) {
 		t.Fatal("no isolate fault in the history")
 	}
 	// A margin for the stamps: a cut worker's clock is extrapolated from
-	// its last reading of the run's Redis (it is cut off from it too).
-	margin := int64(100 * time.Millisecond)
+	// its last reading of the run's Redis (it is cut off from it too),
+	// after a TIME that waited its 100 ms bound: an op that completed just
+	// before the cut can be stamped well after it on a loaded machine. A
+	// lease of margin leaves the middle half of the cut to check.
+	margin := int64(cfg.Lease)
 	for _, c := range cuts {
 		for _, o := range ops {
 			if o.Process == c.proc && o.Type != history.Invoke && o.Time > c.start+margin && o.Time < c.end-margin {
