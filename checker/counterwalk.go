@@ -24,6 +24,11 @@ type lcCall struct {
 	write     bool
 	maybe     bool // a write that completed :info or never completed
 	read      bool // a write whose section read: from is what it read
+	// late: an acknowledged write whose :ok came after the fact (an :info
+	// the run's audit table resolved, :resolved :audit): it took effect,
+	// but when is unknown — the statement may have landed long after the
+	// :info, so its return is as late as an unknown outcome's.
+	late bool
 }
 
 // pos is the position of the op that names the call: its completion, or for
@@ -189,7 +194,7 @@ func (w *counterWalk) itemOf(i int, c lcCall) walkItem {
 	if !w.timed {
 		it.c, it.r = int64(c.inv), int64(c.done)
 	}
-	if c.write && c.maybe {
+	if c.write && (c.maybe || c.late) {
 		it.r = w.end
 	}
 	return it

@@ -18,7 +18,7 @@ func porcupineOps(calls []lcCall, end int64) []porcupine.Operation {
 	ops := make([]porcupine.Operation, len(calls))
 	for i, c := range calls {
 		ret := c.ret
-		if c.maybe {
+		if c.maybe || c.late {
 			ret = end
 		}
 		ops[i] = porcupine.Operation{ClientId: i, Call: c.call, Return: ret,
@@ -122,7 +122,7 @@ func genCalls(t *rapid.T, initial int64) ([]lcCall, int64) {
 				break
 			}
 			c := &calls[rapid.IntRange(0, len(calls)-1).Draw(t, "spoilt")]
-			switch rapid.IntRange(0, 4).Draw(t, "spoil") {
+			switch rapid.IntRange(0, 5).Draw(t, "spoil") {
 			case 0:
 				d := rapid.SampledFrom([]int64{-1, 1}).Draw(t, "by")
 				c.value += d
@@ -140,6 +140,8 @@ func genCalls(t *rapid.T, initial int64) ([]lcCall, int64) {
 				if c.fence > 0 {
 					c.fence = rapid.Int64Range(1, c.fence).Draw(t, "lower fence")
 				}
+			case 5: // resolved :ok after an :info: it returned when no one knows
+				c.late = c.write && !c.maybe
 			}
 		}
 	}
@@ -194,7 +196,7 @@ func TestCounterWalkAgreesWithPorcupine(t *testing.T) {
 		ref := make([]refOp, len(calls))
 		for i, c := range calls {
 			ref[i] = refOp{read: !c.write, value: c.value, from: c.from, fence: c.fence, call: c.call, ret: c.ret, maybe: c.maybe}
-			if c.maybe {
+			if c.maybe || c.late {
 				ref[i].ret = math.MaxInt64
 			}
 		}
@@ -214,6 +216,9 @@ func describeCalls(calls []lcCall) string {
 			q := ""
 			if c.maybe {
 				q = "?"
+			}
+			if c.late {
+				q = " (late)"
 			}
 			fmt.Fprintf(&b, "  %d: write%s %d→%d fence %d [%d, %d]\n", i, q, c.from, c.value, c.fence, c.call, c.ret)
 		}

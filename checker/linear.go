@@ -193,7 +193,7 @@ func (p *plan) problem() (lr *linearRun, fails int, bad []string) {
 			clients[proc] = id
 		}
 		ret := lr.end
-		if done >= 0 && p.ops[done].Type == history.Ok {
+		if done >= 0 && p.ops[done].Type == history.Ok && !resolvedLate(p.ops[done]) {
 			ret = at(done)
 		}
 		return porcupine.Operation{ClientId: id, Input: in, Call: at(inv), Return: ret,

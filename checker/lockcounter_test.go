@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -31,6 +32,25 @@ func sec(p history.Process, t0, t1, r int64, wt history.Type, fence int64) []his
 		w,
 		{Time: (t1 + 1) * ms, Type: history.Invoke, Process: p, F: history.FRelease},
 		{Time: (t1+1)*ms + 1, Type: history.Ok, Process: p, F: history.FRelease},
+	}
+}
+
+// resolved marks the write of a section :resolved :audit, as a run marks
+// an :info write the audit table settled.
+func resolved(ops []history.Op) []history.Op {
+	for i, o := range ops {
+		if o.F == history.FWrite && o.Type != history.Invoke {
+			ops[i] = o.With(history.KeyResolved, history.Keyword("audit"))
+		}
+	}
+	return ops
+}
+
+// read is a read by p, outside any section, of v at t (ms).
+func read(p history.Process, t, v int64) []history.Op {
+	return []history.Op{
+		{Time: t * 1e6, Type: history.Invoke, Process: p, F: history.FRead},
+		{Time: t*1e6 + 1, Type: history.Ok, Process: p, F: history.FRead, Value: v},
 	}
 }
 
@@ -139,6 +159,35 @@ func TestLockCounter(t *testing.T) {
 				t.Errorf("explanation %q lacks %q", r.Explanation, tc.explain)
 			}
 		})
+	}
+}
+
+// TestResolvedWriteReturnsLate: 0's write is held past its :info (at 40)
+// and lands after 1's read of 0 at 50; the audit table says it took
+// effect. Its :ok keeps the :info's time, which is no return: read as one,
+// 1's read would be stale and the history not linearizable — a wrong
+// invalid, and bounds on lost updates counted too high.
+func TestResolvedWriteReturnsLate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ops   []history.Op
+		valid Validity
+	}{
+		{"resolved :ok by the audit", build(resolved(sec(0, 10, 40, 0, history.Ok, 0)), read(1, 50, 0), finalRead(200, 1)), Valid},
+		{"acknowledged at 40", build(sec(0, 10, 40, 0, history.Ok, 0), read(1, 50, 0), finalRead(200, 1)), Invalid},
+	} {
+		for _, analyzer := range []string{AnalyzerCounterWalk, AnalyzerPorcupine} {
+			t.Run(tc.name+"/"+analyzer, func(t *testing.T) {
+				rs, err := Check(context.Background(), tc.ops, Options{Model: ModelLockCounter, Analyzer: analyzer})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, ok := rs.Check("linear")
+				if !ok || r.Valid != tc.valid {
+					t.Errorf("linear valid? %v, want %v (%s)", r.Valid, tc.valid, r.Explanation)
+				}
+			})
+		}
 	}
 }
 

@@ -109,7 +109,7 @@ var callCodec = codec[lcCall]{
 	size: callSize,
 	put: func(b []byte, c lcCall) {
 		var flags int64
-		for bit, on := range [...]bool{c.write, c.maybe, c.read} {
+		for bit, on := range [...]bool{c.write, c.maybe, c.read, c.late} {
 			if on {
 				flags |= 1 << bit
 			}
@@ -120,7 +120,7 @@ var callCodec = codec[lcCall]{
 		flags := word(b, 8)
 		return lcCall{inv: int(word(b, 0)), done: int(word(b, 1)), call: word(b, 2), ret: word(b, 3), value: word(b, 4),
 			from: word(b, 5), fence: word(b, 6), process: history.Process(word(b, 7)),
-			write: flags&1 != 0, maybe: flags&2 != 0, read: flags&4 != 0}
+			write: flags&1 != 0, maybe: flags&2 != 0, read: flags&4 != 0, late: flags&8 != 0}
 	},
 }
 

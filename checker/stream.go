@@ -81,6 +81,7 @@ type openCall struct {
 	done     int
 	doneTime int64
 	typ      history.Type
+	late     bool // an :ok resolved after the fact: see lcCall
 }
 
 // NewStream returns an empty Stream. Past a quarter of a million counter
@@ -183,6 +184,7 @@ func (s *Stream) pair(i int, o history.Op) {
 	c.done, c.doneTime, c.typ = i, o.Time, o.Type
 	if o.Type == history.Ok {
 		c.value = o.Value
+		c.late = resolvedLate(o)
 	}
 	c.final = c.final || o.Get(history.KeyFinal) == true
 	delete(s.open, o.Process)
@@ -239,11 +241,19 @@ func (s *Stream) addCall(c *openCall) {
 			from = v - 1
 		}
 		s.calls.add(lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, from: from,
-			fence: c.fence, process: c.process, write: true, maybe: c.typ != history.Ok, read: read})
+			fence: c.fence, process: c.process, write: true, maybe: c.typ != history.Ok, read: read, late: c.late})
 		if c.typ != history.Ok {
 			s.maybe++
 		}
 	}
+}
+
+// resolvedLate reports whether o is an :ok completion written after the
+// fact, in place of an :info (:resolved, which the run's audit table sets):
+// its :time is the :info's, not when the op took effect, which may be
+// later.
+func resolvedLate(o history.Op) bool {
+	return o.Type == history.Ok && o.Get(history.KeyResolved) != nil
 }
 
 // badOp notes an op that cannot be read as a counter op; the first in the
