@@ -134,7 +134,7 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 	col := newCollector(journal, cfg.Workers)
 	clock := client.NewRedisClock(env.rdb, start)
 
-	workers, err := startWorkers(cfg, start, col, clock, env.topo, lg)
+	workers, err := startWorkers(ctx, cfg, start, col, clock, env.topo, lg)
 	defer workers.kill() // on every path: resume and end them
 	if err != nil {
 		return nil, err

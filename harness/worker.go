@@ -57,9 +57,14 @@ func ServeWorker(locks Locks) {
 		return
 	}
 	var wc workerConfig
-	if err := json.NewDecoder(os.Stdin).Decode(&wc); err != nil {
+	in := json.NewDecoder(os.Stdin)
+	if err := in.Decode(&wc); err != nil {
 		fmt.Fprintf(os.Stderr, "hiatus worker: read the configuration from stdin: %v\n", err)
 		os.Exit(2)
+	}
+	if wc.DeadlineUnixNano == 0 {
+		unix.CloseOnExec(3) // its lock adapter must not hold the run's wait open
+		wc.awaitStart = func() (int64, error) { return awaitStart(in) }
 	}
 	ops, err := opsOutput()
 	if err != nil {
@@ -111,7 +116,30 @@ type workerConfig struct {
 	Lock               string
 	Process, Stride    int64
 	StartUnixNano      int64 // the run's start on the Redis clock
-	DeadlineUnixNano   int64 // when to stop starting sections, local clock
+	// DeadlineUnixNano is when to stop starting sections, on the local
+	// clock; 0 to say ready on fd 3 and then read a workerStart on stdin.
+	DeadlineUnixNano int64
+
+	awaitStart func() (int64, error) // says ready, returns the deadline
+}
+
+// workerStart is what a worker that said it is ready reads next on stdin.
+type workerStart struct{ DeadlineUnixNano int64 }
+
+// awaitStart says on fd 3 that the worker is ready and reads its deadline
+// from in.
+func awaitStart(in *json.Decoder) (int64, error) {
+	ready := os.NewFile(3, "ready")
+	_, err := ready.Write([]byte{1})
+	ready.Close()
+	if err != nil {
+		return 0, fmt.Errorf("worker: say ready: %w", err)
+	}
+	var s workerStart
+	if err := in.Decode(&s); err != nil {
+		return 0, fmt.Errorf("worker: read the deadline from stdin: %w", err)
+	}
+	return s.DeadlineUnixNano, nil
 }
 
 // runWorker runs critical sections until the deadline, printing each op as
@@ -121,7 +149,7 @@ func runWorker(ctx context.Context, wc workerConfig, locks Locks, out io.Writer)
 	// finished, no new one begins.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithDeadline(ctx, time.Unix(0, wc.DeadlineUnixNano))
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rdb, err := redisClient(wc.RedisURL, 1, wc.OpTimeout)
 	if err != nil {
@@ -196,6 +224,13 @@ func runWorker(ctx context.Context, wc workerConfig, locks Locks, out io.Writer)
 		}
 		w.Hook = func(ctx context.Context, s client.Section) { in.Maybe(ctx, s.Process, s.N) }
 	}
+	if wc.awaitStart != nil {
+		if wc.DeadlineUnixNano, err = wc.awaitStart(); err != nil {
+			return err
+		}
+	}
+	ctx, cancelRun := context.WithDeadline(ctx, time.Unix(0, wc.DeadlineUnixNano))
+	defer cancelRun()
 	lerr := w.Run(ctx)
 	mu.Lock()
 	defer mu.Unlock()

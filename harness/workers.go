@@ -39,16 +39,23 @@ type workerProc struct {
 	slot int
 	cmd  *exec.Cmd
 	done chan struct{} // closed once it has exited and its output is read
+	// ready is closed when the first workers are ready to begin sections
+	// (or have exited), and go takes their deadline; nil for the later.
+	ready chan struct{}
+	start io.WriteCloser
 }
 
 // startWorkers starts cfg.Workers processes of this same binary as workers
-// (see ServeWorker), and feeds their output to col.
-func startWorkers(cfg Config, start time.Time, col *collector, clock client.Clock, t *topo, lg *runLog) (*workerSet, error) {
+// (see ServeWorker), feeds their output to col and, once they are all
+// ready or a bound has passed, gives them the run's deadline: cfg.TimeLimit
+// from then. Counted from the spawn instead, a loaded machine's slow
+// worker start would eat a short run, which would then show nothing.
+func startWorkers(ctx context.Context, cfg Config, start time.Time, col *collector, clock client.Clock, t *topo, lg *runLog) (*workerSet, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return &workerSet{}, fmt.Errorf("find own binary: %w", err)
 	}
-	ws := &workerSet{cfg: cfg, start: start, deadline: time.Now().Add(cfg.TimeLimit), self: self,
+	ws := &workerSet{cfg: cfg, start: start, self: self,
 		col: col, clock: clock, topo: t, lg: lg, slots: make([]*workerProc, cfg.Workers)}
 	col.resume = ws.resume
 	for i := range cfg.Workers {
@@ -56,12 +63,46 @@ func startWorkers(cfg Config, start time.Time, col *collector, clock client.Cloc
 			return ws, err
 		}
 	}
+	ws.waitReady(ctx)
+	ws.deadline = time.Now().Add(cfg.TimeLimit)
+	for _, p := range ws.all {
+		// One that has exited is not listening; its error says nothing new.
+		_ = json.NewEncoder(p.start).Encode(workerStart{DeadlineUnixNano: ws.deadline.UnixNano()})
+		p.start.Close()
+	}
 	return ws, nil
 }
 
-// spawn starts a worker in slot recording as process.
+// readyBound is how long the first workers may take to get ready: to
+// connect, start their lock (an adapter's hello is bounded by its own
+// timeout) and say so. Past it the run begins without those not ready.
+func (c Config) readyBound() time.Duration { return max(30*time.Second, 4*c.OpTimeout) }
+
+// waitReady waits until every worker is ready or has exited, ctx ends or
+// the ready bound passes.
+func (ws *workerSet) waitReady(ctx context.Context) {
+	t := time.NewTimer(ws.cfg.readyBound())
+	defer t.Stop()
+	for _, p := range ws.all {
+		select {
+		case <-p.ready:
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			ws.lg.printf("worker %d not ready after %v: the run begins without waiting for it", p.slot, ws.cfg.readyBound())
+			return
+		}
+	}
+}
+
+// spawn starts a worker in slot recording as process. The first workers,
+// before the deadline is set, wait for it once ready.
 func (ws *workerSet) spawn(slot int, process int64) error {
 	cfg := ws.cfg
+	var deadline int64
+	if !ws.deadline.IsZero() {
+		deadline = ws.deadline.UnixNano()
+	}
 	nodes, postgres, redis := ws.topo.urls(slot)
 	wc := workerConfig{
 		RedisURL: redis, PostgresURL: postgres, NodeURLs: nodes, LockKey: lockKey(cfg.Name),
@@ -70,7 +111,7 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 		InjectEvery: cfg.InjectEvery, PauseKind: cfg.PauseKind, Lock: cfg.Lock,
 		Process: process, Stride: int64(cfg.Workers),
 		Sentinels: ws.topo.sentinels(), Direct: ws.topo.direct(), Etcd: ws.topo.etcdURL(),
-		StartUnixNano: ws.start.UnixNano(), DeadlineUnixNano: ws.deadline.UnixNano(),
+		StartUnixNano: ws.start.UnixNano(), DeadlineUnixNano: deadline,
 	}
 	in, err := json.Marshal(wc)
 	if err != nil {
@@ -81,7 +122,25 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 		cmd = h.Command(ws.self) // ip netns exec: the worker itself, in its namespace
 	}
 	cmd.Env = append(os.Environ(), workerEnv+"=1")
-	cmd.Stdin = bytes.NewReader(in)
+	p := &workerProc{slot: slot, cmd: cmd, done: make(chan struct{})}
+	var readyR *os.File
+	if deadline == 0 {
+		// The worker says it is ready on fd 3, then reads its deadline
+		// after its configuration on stdin.
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("worker %d: %w", slot, err)
+		}
+		defer w.Close()
+		readyR, cmd.ExtraFiles = r, []*os.File{w}
+		if p.start, err = cmd.StdinPipe(); err != nil {
+			r.Close()
+			return fmt.Errorf("worker %d: %w", slot, err)
+		}
+		p.ready = make(chan struct{})
+	} else {
+		cmd.Stdin = bytes.NewReader(in)
+	}
 	stderr := &lastLine{w: ws.lg.f}
 	cmd.Stderr = stderr
 	// Its lock adapter shares that stderr and dies with it; should one
@@ -99,9 +158,22 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 	ws.col.wg.Add(1)
 	if err := cmd.Start(); err != nil {
 		ws.col.wg.Done()
+		if readyR != nil {
+			readyR.Close()
+		}
 		return fmt.Errorf("start worker %d: %w", slot, err)
 	}
-	p := &workerProc{slot: slot, cmd: cmd, done: make(chan struct{})}
+	if readyR != nil {
+		go func() {
+			// A byte, or EOF when it exits first: either way, not waited for.
+			_, _ = readyR.Read(make([]byte, 1))
+			readyR.Close()
+			close(p.ready)
+		}()
+		if _, err := p.start.Write(in); err != nil {
+			ws.lg.logf("worker %d: write its configuration: %v", slot, err)
+		}
+	}
 	ws.mu.Lock()
 	ws.slots[slot] = p
 	ws.all = append(ws.all, p)
