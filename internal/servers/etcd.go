@@ -18,7 +18,11 @@ import (
 // which the restarted server renews to its full TTL (its leader is new).
 // The server runs with etcd's default timings (heartbeat 100 ms, election
 // 1 s), which put its shortest lease at 2 s.
-func StartEtcd(ctx context.Context) (*Server, error) {
+func StartEtcd(ctx context.Context) (*Server, error) { return StartEtcdOn(ctx, nil) }
+
+// StartEtcdOn starts etcd as StartEtcd does, on host h; nil for this
+// machine.
+func StartEtcdOn(ctx context.Context, h Host) (*Server, error) {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		return nil, fmt.Errorf("etcd: %w (on Debian: apt-get install etcd-server)", ErrMissing)
@@ -36,7 +40,7 @@ func StartEtcd(ctx context.Context) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
-	s := &Server{name: "etcd", bin: bin, dir: dir, log: filepath.Join(dir, "etcd.log"),
+	s := &Server{name: "etcd", host: h, bin: bin, dir: dir, log: filepath.Join(dir, "etcd.log"),
 		quit: syscall.SIGTERM, crash: syscall.SIGKILL}
 	// Keep-alives off: a connection kept over a crash would only fail the
 	// next poll.
@@ -51,9 +55,9 @@ func StartEtcd(ctx context.Context) (*Server, error) {
 		// A try that failed may have left a member that knows the old
 		// ports; a restart (not a try) keeps the directory.
 		os.RemoveAll(data)
-		url = fmt.Sprintf("http://127.0.0.1:%d", port)
+		url = fmt.Sprintf("http://%s:%d", s.ip(), port)
 		s.URL = url
-		peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
+		peerURL := fmt.Sprintf("http://%s:%d", s.ip(), peer)
 		s.args = []string{
 			"--name", "hiatus",
 			"--data-dir", data,

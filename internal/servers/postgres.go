@@ -48,7 +48,11 @@ func version(binDir string) int {
 // the unprivileged user postgres. fsync is off: the data outlives a crash of
 // the server (the kernel keeps the writes), which is all the nemesis does,
 // and runs are not slowed by the disk.
-func StartPostgres(ctx context.Context) (*Server, error) {
+func StartPostgres(ctx context.Context) (*Server, error) { return StartPostgresOn(ctx, nil) }
+
+// StartPostgresOn starts PostgreSQL as StartPostgres does, on host h; nil
+// for this machine.
+func StartPostgresOn(ctx context.Context, h Host) (*Server, error) {
 	bin, err := PostgresBin()
 	if err != nil {
 		return nil, err
@@ -76,9 +80,17 @@ func StartPostgres(ctx context.Context) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %w: %s", err, strings.TrimSpace(string(out)))
 	}
+	if h != nil {
+		// Its clients are on other hosts of the test network, which
+		// initdb's trust for loopback alone would turn away.
+		if err := appendFile(filepath.Join(data, "pg_hba.conf"), "host all all 0.0.0.0/0 trust\n"); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+	}
 	// SIGINT is postgres's fast shutdown (SIGTERM would wait for clients);
 	// SIGQUIT its immediate shutdown, a crash that recovery repairs.
-	s := &Server{name: "postgres", bin: filepath.Join(bin, "postgres"), cred: cred, dir: dir,
+	s := &Server{name: "postgres", host: h, bin: filepath.Join(bin, "postgres"), cred: cred, dir: dir,
 		log: filepath.Join(dir, "postgres.log"), quit: syscall.SIGINT, crash: syscall.SIGQUIT}
 	s.ready = func(ctx context.Context) error {
 		c, err := pgx.Connect(ctx, s.URL)
@@ -88,8 +100,8 @@ func StartPostgres(ctx context.Context) (*Server, error) {
 		return c.Close(ctx)
 	}
 	s, err = launch(ctx, s, func(port int) {
-		s.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-		s.args = []string{"-D", data, "-p", strconv.Itoa(port), "-c", "listen_addresses=127.0.0.1",
+		s.URL = fmt.Sprintf("postgres://postgres@%s:%d/postgres?sslmode=disable", s.ip(), port)
+		s.args = []string{"-D", data, "-p", strconv.Itoa(port), "-c", "listen_addresses=" + s.ip(),
 			"-c", "unix_socket_directories=" + dir, "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=300"}
 	})
 	if err != nil {
@@ -97,4 +109,17 @@ func StartPostgres(ctx context.Context) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// appendFile adds text at the end of the file at path.
+func appendFile(path, text string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -30,6 +30,9 @@ type RedisOptions struct {
 	// it the sentinels, as its own: the address of a proxy in front of it,
 	// say. "" (the default) for the address it connects from and its port.
 	Announce string
+
+	// Host is where the server runs; nil (the default) for this machine.
+	Host Host
 }
 
 // StartRedis starts redis-server on a free loopback port, keeping nothing on
@@ -60,6 +63,11 @@ func StartRedisWith(ctx context.Context, opt RedisOptions) (*Server, error) {
 		}
 		extra = append(extra, "--replica-announce-ip", host, "--replica-announce-port", port)
 	}
+	if opt.Host != nil {
+		// Its clients are on other hosts of a private test network, which
+		// protected mode would turn away (it has no password).
+		extra = append(extra, "--protected-mode", "no")
+	}
 	var preload string
 	if opt.FakeClock {
 		if preload, err = fakeClockPreload(bin, libDirs()); err != nil {
@@ -71,7 +79,7 @@ func StartRedisWith(ctx context.Context, opt RedisOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis-server: %w", err)
 	}
-	s := &Server{name: "redis-server", bin: bin, dir: dir, log: filepath.Join(dir, "redis.log"),
+	s := &Server{name: "redis-server", host: opt.Host, bin: bin, dir: dir, log: filepath.Join(dir, "redis.log"),
 		quit: syscall.SIGTERM, crash: syscall.SIGKILL}
 	var wrap []string // runs bin under libfaketime
 	if opt.FakeClock {
@@ -87,9 +95,9 @@ func StartRedisWith(ctx context.Context, opt RedisOptions) (*Server, error) {
 		return rdb.Ping(ctx).Err()
 	}
 	s, err = launch(ctx, s, func(port int) {
-		addr = fmt.Sprintf("127.0.0.1:%d", port)
+		addr = net.JoinHostPort(s.ip(), strconv.Itoa(port))
 		s.URL = "redis://" + addr + "/0"
-		s.args = slices.Concat(wrap, []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		s.args = slices.Concat(wrap, []string{"--port", strconv.Itoa(port), "--bind", s.ip(),
 			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", s.log, "--daemonize", "no",
 			// A replica's first sync starts at once, not 5 s later.
 			"--repl-diskless-sync-delay", "0"}, extra)

@@ -41,6 +41,9 @@ type SentinelOptions struct {
 	// as its own; "" (the default) for the address it connects from and
 	// its port.
 	Announce string
+
+	// Host is where the sentinel runs; nil (the default) for this machine.
+	Host Host
 }
 
 // StartSentinel starts a Redis sentinel (redis-server --sentinel) on a free
@@ -85,12 +88,12 @@ func StartSentinel(ctx context.Context, opt SentinelOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis-sentinel: %w", err)
 	}
-	s := &Server{name: "redis-sentinel", bin: bin, dir: dir, log: filepath.Join(dir, "sentinel.log"),
+	s := &Server{name: "redis-sentinel", host: opt.Host, bin: bin, dir: dir, log: filepath.Join(dir, "sentinel.log"),
 		quit: syscall.SIGTERM, crash: syscall.SIGKILL}
 	conf := filepath.Join(dir, "sentinel.conf")
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	lines := append([]string{
-		"bind 127.0.0.1",
+		"bind " + s.ip(),
 		"daemonize no",
 		"dir " + strconv.Quote(dir),
 		"logfile " + strconv.Quote(s.log),
@@ -115,7 +118,7 @@ func StartSentinel(ctx context.Context, opt SentinelOptions) (*Server, error) {
 		return rdb.Ping(ctx).Err()
 	}
 	s, err = launch(ctx, s, func(port int) {
-		addr = fmt.Sprintf("127.0.0.1:%d", port)
+		addr = net.JoinHostPort(s.ip(), strconv.Itoa(port))
 		s.URL = "redis://" + addr
 		s.args = []string{conf, "--sentinel", "--port", strconv.Itoa(port)}
 	})

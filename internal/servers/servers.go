@@ -23,10 +23,22 @@ import (
 // ErrMissing is returned when a server binary is not installed.
 var ErrMissing = errors.New("server binary not found")
 
+// A Host is where a server runs, when not on this machine's loopback: a
+// network namespace of a test network (topology.NetnsHost), on an address
+// of its own.
+type Host interface {
+	// Command runs name with args on the host, in place of it (its PID is
+	// the server's), as root.
+	Command(name string, args ...string) *exec.Cmd
+	// IP is the host's address, which the server listens on.
+	IP() string
+}
+
 // A Server is a throwaway server process.
 type Server struct {
 	URL string // how to reach it
 
+	host  Host   // where it runs; nil for this machine, on 127.0.0.1
 	name  string // for messages: "redis-server", "postgres"
 	bin   string
 	args  []string
@@ -130,9 +142,8 @@ func (s *Server) Restart(ctx context.Context) error {
 // reaching it before the run has finished with it; Pdeathsig ends it if the
 // run dies.
 func (s *Server) start() error {
-	cmd := exec.Command(s.bin, s.args...)
+	cmd := s.command()
 	cmd.Dir = s.dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
@@ -157,6 +168,34 @@ func (s *Server) start() error {
 		close(done)
 	}()
 	return nil
+}
+
+// command is the server's command: on its host, if it has one.
+func (s *Server) command() *exec.Cmd {
+	if s.host == nil {
+		cmd := exec.Command(s.bin, s.args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		return cmd
+	}
+	argv := append([]string{s.bin}, s.args...)
+	if s.cred != nil {
+		// Entering the host takes root, so the server's own user is put on
+		// after; a change of user clears the parent-death signal, which
+		// setpriv sets again.
+		argv = append([]string{"setpriv", fmt.Sprintf("--reuid=%d", s.cred.Uid), fmt.Sprintf("--regid=%d", s.cred.Gid),
+			"--clear-groups", "--pdeathsig=KILL"}, argv...)
+	}
+	cmd := s.host.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// ip is the address the server listens on: its host's, or loopback.
+func (s *Server) ip() string {
+	if s.host == nil {
+		return "127.0.0.1"
+	}
+	return s.host.IP()
 }
 
 // wait polls ready until it succeeds, the process exits or ctx ends.

@@ -1,0 +1,132 @@
+package servers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/hiatus-dev/hiatus/topology"
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestOnHost starts each server on a host of its own, a network namespace
+// of a test network: it answers on the host's address, its process is in
+// the host's namespace (and PostgreSQL's runs as postgres there), a crash
+// and restart keep it there, and Stop leaves no process.
+func TestOnHost(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("NOT RUN: hosts of their own need root (CI runs as root)")
+	}
+	ctx := context.Background()
+	n, err := topology.NewNet(ctx, "srv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	host := func(name string) *topology.NetnsHost {
+		h, err := n.AddHost(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	redisHost := host("redis")
+	for _, tc := range []struct {
+		name  string
+		host  *topology.NetnsHost
+		start func(*topology.NetnsHost) (*Server, error)
+		ping  func(url string) error
+	}{
+		{"redis", redisHost, func(h *topology.NetnsHost) (*Server, error) {
+			return StartRedisWith(ctx, RedisOptions{Host: h, FakeClock: true})
+		}, pingRedis},
+		{"sentinel", host("sentinel"), func(h *topology.NetnsHost) (*Server, error) {
+			return StartSentinel(ctx, SentinelOptions{Host: h, Addr: redisHost.IP() + ":6379"})
+		}, pingRedis},
+		{"etcd", host("etcd"), func(h *topology.NetnsHost) (*Server, error) { return StartEtcdOn(ctx, h) }, nil},
+		{"postgres", host("pg"), func(h *topology.NetnsHost) (*Server, error) { return StartPostgresOn(ctx, h) }, func(url string) error {
+			c, err := pgx.Connect(ctx, url)
+			if err != nil {
+				return err
+			}
+			return c.Close(ctx)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := tc.start(tc.host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Stop()
+			for _, step := range []string{"started", "restarted"} {
+				if tc.ping != nil {
+					if err := tc.ping(s.URL); err != nil {
+						t.Errorf("%s: %s does not answer at %s: %v", step, tc.name, s.URL, err)
+					}
+				}
+				if got, want := netns(t, s.ProcessID()), hostNetns(t, tc.host); got != want {
+					t.Errorf("%s: pid %d in network namespace %s, want the host's %s", step, s.ProcessID(), got, want)
+				}
+				if tc.name == "postgres" {
+					if uid := procUID(t, s.ProcessID()); uid == 0 {
+						t.Errorf("%s: postgres runs as root", step)
+					}
+				}
+				if step == "started" {
+					s.Crash()
+					if err := s.Restart(ctx); err != nil {
+						t.Fatalf("restart: %v", err)
+					}
+				}
+			}
+			pid := s.ProcessID()
+			if err := s.Stop(); err != nil {
+				t.Errorf("stop: %v", err)
+			}
+			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+				t.Errorf("pid %d still running after Stop", pid)
+			}
+		})
+	}
+}
+
+func pingRedis(url string) error {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	return c.Ping(context.Background()).Err()
+}
+
+// netns names the network namespace of process pid.
+func netns(t *testing.T, pid int) string {
+	s, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// hostNetns names the network namespace of h, as a process it runs sees it.
+func hostNetns(t *testing.T, h *topology.NetnsHost) string {
+	out, err := h.Command("readlink", "/proc/self/ns/net").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out[:len(out)-1])
+}
+
+// procUID is the real user of process pid.
+func procUID(t *testing.T, pid int) int {
+	fi, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(fi.Sys().(*syscall.Stat_t).Uid)
+}
