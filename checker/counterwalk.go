@@ -457,12 +457,13 @@ func gapOp(known, reads *cursor, k int64) int {
 	return best.i
 }
 
-// A proof is a read that only writes of unknown outcome can explain: the
-// counter cannot have held what it returned unless one of them took effect.
+// A proof is a read that only writes of unknown outcome (or acknowledged
+// after the fact, landing at no known time) can explain: the counter cannot
+// have held what it returned unless one of them took effect before it.
 type proof struct {
 	read  int // index into calls of the read that completed first
 	maybe int // index into calls of the earliest-invoked of those writes
-	n     int // how many writes of unknown outcome could have produced it
+	n     int // how many such writes could have produced it
 }
 
 // lostBound is what a history proves of the updates lost at its final read.
@@ -512,9 +513,10 @@ func (w *counterWalk) lostBounds(final int, value int64) lostBound {
 
 // proofs returns, for each value other than initial that a read returned
 // (a read that completed before the time cut, or calls[final]), the proof
-// that a write of unknown outcome took effect, when there is one: the
-// writes of that value invoked before the earliest of those reads completed
-// are all of unknown outcome, and there is at least one. Values differ, so
+// that a write of unknown outcome (or resolved late) took effect, when there
+// is one: the writes of that value invoked before the earliest of those
+// reads completed are all of unknown outcome or resolved late, and there is
+// at least one. Values differ, so
 // each proof is a different write. first is the earliest-completing read of
 // the proofs; count is their number.
 func (w *counterWalk) proofs(cut int64, final int) (count int, first proof) {
@@ -534,14 +536,26 @@ func (w *counterWalk) proofs(cut int64, final int) (count int, first proof) {
 				earliest, found = rd, true
 			}
 		}
-		if !found || v == w.initial ||
-			slices.ContainsFunc(known.at(v), func(k walkItem) bool { return k.c <= earliest.r }) {
+		if !found || v == w.initial {
 			continue
 		}
-		ms := invokedBy(maybe.at(v), earliest.r)
+		ks := known.at(v)
+		if slices.ContainsFunc(ks, func(k walkItem) bool { return k.c <= earliest.r && k.r != w.end }) {
+			continue
+		}
+		// Acknowledged writes resolved after the fact took effect at no
+		// known time (their r is end): the read may be what proves one
+		// landed before it, as for a write of unknown outcome.
+		ms := slices.Clone(invokedBy(maybe.at(v), earliest.r))
+		for _, k := range ks {
+			if k.r == w.end && k.c <= earliest.r {
+				ms = append(ms, k)
+			}
+		}
 		if len(ms) == 0 {
 			continue
 		}
+		slices.SortStableFunc(ms, func(a, b walkItem) int { return cmp.Compare(a.c, b.c) })
 		count++
 		if first.read < 0 || earliest.r < firstAt.r || earliest.r == firstAt.r && earliest.pos < firstAt.pos {
 			first, firstAt = proof{read: earliest.i, maybe: ms[0].i, n: len(ms)}, earliest

@@ -62,6 +62,9 @@ func genCalls(t *rapid.T, initial int64) ([]lcCall, int64) {
 			case 2:
 				c.write, c.maybe = true, true
 			}
+			// An acknowledged write resolved after the fact: its return
+			// is unknown.
+			c.late = c.write && !c.maybe && rapid.IntRange(0, 3).Draw(t, "late") == 0
 			c.value = initial + rapid.Int64Range(-1, 5).Draw(t, "value")
 			if c.write {
 				c.from, c.fence = c.value-1, fence()

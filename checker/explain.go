@@ -240,11 +240,15 @@ func (s *Stream) describeProof(p proof) string {
 	if m.fence > 0 {
 		landed = " (if fences let it land)"
 	}
-	if p.n == 1 {
-		return fmt.Sprintf("%s read %d, which only %s, a write of unknown outcome, could have produced%s", s.who(rd), rd.value, s.who(m), landed)
+	kind, kinds := "a write of unknown outcome", "writes of unknown outcome"
+	if m.late {
+		kind, kinds = "a write the audit table settled after the run, which landed at no known time", "writes of unknown outcome or time"
 	}
-	return fmt.Sprintf("%s read %d, which only the %d writes of unknown outcome invoked before it (first %s) could have produced%s",
-		s.who(rd), rd.value, p.n, s.who(m), landed)
+	if p.n == 1 {
+		return fmt.Sprintf("%s read %d, which only %s, %s, could have produced%s", s.who(rd), rd.value, s.who(m), kind, landed)
+	}
+	return fmt.Sprintf("%s read %d, which only the %d %s invoked before it (first %s) could have produced%s",
+		s.who(rd), rd.value, p.n, kinds, s.who(m), landed)
 }
 
 // collisionCause says what let two increments of one value collide: the

@@ -27,7 +27,11 @@ type Section struct {
 	WriteEnd   int64 // write completion time
 	WriteType  history.Type
 	WriteValue int64
-	seq        int64 // its number, from 0, in the order the acquires completed
+	// WriteResolved: the write's :ok came after the fact (:resolved, from
+	// the run's audit table), so WriteEnd is its :info's time, not when it
+	// landed, which may be later.
+	WriteResolved bool
+	seq           int64 // its number, from 0, in the order the acquires completed
 }
 
 // wrote reports whether the section's write may have changed the counter.
@@ -100,7 +104,7 @@ func (b *sectionBuilder) add(o history.Op) {
 		}
 		s.End = o.Time
 	case o.F == history.FWrite:
-		s.Write, s.WriteEnd, s.WriteType = o.Index, o.Time, o.Type
+		s.Write, s.WriteEnd, s.WriteType, s.WriteResolved = o.Index, o.Time, o.Type, resolvedLate(o)
 		s.End = o.Time
 	case o.F == history.FRelease && o.Type == history.Invoke:
 		s.End = o.Time

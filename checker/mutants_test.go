@@ -79,8 +79,15 @@ var mutants = []mutant{
 		name: "a read proves a write of unknown outcome even beside an acknowledged one",
 		file: "counterwalk.go",
 		edits: [][2]string{{
-			"func(k walkItem) bool { return k.c <= earliest.r }",
-			"func(k walkItem) bool { return k.c <= earliest.r && false }"}},
+			"func(k walkItem) bool { return k.c <= earliest.r && k.r != w.end }",
+			"func(k walkItem) bool { return k.c <= earliest.r && k.r != w.end && false }"}},
+	},
+	{
+		name: "an acknowledged write resolved after the fact returns at its :time",
+		file: "counterwalk.go",
+		edits: [][2]string{{
+			"	if c.write && (c.maybe || c.late) {",
+			"	if c.write && c.maybe {"}},
 	},
 }
 

@@ -36,15 +36,20 @@ var writeEndCodec = codec[writeEnd]{
 }
 
 var sectionCodec = codec[Section]{
-	size: 8 * 13,
+	size: 8 * 14,
 	put: func(b []byte, s Section) {
+		var resolved int64
+		if s.WriteResolved {
+			resolved = 1
+		}
 		putWords(b, int64(s.Process), s.Acquire, s.Start, s.End, s.LeaseNS, s.Fence, s.Read, s.Write,
-			s.WriteInv, s.WriteEnd, int64(s.WriteType), s.WriteValue, s.seq)
+			s.WriteInv, s.WriteEnd, int64(s.WriteType), s.WriteValue, s.seq, resolved)
 	},
 	get: func(b []byte) Section {
 		return Section{Process: history.Process(word(b, 0)), Acquire: word(b, 1), Start: word(b, 2), End: word(b, 3),
 			LeaseNS: word(b, 4), Fence: word(b, 5), Read: word(b, 6), Write: word(b, 7), WriteInv: word(b, 8),
-			WriteEnd: word(b, 9), WriteType: history.Type(word(b, 10)), WriteValue: word(b, 11), seq: word(b, 12)}
+			WriteEnd: word(b, 9), WriteType: history.Type(word(b, 10)), WriteValue: word(b, 11), seq: word(b, 12),
+			WriteResolved: word(b, 13) != 0}
 	},
 }
 
@@ -79,6 +84,9 @@ func (ss *sectionSet) add(s Section) {
 	ss.byStart.add(s)
 	if s.WriteType == history.Ok {
 		ss.byInv.add(s)
+	}
+	if s.WriteType == history.Ok && !s.WriteResolved {
+		// A resolved write completed at no known time: before no one.
 		ss.byEnd.add(writeEnd{end: s.WriteEnd, value: s.WriteValue, fence: s.Fence, write: s.Write, seq: s.seq})
 	}
 }
