@@ -141,8 +141,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("--nodes, --clock-strobe and --delay cannot be negative")
 	case c.Hosts != "" && c.Hosts != "local" && c.Hosts != "netns":
 		return fmt.Errorf("--hosts %q: want local or netns", c.Hosts)
-	case c.Hosts == "netns" && (c.Lock == "etcd" || c.faultIn([]string{"failover"})):
-		return fmt.Errorf("--hosts netns does not yet reach etcd or the sentinels of --nemesis failover: run them with --hosts local")
 	case c.faultIn([]string{"isolate"}) && c.Hosts != "netns":
 		return fmt.Errorf("--nemesis isolate cuts a worker's host off from the network: it needs --hosts netns (as root)")
 	case c.Nodes > 0 && c.Lock != "redlock":

@@ -11,6 +11,7 @@ import (
 	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/store"
+	"github.com/hiatus-dev/hiatus/topology"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 )
@@ -25,7 +26,14 @@ func startEnv(ctx context.Context, cfg *Config) (_ *env, err error) {
 			e.close()
 		}
 	}()
-	if e.redis, e.postgres, err = startServers(ctx, cfg); err != nil {
+	net, pgHost, err := startNet(ctx, *cfg)
+	if err != nil {
+		return nil, err
+	}
+	if net != nil {
+		e.stops = append(e.stops, net.Close) // stopped in reverse: after the servers on it
+	}
+	if e.redis, e.postgres, err = startServers(ctx, cfg, pgHost); err != nil {
 		return nil, err
 	}
 	for _, sv := range []*servers.Server{e.redis, e.postgres} { // stopped in reverse
@@ -59,7 +67,7 @@ func startEnv(ctx context.Context, cfg *Config) (_ *env, err error) {
 	if err := e.rdb.Del(pctx, lockKey(cfg.Name), fenceKey(cfg.Name)).Err(); err != nil {
 		return nil, setupErrorf("Redis at %s: %v", Redact(cfg.RedisURL), err)
 	}
-	if e.topo, err = startTopo(ctx, *cfg); err != nil {
+	if e.topo, err = startTopo(ctx, *cfg, net, pgHost); err != nil {
 		return nil, err
 	}
 	e.stops = append(e.stops, func() error { e.topo.close(); return nil })
@@ -68,7 +76,8 @@ func startEnv(ctx context.Context, cfg *Config) (_ *env, err error) {
 
 // startServers starts a throwaway redis-server and PostgreSQL for the URLs
 // cfg leaves empty, and fills them in; a server given by URL is nil.
-func startServers(ctx context.Context, cfg *Config) (redis, postgres *servers.Server, err error) {
+// PostgreSQL runs on pgHost unless it is nil.
+func startServers(ctx context.Context, cfg *Config, pgHost *topology.NetnsHost) (redis, postgres *servers.Server, err error) {
 	if cfg.RedisURL == "" {
 		if redis, err = servers.StartRedis(ctx); err != nil {
 			return nil, nil, setupErrorf("throwaway redis-server: %w", err)
@@ -76,7 +85,11 @@ func startServers(ctx context.Context, cfg *Config) (redis, postgres *servers.Se
 		cfg.RedisURL = redis.URL
 	}
 	if cfg.PostgresURL == "" {
-		if postgres, err = servers.StartPostgres(ctx); err != nil {
+		var h servers.Host
+		if pgHost != nil {
+			h = pgHost
+		}
+		if postgres, err = servers.StartPostgresOn(ctx, h); err != nil {
 			if redis != nil {
 				redis.Stop()
 			}
@@ -92,7 +105,7 @@ func startServers(ctx context.Context, cfg *Config) (redis, postgres *servers.Se
 // many runs on one pair of servers (starting PostgreSQL for each would cost
 // more than some runs). Run starts its own when cfg names none.
 func StartServers(ctx context.Context, cfg *Config) (stop func(), err error) {
-	redis, postgres, err := startServers(ctx, cfg)
+	redis, postgres, err := startServers(ctx, cfg, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -218,6 +231,9 @@ func (e *env) logServers(run store.Run, cfg Config, lg *runLog) {
 		}
 		lg.logf("%s: throwaway, pid %d, at %s; its own log is kept as %s", sv.s.Name(), sv.s.ProcessID(), Redact(sv.url), sv.log)
 		sv.s.KeepLog(run.Path(sv.log))
+	}
+	for _, r := range e.topo.roles {
+		lg.logf("host %s at %s: %s", r.h.Name(), r.h.IP(), r.what)
 	}
 }
 

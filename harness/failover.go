@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/internal/servers"
@@ -19,55 +18,69 @@ const masterName = "hiatus"
 // replicated is the lock's Redis when the failover fault is on: a primary
 // and a replica, replicating asynchronously, and three sentinels (quorum
 // two) that promote the replica when the primary stops answering them.
-// Each node is reached by the sentinels and the other node through a link
-// of its own (it announces the link's address), so that the nemesis can
-// isolate it from them while the workers still reach it: the primary on
-// the wrong side of a partition, which takes locks that are never
-// replicated while the other side elects a new one.
+// The nemesis isolates a node from the sentinels and the other node while
+// the workers still reach it: the primary on the wrong side of a
+// partition, which takes locks that are never replicated while the other
+// side elects a new one. On this machine each node is reached by the
+// sentinels and the other node through a link of its own (it announces the
+// link's address), which the nemesis cuts; on hosts of their own (--hosts
+// netns), everyone dials the node's host, and the cut is a rule in its
+// filter.
 type replicated struct {
 	nodes     []*servers.Server
-	links     []*topology.Link // links[i] is how sentinels and replicas reach nodes[i]
+	links     []*topology.Link      // links[i] is how sentinels and replicas reach nodes[i]; none on hosts
+	hosts     []*topology.NetnsHost // hosts[i] is nodes[i]'s, then the sentinels'; none on this machine
 	sentinels []*servers.Server
 }
 
-// startReplicated starts the primary, the replica and the sentinels, and
-// waits until the sentinels know the replica and one another: a failover
-// is possible from then on.
-func startReplicated(ctx context.Context) (_ *replicated, err error) {
+// startReplicated starts the primary, the replica and the sentinels, on
+// hosts of their own when t has a test network, and waits until the
+// sentinels know the replica and one another: a failover is possible from
+// then on.
+func (t *topo) startReplicated(ctx context.Context) (_ *replicated, err error) {
 	r := &replicated{}
 	defer func() {
 		if err != nil {
 			r.close()
 		}
 	}()
+	host := func(name, what string) (servers.Host, error) {
+		if t.net == nil {
+			return nil, nil
+		}
+		h, err := t.addHost(ctx, name, what)
+		if err != nil {
+			return nil, err
+		}
+		r.hosts = append(r.hosts, h)
+		return h, nil
+	}
 	for i := range 2 {
-		s, err := servers.StartRedis(ctx)
+		h, err := host(fmt.Sprintf("r%d", i), fmt.Sprintf("the replicated Redis's node %d", i))
+		if err != nil {
+			return nil, err
+		}
+		opt := servers.RedisOptions{Host: h}
+		if i == 1 && h != nil {
+			opt.ReplicaOf = r.addr(0) // on this machine, link tells it, through node 0's link
+		}
+		s, err := servers.StartRedisWith(ctx, opt)
 		if err != nil {
 			return nil, setupErrorf("the lock's Redis node %d: %w", i+1, err)
 		}
 		r.nodes = append(r.nodes, s)
-		l, err := topology.Listen(hostPort(s.URL))
-		if err != nil {
-			return nil, setupErrorf("a link to Redis node %d: %v", i+1, err)
-		}
-		r.links = append(r.links, l)
-		host, port, _ := net.SplitHostPort(l.Addr())
-		c := redis.NewClient(&redis.Options{Addr: hostPort(s.URL), MaxRetries: -1})
-		err = c.ConfigSet(ctx, "replica-announce-ip", host).Err()
-		if err == nil {
-			err = c.ConfigSet(ctx, "replica-announce-port", port).Err()
-		}
-		if err == nil && i == 1 {
-			h, p, _ := net.SplitHostPort(r.links[0].Addr())
-			err = c.ReplicaOf(ctx, h, p).Err()
-		}
-		c.Close()
-		if err != nil {
-			return nil, setupErrorf("Redis node %d: %v", i+1, err)
+		if h == nil {
+			if err := r.link(ctx, i); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for i := range 3 {
-		s, err := servers.StartSentinel(ctx, servers.SentinelOptions{Master: masterName, Addr: r.links[0].Addr(), Quorum: 2})
+		h, err := host(fmt.Sprintf("s%d", i), fmt.Sprintf("sentinel %d", i))
+		if err != nil {
+			return nil, err
+		}
+		s, err := servers.StartSentinel(ctx, servers.SentinelOptions{Master: masterName, Addr: r.addr(0), Quorum: 2, Host: h})
 		if err != nil {
 			return nil, setupErrorf("sentinel %d: %w", i+1, err)
 		}
@@ -77,6 +90,41 @@ func startReplicated(ctx context.Context) (_ *replicated, err error) {
 		return nil, setupErrorf("the replicated Redis: %v", err)
 	}
 	return r, nil
+}
+
+// link puts a link in front of node i, has it announce the link's address
+// as its own, and makes node 1 a replica of node 0 through node 0's link.
+func (r *replicated) link(ctx context.Context, i int) error {
+	s := r.nodes[i]
+	l, err := topology.Listen(hostPort(s.URL))
+	if err != nil {
+		return setupErrorf("a link to Redis node %d: %v", i+1, err)
+	}
+	r.links = append(r.links, l)
+	host, port, _ := net.SplitHostPort(l.Addr())
+	c := redis.NewClient(&redis.Options{Addr: hostPort(s.URL), MaxRetries: -1})
+	defer c.Close()
+	err = c.ConfigSet(ctx, "replica-announce-ip", host).Err()
+	if err == nil {
+		err = c.ConfigSet(ctx, "replica-announce-port", port).Err()
+	}
+	if err == nil && i == 1 {
+		h, p, _ := net.SplitHostPort(r.addr(0))
+		err = c.ReplicaOf(ctx, h, p).Err()
+	}
+	if err != nil {
+		return setupErrorf("Redis node %d: %v", i+1, err)
+	}
+	return nil
+}
+
+// addr is where the sentinels and the other node reach node i: its link,
+// or its host.
+func (r *replicated) addr(i int) string {
+	if r.links != nil {
+		return r.links[i].Addr()
+	}
+	return hostPort(r.nodes[i].URL)
 }
 
 // awaitReady polls every 50 ms, for 30 s at most, until every sentinel
@@ -127,8 +175,11 @@ func (r *replicated) sentinelAddrs() []string {
 
 // direct maps each node's link address, which the sentinels give as the
 // primary's, to the node itself: the workers are on the primary's side of
-// the partition the nemesis makes.
+// the partition the nemesis makes. On hosts, the address is the node's.
 func (r *replicated) direct() map[string]string {
+	if r.links == nil {
+		return nil
+	}
 	m := map[string]string{}
 	for i, l := range r.links {
 		m[l.Addr()] = hostPort(r.nodes[i].URL)
@@ -144,9 +195,9 @@ func (r *replicated) primary(ctx context.Context) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("ask sentinel for the primary: %w", err)
 	}
-	at := strings.Join(addr, ":")
-	for i, l := range r.links {
-		if l.Addr() == at {
+	at := net.JoinHostPort(addr[0], addr[1])
+	for i := range r.nodes {
+		if r.addr(i) == at {
 			return i, nil
 		}
 	}
@@ -169,11 +220,30 @@ func (r *replicated) close() {
 func (r *replicated) Primary(ctx context.Context) (int, error) { return r.primary(ctx) }
 
 // Isolate implements nemesis.Replicated: node's link, by which the
-// sentinels and the other node reach it, is cut.
-func (r *replicated) Isolate(node int) { r.links[node].Cut() }
+// sentinels and the other node reach it, is cut; on hosts, node's host
+// drops what crosses between it and theirs.
+func (r *replicated) Isolate(ctx context.Context, node int) error {
+	if r.hosts == nil {
+		r.links[node].Cut()
+		return nil
+	}
+	var peers []topology.Host
+	for i, h := range r.hosts {
+		if i != node {
+			peers = append(peers, h)
+		}
+	}
+	return r.hosts[node].Isolate(ctx, peers...)
+}
 
 // Rejoin implements nemesis.Replicated.
-func (r *replicated) Rejoin(node int) { r.links[node].Heal() }
+func (r *replicated) Rejoin(ctx context.Context, node int) error {
+	if r.hosts == nil {
+		r.links[node].Heal()
+		return nil
+	}
+	return r.hosts[node].Heal(ctx)
+}
 
 // hostPort is the host:port of a server's URL, which the servers package
 // made: it parses.

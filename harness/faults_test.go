@@ -75,6 +75,19 @@ func aimed(kind history.Keyword, length time.Duration, at ...time.Duration) neme
 	return p
 }
 
+// aimPostgres sets c to a fault of worker 0's link to PostgreSQL, begun
+// once it holds the lock, for two leases; it reads, works a third of its
+// lease, writes. The others poll for the lock every millisecond: polling
+// every 5 ms, they let the worker that releases it take it again most
+// times, and worker 0 may wait longer than the nemesis waits for it to
+// hold (a second). The run lasts until the fault, begun a second late at
+// the worst, has ended and worker 0 has finished its section among the
+// others, still taking turns.
+func aimPostgres(c *harness.Config, kind string) {
+	c.Nemesis, c.Work, c.Retry, c.TimeLimit = kind, faultLease/3, time.Millisecond, 3*time.Second
+	c.Plan = aimed(history.Keyword(kind), 2*faultLease, 500*time.Millisecond)
+}
+
 // TestRunNetworkFaults runs each new fault for a few seconds, the runs in
 // parallel on one pair of throwaway servers, and reads each one's history: the fault's events, with the fields that
 // say what it hit, and its effect on the lock and the counter. The effects
@@ -86,18 +99,7 @@ func aimed(kind history.Keyword, length time.Duration, at ...time.Duration) neme
 // has ended, none has left a process, a server directory or a listener.
 func TestRunNetworkFaults(t *testing.T) {
 	before := listeners(t)
-	// A fault of worker 0's link to PostgreSQL, begun once it holds the
-	// lock, for two leases; it reads, works a third of its lease, writes.
-	// The others poll for the lock every millisecond: polling every 5 ms,
-	// they let the worker that releases it take it again most times, and
-	// worker 0 may wait longer than the nemesis waits for it to hold (a
-	// second). The run lasts until the fault, begun a second late at the
-	// worst, has ended and worker 0 has finished its section among the
-	// others, still taking turns.
-	pg := func(c *harness.Config, kind string) {
-		c.Nemesis, c.Work, c.Retry, c.TimeLimit = kind, faultLease/3, time.Millisecond, 3*time.Second
-		c.Plan = aimed(history.Keyword(kind), 2*faultLease, 500*time.Millisecond)
-	}
+	pg := aimPostgres
 	cases := []faultCase{
 		// A worker's next request to the lock's Redis comes within the work
 		// (50 ms) or --retry, and a loaded machine's stall: a fault of two
@@ -247,6 +249,34 @@ func TestRunNetworkFaults(t *testing.T) {
 				t.Errorf("valid? %v with %d writes: want a valid run with writes: %s", r.res.Results.Valid, r.fig.Writes, r.res.Results.AppendEDN(nil))
 			}
 		}},
+		{name: "redlock-partition-redis-majority", edit: func(c *harness.Config) {
+			c.Lock, c.Nemesis, c.Lease = "redlock", "partition-redis-majority", 2*time.Second
+			c.Pause, c.Interval, c.TimeLimit = 4*faultLease, 100*time.Millisecond, 3*time.Second
+		}, effect: func(t *testing.T, r faultRun) {
+			// Cut from three of the five nodes, the worker can take the
+			// lock nowhere: none of its acquires succeeds a while into the
+			// cut (the begin event is stamped before it) and before its
+			// end, and one at least was under way then.
+			tried := 0
+			r.eachWhole(t, r.kind(), func(w window) {
+				if links, _ := w.v("links").(string); !regexp.MustCompile(`^nodes [0-4],[0-4],[0-4]$`).MatchString(links) {
+					t.Errorf(":links %q: want a majority of the 5 nodes", links)
+				}
+				from := w.begin.Time + int64(faultLease)
+				for _, c := range r.calls(r.slot(w)) {
+					if c.inv.F != history.FAcquire || c.inv.Time > w.end.Time || c.comp.Time < from {
+						continue
+					}
+					tried++
+					if c.comp.Type == history.Ok && c.comp.Time < w.end.Time {
+						t.Errorf("op %d: worker %d took the lock while cut from nodes %v", c.comp.Index, r.slot(w), w.v("links"))
+					}
+				}
+			})
+			if tried == 0 {
+				t.Error("no acquire was under way inside a cut")
+			}
+		}},
 		{name: "redlock-partition-redis", edit: func(c *harness.Config) {
 			// The lease as redlock's above: redsync gives each node 5% of
 			// it to answer (15 ms of 300 ms), which a loaded machine misses.
@@ -343,7 +373,8 @@ func (r faultRun) checkSettings(t *testing.T) {
 	switch {
 	case r.cfg.Lock == "redlock":
 		nodes = harness.DefaultNodes
-	case strings.Contains(r.cfg.Nemesis, "clock") || strings.Contains(r.cfg.Nemesis, "restart"):
+	case r.cfg.Lock == "etcd" || r.cfg.Nemesis == "failover":
+	case strings.Contains(r.cfg.Nemesis, "clock") || strings.Contains(r.cfg.Nemesis, "restart") || r.cfg.Hosts == "netns":
 		nodes = 1 // the lock on a node of its own, apart from the history's clock
 	}
 	want := map[history.Keyword]any{"lock-nodes": nodes, "history-clock": history.Keyword("redis-time"),
@@ -372,6 +403,8 @@ func (r faultRun) checkFields(t *testing.T, w window) {
 	case nemesis.KindRestart:
 		intIn("node", 0, 1)
 		intIn("pid", 1, 1<<31)
+	case nemesis.KindFailover:
+		intIn("node", 0, 2)
 	default: // a link fault: a worker's links
 		intIn("worker", 0, int64(r.cfg.Workers))
 		intIn("pid", 1, 1<<31)

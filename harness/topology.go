@@ -28,12 +28,15 @@ func nodeFaults() []string { return []string{"clock", "restart"} }
 // linkFaults are the faults that act on links: a run with one puts a link
 // (a proxy) in each worker's path to every lock node and to PostgreSQL.
 func linkFaults() []string {
-	return []string{"partition-redis", "partition-postgres", "delay-redis", "delay-postgres", "drop-redis", "drop-postgres"}
+	return []string{"partition-redis", "partition-redis-majority", "partition-postgres",
+		"delay-redis", "delay-postgres", "drop-redis", "drop-postgres"}
 }
 
 // redisLinkFaults are the link faults that act on the links to the lock's
 // nodes.
-func redisLinkFaults() []string { return []string{"partition-redis", "delay-redis", "drop-redis"} }
+func redisLinkFaults() []string {
+	return []string{"partition-redis", "partition-redis-majority", "delay-redis", "drop-redis"}
+}
 
 // sequenceable are the faults a sequence (a+b) may be made of: those that
 // begin with :start and end with :stop, so that its events say what its
@@ -55,16 +58,30 @@ func (c Config) redisLock() bool {
 }
 
 // lockNodes is how many Redis nodes of its own the lock is kept on: the
-// redlock's --nodes, one when a fault acts on the lock's node, and none
-// (the run's Redis) otherwise.
+// redlock's --nodes; one when a fault acts on the lock's node, or when it
+// runs on a host of its own (--hosts netns); none otherwise: the run's
+// Redis, or with failover the replicated one.
 func (c Config) lockNodes() int {
 	switch {
 	case c.Lock == "redlock":
 		return c.nodes()
-	case c.redisLock() && c.faultIn(nodeFaults()):
+	case c.faultIn([]string{"failover"}):
+		return 0
+	case c.redisLock() && (c.faultIn(nodeFaults()) || c.Hosts == "netns"):
 		return 1
 	}
 	return 0
+}
+
+// proxied reports whether the workers reach the servers through proxies
+// of the run's (topology.Link), for the link faults to act on. On hosts
+// of their own, partitions act in the kernel instead; only a delay or a
+// drop (this kernel has no netem) needs the proxies.
+func (c Config) proxied() bool {
+	if c.Hosts == "netns" {
+		return c.faultIn([]string{"delay-redis", "delay-postgres", "drop-redis", "drop-postgres"})
+	}
+	return c.faultIn(linkFaults())
 }
 
 func (c Config) nodes() int {
@@ -80,28 +97,69 @@ func (c Config) faultIn(names []string) bool {
 }
 
 // topo is what stands between the workers and the servers: the lock's own
-// Redis nodes, if any, and the links the link faults act on.
+// Redis nodes, if any; with --hosts netns, the test network and the hosts
+// everything runs on; and the paths the link faults act on.
 type topo struct {
 	nodes    []*servers.Server // the lock's own nodes; none when it is kept on the run's Redis
 	nodeURLs []string          // where the lock is kept: the nodes, or the run's Redis
 	postgres string
 	redis    string // the run's Redis: the history's clock, the fences
-	// links[slot] are a worker's links: one to each of nodeURLs, then one
-	// to PostgreSQL, then (on a host of its own) one to the run's Redis;
-	// nil when no fault acts on links and workers run on this machine.
-	links [][]*topology.Link
-	// net and hosts, with --hosts netns: each worker's network namespace,
-	// which reaches the servers through its links, on the root's address.
-	net   *topology.Net
-	hosts []*topology.NetnsHost
-	repl  *replicated     // the lock's replicated Redis, for the failover fault; nil without
-	etcd  *servers.Server // the etcd lock's throwaway server; nil for other locks
+	// paths[slot] are how the worker in slot reaches each of nodeURLs,
+	// then PostgreSQL, then the run's Redis; nil when no link fault acts
+	// and the workers run on this machine.
+	paths [][]path
+	// With --hosts netns: the test network, each worker's host, and the
+	// servers': a host for each of nodes, PostgreSQL's (nil when it was
+	// given by URL: it is reached through a proxy on the root namespace,
+	// as the run's Redis always is) and the others' (etcd, the replicated
+	// Redis, whose hosts are only in roles).
+	net       *topology.Net
+	hosts     []*topology.NetnsHost
+	nodeHosts []*topology.NetnsHost
+	pgHost    *topology.NetnsHost
+	roles     []hostRole      // every host, for the log and for isolate
+	repl      *replicated     // the lock's replicated Redis, for the failover fault; nil without
+	etcd      *servers.Server // the etcd lock's throwaway server; nil for other locks
+}
+
+// A path is how a worker reaches one server, and what the link faults act
+// on there.
+type path struct {
+	url   string         // as the worker dials it
+	link  nemesis.Link   // nil where no link fault can act
+	proxy *topology.Link // the proxy on the way; nil for none
+}
+
+// startNet makes the test network of --hosts netns, and PostgreSQL's host
+// when it is to be a throwaway; nothing (nils) otherwise. The caller
+// closes the network after every server on it has stopped.
+func startNet(ctx context.Context, cfg Config) (*topology.Net, *topology.NetnsHost, error) {
+	if cfg.Hosts != "netns" {
+		return nil, nil, nil
+	}
+	n, err := topology.NewNet(ctx, "") // a name of its own: runs of one process may overlap
+	if err != nil {
+		return nil, nil, setupErrorf("--hosts netns: %w", err)
+	}
+	if cfg.PostgresURL != "" {
+		return n, nil, nil
+	}
+	h, err := n.AddHost(ctx, "pg")
+	if err != nil {
+		n.Close()
+		return nil, nil, setupErrorf("--hosts netns: PostgreSQL's host: %w", err)
+	}
+	return n, h, nil
 }
 
 // startTopo starts the lock's nodes (under a clock that can be jumped when
-// the clock fault is on) and the workers' links, as cfg asks.
-func startTopo(ctx context.Context, cfg Config) (_ *topo, err error) {
-	t := &topo{nodeURLs: []string{cfg.RedisURL}, postgres: cfg.PostgresURL, redis: cfg.RedisURL}
+// the clock fault is on) and the workers' paths, as cfg asks; on net, when
+// it is not nil, with pgHost PostgreSQL's host or nil.
+func startTopo(ctx context.Context, cfg Config, net *topology.Net, pgHost *topology.NetnsHost) (_ *topo, err error) {
+	t := &topo{nodeURLs: []string{cfg.RedisURL}, postgres: cfg.PostgresURL, redis: cfg.RedisURL, net: net, pgHost: pgHost}
+	if pgHost != nil {
+		t.roles = append(t.roles, hostRole{pgHost, "PostgreSQL"})
+	}
 	defer func() {
 		if err != nil {
 			t.close()
@@ -109,8 +167,16 @@ func startTopo(ctx context.Context, cfg Config) (_ *topo, err error) {
 	}()
 	if n := cfg.lockNodes(); n > 0 {
 		t.nodeURLs = nil
-		opt := servers.RedisOptions{FakeClock: slices.Contains(cfg.faultParts(), "clock")}
 		for i := range n {
+			opt := servers.RedisOptions{FakeClock: slices.Contains(cfg.faultParts(), "clock")}
+			if net != nil {
+				h, err := t.addHost(ctx, fmt.Sprintf("n%d", i), fmt.Sprintf("the lock's Redis node %d", i))
+				if err != nil {
+					return nil, err
+				}
+				t.nodeHosts = append(t.nodeHosts, h)
+				opt.Host = h
+			}
 			s, err := servers.StartRedisWith(ctx, opt)
 			if err != nil {
 				return nil, setupErrorf("the lock's Redis node %d: %w", i+1, err)
@@ -120,54 +186,82 @@ func startTopo(ctx context.Context, cfg Config) (_ *topo, err error) {
 		}
 	}
 	if cfg.Lock == "etcd" {
-		if t.etcd, err = servers.StartEtcd(ctx); err != nil {
+		var h servers.Host
+		if net != nil {
+			if h, err = t.addHost(ctx, "etcd", "etcd"); err != nil {
+				return nil, err
+			}
+		}
+		if t.etcd, err = servers.StartEtcdOn(ctx, h); err != nil {
 			return nil, setupErrorf("throwaway etcd: %w", err)
 		}
 	}
 	if cfg.faultIn([]string{"failover"}) {
-		if t.repl, err = startReplicated(ctx); err != nil {
+		if t.repl, err = t.startReplicated(ctx); err != nil {
 			return nil, err
 		}
 	}
-	ip := "127.0.0.1"
-	if cfg.Hosts == "netns" {
-		if err := t.startHosts(ctx, cfg.Workers); err != nil {
-			return nil, err
-		}
-		ip = t.net.Root().IP()
-	} else if !cfg.faultIn(linkFaults()) {
-		return t, nil
-	}
-	t.links = make([][]*topology.Link, cfg.Workers)
-	for slot := range t.links {
-		targets := append(slices.Clone(t.nodeURLs), t.postgres)
-		if t.net != nil {
-			targets = append(targets, t.redis)
-		}
-		for _, u := range targets {
-			l, err := linkTo(ip, u)
+	if net != nil {
+		for slot := range cfg.Workers {
+			h, err := t.addHost(ctx, fmt.Sprintf("w%d", slot), fmt.Sprintf("worker %d", slot))
 			if err != nil {
 				return nil, err
 			}
-			t.links[slot] = append(t.links[slot], l)
+			t.hosts = append(t.hosts, h)
+		}
+	} else if !cfg.proxied() {
+		return t, nil
+	}
+	t.paths = make([][]path, cfg.Workers)
+	for slot := range t.paths {
+		if err := t.startPaths(slot, cfg.proxied()); err != nil {
+			return nil, err
 		}
 	}
 	return t, nil
 }
 
-// startHosts makes a network namespace for each of n workers, on a bridge
-// of their own.
-func (t *topo) startHosts(ctx context.Context, n int) error {
-	var err error
-	if t.net, err = topology.NewNet(ctx, "run"); err != nil {
-		return setupErrorf("--hosts netns: %w", err)
+// A hostRole is a host of the test network and what runs on it.
+type hostRole struct {
+	h    *topology.NetnsHost
+	what string
+}
+
+// addHost adds a host called name to the test network, for what.
+func (t *topo) addHost(ctx context.Context, name, what string) (*topology.NetnsHost, error) {
+	h, err := t.net.AddHost(ctx, name)
+	if err != nil {
+		return nil, setupErrorf("--hosts netns: the host of %s: %w", what, err)
 	}
-	for slot := range n {
-		h, err := t.net.AddHost(ctx, fmt.Sprintf("w%d", slot))
-		if err != nil {
-			return setupErrorf("--hosts netns: worker %d's host: %w", slot, err)
+	t.roles = append(t.roles, hostRole{h, what})
+	return h, nil
+}
+
+// startPaths makes the paths of the worker in slot: through a proxy of its
+// own to each server when proxied; else, from a host of its own, straight
+// to the servers on hosts (a partition is a rule in its host's filter) and
+// through a proxy to those that are not.
+func (t *topo) startPaths(slot int, proxied bool) error {
+	ip := "127.0.0.1"
+	if t.net != nil {
+		ip = t.net.Root().IP()
+	}
+	targets := append(slices.Clone(t.nodeURLs), t.postgres)
+	on := slices.Clone(t.nodeHosts)
+	on = append(on, t.pgHost)
+	if t.net != nil {
+		targets, on = append(targets, t.redis), append(on, nil)
+	}
+	for i, u := range targets {
+		if !proxied && i < len(on) && on[i] != nil {
+			t.paths[slot] = append(t.paths[slot], path{url: u, link: kernelCut{from: t.hosts[slot], to: on[i]}})
+			continue
 		}
-		t.hosts = append(t.hosts, h)
+		l, err := linkTo(ip, u)
+		if err != nil {
+			return err
+		}
+		t.paths[slot] = append(t.paths[slot], path{url: via(u, l), link: proxy{l}, proxy: l})
 	}
 	return nil
 }
@@ -201,20 +295,59 @@ func via(rawURL string, l *topology.Link) string {
 }
 
 // urls are the servers as the worker in slot reaches them: the lock's
-// nodes and PostgreSQL, through its links when it has them.
+// nodes, PostgreSQL and the run's Redis.
 func (t *topo) urls(slot int) (nodes []string, postgres, redis string) {
-	if t.links == nil {
+	if t.paths == nil {
 		return t.nodeURLs, t.postgres, t.redis
 	}
-	ls := t.links[slot]
-	for i, u := range t.nodeURLs {
-		nodes = append(nodes, via(u, ls[i]))
+	ps := t.paths[slot]
+	for _, p := range ps[:len(t.nodeURLs)] {
+		nodes = append(nodes, p.url)
 	}
-	postgres, redis = via(t.postgres, ls[len(t.nodeURLs)]), t.redis
+	postgres, redis = ps[len(t.nodeURLs)].url, t.redis
 	if t.net != nil {
-		redis = via(t.redis, ls[len(t.nodeURLs)+1])
+		redis = ps[len(t.nodeURLs)+1].url
 	}
 	return nodes, postgres, redis
+}
+
+// A proxy is a link fault's hold on a proxy in the path.
+type proxy struct{ l *topology.Link }
+
+func (p proxy) Cut(context.Context) error  { p.l.Cut(); return nil }
+func (p proxy) Drop(context.Context) error { p.l.Drop(); return nil }
+func (p proxy) Slow(_ context.Context, d time.Duration) error {
+	p.l.Slow(d)
+	return nil
+}
+func (p proxy) Heal(context.Context) error {
+	p.l.Slow(0)
+	p.l.Heal()
+	return nil
+}
+
+// A kernelCut is a link fault's hold on the path between two hosts of the
+// test network: a rule in from's filter. It can only cut: delays and drops
+// take a proxy (this kernel has no netem), and proxied says when to put
+// one in.
+type kernelCut struct {
+	from *topology.NetnsHost
+	to   topology.Host
+}
+
+func (k kernelCut) Cut(ctx context.Context) error { return k.from.Isolate(ctx, k.to) }
+
+// Heal heals every cut of from's own: the nemesis makes one fault at a
+// time on a worker, the parts of a sequence ending together.
+func (k kernelCut) Heal(ctx context.Context) error { return k.from.Heal(ctx) }
+func (k kernelCut) Drop(context.Context) error {
+	return fmt.Errorf("a drop on %s's path to %s takes a proxy", k.from.Name(), k.to.Name())
+}
+func (k kernelCut) Slow(_ context.Context, d time.Duration) error {
+	if d == 0 {
+		return nil
+	}
+	return fmt.Errorf("a delay on %s's path to %s takes a proxy", k.from.Name(), k.to.Name())
 }
 
 // sentinels are where a worker asks for the lock's primary, and direct
@@ -241,42 +374,68 @@ func (t *topo) etcdURL() string {
 	return t.etcd.URL
 }
 
-// nodeLinks returns the links of the worker in slot to the lock's nodes: to
-// a minority of them, chosen by r, when there are several (a majority cut
-// off would only stop the worker from acquiring), and what they are.
-func (t *topo) nodeLinks(slot int, r *rand.Rand) ([]nemesis.Link, string, []int) {
-	ls := t.links[slot][:len(t.nodeURLs)]
-	if len(ls) == 1 {
-		return []nemesis.Link{ls[0]}, "redis", []int{0}
+// nodeLinks returns the links of the worker in slot to the lock's nodes,
+// what they are and which: those of nodes, a replay's, unless it is nil;
+// else, of several, a minority chosen by r (the worker still takes the lock
+// on the others: the cut hides grants and releases from it), or with
+// majority a majority (it can take the lock nowhere; a lock it holds
+// lapses).
+func (t *topo) nodeLinks(majority bool) func(int, []int, *rand.Rand) ([]nemesis.Link, string, []int) {
+	return func(slot int, nodes []int, r *rand.Rand) ([]nemesis.Link, string, []int) {
+		return t.pickNodeLinks(slot, nodes, r, majority)
 	}
-	picked := r.Perm(len(ls))[:max(1, (len(ls)-1)/2)]
-	slices.Sort(picked)
+}
+
+func (t *topo) pickNodeLinks(slot int, picked []int, r *rand.Rand, majority bool) ([]nemesis.Link, string, []int) {
+	ps := t.paths[slot][:len(t.nodeURLs)]
+	if len(ps) == 1 {
+		return []nemesis.Link{ps[0].link}, "redis", []int{0}
+	}
+	if picked == nil {
+		n := max(1, (len(ps)-1)/2)
+		if majority {
+			n = len(ps)/2 + 1
+		}
+		picked = r.Perm(len(ps))[:n]
+		slices.Sort(picked)
+	}
+	if slices.ContainsFunc(picked, func(i int) bool { return i >= len(ps) }) {
+		return nil, "", nil // a replay of a run with more nodes: no such link
+	}
 	var out []nemesis.Link
 	var names []string
 	for _, i := range picked {
-		out = append(out, ls[i])
+		out = append(out, ps[i].link)
 		names = append(names, fmt.Sprint(i))
 	}
 	return out, "nodes " + strings.Join(names, ","), picked
 }
 
 // postgresLink returns the link of the worker in slot to PostgreSQL.
-func (t *topo) postgresLink(slot int, _ *rand.Rand) ([]nemesis.Link, string, []int) {
-	ls := t.links[slot]
-	return []nemesis.Link{ls[len(t.nodeURLs)]}, "postgres", nil
+func (t *topo) postgresLink(slot int, _ []int, _ *rand.Rand) ([]nemesis.Link, string, []int) {
+	return []nemesis.Link{t.paths[slot][len(t.nodeURLs)].link}, "postgres", nil
 }
 
-// isolate is the fault that cuts a worker's host off from the root
-// namespace: from every server, the history's clock and the fences too.
+// isolate is the fault that cuts a worker's host off from every other: the
+// root namespace (the history's clock, the fences, the proxies), every
+// server's host and the other workers'.
 func (t *topo) isolate(workers func() []nemesis.Target) nemesis.Fault {
 	return &nemesis.Isolate{Workers: workers,
-		Cut:  func(ctx context.Context, slot int) error { return t.hosts[slot].Isolate(ctx, t.net.Root()) },
+		Cut: func(ctx context.Context, slot int) error {
+			peers := []topology.Host{t.net.Root()}
+			for _, r := range t.roles {
+				if r.h != t.hosts[slot] {
+					peers = append(peers, r.h)
+				}
+			}
+			return t.hosts[slot].Isolate(ctx, peers...)
+		},
 		Heal: func(ctx context.Context, slot int) error { return t.hosts[slot].Heal(ctx) }}
 }
 
 // linkFault is the fault called name if it is a link fault.
 func (t *topo) linkFault(name string, cfg Config, workers func() []nemesis.Target) nemesis.Fault {
-	links := t.nodeLinks
+	links := t.nodeLinks(name == "partition-redis-majority")
 	if strings.HasSuffix(name, "-postgres") {
 		links = t.postgresLink
 	}
@@ -295,9 +454,11 @@ func (t *topo) linkFault(name string, cfg Config, workers func() []nemesis.Targe
 }
 
 func (t *topo) close() {
-	for _, ls := range t.links {
-		for _, l := range ls {
-			l.Close()
+	for _, ps := range t.paths {
+		for _, p := range ps {
+			if p.proxy != nil {
+				p.proxy.Close()
+			}
 		}
 	}
 	for _, s := range t.nodes {
@@ -307,7 +468,4 @@ func (t *topo) close() {
 		t.repl.close()
 	}
 	t.etcd.Stop()
-	if t.net != nil {
-		t.net.Close() // after the workers: a run's workers have ended before its env closes
-	}
 }

@@ -42,16 +42,17 @@ const (
 	KindKillPostgres  history.Keyword = "kill-postgres"  // immediate shutdown of PostgreSQL, restarted
 	KindKillWorker    history.Keyword = "kill-worker"    // SIGKILL of a worker, replaced by a new one
 
-	KindRestart           history.Keyword = "restart"            // SIGKILL of one of the lock's Redis nodes, restarted empty
-	KindClock             history.Keyword = "clock"              // one of the lock's Redis nodes' wall clock jumps
-	KindPartitionRedis    history.Keyword = "partition-redis"    // a worker cut from the lock's Redis nodes (a minority of several)
-	KindPartitionPostgres history.Keyword = "partition-postgres" // a worker cut from PostgreSQL
-	KindDelayRedis        history.Keyword = "delay-redis"        // a worker's links to the lock's nodes slowed
-	KindDelayPostgres     history.Keyword = "delay-postgres"     // a worker's link to PostgreSQL slowed
-	KindDropRedis         history.Keyword = "drop-redis"         // a worker's connections to the lock's nodes reset
-	KindDropPostgres      history.Keyword = "drop-postgres"      // a worker's connections to PostgreSQL reset
-	KindFailover          history.Keyword = "failover"           // the Redis primary isolated from its replica and sentinels; they promote the replica
-	KindIsolate           history.Keyword = "isolate"            // a worker's host cut off from the network (--hosts netns)
+	KindRestart           history.Keyword = "restart"                  // SIGKILL of one of the lock's Redis nodes, restarted empty
+	KindClock             history.Keyword = "clock"                    // one of the lock's Redis nodes' wall clock jumps
+	KindPartitionRedis    history.Keyword = "partition-redis"          // a worker cut from the lock's Redis nodes (a minority of several)
+	KindPartitionMajority history.Keyword = "partition-redis-majority" // a worker cut from a majority of the lock's Redis nodes
+	KindPartitionPostgres history.Keyword = "partition-postgres"       // a worker cut from PostgreSQL
+	KindDelayRedis        history.Keyword = "delay-redis"              // a worker's links to the lock's nodes slowed
+	KindDelayPostgres     history.Keyword = "delay-postgres"           // a worker's link to PostgreSQL slowed
+	KindDropRedis         history.Keyword = "drop-redis"               // a worker's connections to the lock's nodes reset
+	KindDropPostgres      history.Keyword = "drop-postgres"            // a worker's connections to PostgreSQL reset
+	KindFailover          history.Keyword = "failover"                 // the Redis primary isolated from its replica and sentinels; they promote the replica
+	KindIsolate           history.Keyword = "isolate"                  // a worker's host cut off from the network (--hosts netns)
 )
 
 // verbs are the :f of the events that begin and end a fault of kind k.

@@ -42,6 +42,10 @@ type ClockJump struct {
 // at a node (-1: any).
 type nodeAimer interface{ aimAtNode(node int) }
 
+// A nodesAimer is a link fault that a replay can aim at the lock nodes it
+// cut in the run.
+type nodesAimer interface{ aimAtNodes(nodes []int) }
+
 func (n *ClockJump) aimAtNode(node int)   { n.aim = node + 1 }
 func (n *RestartNode) aimAtNode(node int) { n.aim = node + 1 }
 
@@ -156,12 +160,14 @@ func (n *RestartNode) Begin(_ context.Context, r *rand.Rand) (map[history.Keywor
 // End implements Fault.
 func (n *RestartNode) End(ctx context.Context) error { return n.node.Restart(ctx) }
 
-// A Link is one network link a fault can act on (topology.Link).
+// A Link is what a link fault acts on between a worker and servers: a
+// proxy in the path (topology.Link), or the kernel's filter on the
+// worker's host. Heal undoes whatever was done, Slow(0) included.
 type Link interface {
-	Cut()
-	Slow(d time.Duration)
-	Drop()
-	Heal()
+	Cut(ctx context.Context) error
+	Slow(ctx context.Context, d time.Duration) error
+	Drop(ctx context.Context) error
+	Heal(ctx context.Context) error
 }
 
 // How a LinkFault acts on its links.
@@ -187,58 +193,67 @@ type LinkFault struct {
 	Slow   time.Duration // Delay's added latency
 	// Links returns the links of the worker in slot that the fault acts
 	// on, what the history should say they are ("postgres", "nodes 1,3"),
-	// and the lock nodes they lead to. r chooses among them, for a
-	// minority of several nodes.
-	Links   func(slot int, r *rand.Rand) ([]Link, string, []int)
-	Workers func() []Target
-	links   []Link
-	nodes   []int // the lock nodes the links cut lead to
-	aim     int   // as SigStop's
+	// and the lock nodes they lead to: those of nodes, a replay's, when it
+	// is not nil; else r chooses, for a minority or a majority of several
+	// nodes.
+	Links    func(slot int, nodes []int, r *rand.Rand) ([]Link, string, []int)
+	Workers  func() []Target
+	links    []Link
+	nodes    []int // the lock nodes the links cut lead to
+	aim      int   // as SigStop's
+	aimNodes []int // the lock nodes to act on; nil to choose
 }
 
-func (n *LinkFault) aimAt(worker int)  { n.aim = worker + 1 }
-func (n *LinkFault) targets() []Target { return n.Workers() }
+func (n *LinkFault) aimAt(worker int)       { n.aim = worker + 1 }
+func (n *LinkFault) aimAtNodes(nodes []int) { n.aimNodes = nodes }
+func (n *LinkFault) targets() []Target      { return n.Workers() }
 
 // Kind implements Fault.
 func (n *LinkFault) Kind() history.Keyword { return n.Which }
 
-// Begin implements Fault.
-func (n *LinkFault) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
+// Begin implements Fault. A fault that fails to begin on one link heals
+// them all: it leaves nothing behind.
+func (n *LinkFault) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
 	t, err := pick(n.Workers(), r, n.aim)
 	if err != nil {
 		return nil, err
 	}
-	links, what, nodes := n.Links(t.Worker, r)
+	links, what, nodes := n.Links(t.Worker, n.aimNodes, r)
 	if len(links) == 0 {
 		return nil, fmt.Errorf("nemesis: worker %d has no link to %s: %w", t.Worker, n.Which, ErrNoTarget)
 	}
 	n.links, n.nodes = links, nodes
 	v := t.value()
 	v["links"] = what
+	if len(nodes) > 0 {
+		v["nodes"] = nodeList(nodes) // for a replay to act on the same
+	}
+	if n.Action == Delay {
+		v["delay-ms"] = n.Slow.Milliseconds()
+	}
 	for _, l := range links {
 		switch n.Action {
 		case Partition:
-			l.Cut()
+			err = l.Cut(ctx)
 		case Delay:
-			l.Slow(n.Slow)
-			v["delay-ms"] = n.Slow.Milliseconds()
+			err = l.Slow(ctx, n.Slow)
 		case Drop:
-			l.Drop()
+			err = l.Drop(ctx)
+		}
+		if err != nil {
+			return nil, errors.Join(err, n.End(context.WithoutCancel(ctx)))
 		}
 	}
 	return v, nil
 }
 
 // End implements Fault.
-func (n *LinkFault) End(context.Context) error {
+func (n *LinkFault) End(ctx context.Context) error {
+	var errs []error
 	for _, l := range n.links {
-		if n.Action == Delay {
-			l.Slow(0)
-		} else {
-			l.Heal()
-		}
+		errs = append(errs, l.Heal(ctx))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Replicated is a Redis primary with a replica and sentinels.
@@ -247,8 +262,8 @@ type Replicated interface {
 	Primary(ctx context.Context) (int, error)
 	// Isolate cuts node off from the sentinels and the other node, not
 	// from the workers; Rejoin heals that.
-	Isolate(node int)
-	Rejoin(node int)
+	Isolate(ctx context.Context, node int) error
+	Rejoin(ctx context.Context, node int) error
 }
 
 // Failover isolates the primary from the sentinels and its replica (not
@@ -272,7 +287,9 @@ func (n *Failover) Begin(ctx context.Context, _ *rand.Rand) (map[history.Keyword
 		return nil, err
 	}
 	n.node = node
-	n.Redis.Isolate(node)
+	if err := n.Redis.Isolate(ctx, node); err != nil {
+		return nil, errors.Join(err, n.Redis.Rejoin(context.WithoutCancel(ctx), node))
+	}
 	return map[history.Keyword]any{"node": node}, nil
 }
 
@@ -280,7 +297,9 @@ func (n *Failover) Begin(ctx context.Context, _ *rand.Rand) (map[history.Keyword
 // ends with an error, so that the history does not count it a failover.
 func (n *Failover) End(ctx context.Context) error {
 	now, err := n.Redis.Primary(ctx)
-	n.Redis.Rejoin(n.node)
+	if rerr := n.Redis.Rejoin(ctx, n.node); rerr != nil {
+		return errors.Join(rerr, err)
+	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("after the fault: %w", err)
@@ -323,6 +342,14 @@ func (n *Sequence) aimAt(worker int) {
 	for _, p := range n.Parts {
 		if a, ok := p.(aimer); ok {
 			a.aimAt(worker)
+		}
+	}
+}
+
+func (n *Sequence) aimAtNodes(nodes []int) {
+	for _, p := range n.Parts {
+		if a, ok := p.(nodesAimer); ok {
+			a.aimAtNodes(nodes)
 		}
 	}
 }

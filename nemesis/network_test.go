@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -18,10 +19,10 @@ import (
 // real libfaketime in topology and internal/servers.
 type fakeLink struct{ cut, healed int }
 
-func (l *fakeLink) Cut()               { l.cut++ }
-func (l *fakeLink) Slow(time.Duration) {}
-func (l *fakeLink) Drop()              {}
-func (l *fakeLink) Heal()              { l.healed++ }
+func (l *fakeLink) Cut(context.Context) error                 { l.cut++; return nil }
+func (l *fakeLink) Slow(context.Context, time.Duration) error { return nil }
+func (l *fakeLink) Drop(context.Context) error                { return nil }
+func (l *fakeLink) Heal(context.Context) error                { l.healed++; return nil }
 
 type fakeNode struct {
 	mu      sync.Mutex
@@ -53,7 +54,7 @@ func TestSequenceAvoidsCutNodes(t *testing.T) {
 	}
 	workers := func() []Target { return []Target{{Worker: 0, PID: 10}, {Worker: 1, PID: 11}} }
 	lf := &LinkFault{Which: KindPartitionRedis, Action: Partition, Workers: workers,
-		Links: func(slot int, r *rand.Rand) ([]Link, string, []int) {
+		Links: func(slot int, _ []int, r *rand.Rand) ([]Link, string, []int) {
 			return []Link{links[1], links[2]}, "nodes 1,2", []int{1, 2}
 		}}
 	seq := &Sequence{Parts: []Fault{lf, &ClockJump{Nodes: cn, Offset: time.Second}}, Step: time.Millisecond}
@@ -88,13 +89,46 @@ func TestSequenceAvoidsCutNodes(t *testing.T) {
 	}
 }
 
+// TestLinkFaultAimedAtNodes: a replay's nodes reach the fault's Links, and
+// the event says which nodes it cut, for the next replay.
+func TestLinkFaultAimedAtNodes(t *testing.T) {
+	var asked [][]int
+	lf := &LinkFault{Which: KindPartitionRedis, Action: Partition,
+		Workers: func() []Target { return []Target{{Worker: 0, PID: 10}} },
+		Links: func(_ int, nodes []int, _ *rand.Rand) ([]Link, string, []int) {
+			asked = append(asked, nodes)
+			if nodes == nil {
+				nodes = []int{0, 4}
+			}
+			return []Link{&fakeLink{}}, "nodes", nodes
+		}}
+	var plan Plan
+	for _, aim := range [][]int{nil, {1, 3}} {
+		var p PlanRecorder
+		lf.aimAtNodes(aim)
+		v, err := lf.Begin(context.Background(), rand.New(rand.NewSource(1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v["kind"], v["ms"] = lf.Kind(), int64(100) // as the schedule records it
+		p.Add(history.Op{Type: history.Info, Process: history.Nemesis, F: history.FStart, Value: v})
+		plan = append(plan, p.Plan()...)
+	}
+	if !reflect.DeepEqual(asked, [][]int{nil, {1, 3}}) {
+		t.Errorf("Links asked for %v, want nil then [1 3]", asked)
+	}
+	if len(plan) != 2 || !slices.Equal(plan[0].Nodes, []int{0, 4}) || !slices.Equal(plan[1].Nodes, []int{1, 3}) {
+		t.Errorf("planned %+v, want nodes [0 4] then [1 3]", plan)
+	}
+}
+
 // TestSequencePartFails: a later part that cannot begin leaves the parts
 // begun in force (their window is recorded whole) and says why; a first
 // part that cannot begin fails the whole.
 func TestSequencePartFails(t *testing.T) {
 	l := &fakeLink{}
 	lf := &LinkFault{Which: KindPartitionRedis, Action: Partition, Workers: func() []Target { return []Target{{Worker: 0}} },
-		Links: func(int, *rand.Rand) ([]Link, string, []int) { return []Link{l}, "redis", []int{0} }}
+		Links: func(int, []int, *rand.Rand) ([]Link, string, []int) { return []Link{l}, "redis", []int{0} }}
 	seq := &Sequence{Parts: []Fault{lf, &ClockJump{}}} // no nodes: it cannot begin
 	v, err := seq.Begin(context.Background(), rand.New(rand.NewSource(1)))
 	if err != nil || v["part-error"] == nil || l.cut != 1 || l.healed != 0 {
@@ -127,8 +161,12 @@ type fakeReplicated struct {
 }
 
 func (f *fakeReplicated) Primary(context.Context) (int, error) { return f.primary, nil }
-func (f *fakeReplicated) Isolate(node int)                     { f.cut = append(f.cut, node); f.primary = f.promoted }
-func (f *fakeReplicated) Rejoin(int)                           {}
+func (f *fakeReplicated) Isolate(_ context.Context, node int) error {
+	f.cut = append(f.cut, node)
+	f.primary = f.promoted
+	return nil
+}
+func (f *fakeReplicated) Rejoin(context.Context, int) error { return nil }
 
 // TestFailoverSaysWhenNoOneWasPromoted: a failover that promoted no one
 // ends with an error, so the history does not count it.

@@ -16,6 +16,7 @@ type Planned struct {
 	Kind   history.Keyword
 	Worker int           // the worker slot it hit; -1 for a fault of a server
 	Node   int           // the lock node it hit (clock, restart); -1 for none
+	Nodes  []int         // the lock nodes a link fault acted on; nil for none
 	At     time.Duration // when it began, after the run's start on the history's clock
 	Length time.Duration // how long it lasted
 	// Holder says the worker held the lock when the fault began, or was
@@ -42,6 +43,9 @@ func (s *Schedule) replay(ctx context.Context) error {
 		f := s.Faults[i]
 		if a, ok := f.(nodeAimer); ok {
 			a.aimAtNode(p.Node)
+		}
+		if a, ok := f.(nodesAimer); ok {
+			a.aimAtNodes(p.Nodes)
 		}
 		if a, ok := f.(aimer); ok {
 			a.aimAt(p.Worker) // -1 aims at none: one drawn, as the run did
@@ -78,6 +82,9 @@ func (p Plan) AppendEDN(b []byte) []byte {
 		}
 		if f.Node >= 0 {
 			m["node"] = int64(f.Node)
+		}
+		if f.Nodes != nil {
+			m["nodes"] = nodeList(f.Nodes)
 		}
 		if f.Holder {
 			m["holder?"] = true
@@ -116,7 +123,11 @@ func ParsePlan(edn string) (Plan, error) {
 		if !ok {
 			node = -1
 		}
-		p = append(p, Planned{Kind: kind, Worker: int(w), Node: int(node), At: time.Duration(at) * time.Millisecond,
+		nodes, err := readNodes(f["nodes"])
+		if err != nil {
+			return nil, fmt.Errorf("schedule: fault %d: %w", i, err)
+		}
+		p = append(p, Planned{Kind: kind, Worker: int(w), Node: int(node), Nodes: nodes, At: time.Duration(at) * time.Millisecond,
 			Length: time.Duration(ms) * time.Millisecond, Holder: f["holder?"] == true})
 	}
 	slices.SortStableFunc(p, func(a, b Planned) int { return cmp.Compare(a.At, b.At) })
@@ -183,7 +194,8 @@ func (r *PlanRecorder) Add(o history.Op) {
 		if !ok || kind == KindFailover { // a failover isolates whichever is primary then
 			node = -1
 		}
-		r.plan = append(r.plan, Planned{Kind: kind, Worker: int(w), Node: int(node), At: time.Duration(o.Time),
+		nodes, _ := readNodes(v["nodes"]) // one the nemesis wrote reads
+		r.plan = append(r.plan, Planned{Kind: kind, Worker: int(w), Node: int(node), Nodes: nodes, At: time.Duration(o.Time),
 			Length: time.Duration(ms) * time.Millisecond, Holder: w >= 0 && r.holding[proc]})
 		if _, ok := r.acquiring[proc]; ok && w >= 0 {
 			r.acquiring[proc] = len(r.plan) - 1
@@ -210,4 +222,33 @@ func (r *PlanRecorder) Plan() Plan {
 		p = append(p, f)
 	}
 	return p
+}
+
+// nodeList is nodes as EDN holds them.
+func nodeList(nodes []int) []any {
+	out := make([]any, len(nodes))
+	for i, n := range nodes {
+		out[i] = int64(n)
+	}
+	return out
+}
+
+// readNodes reads a :nodes vector of node indexes; nil for none.
+func readNodes(v any) ([]int, error) {
+	if v == nil {
+		return nil, nil
+	}
+	xs, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf(":nodes %s: want a vector of node indexes", history.AppendValue(nil, v))
+	}
+	nodes := make([]int, len(xs))
+	for i, x := range xs {
+		n, ok := history.Int(x)
+		if !ok || n < 0 {
+			return nil, fmt.Errorf(":nodes %s: want a vector of node indexes", history.AppendValue(nil, v))
+		}
+		nodes[i] = int(n)
+	}
+	return nodes, nil
 }

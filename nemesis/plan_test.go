@@ -35,6 +35,10 @@ func TestPlanRecorder(t *testing.T) {
 		ev(3320, history.FRestart, map[history.Keyword]any{"kind": KindKillRedis, "pid": int64(7), "ms": int64(800)}),
 		ev(3400, history.FStart, map[history.Keyword]any{"kind": KindClock, "node": int64(2), "offset-ms": int64(500), "ms": int64(300)}),
 		ev(3700, history.FStop, map[history.Keyword]any{"kind": KindClock, "node": int64(2), "offset-ms": int64(500), "ms": int64(300)}),
+		ev(3750, history.FStart, map[history.Keyword]any{"kind": KindPartitionRedis, "worker": int64(0), "process": int64(0),
+			"links": "nodes 1,3", "nodes": []any{int64(1), int64(3)}, "ms": int64(100)}),
+		ev(3850, history.FStop, map[history.Keyword]any{"kind": KindPartitionRedis, "worker": int64(0), "process": int64(0),
+			"links": "nodes 1,3", "nodes": []any{int64(1), int64(3)}, "ms": int64(100)}),
 		client(3900, 5, history.FAcquire, history.Invoke),
 		ev(4000, history.FPause, stop(2, 5)),          // never ended: the history stops
 		client(4810, 5, history.FAcquire, history.Ok), // its grant came in the freeze
@@ -48,6 +52,7 @@ func TestPlanRecorder(t *testing.T) {
 		{Kind: KindSigStop, Worker: 1, Node: -1, At: 100 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
 		{Kind: KindKillRedis, Worker: -1, Node: -1, At: 2500 * time.Millisecond, Length: 800 * time.Millisecond},
 		{Kind: KindClock, Worker: -1, Node: 2, At: 3400 * time.Millisecond, Length: 300 * time.Millisecond},
+		{Kind: KindPartitionRedis, Worker: 0, Node: -1, Nodes: []int{1, 3}, At: 3750 * time.Millisecond, Length: 100 * time.Millisecond},
 		{Kind: KindSigStop, Worker: 2, Node: -1, At: 4000 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
 	}
 	got := r.Plan()
@@ -58,10 +63,10 @@ func TestPlanRecorder(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(back, want) {
 		t.Errorf("through schedule.edn: %+v, %v", back, err)
 	}
-	if k := got.Kinds(); !reflect.DeepEqual(k, []string{"sigstop", "kill-redis", "clock"}) {
+	if k := got.Kinds(); !reflect.DeepEqual(k, []string{"sigstop", "kill-redis", "clock", "partition-redis"}) {
 		t.Errorf("kinds %q", k)
 	}
-	for _, bad := range []string{"{:faults [{:kind :sigstop :at-ms 10}]}", "[]", "{:faults [{:kind :sigstop :at-ms -1 :ms 5}]}", "{:faults"} {
+	for _, bad := range []string{"{:faults [{:kind :sigstop :at-ms 10}]}", "[]", "{:faults [{:kind :partition-redis :at-ms 1 :ms 5 :nodes [-1]}]}", "{:faults [{:kind :sigstop :at-ms -1 :ms 5}]}", "{:faults"} {
 		if _, err := ParsePlan(bad); err == nil {
 			t.Errorf("ParsePlan(%q) took it", bad)
 		}

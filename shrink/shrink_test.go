@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func TestShrinkConverges(t *testing.T) {
 	}
 	got := res.Config
 	want := nemesis.Planned{Kind: "sigstop", Worker: 1 % 2, At: 500 * ms, Length: 400 * ms}
-	if len(got.Plan) != 1 || got.Plan[0] != want {
+	if len(got.Plan) != 1 || !reflect.DeepEqual(got.Plan[0], want) {
 		t.Errorf("plan %+v, want [%+v]", got.Plan, want)
 	}
 	if got.TimeLimit != 1900*ms || got.Workers != 2 || got.Work != 5*ms {

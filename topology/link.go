@@ -103,14 +103,6 @@ func (l *Link) Target() string {
 	return l.target
 }
 
-// SetTarget sends new connections to target; open ones stay where they are.
-// A connection accepted during a cut goes where the target is at Heal.
-func (l *Link) SetTarget(target string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.target = target
-}
-
 // Cut partitions the link: from now on no byte crosses it in either
 // direction, on open connections and new ones. New connections are accepted
 // but not forwarded, as when SYNs are lost rather than refused. Bytes sent

@@ -73,23 +73,6 @@ func TestForward(t *testing.T) {
 	}
 }
 
-// TestSetTarget: new connections go to the new target, open ones stay.
-func TestSetTarget(t *testing.T) {
-	a, b := newTarget(t), newTarget(t)
-	l := listen(t, a.addr())
-	c1, s1 := pair(t, l, a)
-	l.SetTarget(b.addr())
-	if got := l.Target(); got != b.addr() {
-		t.Fatalf("Target = %s, want %s", got, b.addr())
-	}
-	c2, s2 := pair(t, l, b)
-	send(t, c1, "one")
-	send(t, c2, "two")
-	expect(t, s1, "one")
-	expect(t, s2, "two")
-	a.none(t)
-}
-
 // TestCut: a cut link delivers nothing either way, not even a new
 // connection, and delivers what it held, in order, after Heal.
 func TestCut(t *testing.T) {
@@ -377,7 +360,6 @@ func TestFaultsWhileTraffic(t *testing.T) {
 			case 2:
 				l.Heal()
 			case 3:
-				l.SetTarget(target)
 				_ = l.Stats()
 			}
 			runtime.Gosched()

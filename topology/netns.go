@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -70,10 +71,11 @@ type Net struct {
 
 // NewNet creates a bridge with no host on it yet; it needs root (else the
 // error wraps ErrNeedsNamespaces). name, 1 to 5 lower-case letters or
-// digits, tells apart the Nets of one process. It first removes what
-// killed runs left (RemoveOrphans).
+// digits, tells apart the Nets of one process; "" picks one no other Net
+// of the process has. It first removes what killed runs left
+// (RemoveOrphans).
 func NewNet(ctx context.Context, name string) (*Net, error) {
-	if !netName.MatchString(name) {
+	if name != "" && !netName.MatchString(name) {
 		return nil, fmt.Errorf("topology: net name %q: want 1 to 5 lower-case letters or digits", name)
 	}
 	if err := needNamespaces(); err != nil {
@@ -82,13 +84,12 @@ func NewNet(ctx context.Context, name string) (*Net, error) {
 	if err := RemoveOrphans(); err != nil {
 		return nil, err
 	}
-	id := fmt.Sprintf("hz%d-%s", os.Getpid(), name)
-	n := &Net{name: name, ns: id, link: id}
-	if err := run(ctx, nil, "ip", "netns", "add", n.ns); err != nil {
+	n, err := addSwitch(ctx, name)
+	if err != nil {
 		return nil, err
 	}
 	linked := false
-	err := func() error {
+	err = func() error {
 		if err := run(ctx, nil, "ip", "link", "add", "name", n.link, "type", "veth", "peer", "name", rootPort, "netns", n.ns); err != nil {
 			return err
 		}
@@ -105,6 +106,25 @@ func NewNet(ctx context.Context, name string) (*Net, error) {
 	}
 	n.root = &rootHost{n: n}
 	return n, nil
+}
+
+// addSwitch makes the switch namespace of the Net called name, or of the
+// first of n0, n1, … that no Net of this process has when name is "".
+func addSwitch(ctx context.Context, name string) (*Net, error) {
+	for i := 0; ; i++ {
+		try := name
+		if name == "" {
+			try = fmt.Sprintf("n%d", i)
+		}
+		id := fmt.Sprintf("hz%d-%s", os.Getpid(), try)
+		err := run(ctx, nil, "ip", "netns", "add", id)
+		if err == nil {
+			return &Net{name: try, ns: id, link: id}, nil
+		}
+		if _, serr := os.Stat(filepath.Join(netnsDir, id)); name != "" || serr != nil || i >= 9999 {
+			return nil, err
+		}
+	}
 }
 
 // claimSubnet gives the root namespace's end of the link the .1 of the

@@ -354,7 +354,7 @@ func TestNetClose(t *testing.T) {
 // same name can be added once the cause is gone.
 func TestAddHostUndo(t *testing.T) {
 	ctx := t.Context()
-	for _, name := range []string{"", "toolong", "A", "a-b"} {
+	for _, name := range []string{"toolong", "A", "a-b"} { // "" picks a name
 		if _, err := topology.NewNet(ctx, name); err == nil {
 			t.Errorf("NewNet(%q) = nil error, want one", name)
 		}
@@ -650,4 +650,30 @@ func firewall(t *testing.T) string {
 		}
 	}
 	return b.String()
+}
+
+// TestNetNamesItself: Nets made at once with no name each get one of
+// their own, and a /24 of their own.
+func TestNetNamesItself(t *testing.T) {
+	needNetns(t)
+	nets := make([]*topology.Net, 3)
+	errs := make([]error, len(nets))
+	var wg sync.WaitGroup
+	for i := range nets {
+		wg.Go(func() { nets[i], errs[i] = topology.NewNet(t.Context(), "") })
+	}
+	wg.Wait()
+	ips := map[string]bool{}
+	for i, n := range nets {
+		if errs[i] != nil {
+			t.Fatalf("net %d: %v", i, errs[i])
+		}
+		t.Cleanup(func() { n.Close() })
+		if ip := n.Root().IP(); ips[ip] {
+			t.Errorf("two nets at %s", ip)
+		} else {
+			ips[ip] = true
+		}
+		addHost(t, n, "h") // the same host name on each: their namespaces differ
+	}
 }

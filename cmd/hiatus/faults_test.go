@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/store"
+	"github.com/hiatus-dev/hiatus/topology"
 )
 
 // TestNemeses runs each fault against throwaway servers of the run's own
@@ -349,4 +352,87 @@ func TestKill9(t *testing.T) {
 	if code != exitUnknown && code != exitInvalid {
 		t.Errorf("check of a killed run: exit %d, want %d or %d\n%s%s", code, exitUnknown, exitInvalid, out, errOut)
 	}
+}
+
+// TestKill9Netns: SIGKILL of `hiatus run --hosts netns` while a worker's
+// host is cut off. Every process on the run's hosts — workers, the lock's
+// Redis node, PostgreSQL — dies with it; the namespaces it leaves, named
+// with its PID, hold no process, and the next Net (of any run) removes
+// them.
+func TestKill9Netns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("NOT RUN: --hosts netns needs root (CI runs as root)")
+	}
+	cmd, root := startRun(t, "--hosts", "netns", "--nemesis", "isolate", "--pause", "2s", "--interval", "200ms", "--time-limit", "30s")
+	waitJournal(t, root, ":f :start")
+	prefix := fmt.Sprintf("hz%d-", cmd.Process.Pid)
+	spaces := namespaces(t, prefix)
+	if len(spaces) != 6 {
+		t.Fatalf("the run's namespaces: %v, want the switch's, PostgreSQL's, the lock node's and three workers'", spaces)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = cmd.Process.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for in := inNamespaces(t, spaces); len(in) > 0; in = inNamespaces(t, spaces) {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes still on the killed run's hosts: %v", in)
+		}
+		time.Sleep(20 * time.Millisecond) // a poll for their deaths, bounded by the deadline
+	}
+	if err := topology.RemoveOrphans(); err != nil { // what the next run's NewNet does first
+		t.Fatal(err)
+	}
+	if left := namespaces(t, prefix); len(left) > 0 {
+		t.Errorf("namespaces left after the next run's clean-up: %v", left)
+	}
+	out, err := exec.Command("ip", "-o", "link").CombinedOutput()
+	if err != nil || strings.Contains(string(out), prefix) {
+		t.Errorf("links left after the next run's clean-up (%v):\n%s", err, out)
+	}
+}
+
+// namespaces maps the named network namespaces whose names begin with
+// prefix to their inodes.
+func namespaces(t *testing.T, prefix string) map[string]uint64 {
+	t.Helper()
+	entries, err := os.ReadDir("/var/run/netns")
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join("/var/run/netns", e.Name()), &st); err == nil {
+			out[e.Name()] = st.Ino
+		}
+	}
+	return out
+}
+
+// inNamespaces lists the processes in any of spaces, by PID and name.
+func inNamespaces(t *testing.T, spaces map[string]uint64) map[int]string {
+	t.Helper()
+	want := map[string]string{}
+	for name, ino := range spaces {
+		want[fmt.Sprintf("net:[%d]", ino)] = name
+	}
+	out := map[int]string{}
+	links, _ := filepath.Glob("/proc/[0-9]*/ns/net")
+	for _, l := range links {
+		target, err := os.Readlink(l)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if ns, ok := want[target]; ok {
+			pid, _ := strconv.Atoi(strings.Split(l, "/")[2])
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			out[pid] = strings.TrimSpace(string(comm)) + " in " + ns
+		}
+	}
+	return out
 }

@@ -54,14 +54,14 @@ func runFlags() []cli.Flag {
 			"sigstop (SIGSTOP a random worker), pause-redis, pause-postgres (SIGSTOP the server), kill-redis (SIGKILL, restart empty), " +
 			"kill-postgres (immediate shutdown, restart), kill-worker (SIGKILL a worker, start a new one), " +
 			"restart (SIGKILL one of the lock's Redis nodes, restart it empty), clock (step a lock node's clock by --clock-jump), " +
-			"partition-redis, partition-postgres (cut a worker from the lock's nodes — a minority of several — or from PostgreSQL), " +
+			"partition-redis, partition-redis-majority, partition-postgres (cut a worker from the lock's nodes — a minority or a majority of several — or from PostgreSQL), " +
 			"delay-redis, delay-postgres (every byte on those links arrives --delay late), " +
 			"drop-redis, drop-postgres (reset those links' connections), failover (the lock's Redis primary cut off from its replica and sentinels), " +
 			"isolate (a worker's host cut off from the network; --hosts netns); a+b: a sequence, b begun --pause/2 after a. See docs/nemesis.md"},
 		&cli.IntFlag{Name: "nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant)", DefaultText: fmt.Sprint(harness.DefaultNodes)},
 		&cli.DurationFlag{Name: "clock-jump", Usage: "how far --nemesis clock steps a node's clock: forward, or back when negative (-500ms)", DefaultText: "the lease"},
 		&cli.DurationFlag{Name: "clock-strobe", Usage: "with --nemesis clock, step the clock back and forth this often while the fault lasts (a strobing clock); 0 for one step"},
-		&cli.StringFlag{Name: "hosts", Value: "local", Usage: "where the workers run: local (this machine), or netns (each in a network namespace of its own, on a private bridge; needs root), for --nemesis isolate"},
+		&cli.StringFlag{Name: "hosts", Value: "local", Usage: "where the workers and the servers under test run: local (this machine), or netns (each on a host of its own, a network namespace on a private bridge, where partitions act in the kernel; needs root, and --nemesis isolate needs it)"},
 		&cli.DurationFlag{Name: "delay", Usage: "what --nemesis delay-* adds to each byte's trip", DefaultText: "the lease"},
 		&cli.IntFlag{Name: "redis-pid", Usage: "PID of the --redis-url server, for --nemesis pause-redis"},
 		&cli.IntFlag{Name: "postgres-pid", Usage: "PID of the --postgres-url server's postmaster, for --nemesis pause-postgres"},
