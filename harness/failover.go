@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/url"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/internal/servers"
@@ -96,13 +95,13 @@ func (t *topo) startReplicated(ctx context.Context) (_ *replicated, err error) {
 // as its own, and makes node 1 a replica of node 0 through node 0's link.
 func (r *replicated) link(ctx context.Context, i int) error {
 	s := r.nodes[i]
-	l, err := topology.Listen(hostPort(s.URL))
+	l, err := topology.Listen(s.Addr)
 	if err != nil {
 		return setupErrorf("a link to Redis node %d: %v", i+1, err)
 	}
 	r.links = append(r.links, l)
 	host, port, _ := net.SplitHostPort(l.Addr())
-	c := redis.NewClient(&redis.Options{Addr: hostPort(s.URL), MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer c.Close()
 	err = c.ConfigSet(ctx, "replica-announce-ip", host).Err()
 	if err == nil {
@@ -124,7 +123,7 @@ func (r *replicated) addr(i int) string {
 	if r.links != nil {
 		return r.links[i].Addr()
 	}
-	return hostPort(r.nodes[i].URL)
+	return r.nodes[i].Addr
 }
 
 // awaitReady polls every 50 ms, for 30 s at most, until every sentinel
@@ -147,7 +146,7 @@ func (r *replicated) awaitReady(ctx context.Context) error {
 
 func (r *replicated) ready(ctx context.Context) error {
 	for _, s := range r.sentinels {
-		c := redis.NewSentinelClient(&redis.Options{Addr: hostPort(s.URL), MaxRetries: -1})
+		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 		replicas, err := c.Replicas(ctx, masterName).Result()
 		var others []map[string]string
 		if err == nil {
@@ -168,7 +167,7 @@ func (r *replicated) ready(ctx context.Context) error {
 func (r *replicated) sentinelAddrs() []string {
 	var out []string
 	for _, s := range r.sentinels {
-		out = append(out, hostPort(s.URL))
+		out = append(out, s.Addr)
 	}
 	return out
 }
@@ -182,14 +181,14 @@ func (r *replicated) direct() map[string]string {
 	}
 	m := map[string]string{}
 	for i, l := range r.links {
-		m[l.Addr()] = hostPort(r.nodes[i].URL)
+		m[l.Addr()] = r.nodes[i].Addr
 	}
 	return m
 }
 
 // primary returns the node the sentinels name the primary now.
 func (r *replicated) primary(ctx context.Context) (int, error) {
-	c := redis.NewSentinelClient(&redis.Options{Addr: hostPort(r.sentinels[0].URL), MaxRetries: -1})
+	c := redis.NewSentinelClient(&redis.Options{Addr: r.sentinels[0].Addr, MaxRetries: -1})
 	defer c.Close()
 	addr, err := c.GetMasterAddrByName(ctx, masterName).Result()
 	if err != nil {
@@ -243,14 +242,4 @@ func (r *replicated) Rejoin(ctx context.Context, node int) error {
 		return nil
 	}
 	return r.hosts[node].Heal(ctx)
-}
-
-// hostPort is the host:port of a server's URL, which the servers package
-// made: it parses.
-func hostPort(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return rawURL
-	}
-	return u.Host
 }

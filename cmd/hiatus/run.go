@@ -30,6 +30,7 @@ func sharedFlags() []cli.Flag {
 		&cli.StringFlag{Name: "postgres-url", EnvVars: []string{"HIATUS_POSTGRES_URL"}, Usage: "use this PostgreSQL instead of a throwaway one; it must allow CREATE TABLE"},
 		&cli.StringFlag{Name: "store", Value: harness.DefaultStore, Usage: "directory where runs are kept"},
 		&cli.Int64Flag{Name: "counter-id", Value: harness.DefaultCounterID, Usage: "row of the counter table the runs use (runs sharing a server need distinct rows and names)"},
+		&cli.StringFlag{Name: "hosts", Value: "local", Usage: "where the workers and the servers under test run: local (this machine), or netns (each on a host of its own, a network namespace on a private bridge, where partitions act in the kernel; needs root, and --nemesis isolate needs it)"},
 	}
 }
 
@@ -39,7 +40,7 @@ func sharedConfig(c *cli.Context) harness.Config {
 	cfg.Workers, cfg.TimeLimit, cfg.Work = c.Int("workers"), c.Duration("time-limit"), c.Duration("work")
 	cfg.Retry, cfg.OpTimeout, cfg.Pause, cfg.Interval = c.Duration("retry"), c.Duration("op-timeout"), c.Duration("pause"), c.Duration("interval")
 	cfg.RedisURL, cfg.PostgresURL = c.String("redis-url"), c.String("postgres-url")
-	cfg.Store, cfg.CounterID = c.String("store"), c.Int64("counter-id")
+	cfg.Store, cfg.CounterID, cfg.Hosts = c.String("store"), c.Int64("counter-id"), c.String("hosts")
 	if c.IsSet("seed") {
 		cfg.Seed = c.Int64("seed")
 	}
@@ -61,7 +62,6 @@ func runFlags() []cli.Flag {
 		&cli.IntFlag{Name: "nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant)", DefaultText: fmt.Sprint(harness.DefaultNodes)},
 		&cli.DurationFlag{Name: "clock-jump", Usage: "how far --nemesis clock steps a node's clock: forward, or back when negative (-500ms)", DefaultText: "the lease"},
 		&cli.DurationFlag{Name: "clock-strobe", Usage: "with --nemesis clock, step the clock back and forth this often while the fault lasts (a strobing clock); 0 for one step"},
-		&cli.StringFlag{Name: "hosts", Value: "local", Usage: "where the workers and the servers under test run: local (this machine), or netns (each on a host of its own, a network namespace on a private bridge, where partitions act in the kernel; needs root, and --nemesis isolate needs it)"},
 		&cli.DurationFlag{Name: "delay", Usage: "what --nemesis delay-* adds to each byte's trip", DefaultText: "the lease"},
 		&cli.IntFlag{Name: "redis-pid", Usage: "PID of the --redis-url server, for --nemesis pause-redis"},
 		&cli.IntFlag{Name: "postgres-pid", Usage: "PID of the --postgres-url server's postmaster, for --nemesis pause-postgres"},
@@ -99,7 +99,7 @@ func runCommand() *cli.Command {
 			cfg.InjectEvery, cfg.Fenced, cfg.PauseKind, cfg.Lock = c.Int("inject-every"), c.Bool("fenced"), c.String("pause-kind"), c.String("lock")
 			cfg.RedisPID, cfg.PostgresPID = c.Int("redis-pid"), c.Int("postgres-pid")
 			cfg.Guard = client.Guard(c.String("guard"))
-			cfg.Nodes, cfg.ClockJump, cfg.Delay, cfg.Hosts = c.Int("nodes"), c.Duration("clock-jump"), c.Duration("delay"), c.String("hosts")
+			cfg.Nodes, cfg.ClockJump, cfg.Delay = c.Int("nodes"), c.Duration("clock-jump"), c.Duration("delay")
 			cfg.ClockStrobe = c.Duration("clock-strobe")
 			if f := c.String("schedule"); f != "" {
 				b, err := os.ReadFile(f)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 )
 
@@ -56,7 +58,7 @@ func StartEtcdOn(ctx context.Context, h Host) (*Server, error) {
 		// ports; a restart (not a try) keeps the directory.
 		os.RemoveAll(data)
 		url = fmt.Sprintf("http://%s:%d", s.ip(), port)
-		s.URL = url
+		s.URL, s.Addr = url, net.JoinHostPort(s.ip(), strconv.Itoa(port))
 		peerURL := fmt.Sprintf("http://%s:%d", s.ip(), peer)
 		s.args = []string{
 			"--name", "hiatus",

@@ -3,6 +3,7 @@ package servers
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -100,7 +101,8 @@ func StartPostgresOn(ctx context.Context, h Host) (*Server, error) {
 		return c.Close(ctx)
 	}
 	s, err = launch(ctx, s, func(port int) {
-		s.URL = fmt.Sprintf("postgres://postgres@%s:%d/postgres?sslmode=disable", s.ip(), port)
+		s.Addr = net.JoinHostPort(s.ip(), strconv.Itoa(port))
+		s.URL = "postgres://postgres@" + s.Addr + "/postgres?sslmode=disable"
 		s.args = []string{"-D", data, "-p", strconv.Itoa(port), "-c", "listen_addresses=" + s.ip(),
 			"-c", "unix_socket_directories=" + dir, "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=300"}
 	})

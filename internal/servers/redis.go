@@ -96,7 +96,7 @@ func StartRedisWith(ctx context.Context, opt RedisOptions) (*Server, error) {
 	}
 	s, err = launch(ctx, s, func(port int) {
 		addr = net.JoinHostPort(s.ip(), strconv.Itoa(port))
-		s.URL = "redis://" + addr + "/0"
+		s.URL, s.Addr = "redis://"+addr+"/0", addr
 		s.args = slices.Concat(wrap, []string{"--port", strconv.Itoa(port), "--bind", s.ip(),
 			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", s.log, "--daemonize", "no",
 			// A replica's first sync starts at once, not 5 s later.

@@ -119,7 +119,7 @@ func StartSentinel(ctx context.Context, opt SentinelOptions) (*Server, error) {
 	}
 	s, err = launch(ctx, s, func(port int) {
 		addr = net.JoinHostPort(s.ip(), strconv.Itoa(port))
-		s.URL = "redis://" + addr
+		s.URL, s.Addr = "redis://"+addr, addr
 		s.args = []string{conf, "--sentinel", "--port", strconv.Itoa(port)}
 	})
 	if err != nil {

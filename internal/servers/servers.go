@@ -36,7 +36,8 @@ type Host interface {
 
 // A Server is a throwaway server process.
 type Server struct {
-	URL string // how to reach it
+	URL  string // how to reach it
+	Addr string // its host:port
 
 	host  Host   // where it runs; nil for this machine, on 127.0.0.1
 	name  string // for messages: "redis-server", "postgres"
