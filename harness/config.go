@@ -12,6 +12,7 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/hiatus-dev/hiatus/topology"
 )
 
 // The defaults of a run, which `hiatus run` and `hiatus compare` flags
@@ -141,6 +142,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("--nodes, --clock-strobe and --delay cannot be negative")
 	case c.Hosts != "" && c.Hosts != "local" && c.Hosts != "netns":
 		return fmt.Errorf("--hosts %q: want local or netns", c.Hosts)
+	case c.Hosts == "netns" && c.netnsHosts() > topology.MaxHosts:
+		return fmt.Errorf("--hosts netns: %d workers and %d servers need %d hosts, more than a test network's %d",
+			c.Workers, c.netnsHosts()-c.Workers, c.netnsHosts(), topology.MaxHosts)
 	case c.faultIn([]string{"isolate"}) && c.Hosts != "netns":
 		return fmt.Errorf("--nemesis isolate cuts a worker's host off from the network: it needs --hosts netns (as root)")
 	case c.Nodes > 0 && c.Lock != "redlock":
@@ -174,6 +178,12 @@ func (c Config) validateNemesis() error {
 			if len(parts) > 1 && slices.Contains(NemesisNames(), p) && !slices.Contains(sequenceable(), p) {
 				return fmt.Errorf("--nemesis %q: a sequence is made of %s, not %s", f, strings.Join(sequenceable(), ", "), p)
 			}
+		}
+		// A sequence's events carry one set of nodes (its first part's
+		// where two have them), which a replay aims every part at.
+		if n := len(slices.DeleteFunc(slices.Clone(parts), func(p string) bool { return !slices.Contains(redisLinkFaults(), p) })); n > 1 {
+			return fmt.Errorf("--nemesis %q: a sequence may hold one fault of the links to the lock's nodes (%s), not %d",
+				f, strings.Join(redisLinkFaults(), ", "), n)
 		}
 	}
 	faults := c.faultParts()

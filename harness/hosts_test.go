@@ -130,13 +130,13 @@ func TestRunServersOnHosts(t *testing.T) {
 		}, effect: func(t *testing.T, r faultRun) {
 			r.eachWhole(t, r.kind(), func(w window) { r.cutOff(t, w) })
 		}}, []string{"etcd", "PostgreSQL"}},
-		// One failover, for longer than the sentinels take to promote
-		// (about 2.3 s); a second, soon after, would find them still
-		// settling the first.
+		// One failover, for twice what the sentinels take to promote
+		// (about 2.3 s), which a loaded machine slows; a second, soon
+		// after, would find them still settling the first.
 		{faultCase{name: "netns-failover", edit: func(c *harness.Config) {
 			hosts(c)
-			c.Nemesis, c.Lease, c.TimeLimit = "failover", 4*time.Second, 6*time.Second
-			c.Pause = 4 * time.Second
+			c.Nemesis, c.Lease, c.TimeLimit = "failover", 4*time.Second, 7*time.Second
+			c.Pause = 5 * time.Second
 			c.Plan = nemesis.Plan{{Kind: nemesis.KindFailover, Node: -1, At: 500 * time.Millisecond, Length: c.Pause}}
 		}, effect: func(t *testing.T, r faultRun) {
 			// faultWindows has failed the test if it promoted no one.
@@ -196,7 +196,10 @@ func TestRunRefusesTopology(t *testing.T) {
 	for _, tc := range []struct {
 		hosts, nemesis, lock string
 		pause, jump, delay   time.Duration
+		workers              int
 	}{
+		{hosts: "netns", nemesis: "none", lock: "setnx", workers: 252}, // and the lock's node and PostgreSQL: 254 hosts
+		{nemesis: "partition-redis+drop-redis", lock: "redlock"},
 		{hosts: "local", nemesis: "isolate", lock: "setnx"},
 		{hosts: "vm", nemesis: "none", lock: "setnx"},
 		{hosts: "netns", nemesis: "pause-redis", lock: "setnx"}, // the lock is on a host of its own
@@ -213,6 +216,9 @@ func TestRunRefusesTopology(t *testing.T) {
 		cfg := harness.DefaultConfig()
 		cfg.Store, cfg.Hosts, cfg.Nemesis, cfg.Lock = t.TempDir(), tc.hosts, tc.nemesis, tc.lock
 		cfg.ClockJump, cfg.Delay = tc.jump, tc.delay
+		if tc.workers > 0 {
+			cfg.Workers = tc.workers
+		}
 		if tc.pause > 0 {
 			cfg.Pause, cfg.TimeLimit = tc.pause, 2*tc.pause
 		}

@@ -73,6 +73,22 @@ func (c Config) lockNodes() int {
 	return 0
 }
 
+// netnsHosts is how many hosts --hosts netns makes: one a worker, a lock
+// node, a throwaway PostgreSQL, etcd, and each of failover's five servers.
+func (c Config) netnsHosts() int {
+	n := c.Workers + c.lockNodes()
+	if c.PostgresURL == "" {
+		n++
+	}
+	if c.Lock == "etcd" {
+		n++
+	}
+	if c.faultIn([]string{"failover"}) {
+		n += 5
+	}
+	return n
+}
+
 // proxied reports whether the workers reach the servers through proxies
 // of the run's (topology.Link), for the link faults to act on. On hosts
 // of their own, partitions act in the kernel instead; only a delay or a
@@ -246,14 +262,17 @@ func (t *topo) startPaths(slot int, proxied bool) error {
 	if t.net != nil {
 		ip = t.net.Root().IP()
 	}
+	// on[i] is the host of targets[i]; nil for one on this machine (the
+	// lock kept on the run's Redis has no node of its own).
 	targets := append(slices.Clone(t.nodeURLs), t.postgres)
-	on := slices.Clone(t.nodeHosts)
+	on := make([]*topology.NetnsHost, len(t.nodeURLs), len(targets)+1)
+	copy(on, t.nodeHosts)
 	on = append(on, t.pgHost)
 	if t.net != nil {
 		targets, on = append(targets, t.redis), append(on, nil)
 	}
 	for i, u := range targets {
-		if !proxied && i < len(on) && on[i] != nil {
+		if !proxied && on[i] != nil {
 			t.paths[slot] = append(t.paths[slot], path{url: u, link: kernelCut{from: t.hosts[slot], to: on[i]}})
 			continue
 		}
@@ -278,7 +297,7 @@ func (t *topo) host(slot int) topology.Host {
 func linkTo(ip, rawURL string) (*topology.Link, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" {
-		return nil, setupErrorf("a link to %s: the link faults need a server URL with host:port", Redact(rawURL))
+		return nil, setupErrorf("a proxy to %s (for the link faults, or from --hosts netns to a server given by URL): it needs a server URL with host:port", Redact(rawURL))
 	}
 	l, err := topology.ListenOn(ip, u.Host)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sys/unix"
 )
@@ -123,6 +124,21 @@ type workerConfig struct {
 	awaitStart func() (int64, error) // says ready, returns the deadline
 }
 
+// warm opens the worker's connections to the run's Redis and to
+// PostgreSQL before it says it is ready, so that their set-up is not
+// counted in the run's time. A server that does not answer is said in the
+// run's log; the worker's ops then record what it does.
+func warm(ctx context.Context, rdb *redis.Client, db *pgxpool.Pool, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		fmt.Fprintf(os.Stderr, "hiatus worker: the run's Redis did not answer before the start: %v\n", err)
+	}
+	if err := db.Ping(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "hiatus worker: PostgreSQL did not answer before the start: %v\n", err)
+	}
+}
+
 // workerStart is what a worker that said it is ready reads next on stdin.
 type workerStart struct{ DeadlineUnixNano int64 }
 
@@ -225,6 +241,7 @@ func runWorker(ctx context.Context, wc workerConfig, locks Locks, out io.Writer)
 		w.Hook = func(ctx context.Context, s client.Section) { in.Maybe(ctx, s.Process, s.N) }
 	}
 	if wc.awaitStart != nil {
+		warm(ctx, rdb, db, wc.OpTimeout)
 		if wc.DeadlineUnixNano, err = wc.awaitStart(); err != nil {
 			return err
 		}

@@ -50,6 +50,10 @@ var (
 	ownedName = regexp.MustCompile(`^hz([0-9]+)-`)
 )
 
+// MaxHosts is how many hosts a Net holds: its /24 but the network, the
+// root namespace's .1 and the broadcast.
+const MaxHosts = 253
+
 // A Net is a private bridge with hosts on it: each a network namespace
 // with a veth pair into the bridge and an address in a /24 of subnets that
 // exists only on this machine. The root namespace — this process, and what
@@ -236,7 +240,7 @@ func (n *Net) AddHost(ctx context.Context, name string) (*NetnsHost, error) {
 	if slices.ContainsFunc(n.hosts, func(h *NetnsHost) bool { return h.name == name }) {
 		return nil, fmt.Errorf("topology: net %s has a host %s already", n.name, name)
 	}
-	if len(n.hosts) >= 253 {
+	if len(n.hosts) >= MaxHosts {
 		return nil, fmt.Errorf("topology: net %s is full: %d hosts", n.name, len(n.hosts))
 	}
 	a := n.subnet.Addr().As4()
@@ -563,6 +567,10 @@ func ipBatch(ctx context.Context, ns string, lines ...string) error {
 // command, its input and its output.
 func run(ctx context.Context, input []string, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
+	// A group of its own, as the servers': a terminal's Ctrl-C reaches
+	// hiatus alone, which then undoes the Net whole; killed with it, this
+	// command would leave its work half done.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if len(input) > 0 {
 		cmd.Stdin = strings.NewReader(strings.Join(input, "\n") + "\n")
 	}
