@@ -219,6 +219,9 @@ func startRun(t *testing.T, args ...string) (*exec.Cmd, string) {
 	cmd := exec.Command(os.Args[0], append([]string{"run", "--store", root}, args...)...)
 	cmd.Env = append(os.Environ(), asMainEnv+"=1")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	// A group of its own, as a shell gives a command: a test can send it
+	// a terminal's Ctrl-C, which reaches the whole group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -390,6 +393,46 @@ func TestKill9Netns(t *testing.T) {
 	out, err := exec.Command("ip", "-o", "link").CombinedOutput()
 	if err != nil || strings.Contains(string(out), prefix) {
 		t.Errorf("links left after the next run's clean-up (%v):\n%s", err, out)
+	}
+}
+
+// TestCtrlCNetns: an impatient user's Ctrl-C, again and again, to the
+// terminal's whole process group, while `hiatus run --hosts netns` cuts a
+// worker off and while it undoes its network. The run ends interrupted
+// (130) and leaves no namespace and no process on its hosts: the commands
+// that make and undo the network are in groups of their own, as the
+// servers and workers are.
+func TestCtrlCNetns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("NOT RUN: --hosts netns needs root (CI runs as root)")
+	}
+	cmd, root := startRun(t, "--hosts", "netns", "--nemesis", "isolate", "--pause", "2s", "--interval", "200ms", "--time-limit", "30s")
+	waitJournal(t, root, ":f :start")
+	prefix := fmt.Sprintf("hz%d-", cmd.Process.Pid)
+	spaces := namespaces(t, prefix)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var err error
+	func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+			select {
+			case err = <-exited:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
+		t.Errorf("exit %v, want %d", err, exitInterrupted)
+	}
+	if left := namespaces(t, prefix); len(left) > 0 {
+		t.Errorf("namespaces left: %v", left)
+	}
+	if in := inNamespaces(t, spaces); len(in) > 0 {
+		t.Errorf("processes left on the run's hosts: %v", in)
 	}
 }
 
