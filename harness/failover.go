@@ -226,13 +226,18 @@ func (r *replicated) Isolate(ctx context.Context, node int) error {
 		r.links[node].Cut()
 		return nil
 	}
-	var peers []topology.Host
+	return r.hosts[node].Isolate(ctx, r.peers(node)...)
+}
+
+// peers are the hosts of every server of r but node.
+func (r *replicated) peers(node int) []topology.Host {
+	var out []topology.Host
 	for i, h := range r.hosts {
 		if i != node {
-			peers = append(peers, h)
+			out = append(out, h)
 		}
 	}
-	return r.hosts[node].Isolate(ctx, peers...)
+	return out
 }
 
 // Rejoin implements nemesis.Replicated.
@@ -241,5 +246,5 @@ func (r *replicated) Rejoin(ctx context.Context, node int) error {
 		r.links[node].Heal()
 		return nil
 	}
-	return r.hosts[node].Heal(ctx)
+	return r.hosts[node].Heal(ctx, r.peers(node)...)
 }

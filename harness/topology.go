@@ -354,11 +354,8 @@ type kernelCut struct {
 	to   topology.Host
 }
 
-func (k kernelCut) Cut(ctx context.Context) error { return k.from.Isolate(ctx, k.to) }
-
-// Heal heals every cut of from's own: the nemesis makes one fault at a
-// time on a worker, the parts of a sequence ending together.
-func (k kernelCut) Heal(ctx context.Context) error { return k.from.Heal(ctx) }
+func (k kernelCut) Cut(ctx context.Context) error  { return k.from.Isolate(ctx, k.to) }
+func (k kernelCut) Heal(ctx context.Context) error { return k.from.Heal(ctx, k.to) }
 func (k kernelCut) Drop(context.Context) error {
 	return fmt.Errorf("a drop on %s's path to %s takes a proxy", k.from.Name(), k.to.Name())
 }
@@ -439,17 +436,18 @@ func (t *topo) postgresLink(slot int, _ []int, _ *rand.Rand) ([]nemesis.Link, st
 // root namespace (the history's clock, the fences, the proxies), every
 // server's host and the other workers'.
 func (t *topo) isolate(workers func() []nemesis.Target) nemesis.Fault {
-	return &nemesis.Isolate{Workers: workers,
-		Cut: func(ctx context.Context, slot int) error {
-			peers := []topology.Host{t.net.Root()}
-			for _, r := range t.roles {
-				if r.h != t.hosts[slot] {
-					peers = append(peers, r.h)
-				}
+	peers := func(slot int) []topology.Host {
+		out := []topology.Host{t.net.Root()}
+		for _, r := range t.roles {
+			if r.h != t.hosts[slot] {
+				out = append(out, r.h)
 			}
-			return t.hosts[slot].Isolate(ctx, peers...)
-		},
-		Heal: func(ctx context.Context, slot int) error { return t.hosts[slot].Heal(ctx) }}
+		}
+		return out
+	}
+	return &nemesis.Isolate{Workers: workers,
+		Cut:  func(ctx context.Context, slot int) error { return t.hosts[slot].Isolate(ctx, peers(slot)...) },
+		Heal: func(ctx context.Context, slot int) error { return t.hosts[slot].Heal(ctx, peers(slot)...) }}
 }
 
 // linkFault is the fault called name if it is a link fault.

@@ -20,8 +20,10 @@ type Host interface {
 	// a partition does: connections stall, dials time out. Isolating from a
 	// peer already isolated does nothing.
 	Isolate(ctx context.Context, peers ...Host) error
-	// Heal removes what this host's Isolate calls added.
-	Heal(ctx context.Context) error
+	// Heal removes what this host's Isolate calls added between it and
+	// peers, or all of it when no peer is named: another fault's cut of
+	// the host stays when only peers are healed.
+	Heal(ctx context.Context, peers ...Host) error
 }
 
 // ErrNeedsNamespaces is the error of what needs hosts in network
@@ -47,4 +49,4 @@ func (Local) Isolate(context.Context, ...Host) error {
 }
 
 // Heal does nothing.
-func (Local) Heal(context.Context) error { return nil }
+func (Local) Heal(context.Context, ...Host) error { return nil }

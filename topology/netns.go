@@ -448,15 +448,29 @@ func (h *NetnsHost) Isolate(ctx context.Context, peers ...Host) error {
 	return h.setRules(ctx, cut, h.cutByRoot)
 }
 
-// Heal removes the rules of the host's own Isolate calls, not those of
-// Root's.
-func (h *NetnsHost) Heal(ctx context.Context) error {
+// Heal removes the rules of the host's own Isolate calls, between it and
+// peers or, with none, all of them; not those of Root's.
+func (h *NetnsHost) Heal(ctx context.Context, peers ...Host) error {
+	hosts, root, err := h.n.members(h, peers)
+	if err != nil {
+		return err
+	}
 	h.n.mu.Lock()
 	defer h.n.mu.Unlock()
 	if h.n.closed {
 		return h.n.errClosed()
 	}
-	return h.setRules(ctx, nil, h.cutByRoot)
+	var cut map[string]bool
+	if len(peers) > 0 {
+		cut = maps.Clone(h.cut)
+		for _, p := range hosts {
+			delete(cut, p.ip)
+		}
+		if root {
+			delete(cut, h.n.root.IP())
+		}
+	}
+	return h.setRules(ctx, cut, h.cutByRoot)
 }
 
 // setRules rewrites the host's filter table, whole and at once, to drop
@@ -526,15 +540,23 @@ func (r *rootHost) Isolate(ctx context.Context, peers ...Host) error {
 	return errors.Join(errs...)
 }
 
-// Heal removes the rules of Root's Isolate calls, in every host.
-func (r *rootHost) Heal(ctx context.Context) error {
+// Heal removes the rules of Root's Isolate calls, in peers or, with none
+// named, in every host.
+func (r *rootHost) Heal(ctx context.Context, peers ...Host) error {
+	hosts, _, err := r.n.members(r, peers)
+	if err != nil {
+		return err
+	}
 	r.n.mu.Lock()
 	defer r.n.mu.Unlock()
 	if r.n.closed {
 		return r.n.errClosed()
 	}
+	if len(peers) == 0 {
+		hosts = r.n.hosts
+	}
 	var errs []error
-	for _, h := range r.n.hosts {
+	for _, h := range hosts {
 		errs = append(errs, h.setRules(ctx, h.cut, nil))
 	}
 	return errors.Join(errs...)

@@ -173,6 +173,14 @@ func TestNetIsolate(t *testing.T) {
 			return errors.Join(c.Isolate(ctx, root), root.Heal(ctx))
 		}, [][2]topology.Host{{root, c}}},
 		{"c heals", func() error { return c.Heal(ctx) }, nil},
+		{"a isolated from b, c and root; heals b alone", func() error {
+			return errors.Join(a.Isolate(ctx, b, c, root), a.Heal(ctx, b))
+		}, [][2]topology.Host{{a, c}, {a, root}}},
+		{"a heals root alone", func() error { return a.Heal(ctx, root) }, [][2]topology.Host{{a, c}}},
+		{"root isolated from b and c, heals c alone", func() error {
+			return errors.Join(root.Isolate(ctx, b, c), root.Heal(ctx, c))
+		}, [][2]topology.Host{{a, c}, {root, b}}},
+		{"a and root heal all", func() error { return errors.Join(a.Heal(ctx), root.Heal(ctx)) }, nil},
 	}
 	for _, s := range steps {
 		if err := s.do(); err != nil {
