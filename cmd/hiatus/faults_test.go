@@ -37,9 +37,7 @@ func TestNemeses(t *testing.T) {
 			}
 		}, nil},
 		{"pause-postgres", func(t *testing.T, ops []history.Op) {
-			if n := count(ops, func(o history.Op) bool {
-				return o.IsClient() && (o.F == "read" || o.F == "write") && o.Type != history.Ok && o.Type != history.Invoke
-			}); n == 0 {
+			if !pgTimedOut(ops) {
 				t.Errorf("no read or write failed or timed out while Postgres was paused")
 			}
 			// Writes that timed out are settled from the audit table.
@@ -49,7 +47,7 @@ func TestNemeses(t *testing.T) {
 			if n := count(ops, func(o history.Op) bool { return o.Get("resolved") != nil }); n == 0 {
 				t.Logf("no write needed resolving this time")
 			}
-		}, nil},
+		}, pgTimedOut}, // a loaded machine's pauses may find no one in PostgreSQL for a while
 		{"kill-redis", func(t *testing.T, ops []history.Op) {
 			if !writeAfterRestart(ops) {
 				t.Errorf("no write succeeded after Redis was restarted")
@@ -136,6 +134,15 @@ func writeAfterRestart(ops []history.Op) bool {
 	at := restartTime(ops)
 	return count(ops, func(o history.Op) bool {
 		return o.IsClient() && o.Type == history.Ok && o.F == "write" && o.Time > at
+	}) > 0
+}
+
+// pgTimedOut reports whether a read or write failed or timed out: in a
+// history, a timed-out write the audit table settled :ok carries :resolved.
+func pgTimedOut(ops []history.Op) bool {
+	return count(ops, func(o history.Op) bool {
+		return o.IsClient() && (o.F == "read" || o.F == "write") && o.Type != history.Invoke &&
+			(o.Type != history.Ok || o.Get("resolved") != nil)
 	}) > 0
 }
 
