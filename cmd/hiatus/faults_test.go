@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -137,10 +138,16 @@ func writeAfterRestart(ops []history.Op) bool {
 	}) > 0
 }
 
-// pgTimedOut reports whether a read or write failed or timed out: in a
-// history, a timed-out write the audit table settled :ok carries :resolved.
+// pgTimedOut reports whether a read or write failed or timed out after a
+// pause began (a loaded machine's PostgreSQL can be slower than the op
+// timeout unpaused): in a history, a timed-out write the audit table
+// settled :ok carries :resolved.
 func pgTimedOut(ops []history.Op) bool {
-	return count(ops, func(o history.Op) bool {
+	i := slices.IndexFunc(ops, func(o history.Op) bool { return o.Process == history.Nemesis && o.F == history.FPause })
+	if i < 0 {
+		return false
+	}
+	return count(ops[i:], func(o history.Op) bool {
 		return o.IsClient() && (o.F == "read" || o.F == "write") && o.Type != history.Invoke &&
 			(o.Type != history.Ok || o.Get("resolved") != nil)
 	}) > 0
