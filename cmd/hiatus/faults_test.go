@@ -377,16 +377,7 @@ func TestKill9(t *testing.T) {
 // with its PID, hold no process, and the next Net (of any run) removes
 // them.
 func TestKill9Netns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("NOT RUN: --hosts netns needs root (CI runs as root)")
-	}
-	cmd, root := startRun(t, "--hosts", "netns", "--nemesis", "isolate", "--pause", "2s", "--interval", "200ms", "--time-limit", "30s")
-	waitJournal(t, root, ":f :start")
-	prefix := fmt.Sprintf("hz%d-", cmd.Process.Pid)
-	spaces := namespaces(t, prefix)
-	if len(spaces) != 6 {
-		t.Fatalf("the run's namespaces: %v, want the switch's, PostgreSQL's, the lock node's and three workers'", spaces)
-	}
+	cmd, prefix, spaces := startIsolating(t)
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -417,13 +408,7 @@ func TestKill9Netns(t *testing.T) {
 // that make and undo the network are in groups of their own, as the
 // servers and workers are.
 func TestCtrlCNetns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("NOT RUN: --hosts netns needs root (CI runs as root)")
-	}
-	cmd, root := startRun(t, "--hosts", "netns", "--nemesis", "isolate", "--pause", "2s", "--interval", "200ms", "--time-limit", "30s")
-	waitJournal(t, root, ":f :start")
-	prefix := fmt.Sprintf("hz%d-", cmd.Process.Pid)
-	spaces := namespaces(t, prefix)
+	cmd, prefix, spaces := startIsolating(t)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	var err error
@@ -448,6 +433,24 @@ func TestCtrlCNetns(t *testing.T) {
 	if in := inNamespaces(t, spaces); len(in) > 0 {
 		t.Errorf("processes left on the run's hosts: %v", in)
 	}
+}
+
+// startIsolating starts `hiatus run --hosts netns --nemesis isolate` and
+// waits for its first cut; it returns the run, the prefix of its
+// namespaces' names and the namespaces.
+func startIsolating(t *testing.T) (*exec.Cmd, string, map[string]uint64) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("NOT RUN: --hosts netns needs root (CI runs as root)")
+	}
+	cmd, root := startRun(t, "--hosts", "netns", "--nemesis", "isolate", "--pause", "2s", "--interval", "200ms", "--time-limit", "30s")
+	waitJournal(t, root, ":f :start")
+	prefix := fmt.Sprintf("hz%d-", cmd.Process.Pid)
+	spaces := namespaces(t, prefix)
+	if len(spaces) != 6 {
+		t.Fatalf("the run's namespaces: %v, want the switch's, PostgreSQL's, the lock node's and three workers'", spaces)
+	}
+	return cmd, prefix, spaces
 }
 
 // namespaces maps the named network namespaces whose names begin with
