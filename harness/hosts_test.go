@@ -112,7 +112,7 @@ func TestRunServersOnHosts(t *testing.T) {
 	}{
 		{faultCase{name: "netns-partition-redis", edit: func(c *harness.Config) {
 			hosts(c)
-			c.Nemesis, c.Pause, c.Interval, c.TimeLimit = "partition-redis", 2*faultLease, 100*time.Millisecond, 2500*time.Millisecond
+			drawn(c, "partition-redis")
 		}, effect: func(t *testing.T, r faultRun) {
 			r.eachWhole(t, r.kind(), func(w window) { r.cutOff(t, w) })
 		}}, []string{"the lock's Redis node 0", "PostgreSQL", "worker 2"}},

@@ -25,8 +25,9 @@ const DefaultNodes = 5
 // jumped clock there would jump the history, a restart reset the fences.
 func nodeFaults() []string { return []string{"clock", "restart"} }
 
-// linkFaults are the faults that act on links: a run with one puts a link
-// (a proxy) in each worker's path to every lock node and to PostgreSQL.
+// linkFaults are the faults that act on the paths between workers and
+// servers: through a proxy of the run's in each, or in the kernel between
+// hosts of their own (see proxied).
 func linkFaults() []string {
 	return []string{"partition-redis", "partition-redis-majority", "partition-postgres",
 		"delay-redis", "delay-postgres", "drop-redis", "drop-postgres"}
@@ -359,10 +360,7 @@ func (k kernelCut) Heal(ctx context.Context) error { return k.from.Heal(ctx, k.t
 func (k kernelCut) Drop(context.Context) error {
 	return fmt.Errorf("a drop on %s's path to %s takes a proxy", k.from.Name(), k.to.Name())
 }
-func (k kernelCut) Slow(_ context.Context, d time.Duration) error {
-	if d == 0 {
-		return nil
-	}
+func (k kernelCut) Slow(context.Context, time.Duration) error {
 	return fmt.Errorf("a delay on %s's path to %s takes a proxy", k.from.Name(), k.to.Name())
 }
 

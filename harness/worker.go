@@ -65,14 +65,13 @@ func ServeWorker(locks Locks) {
 	}
 	if wc.DeadlineUnixNano == 0 {
 		unix.CloseOnExec(3) // its lock adapter must not hold the run's wait open
-		wc.awaitStart = func() (int64, error) { return awaitStart(in) }
 	}
 	ops, err := opsOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "hiatus worker: %v\n", err)
 		os.Exit(2)
 	}
-	if err := runWorker(context.Background(), wc, locks, ops); err != nil {
+	if err := runWorker(context.Background(), wc, in, locks, ops); err != nil {
 		fmt.Fprintf(os.Stderr, "hiatus worker: %v\n", err)
 		os.Exit(1)
 	}
@@ -120,8 +119,6 @@ type workerConfig struct {
 	// DeadlineUnixNano is when to stop starting sections, on the local
 	// clock; 0 to say ready on fd 3 and then read a workerStart on stdin.
 	DeadlineUnixNano int64
-
-	awaitStart func() (int64, error) // says ready, returns the deadline
 }
 
 // warm opens the worker's connections to the run's Redis and to
@@ -159,8 +156,9 @@ func awaitStart(in *json.Decoder) (int64, error) {
 }
 
 // runWorker runs critical sections until the deadline, printing each op as
-// one EDN line as soon as it is recorded.
-func runWorker(ctx context.Context, wc workerConfig, locks Locks, out io.Writer) error {
+// one EDN line as soon as it is recorded; in is its standard input, after
+// the configuration, where it reads the deadline once ready if wc has none.
+func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, locks Locks, out io.Writer) error {
 	// SIGINT or SIGTERM ends the run early: the section under way is
 	// finished, no new one begins.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -240,9 +238,9 @@ func runWorker(ctx context.Context, wc workerConfig, locks Locks, out io.Writer)
 		}
 		w.Hook = func(ctx context.Context, s client.Section) { in.Maybe(ctx, s.Process, s.N) }
 	}
-	if wc.awaitStart != nil {
+	if wc.DeadlineUnixNano == 0 {
 		warm(ctx, rdb, db, wc.OpTimeout)
-		if wc.DeadlineUnixNano, err = wc.awaitStart(); err != nil {
+		if wc.DeadlineUnixNano, err = awaitStart(in); err != nil {
 			return err
 		}
 	}

@@ -162,7 +162,7 @@ func (n *RestartNode) End(ctx context.Context) error { return n.node.Restart(ctx
 
 // A Link is what a link fault acts on between a worker and servers: a
 // proxy in the path (topology.Link), or the kernel's filter on the
-// worker's host. Heal undoes whatever was done, Slow(0) included.
+// worker's host. Heal undoes whatever was done: a cut, a delay, a drop.
 type Link interface {
 	Cut(ctx context.Context) error
 	Slow(ctx context.Context, d time.Duration) error
