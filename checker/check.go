@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -164,7 +166,15 @@ func (p *plan) run(ctx context.Context, visual bool) (Results, *linearRun) {
 			missing = append(missing, m)
 		}
 	}
-	if r, ok := historyResult(len(p.ops), p.truncated, len(p.problems), p.problems, missing); ok {
+	named := map[int]int64{}
+	for i, o := range p.ops {
+		if o.Index != int64(i) {
+			named[i] = o.Index
+		}
+	}
+	note := historyNote{n: len(p.ops), truncated: p.truncated, problems: len(p.problems), first: p.problems,
+		missing: missing, dups: duplicateIndexes(len(p.ops), named)}
+	if r, ok := historyResult(note); ok {
 		rs.Add(r)
 	}
 	rs.Add(st.result(nil))
@@ -172,43 +182,115 @@ func (p *plan) run(ctx context.Context, visual bool) (Results, *linearRun) {
 	return rs, lr
 }
 
-// historyResult reports what makes any verdict on a history of n ops
-// uncertain: it was cut short, it breaks the rules of a history (one open
-// op per process, completions after invocations) at problems ops, the first
-// of which are first, or the run that wrote it says ops are missing from it
-// (missing: what each :ops-missing event says).
-func historyResult(n int, truncated bool, problems int, first, missing []string) (Result, bool) {
-	if !truncated && problems == 0 && len(missing) == 0 {
+// A historyNote is what the checks found of a history itself, beside
+// their verdicts on it.
+type historyNote struct {
+	n         int // ops
+	truncated bool
+	problems  int      // ops that break the rules of a history
+	first     []string // the first of them
+	missing   []string // what the :ops-missing events say
+	dups      []string // ops whose :index an earlier op has too
+}
+
+// historyResult reports what makes any verdict on a history uncertain: it
+// was cut short, it breaks the rules of a history (one open op per process,
+// completions after invocations), or the run that wrote it says ops are
+// missing from it. It also warns of ops that share an :index, which leave
+// the verdict as it is (the checks go by position) but make the evidence,
+// which names ops by :index, ambiguous.
+func historyResult(h historyNote) (Result, bool) {
+	if !h.truncated && h.problems == 0 && len(h.missing) == 0 && len(h.dups) == 0 {
 		return Result{}, false
 	}
 	r := Result{Name: "history", Valid: Unknown, Fields: []Field{
-		{"ops", n},
-		{"truncated", truncated},
-		{"problems", problems},
+		{"ops", h.n},
+		{"truncated", h.truncated},
+		{"problems", h.problems},
 	}}
 	var why []string
-	if truncated {
-		why = append(why, fmt.Sprintf("the history was cut short after %d ops: those were checked, but what a valid verdict says of part of a history it cannot say of the whole", n))
+	if h.truncated {
+		why = append(why, fmt.Sprintf("the history was cut short after %d ops: those were checked, but what a valid verdict says of part of a history it cannot say of the whole", h.n))
 	}
-	if problems > 0 {
-		ev := make([]any, 0, evidenceLimit)
-		for _, pr := range first[:min(len(first), evidenceLimit)] {
-			ev = append(ev, pr)
-		}
-		r.Fields = append(r.Fields, Field{"first-problems", ev})
-		why = append(why, fmt.Sprintf("%d ops break the rules of a history, so checks read it leniently; first: %s", problems, first[0]))
+	if h.problems > 0 {
+		r.Fields = append(r.Fields, Field{"first-problems", evidence(h.first[:min(len(h.first), evidenceLimit)])})
+		why = append(why, fmt.Sprintf("%d ops break the rules of a history, so checks read it leniently; first: %s", h.problems, h.first[0]))
 	}
-	if len(missing) > 0 {
-		ev := make([]any, 0, len(missing))
-		for _, m := range missing {
-			ev = append(ev, m)
-		}
-		r.Fields = append(r.Fields, Field{"ops-missing", ev})
-		why = append(why, "the run that wrote the history could not record all its ops ("+strings.Join(missing, "; ")+
+	if len(h.missing) > 0 {
+		r.Fields = append(r.Fields, Field{"ops-missing", evidence(h.missing)})
+		why = append(why, "the run that wrote the history could not record all its ops ("+strings.Join(h.missing, "; ")+
 			"), so the other checks may be wrong either way (a write the history lacks looks like a lost update): the verdict is :unknown whatever they say")
+	}
+	if len(h.dups) > 0 {
+		r.Fields = append(r.Fields, Field{"duplicate-indexes", len(h.dups)},
+			Field{"first-duplicates", evidence(h.dups[:min(len(h.dups), evidenceLimit)])})
+		why = append(why, fmt.Sprintf("%d ops have an :index an earlier op has too (first: %s), so where the evidence names an op by its :index it may be either; the checks go by position in the file",
+			len(h.dups), h.dups[0]))
+		if !h.truncated && h.problems == 0 && len(h.missing) == 0 {
+			r.Valid = Valid // a warning: nothing the verdicts rest on
+		}
 	}
 	r.Explanation = strings.Join(why, "; ")
 	return r, true
+}
+
+// evidence is ss as an EDN vector's elements.
+func evidence(ss []string) []any {
+	ev := make([]any, len(ss))
+	for i, s := range ss {
+		ev[i] = s
+	}
+	return ev
+}
+
+// duplicateIndexes describes each op of a history of n ops whose :index an
+// earlier op has too; named holds the :index of each op whose :index is not
+// its position (the Reader gives an op without one its position).
+func duplicateIndexes(n int, named map[int]int64) []string {
+	positions := make([]int, 0, len(named))
+	for i, id := range named {
+		if id != history.Unset {
+			positions = append(positions, i)
+		}
+	}
+	slices.Sort(positions)
+	first := map[int64]int{} // an :index a named op has -> its position
+	var dups []string
+	for _, i := range positions {
+		id := named[i]
+		at, seen := first[id]
+		if _, renamed := named[int(id)]; !seen && id < int64(n) && !renamed {
+			// The op at position id has the :index id: it is unnamed.
+			at, seen = int(id), true
+		}
+		switch {
+		case !seen:
+			first[id] = i
+		case at < i:
+			dups = append(dups, fmt.Sprintf("op %d, the %s op map, as the %s", id, ordinal(i+1), ordinal(at+1)))
+		default:
+			// An op renamed to an :index that a later op holds by position.
+			first[id] = i
+			dups = append(dups, fmt.Sprintf("op %d, the %s op map, as the %s", id, ordinal(at+1), ordinal(i+1)))
+		}
+	}
+	return dups
+}
+
+// ordinal writes n as an English ordinal: 1st, 2nd, 3rd, 11th.
+func ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return strconv.Itoa(n) + suffix
 }
 
 // incomplete makes the verdict of a history that lacks ops unknown, even
@@ -239,7 +321,7 @@ func opsMissing(o history.Op) (string, bool) {
 func Detect(ops []history.Op) (string, error) {
 	fs := map[history.Keyword]bool{}
 	for _, o := range ops {
-		if o.Process >= 0 {
+		if o.IsClient() {
 			fs[o.F] = true
 		}
 	}
@@ -352,8 +434,8 @@ func pairCalls(ops []history.Op) ([]call, []string) {
 			problems = append(problems, msg)
 		}
 		switch {
-		case o.Process < 0:
-			// the nemesis, and named processes: not clients, as in Jepsen
+		case !o.IsClient():
+			// the nemesis: not a client
 		case o.Type == history.Invoke:
 			at[i] = len(calls)
 			calls = append(calls, call{inv: i, done: -1, typ: history.Info, process: o.Process, f: o.F, value: o.Value})

@@ -21,6 +21,9 @@ type File struct {
 	Model     string       // opts.Model, or the model detected
 	Detected  bool         // the model was detected from the ops' :f
 	Initial   any          // the model's initial state
+	// Processes says how the history writes each process numbered below
+	// -1 (history.Reader.Processes); nil when it has none.
+	Processes map[history.Process]string
 }
 
 // An InputError is what is wrong with a history file or with the options
@@ -34,9 +37,9 @@ func inputErrorf(format string, args ...any) error {
 	return &InputError{Err: fmt.Errorf(format, args...)}
 }
 
-// Open reads the history at path for a check with opts. A lock-counter
-// history in a regular file is read into a Stream, unless whole asks for
-// every op (a drawing needs them); any other, or one the options need whole
+// Open reads the history at path, a regular file, for a check with opts. A
+// lock-counter history is read into a Stream, unless whole asks for every
+// op (a drawing needs them); any other, or one the options need whole
 // (porcupine), is read whole. wrap, if not nil, wraps the file as it is
 // read (to count its bytes, say). A truncated history is read as far as it
 // goes (File.Truncated). Errors are *InputError, or ctx's when it ended.
@@ -44,40 +47,45 @@ func Open(ctx context.Context, path string, opts Options, whole bool, wrap func(
 	if wrap == nil {
 		wrap = func(r io.Reader) io.Reader { return r }
 	}
-	if !whole {
-		h, err := openStream(ctx, path, opts, wrap)
-		if !errors.Is(err, ErrWholeHistory) {
-			return h, err
-		}
-	}
-	return openWhole(path, opts, wrap)
-}
-
-// openStream reads the history into a Stream. It returns an error wrapping
-// ErrWholeHistory when the history must be read whole instead: when it is
-// not lock-counter, the options need all its ops, or it is not a regular
-// file (a pipe), which could not be read again.
-func openStream(ctx context.Context, path string, opts Options, wrap func(io.Reader) io.Reader) (*File, error) {
-	if opts.Analyzer == AnalyzerPorcupine || opts.Model != "" && opts.Model != ModelLockCounter {
-		return nil, ErrWholeHistory
-	}
-	fi, err := os.Stat(path)
-	if err != nil || !fi.Mode().IsRegular() {
-		// A pipe cannot be read again should the history turn out to
-		// need reading whole (nor opened to look: that would take its
-		// writer's only turn).
-		return nil, ErrWholeHistory
-	}
-	f, err := os.Open(path)
+	f, err := history.OpenRegular(path)
 	if err != nil {
 		return nil, inputErrorf("read history: %w", err)
 	}
 	defer f.Close()
+	if !whole {
+		h, err := openStream(ctx, f, path, opts, wrap)
+		if !errors.Is(err, ErrWholeHistory) {
+			return h, err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, inputErrorf("read history: %w", err)
+		}
+	}
+	return readWhole(ctx, wrap(f), path, opts)
+}
+
+// Read reads a history from r, a stream such as standard input that cannot
+// be read twice, whole, for a check with opts; name says where it comes
+// from in messages. It ends when ctx does, even while r blocks.
+func Read(ctx context.Context, r io.Reader, name string, opts Options) (*File, error) {
+	return readWhole(ctx, r, name, opts)
+}
+
+// openStream reads the history in f into a Stream. It returns an error
+// wrapping ErrWholeHistory when the history must be read whole instead:
+// when it is not lock-counter, or the options need all its ops.
+func openStream(ctx context.Context, f *os.File, path string, opts Options, wrap func(io.Reader) io.Reader) (*File, error) {
+	if opts.Analyzer == AnalyzerPorcupine || opts.Model != "" && opts.Model != ModelLockCounter {
+		return nil, ErrWholeHistory
+	}
 	h := &File{Path: path, Stream: NewStream()}
-	// hiatus writes about 100 bytes an op; a little more room than needed
-	// is cheaper than growing.
-	h.Stream.Grow(int(fi.Size() / 80))
-	err = history.NewReader(wrap(f), path).Each(ctx, h.Stream.Add)
+	if fi, err := f.Stat(); err == nil {
+		// hiatus writes about 100 bytes an op; a little more room than
+		// needed is cheaper than growing.
+		h.Stream.Grow(int(fi.Size() / 80))
+	}
+	rd := history.NewReader(wrap(f), path)
+	err := rd.Each(ctx, h.Stream.Add)
 	switch {
 	case errors.Is(err, history.ErrTruncated):
 		h.Truncated = err
@@ -88,7 +96,7 @@ func openStream(ctx context.Context, path string, opts Options, wrap func(io.Rea
 		h.Stream.Close()
 		return nil, &InputError{Err: err}
 	}
-	h.N = h.Stream.Ops()
+	h.N, h.Processes = h.Stream.Ops(), rd.Processes()
 	if err := h.resolve(opts, h.Stream.Model); err != nil {
 		h.Stream.Close()
 		return nil, err
@@ -100,23 +108,23 @@ func openStream(ctx context.Context, path string, opts Options, wrap func(io.Rea
 	return h, nil
 }
 
-// openWhole reads every op of the history at path.
-func openWhole(path string, opts Options, wrap func(io.Reader) io.Reader) (*File, error) {
+// readWhole reads every op of the history in r.
+func readWhole(ctx context.Context, r io.Reader, name string, opts Options) (*File, error) {
 	// A malformed history is a *history.SyntaxError, which says
 	// file:line:col; a truncated one is checked as far as it goes.
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, inputErrorf("read history: %w", err)
-	}
-	defer f.Close()
-	ops, err := history.ReadAll(wrap(f), path)
-	h := &File{Path: path, Ops: ops, N: len(ops)}
+	var ops []history.Op
+	rd := history.NewReader(r, name)
+	err := rd.Each(ctx, func(o history.Op) { ops = append(ops, o) })
+	h := &File{Path: name, Ops: ops, N: len(ops)}
 	switch {
 	case errors.Is(err, history.ErrTruncated):
 		h.Truncated = err
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
 	case err != nil:
 		return nil, &InputError{Err: err}
 	}
+	h.Processes = rd.Processes()
 	if err := h.resolve(opts, func() (string, error) { return Detect(ops) }); err != nil {
 		return nil, err
 	}

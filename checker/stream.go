@@ -139,7 +139,7 @@ func (s *Stream) Add(o history.Op) {
 	}
 	s.lastTime = o.Time
 	s.maxTime = max(s.maxTime, o.Time)
-	if o.Process >= 0 {
+	if o.IsClient() {
 		s.fs[o.F] = true
 	}
 	s.builder.add(o)
@@ -149,7 +149,7 @@ func (s *Stream) Add(o history.Op) {
 	if m, ok := opsMissing(o); ok {
 		s.missing = append(s.missing, m)
 	}
-	if o.Process >= 0 {
+	if o.IsClient() {
 		s.pair(i, o)
 	}
 }
@@ -371,7 +371,9 @@ func (s *Stream) results(initial int64, truncated bool, linear func() Result) Re
 			rs.Add(s.linear(initial, w))
 		}
 	}
-	if r, ok := historyResult(s.n, truncated, s.problems, s.firstProblems, s.missing); ok {
+	note := historyNote{n: s.n, truncated: truncated, problems: s.problems, first: s.firstProblems,
+		missing: s.missing, dups: duplicateIndexes(s.n, s.names)}
+	if r, ok := historyResult(note); ok {
 		rs.Add(r)
 	}
 	rs.Add(s.stats.result([]history.Keyword{history.FWrite}))

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -94,6 +95,10 @@ type SetupError struct{ Err error }
 
 func (e *SetupError) Error() string { return e.Err.Error() }
 func (e *SetupError) Unwrap() error { return e.Err }
+
+// ErrInterrupted is returned when ctx ends while a run's servers start:
+// the run never began, and nothing it started is left.
+var ErrInterrupted = errors.New("interrupted while its servers started")
 
 func setupErrorf(format string, args ...any) error {
 	return &SetupError{Err: fmt.Errorf(format, args...)}

@@ -18,8 +18,10 @@ import (
 
 // startEnv starts the throwaway servers cfg asks for (filling in their URLs),
 // connects to both servers and prepares the lock keys and the counter row.
-// Unreachable servers are the user's to fix: exit 254.
-func startEnv(ctx context.Context, cfg *Config) (_ *env, err error) {
+// Unreachable servers are the user's to fix: exit 254. The wait for the
+// throwaway servers to start ends with start; what lives on (servers,
+// hosts, links) is made under ctx.
+func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 	e := &env{}
 	defer func() {
 		if err != nil {
@@ -33,7 +35,7 @@ func startEnv(ctx context.Context, cfg *Config) (_ *env, err error) {
 	if net != nil {
 		e.stops = append(e.stops, net.Close) // stopped in reverse: after the servers on it
 	}
-	if e.redis, e.postgres, err = startServers(ctx, cfg, pgHost); err != nil {
+	if e.redis, e.postgres, err = startServers(start, cfg, pgHost); err != nil {
 		return nil, err
 	}
 	for _, sv := range []*servers.Server{e.redis, e.postgres} { // stopped in reverse
@@ -78,6 +80,11 @@ func startEnv(ctx context.Context, cfg *Config) (_ *env, err error) {
 // cfg leaves empty, and fills them in; a server given by URL is nil.
 // PostgreSQL runs on pgHost unless it is nil.
 func startServers(ctx context.Context, cfg *Config, pgHost *topology.NetnsHost) (redis, postgres *servers.Server, err error) {
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = ErrInterrupted // a server's start cut short, not a server that cannot start
+		}
+	}()
 	if cfg.RedisURL == "" {
 		if redis, err = servers.StartRedis(ctx); err != nil {
 			return nil, nil, setupErrorf("throwaway redis-server: %w", err)

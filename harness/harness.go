@@ -72,13 +72,23 @@ func RunWatched(ctx context.Context, cfg Config, watch Watch) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
+	if err := store.Writable(cfg.Store); err != nil {
+		return Result{}, &SetupError{Err: err}
+	}
 	if watch.Out == nil {
 		watch.Out = io.Discard
 	}
 	// The servers outlive an interrupt of the run: the history is finished
-	// (final read, results) after it.
+	// (final read, results) after it. An interrupt while they start ends
+	// the run before it begins.
 	bg := context.WithoutCancel(ctx)
-	env, err := startEnv(bg, &cfg)
+	env, err := startEnv(ctx, bg, &cfg)
+	if ctx.Err() != nil {
+		if err == nil {
+			env.close()
+		}
+		return Result{Interrupted: true}, ErrInterrupted
+	}
 	if err != nil {
 		return Result{}, err
 	}

@@ -1,7 +1,9 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,7 +23,7 @@ import (
 // Server URLs are not taken (test.edn hides their passwords): a replay
 // starts throwaway servers unless the caller sets them.
 func ReplayConfig(dir string) (Config, error) {
-	b, err := os.ReadFile(filepath.Join(dir, store.Test))
+	b, err := history.ReadRegular(filepath.Join(dir, store.Test))
 	if err != nil {
 		return Config{}, &SetupError{Err: fmt.Errorf("%s is no run directory: %w", dir, err)}
 	}
@@ -84,9 +86,9 @@ func ReplayConfig(dir string) (Config, error) {
 		return Config{}, &SetupError{Err: err}
 	}
 	cfg.Store = filepath.Dir(filepath.Dir(real))
-	sched, err := os.ReadFile(filepath.Join(dir, store.Schedule))
+	sched, err := history.ReadRegular(filepath.Join(dir, store.Schedule))
 	if err != nil {
-		return Config{}, setupErrorf("%s has no %s (a run made before schedules were kept): %v", dir, store.Schedule, err)
+		return Config{}, setupErrorf("%s: %v", dir, missingSchedule(dir, err))
 	}
 	if cfg.Plan, err = nemesis.ParsePlan(string(sched)); err != nil {
 		return Config{}, setupErrorf("%s: %v", filepath.Join(dir, store.Schedule), err)
@@ -94,10 +96,25 @@ func ReplayConfig(dir string) (Config, error) {
 	return cfg, nil // Run validates it, with the caller's Locks
 }
 
+// missingSchedule says why the run in dir has no schedule to replay: err
+// is what reading it said.
+func missingSchedule(dir string, err error) error {
+	_, herr := os.Lstat(filepath.Join(dir, store.History))
+	_, jerr := os.Lstat(filepath.Join(dir, store.Journal))
+	switch {
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	case herr != nil && jerr == nil:
+		return fmt.Errorf("no %s: the run ended before it wrote one (killed?), leaving only its %s, which hiatus check %s reads; its faults cannot be replayed",
+			store.Schedule, store.Journal, dir)
+	}
+	return fmt.Errorf("no %s: a run made before schedules were kept", store.Schedule)
+}
+
 // Violated names the checks a run directory's results.edn found invalid:
 // the violation a replay must show again.
 func Violated(dir string) ([]string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, store.Results))
+	b, err := history.ReadRegular(filepath.Join(dir, store.Results))
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,9 @@ import (
 // error that ended the history: nil at its clean end, ctx's error when ctx
 // ends first. The reader parses on a goroutine of its own while add runs on
 // the caller's, a batch of ops behind, so that two cores share the work of
-// a large history.
+// a large history. When ctx ends, Each returns at once, even while a read
+// blocks (a terminal, a pipe with a quiet writer): that read's goroutine
+// ends with it, and r must not be used again.
 func (r *Reader) Each(ctx context.Context, add func(Op)) error {
 	const batches, size = 4, 4096
 	full := make(chan []Op, batches)
@@ -51,9 +53,19 @@ func (r *Reader) Each(ctx context.Context, add func(Op)) error {
 			}
 		}
 	}()
-	for b := range full {
+	for {
+		var b []Op
+		var ok bool
+		select {
+		case b, ok = <-full:
+		case <-ctx.Done():
+			return ctx.Err() // the reader stops at its next batch, or read
+		}
+		if !ok {
+			break
+		}
 		if err := ctx.Err(); err != nil {
-			return err // the reader stops at its next batch
+			return err
 		}
 		for _, o := range b {
 			add(o)

@@ -182,7 +182,9 @@ func (d *fastDec) process() (Process, bool) {
 	}
 	v, ok := d.value()
 	n, isInt := v.(int64)
-	return Process(n), ok && isInt
+	// Any other process is numbered by the general path, which knows the
+	// history's other names.
+	return Process(n), ok && isInt && n >= 0
 }
 
 func (d *fastDec) value() (any, bool) {

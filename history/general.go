@@ -114,17 +114,22 @@ func (r *Reader) setField(op *Op, k Keyword, v any) string {
 	case "process":
 		switch p := v.(type) {
 		case int64:
-			op.Process = Process(p)
+			if p >= 0 {
+				op.Process = Process(p)
+			} else {
+				op.Process = r.named(string(AppendValue(nil, p)))
+			}
 		case Keyword:
 			if p == "nemesis" {
 				op.Process = Nemesis
 			} else {
 				op.Process = r.named(":" + string(p))
 			}
-		case string:
-			op.Process = r.named(p)
 		default:
-			return "expected an integer, :nemesis or a name for :process"
+			// Jepsen takes any value for a process: a name, a negative
+			// number, a vector. Each is a client of its own, as it is
+			// written.
+			op.Process = r.named(string(AppendValue(nil, p)))
 		}
 	case "f":
 		f, ok := v.(Keyword)
@@ -145,7 +150,8 @@ func (r *Reader) setField(op *Op, k Keyword, v any) string {
 	return ""
 }
 
-// named returns the process number of a process that has a name.
+// named returns the process number of a process written as something
+// other than a non-negative integer or :nemesis; name is how it is written.
 func (r *Reader) named(name string) Process {
 	if p, ok := r.procs[name]; ok {
 		return p
@@ -156,6 +162,20 @@ func (r *Reader) named(name string) Process {
 	p := Process(-2 - int64(len(r.procs)))
 	r.procs[name] = p
 	return p
+}
+
+// Processes returns how the history writes each process the Reader numbered
+// below -1 (names, negative numbers, any other value), by number; nil when
+// every process was a non-negative integer or :nemesis.
+func (r *Reader) Processes() map[Process]string {
+	if len(r.procs) == 0 {
+		return nil
+	}
+	m := make(map[Process]string, len(r.procs))
+	for name, p := range r.procs {
+		m[p] = name
+	}
+	return m
 }
 
 // libValue decodes the form e[i:end] with the EDN library.

@@ -52,12 +52,18 @@ func ParseType(s string) (Type, error) {
 	return 0, fmt.Errorf("unknown op type %q (want invoke, ok, fail or info)", s)
 }
 
-// A Process is the logical process that performed an op. Client processes
-// are non-negative; Nemesis stands for Jepsen's :nemesis.
+// A Process is the logical process that performed an op: a history's
+// non-negative integer processes as they are written; Nemesis for Jepsen's
+// :nemesis; and any other process (a name, a negative number) numbered
+// below -1 by the Reader that read it (Reader.Processes says how each is
+// written). Every process but Nemesis is a client.
 type Process int64
 
 // Nemesis is the process of fault events.
 const Nemesis Process = math.MinInt64
+
+// IsClient reports whether p is a client: any process but the nemesis.
+func (p Process) IsClient() bool { return p != Nemesis }
 
 func (p Process) String() string {
 	if p == Nemesis {
@@ -123,7 +129,7 @@ func (o Op) With(k Keyword, v any) Op {
 	return o
 }
 
-// IsClient reports whether o was performed by a client process: a
-// non-negative number. The nemesis and other named processes (which the
-// reader numbers below zero) are not clients, as in Jepsen.
-func (o Op) IsClient() bool { return o.Process >= 0 }
+// IsClient reports whether o was performed by a client process: any but
+// the nemesis. A process with a name is a client: dropping its ops would
+// leave writes out of a count that the counter's value includes.
+func (o Op) IsClient() bool { return o.Process.IsClient() }

@@ -34,9 +34,10 @@ func (e *InconsistentError) Error() string {
 // Pairs pairs each client invocation in ops with the completion that follows
 // it on the same process, and returns the pairs in invocation order.
 //
-// Ops of the nemesis, and of any other process with a negative number (the
-// Reader gives those to named processes), are not client operations and are
-// left out, as Jepsen leaves out ops whose process is not an integer.
+// Ops of the nemesis are not client operations and are left out. Those of
+// every other process are paired, named ones included: where Jepsen leaves
+// out ops whose process is not an integer, a check that counts writes would
+// miss theirs and find the counter higher than the writes explain.
 //
 // Pairs reports an *InconsistentError at the first op that breaks a rule of
 // Pairer: a completion with no open invocation on its process, a process
@@ -53,7 +54,7 @@ func Pairs(ops []Op) ([]Pair, error) {
 			return nil, &InconsistentError{op.Index, problem.describe(ops)}
 		}
 		switch {
-		case op.Process < 0:
+		case !op.IsClient():
 		case op.Type == Invoke:
 			at[i] = len(pairs)
 			pairs = append(pairs, Pair{Invoke: op})
@@ -123,15 +124,15 @@ type Pairer struct {
 // the position of the invocation it completes (done), else -1. For an
 // invocation made while the process's previous one is still open, it
 // returns that one's position (abandoned: it will never complete), else -1.
-// problem is the rule o breaks, if any; ops of processes below zero (the
-// nemesis, named processes) are not paired and break none.
+// problem is the rule o breaks, if any; ops of the nemesis are not paired
+// and break none.
 //
 // Past a problem the Pairer goes on as Jepsen's checkers would: a double
 // invocation abandons the first, a mismatched completion still completes
 // the open invocation, an orphan completion is dropped.
 func (p *Pairer) Add(i int, o Op) (done, abandoned int, problem *PairProblem) {
 	done, abandoned = -1, -1
-	if o.Process < 0 {
+	if !o.IsClient() {
 		return done, abandoned, nil
 	}
 	if p.open == nil {

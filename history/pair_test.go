@@ -89,16 +89,20 @@ func TestPairsInconsistent(t *testing.T) {
 	}
 }
 
-func TestPairsSkipsNonClients(t *testing.T) {
+// TestPairsSkipsNemesis: the nemesis's ops are not paired; those of every
+// other process are, a named one's too.
+func TestPairsSkipsNemesis(t *testing.T) {
 	src := `{:type :info, :process :nemesis, :f :start} {:type :info, :process :nemesis, :f :start}
-{:type :info, :process :checker, :f :check} {:type :invoke, :process 0, :f :r} {:type :info, :process :nemesis, :f :stop}`
+{:type :invoke, :process :checker, :f :check} {:type :invoke, :process 0, :f :r} {:type :info, :process :nemesis, :f :stop}
+{:type :ok, :process :checker, :f :check}`
 	ops, err := ReadAll(strings.NewReader(src), "h.edn")
 	if err != nil {
 		t.Fatal(err)
 	}
 	pairs, err := Pairs(ops)
-	if err != nil || len(pairs) != 1 || pairs[0].Invoke.Index != 3 || pairs[0].Done {
-		t.Errorf("got %+v, %v; want one open pair of op 3", pairs, err)
+	if err != nil || len(pairs) != 2 || pairs[0].Invoke.Index != 2 || !pairs[0].Done || pairs[0].Complete.Index != 5 ||
+		pairs[1].Invoke.Index != 3 || pairs[1].Done {
+		t.Errorf("got %+v, %v; want the checker's op 2 paired with op 5, and op 3 open", pairs, err)
 	}
 }
 

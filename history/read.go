@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"olympos.io/encoding/edn"
 )
@@ -45,12 +44,12 @@ const (
 //
 // Ops that lack :index get their position in the history (0 for the first
 // op map) so that results can name them; ops that lack :time get Unset.
-// :process :nemesis reads as Nemesis; any other non-integer process (a
-// keyword or string name) reads as a negative number, -2 for the first name
-// the Reader meets, -3 for the next and so on, stable within one history.
-// Op.IsClient reports true for those; Pairs, like Jepsen, does not take them
-// for clients. Integer processes are read as they are, negative ones too.
-// An op map must have :type, :process and :f.
+// :process :nemesis reads as Nemesis; a non-negative integer as itself; any
+// other process (a keyword or string name, a negative number, any EDN value)
+// as a number below -1: -2 for the first the Reader meets, -3 for the next
+// and so on, one number per way of writing it, stable within one history
+// (Processes lists them). Every process but the nemesis is a client, whose
+// ops are paired and checked. An op map must have :type, :process and :f.
 //
 // Each op map is decoded by a hand-written parser for the EDN subset AppendOp
 // writes, with olympos.io/encoding/edn as the fallback for any op map that
@@ -123,8 +122,9 @@ func readAll(r *Reader) ([]Op, error) {
 }
 
 // ReadFile reads every op of the history file at path, as ReadAll does.
+// It reads only a regular file (OpenRegular).
 func ReadFile(path string) ([]Op, error) {
-	f, err := os.Open(path)
+	f, err := OpenRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
 	}

@@ -100,7 +100,7 @@ func DrawTimeline(ctx context.Context, path, out string, t *Timeline) error {
 // the file ended in a truncated op, as a run cut short leaves it. Only a
 // cancelled ctx is returned as is.
 func eachOp(ctx context.Context, path string, add func(history.Op)) (truncated bool, err error) {
-	f, err := os.Open(path)
+	f, err := history.OpenRegular(path)
 	if err != nil {
 		return false, &InputError{path, fmt.Errorf("read history: %w", err)}
 	}

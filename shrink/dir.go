@@ -2,6 +2,7 @@ package shrink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -76,12 +77,17 @@ func (c Case) Replay(ctx context.Context, n int, each func(i int, res harness.Re
 
 // ErrTooRare is returned by Minimise for a case that does not recur often
 // enough to be shrunk.
-var ErrTooRare = fmt.Errorf("the run recurs too rarely to shrink")
+var ErrTooRare = errors.New("the run recurs too rarely to shrink")
 
-// Minimise judges the case as it is (first, once judged), shrinks it
-// within o.Budget, and leaves the reproducer in STORE/NAME-shrink/TIME/
-// (not through store.Create: it is no run, and store/latest stays a run),
-// which it returns with the result.
+// ErrBudget is returned by Minimise when its budget ran out before the case
+// as it is was judged: there is nothing to shrink from yet.
+var ErrBudget = errors.New("the budget ran out")
+
+// Minimise judges the case as it is (first, once judged), shrinks it, and
+// leaves the reproducer in STORE/NAME-shrink/TIME/ (not through
+// store.Create: it is no run, and store/latest stays a run), which it
+// returns with the result. All of it, the first judgement too, is within
+// o.Budget: a replay still running when the budget ends is stopped.
 func (c Case) Minimise(ctx context.Context, runs int, o Options, first func(Verdict)) (Result, string, error) {
 	if o.Need < 1 || runs < o.Need || o.Budget <= 0 {
 		return Result{}, "", fmt.Errorf("shrink: need 1 to %d failing replays, and a positive budget (not %d, %v)", runs, o.Need, o.Budget)
@@ -90,8 +96,17 @@ func (c Case) Minimise(ctx context.Context, runs int, o Options, first func(Verd
 	if o.Judge == nil {
 		o.Judge = Replays(c.Violated, runs, o.Need, nil)
 	}
-	v, err := o.Judge(ctx, c.Config)
-	if err != nil {
+	jctx, cancel := context.WithTimeout(ctx, o.Budget)
+	v, err := o.Judge(jctx, c.Config)
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+		return Result{Config: c.Config, Verdict: v}, "", ctx.Err()
+	case jctx.Err() != nil:
+		return Result{Config: c.Config, Verdict: v, Spent: time.Since(start)}, "",
+			fmt.Errorf("%w after %v, while judging the run as it was (%d of %d replays so far failed, %d needed)",
+				ErrBudget, time.Since(start).Round(time.Second), v.Failed, v.Runs, o.Need)
+	case err != nil:
 		return Result{}, "", err
 	}
 	if first != nil {

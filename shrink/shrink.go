@@ -48,15 +48,22 @@ type Result struct {
 	Verdict Verdict // its last judgement
 	Tried   int     // candidates tried
 	Spent   time.Duration
+	// Done says the shrink went on until no smaller candidate failed,
+	// rather than stop when the budget ran out.
+	Done bool
 }
 
 // Shrink shrinks cfg, which must already fail (v is its judgement), within
 // the budget. What ran out of time is not an error: the result is the
-// smallest case found.
+// smallest case found, cfg itself when the budget allowed no candidate
+// (Result.Tried is 0).
 func Shrink(ctx context.Context, cfg harness.Config, v Verdict, o Options) (Result, error) {
-	if o.Need < 1 || o.Budget <= 0 || o.Judge == nil || v.Failed < o.Need {
-		return Result{Config: cfg, Verdict: v}, fmt.Errorf("shrink: want a judge, a need of 1 or more, a positive budget and a case that fails (%d of %d failed, %d needed)",
+	if o.Need < 1 || o.Judge == nil || v.Failed < o.Need {
+		return Result{Config: cfg, Verdict: v}, fmt.Errorf("shrink: want a judge, a need of 1 or more and a case that fails (%d of %d failed, %d needed)",
 			v.Failed, v.Runs, o.Need)
+	}
+	if o.Budget <= 0 {
+		return Result{Config: cfg, Verdict: v}, nil
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, o.Budget)
@@ -74,6 +81,7 @@ func Shrink(ctx context.Context, cfg harness.Config, v Verdict, o Options) (Resu
 		}
 	}
 	s.best.Spent = time.Since(start)
+	s.best.Done = ctx.Err() == nil
 	return s.best, nil
 }
 

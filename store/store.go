@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hiatus-dev/hiatus/history"
 )
 
 // File names inside a run directory.
@@ -70,6 +72,21 @@ func Create(root, test string, start time.Time) (Run, error) {
 	return Run{Dir: dir}, nil
 }
 
+// Writable makes the store root if it is missing and says whether runs can
+// be written into it, by writing and removing a file there: a run refuses
+// an unwritable store before it starts a server, not after.
+func Writable(root string) error {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return fmt.Errorf("store %s: %w", root, err)
+	}
+	f, err := createTemp(root, "writable")
+	if err != nil {
+		return fmt.Errorf("store %s cannot be written: %w", root, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
 // link points the symlink at to target, replacing an older link atomically.
 func link(target, at string) error {
 	tmp := at + ".tmp"
@@ -106,7 +123,7 @@ func Resolve(root, path string) (Run, string, error) {
 			return Run{}, "", fmt.Errorf("store: %w", err)
 		}
 	}
-	if runs, err := os.ReadFile(filepath.Join(path, CompareRuns)); err == nil {
+	if runs, err := history.ReadRegular(filepath.Join(path, CompareRuns)); err == nil {
 		return Run{}, "", fmt.Errorf("store: %s is a comparison, not a run: check one of the runs %s lists%s",
 			path, filepath.Join(path, CompareRuns), firstRun(runs))
 	}

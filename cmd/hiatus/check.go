@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"os/signal"
+	"slices"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -22,11 +22,12 @@ import (
 func checkCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "check",
-		Usage:     "check a saved history: a run directory, any Jepsen history file, or store/latest",
-		ArgsUsage: "[RUN-DIR | HISTORY.edn]",
+		Usage:     "check a saved history: a run directory, any Jepsen history file, standard input, or store/latest",
+		ArgsUsage: "[RUN-DIR | HISTORY.edn | -]",
 		Description: "Checks a history offline with the same code a run ends with, and prints what was\n" +
 			"checked, each check's verdict and figures, and the first violation in words. With no\n" +
-			"argument it checks STORE/latest. The model is detected from the ops' :f values unless\n" +
+			"argument it checks STORE/latest; with -, the history piped to it. It reads regular files\n" +
+			"only: a named pipe or device is refused (pipe it in with -). The model is detected from the ops' :f values unless\n" +
 			"--model names it: " + strings.Join(checker.Models(), ", ") + ".\n\n" +
 			"A run directory gets its results.edn rewritten; a lone history file gets none unless\n" +
 			"--out names where. Flags go before the history.\n\n" +
@@ -50,12 +51,13 @@ func checkCommand() *cli.Command {
 			if c.NArg() > 1 {
 				return usageErrorf("check takes one history or run directory, not %d arguments (flags go before it: hiatus check --html out.html DIR)", c.NArg())
 			}
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			ctx, stop := onSignals(c.Context)
 			defer stop()
 			return runCheck(ctx, checkArgs{
 				path: c.Args().First(), model: c.String("model"), initial: c.String("initial"),
 				timeout: c.Duration("timeout"), html: c.String("html"), out: c.String("out"),
 				store: c.String("store"), initialSet: c.IsSet("initial"), analyzer: c.String("analyzer"),
+				stdin: c.App.Reader,
 			}, c.App.Writer, c.App.ErrWriter)
 		},
 	}
@@ -66,6 +68,7 @@ type checkArgs struct {
 	path, model, initial, html, out, store, analyzer string
 	initialSet                                       bool
 	timeout                                          time.Duration
+	stdin                                            io.Reader // the history, when path is "-"
 }
 
 func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error {
@@ -80,39 +83,23 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 		}
 		opts.Initial = v
 	}
-	run, path, err := store.Resolve(a.store, a.path)
+	run, h, prog, err := openHistory(ctx, a, opts, stderr)
 	if err != nil {
-		return usageError(err)
+		return err
 	}
-	if run.Dir != "" && opts.Model == "" {
-		opts.Model = checker.ModelLockCounter // what every run records
-	}
-	if run.Dir != "" && path == run.Path(store.Journal) {
-		fmt.Fprintf(stderr, "hiatus: %s has no %s (the run did not finish); checking its journal\n", run.Dir, store.History)
-	}
-
-	// A lock-counter history is checked as it is read, keeping only what
-	// the checks need of it; any other, or one that needs all its ops
-	// (porcupine, a drawing), is read whole.
-	var total int64
-	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-		total = fi.Size()
-	}
-	prog := progress.StartCheck(stderr, path, total)
 	defer prog.End()
-	h, err := checker.Open(ctx, path, opts, a.html != "", prog.Reader)
-	switch {
-	case ctx.Err() != nil:
-		return &exitError{code: exitInterrupted, err: fmt.Errorf("check interrupted while reading %s", path)}
-	case err != nil:
-		return usageError(err)
-	}
+	path := h.Path
 	opts.Model, opts.Truncated = h.Model, h.Truncated != nil
 	prog.Checking(fmt.Sprintf("checking %s ops as %s", progress.Thousands(int64(h.N)), h.Model))
 	var rs checker.Results
 	var drawn *checker.Visualization
 	if a.html == "" {
-		if rs, err = h.Check(ctx, opts); err != nil {
+		rs, err = interruptible(ctx, "check", func() (checker.Results, error) { return h.Check(ctx, opts) })
+		var ee *exitError
+		switch {
+		case errors.As(err, &ee):
+			return err
+		case err != nil:
 			return usageError(err)
 		}
 	}
@@ -131,10 +118,20 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, ", initial %s", history.AppendValue(nil, h.Initial))
 	}
 	fmt.Fprintln(stdout)
+	printProcesses(stdout, h.Processes)
 	if a.html != "" {
-		if rs, drawn, err = drawCheck(ctx, a.html, h.Ops, opts, stderr); err != nil {
+		type drawing struct {
+			rs    checker.Results
+			drawn *checker.Visualization
+		}
+		d, err := interruptible(ctx, "check", func() (drawing, error) {
+			rs, drawn, err := drawCheck(ctx, a.html, h.Ops, opts, stderr)
+			return drawing{rs, drawn}, err
+		})
+		if err != nil {
 			return err
 		}
+		rs, drawn = d.rs, d.drawn
 	}
 	printResults(stdout, rs)
 	if drawn != nil {
@@ -153,11 +150,60 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "results: %s\n", a.out)
 	case run.Dir != "":
 		if err := run.WriteFile(store.Results, data); err != nil {
-			return err
+			// The verdict stands: its exit status says it, not this.
+			fmt.Fprintf(stderr, "hiatus: the verdict above is not saved: %v\n", err)
+		} else {
+			fmt.Fprintf(stdout, "results: %s\n", run.Path(store.Results))
 		}
-		fmt.Fprintf(stdout, "results: %s\n", run.Path(store.Results))
 	}
 	return verdictExit(rs.Valid.ExitCode())
+}
+
+// openHistory reads the history a check is asked for: a run directory's,
+// a history file, or standard input ("-"), with a progress line on stderr
+// while it reads. run is the run directory, if the history is one's.
+func openHistory(ctx context.Context, a checkArgs, opts checker.Options, stderr io.Writer) (store.Run, *checker.File, *progress.Check, error) {
+	var run store.Run
+	path := "-"
+	if a.path != "-" {
+		var err error
+		if run, path, err = store.Resolve(a.store, a.path); err != nil {
+			return run, nil, nil, usageError(err)
+		}
+	}
+	if run.Dir != "" && opts.Model == "" {
+		opts.Model = checker.ModelLockCounter // what every run records
+	}
+	if run.Dir != "" && path == run.Path(store.Journal) {
+		fmt.Fprintf(stderr, "hiatus: %s has no %s (the run did not finish); checking its journal\n", run.Dir, store.History)
+	}
+	// A lock-counter history is checked as it is read, keeping only what
+	// the checks need of it; any other, or one that needs all its ops
+	// (porcupine, a drawing), is read whole, as standard input is.
+	var total int64
+	if fi, err := os.Stat(path); path != "-" && err == nil && fi.Mode().IsRegular() {
+		total = fi.Size()
+	}
+	prog := progress.StartCheck(stderr, path, total)
+	var h *checker.File
+	var err error
+	if path == "-" {
+		h, err = checker.Read(ctx, prog.Reader(a.stdin), "standard input", opts)
+	} else {
+		h, err = checker.Open(ctx, path, opts, a.html != "", prog.Reader)
+	}
+	switch {
+	case ctx.Err() != nil:
+		prog.End()
+		return run, nil, nil, &exitError{code: exitInterrupted, err: fmt.Errorf("check interrupted while reading %s", path)}
+	case errors.Is(err, history.ErrNotRegular):
+		prog.End()
+		return run, nil, nil, usageErrorf("%v (to check a stream, pipe it to hiatus check -)", err)
+	case err != nil:
+		prog.End()
+		return run, nil, nil, usageError(err)
+	}
+	return run, h, prog, nil
 }
 
 // drawCheck runs the checks, drawing them to the file html; it returns
@@ -184,6 +230,21 @@ func drawCheck(ctx context.Context, html string, ops []history.Op, opts checker.
 		return rs, nil, nil
 	}
 	return rs, &vis, nil
+}
+
+// printProcesses says how the history writes the processes that the
+// results number below -1: names, negative numbers.
+func printProcesses(out io.Writer, names map[history.Process]string) {
+	if len(names) == 0 {
+		return
+	}
+	procs := slices.Sorted(maps.Keys(names))
+	slices.Reverse(procs) // -2 first
+	var each []string
+	for _, p := range procs {
+		each = append(each, fmt.Sprintf("%v is %s", p, names[p]))
+	}
+	fmt.Fprintf(out, "  processes numbered here, as the history writes them: %s\n", strings.Join(each, ", "))
 }
 
 // printResults prints a line per check with its verdict and scalar

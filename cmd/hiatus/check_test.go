@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -313,34 +315,6 @@ func TestCheckAnalyzer(t *testing.T) {
 	}
 }
 
-// TestCheckPipe checks a history read from a pipe, which cannot be read
-// twice: it is read whole, whatever its model.
-func TestCheckPipe(t *testing.T) {
-	for _, tc := range []struct {
-		name, history string
-		code          int
-	}{
-		{"register", registerValid, exitValid},
-		{"lock-counter", lockCounterInvalid, exitInvalid},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fifo := filepath.Join(t.TempDir(), "history.edn")
-			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			go func() {
-				if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
-					f.WriteString(tc.history)
-					f.Close()
-				}
-			}()
-			if code, stdout, stderr := hiatus(t, "check", fifo); code != tc.code {
-				t.Errorf("exit %d, want %d\n%s\n%s", code, tc.code, stdout, stderr)
-			}
-		})
-	}
-}
-
 // TestCheckInterrupted checks that a check interrupted while it reads ends
 // with the status of an interrupted command.
 func TestCheckInterrupted(t *testing.T) {
@@ -382,5 +356,209 @@ func TestCheckExamples(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCheckProcessValues: a process may be written as any EDN value, as
+// Jepsen's histories allow. Each is a client whose ops are checked: a
+// history with one process renamed keeps its verdict and figures (dropping
+// the renamed process's writes once made a valid history look as if the
+// counter rose by more than the writes that may have happened).
+func TestCheckProcessValues(t *testing.T) {
+	for _, lost := range []int{0, 1} {
+		var buf bytes.Buffer
+		if _, err := gen.Write(&buf, gen.Config{Sections: 12, Workers: 3, Lost: lost, Seed: 1}); err != nil {
+			t.Fatal(err)
+		}
+		original := buf.String()
+		want := checkFigures(t, writeFile(t, "history.edn", original), checker.AnalyzerCounterWalk)
+		for _, name := range []string{`"工人"`, ":wörker", "-7", "[1 2]", "nil", `"nemesis"`} {
+			renamed := strings.ReplaceAll(original, ":process 1,", ":process "+name+",")
+			if renamed == original {
+				t.Fatal("the generated history has no process 1")
+			}
+			path := writeFile(t, "history.edn", renamed)
+			for _, analyzer := range []string{checker.AnalyzerCounterWalk, checker.AnalyzerPorcupine} {
+				t.Run(fmt.Sprintf("lost %d/%s/%s", lost, name, analyzer), func(t *testing.T) {
+					if got := checkFigures(t, path, analyzer); got != want {
+						t.Errorf("process 1 written as %s: %s; as 1: %s", name, got, want)
+					}
+					_, stdout, _ := hiatus(t, "check", "--analyzer", analyzer, path)
+					if !strings.Contains(stdout, "-2 is "+name) {
+						t.Errorf("stdout does not say how process -2 is written:\n%s", stdout)
+					}
+				})
+			}
+		}
+	}
+}
+
+// checkFigures is the verdict and lock-counter figures of a check of the
+// history at path.
+func checkFigures(t *testing.T, path, analyzer string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "results.edn")
+	code, stdout, stderr := hiatus(t, "check", "--analyzer", analyzer, "--out", out, path)
+	if code != exitValid && code != exitInvalid {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	var lines []string
+	for _, l := range strings.Split(stdout, "\n") {
+		if strings.HasPrefix(l, "  lock-counter") || strings.HasPrefix(l, "valid?") {
+			lines = append(lines, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	return fmt.Sprintf("exit %d: %s", code, strings.Join(lines, "; "))
+}
+
+// TestCheckDuplicateIndex: ops that share an :index keep the verdict (the
+// checks go by position), and the check says which they are.
+func TestCheckDuplicateIndex(t *testing.T) {
+	dup := strings.Replace(lockCounterInvalid, "{:index 7,", "{:index 5,", 1)
+	renamed := strings.Replace(lockCounterInvalid, "{:index 3,", "{:index 12,", 1)
+	for _, tc := range []struct {
+		name, history string
+		code          int
+		stdout        string
+	}{
+		{"a later op", dup, exitInvalid, "op 5, the 8th op map, as the 6th"},
+		{"an earlier op", renamed, exitInvalid, "op 12, the 13th op map, as the 4th"},
+		{"none", lockCounterInvalid, exitInvalid, ""},
+		{"valid", strings.Replace(registerValid, ":process 1, :type :invoke", ":index 0, :process 1, :type :invoke", 1), exitValid,
+			"op 0, the 3rd op map, as the 1st"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := hiatus(t, "check", writeFile(t, "history.edn", tc.history))
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, tc.code, stdout, stderr)
+			}
+			says := strings.Contains(stdout, "have an :index an earlier op has too")
+			if tc.stdout == "" && says || tc.stdout != "" && !strings.Contains(stdout, tc.stdout) {
+				t.Errorf("stdout, want %q:\n%s", tc.stdout, stdout)
+			}
+		})
+	}
+}
+
+// TestCheckRefusesSpecialFiles: a named pipe with no writer, a device or a
+// socket is refused at once, given by name or as a run's history.edn: a
+// reader that opened one would wait past any signal.
+func TestCheckRefusesSpecialFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.edn")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(dir, "store", "lock-counter", "20261201T000000.000Z")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(run, store.History), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, path, says string }{
+		{"named pipe", fifo, "is a named pipe"},
+		{"run's history a named pipe", run, "is a named pipe"},
+		{"device", "/dev/zero", "is a device"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, cmd := range []string{"check", "timeline", "plot"} {
+				code, stdout, stderr := hiatus(t, cmd, "--store", filepath.Join(dir, "store"), tc.path)
+				if code != exitUsage || !strings.Contains(stderr, tc.says) {
+					t.Errorf("%s: exit %d, want %d and %q\n%s%s", cmd, code, exitUsage, tc.says, stdout, stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestCheckStdin checks a history piped to `hiatus check -`, which cannot
+// be read twice: it is read whole, whatever its model.
+func TestCheckStdin(t *testing.T) {
+	for _, tc := range []struct {
+		name, history string
+		code          int
+	}{
+		{"register", registerValid, exitValid},
+		{"lock-counter", lockCounterInvalid, exitInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			app := newApp(&out, &errOut)
+			app.Reader = strings.NewReader(tc.history)
+			code := exitCode(app.Run([]string{"hiatus", "check", "-"}), &errOut)
+			if code != tc.code || !strings.Contains(out.String(), "checking standard input") {
+				t.Errorf("exit %d, want %d\n%s%s", code, tc.code, out.String(), errOut.String())
+			}
+		})
+	}
+}
+
+// TestCheckSignals: SIGINT or SIGTERM ends `hiatus check -` with 130 while
+// it waits on a pipe that says nothing, as a user who typed it by mistake
+// at a terminal would see.
+func TestCheckSignals(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "check", "-")
+			cmd.Env = append(os.Environ(), asMainEnv+"=1")
+			stdin, err := cmd.StdinPipe() // never written: the read waits
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stdin.Close()
+			var errOut bytes.Buffer
+			cmd.Stderr = &errOut
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Once it reads its standard input, it listens for signals.
+			waitReading(t, cmd.Process.Pid, 0)
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			err = cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+				t.Errorf("exit %v, want %d\n%s", err, exitInterrupted, errOut.String())
+			}
+		})
+	}
+}
+
+// waitReading waits until a thread of process pid is blocked in a read of
+// its file descriptor fd, as /proc says.
+func waitReading(t *testing.T, pid, fd int) {
+	t.Helper()
+	want := fmt.Sprintf("%d 0x%x ", syscall.SYS_READ, fd)
+	for {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/syscall", pid))
+		if err != nil || len(tasks) == 0 {
+			t.Fatalf("process %d: %v", pid, err)
+		}
+		for _, task := range tasks {
+			if b, err := os.ReadFile(task); err == nil && strings.HasPrefix(string(b), want) {
+				return
+			}
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond) // a poll of /proc, not a guess at timing
+	}
+}
+
+// TestCheckUnsaved: a verdict reached is the exit status even when
+// results.edn cannot be written (a directory holds its name here, which
+// no rename replaces, as root too), and stderr says it is not saved.
+func TestCheckUnsaved(t *testing.T) {
+	run := filepath.Join(t.TempDir(), "lock-counter", "20261201T000000.000Z")
+	if err := os.MkdirAll(filepath.Join(run, store.Results, "in-the-way"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(run, store.History), []byte(lockCounterInvalid), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := hiatus(t, "check", run)
+	if code != exitInvalid || !strings.Contains(stdout, "valid? false") || !strings.Contains(stderr, "the verdict above is not saved") {
+		t.Errorf("exit %d, want %d, the verdict and that it is not saved\n%s%s", code, exitInvalid, stdout, stderr)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -492,6 +493,84 @@ func inNamespaces(t *testing.T, spaces map[string]uint64) map[int]string {
 			pid, _ := strconv.Atoi(strings.Split(l, "/")[2])
 			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 			out[pid] = strings.TrimSpace(string(comm)) + " in " + ns
+		}
+	}
+	return out
+}
+
+// TestCtrlCStartUp: a terminal's Ctrl-C, to the whole process group, while
+// `hiatus run` starts its throwaway PostgreSQL (initdb, then the server).
+// The run ends interrupted (130), not as a server that cannot start (254),
+// and leaves no server, process or temporary directory behind: initdb and
+// the servers are in groups of their own, and hiatus ends them.
+func TestCtrlCStartUp(t *testing.T) {
+	// A TMPDIR of its own, which PostgreSQL's user (as root, postgres) can
+	// enter, as it can /tmp.
+	tmp, err := os.MkdirTemp("", "hiatus-startup-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	cmd := exec.Command(os.Args[0], "run", "--store", root, "--time-limit", "1s")
+	cmd.Env = append(os.Environ(), asMainEnv+"=1", "TMPDIR="+tmp)
+	var errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &errOut, &errOut
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// The throwaway Redis starts first, then PostgreSQL: once a child of
+	// hiatus is initdb or postgres, it is starting PostgreSQL.
+	var starting string
+	for starting == "" {
+		for _, pid := range childrenOf(cmd.Process.Pid) {
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			if c := strings.TrimSpace(string(comm)); c == "initdb" || c == "postgres" {
+				starting = c
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the run ended (%v) before it was seen starting PostgreSQL\n%s", err, errOut.String())
+		default:
+			time.Sleep(time.Millisecond) // a poll of /proc, not a guess at timing
+		}
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err = <-exited
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
+		t.Errorf("interrupted in %s: exit %v, want %d\n%s", starting, err, exitInterrupted, errOut.String())
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("interrupted in %s: left in TMPDIR: %v", starting, left)
+	}
+	if runs, _ := filepath.Glob(filepath.Join(root, "*", "2*")); len(runs) > 0 {
+		t.Errorf("a run interrupted before it began made a run directory: %v", runs)
+	}
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	var out []int
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, not ')'.
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			child, _ := strconv.Atoi(strings.Split(st, "/")[2])
+			out = append(out, child)
 		}
 	}
 	return out

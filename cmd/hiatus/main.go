@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"regexp"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/redis/go-redis/v9"
@@ -194,6 +196,36 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "hiatus: %v\n", err)
 	return exitInternal
+}
+
+// interruptible runs f and returns what it returns, or an interrupted
+// status as soon as ctx ends: f may be in work that does not watch ctx (a
+// check's walk over millions of records, a read blocked on a terminal), and
+// a command that returns ends the process, and f with it. What f holds on
+// disk is in unlinked files, which go with the process.
+func interruptible[T any](ctx context.Context, what string, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, &exitError{code: exitInterrupted, err: fmt.Errorf("%s interrupted", what)}
+	}
+}
+
+// onSignals is ctx, ended by the first SIGINT or SIGTERM: what a terminal's
+// Ctrl-C, or a service manager, sends to end a command.
+func onSignals(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 }
 
 // quietRedis drops go-redis's own log lines: they would repeat, in the

@@ -35,8 +35,12 @@ func plotCommand() *cli.Command {
 			if dir == "" {
 				dir = filepath.Dir(path)
 			}
-			if err := report.DrawPlots(c.Context, path, dir); err != nil {
-				return drawError(c.Context, "plot", err)
+			ctx, stop := onSignals(c.Context)
+			defer stop()
+			if _, err := interruptible(ctx, "plot", func() (struct{}, error) {
+				return struct{}{}, report.DrawPlots(ctx, path, dir)
+			}); err != nil {
+				return drawError(ctx, "plot", err)
 			}
 			fmt.Fprintf(c.App.Writer, "plots: %s, %s, %s in %s\n", report.LatencyRaw, report.LatencyQuantiles, report.Rate, dir)
 			return nil

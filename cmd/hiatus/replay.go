@@ -71,8 +71,11 @@ func withCase(c *cli.Context, what func(context.Context, *cli.Context, shrink.Ca
 		return usageErrorf("--runs must be at least 1")
 	}
 	run, _, err := store.Resolve(c.String("store"), c.Args().First())
-	if err != nil || run.Dir == "" {
-		return usageErrorf("%s: want a run directory (it holds test.edn and schedule.edn): %v", c.Args().First(), err)
+	switch {
+	case err != nil:
+		return usageErrorf("%s wants a run directory (it holds test.edn and schedule.edn): %v", c.Command.Name, err)
+	case run.Dir == "":
+		return usageErrorf("%s wants a run directory (it holds test.edn and schedule.edn), not a history file: %s", c.Command.Name, c.Args().First())
 	}
 	cs, err := shrink.Open(run.Dir)
 	if err != nil {
@@ -131,20 +134,30 @@ func runShrink(ctx context.Context, c *cli.Context, cs shrink.Case) error {
 			fmt.Fprintf(out, "the run as it was: failed %d of %d replays\n", v.Failed, v.Runs)
 		})
 	switch {
+	case ctx.Err() != nil && dir == "":
+		return &exitError{code: exitInterrupted, err: errors.New("shrink interrupted before it had a case")}
 	case errors.Is(err, shrink.ErrTooRare):
 		return usageErrorf("%v (try a lower --need, or more --runs)", err)
+	case errors.Is(err, shrink.ErrBudget):
+		return usageErrorf("--budget %v: %v; a judgement is up to --runs replays of the whole run: give it more --budget",
+			c.Duration("budget"), err)
 	case err != nil && ctx.Err() == nil:
 		return runError(err)
-	case dir == "":
-		return &exitError{code: exitInterrupted, err: errors.New("shrink interrupted before it had a case")}
 	}
 	r := res.Config
+	if !res.Done {
+		fmt.Fprintf(out, "\nthe budget ran out: what follows is the smallest failing case found in it\n")
+	}
 	fmt.Fprintf(out, "\nshrunk in %v (%d candidates): %d faults, %v, %d workers, work %v; failed %d of %d replays\n",
 		res.Spent.Round(time.Second), res.Tried, len(r.Plan), r.TimeLimit, r.Workers, r.Work, res.Verdict.Failed, res.Verdict.Runs)
 	fmt.Fprintf(out, "  %s\n", shrink.Command(r, filepath.Join(dir, store.Schedule)))
 	fmt.Fprintf(out, "reproducer: %s (%s, %s, %s, timeline.html)\n", dir, store.Schedule, shrink.CommandFile, shrink.TestFile)
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		return &exitError{code: exitInterrupted, err: fmt.Errorf("shrink interrupted; the smallest failing case so far is in %s", dir)}
+	case res.Tried == 0 && !res.Done:
+		return usageErrorf("--budget %v was spent judging the run as it was: no smaller case was tried, and the reproducer is the run itself; give it more --budget",
+			c.Duration("budget"))
 	}
 	return nil
 }

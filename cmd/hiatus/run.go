@@ -11,6 +11,7 @@ import (
 
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/urfave/cli/v2"
 )
@@ -102,7 +103,7 @@ func runCommand() *cli.Command {
 			cfg.Nodes, cfg.ClockJump, cfg.Delay = c.Int("nodes"), c.Duration("clock-jump"), c.Duration("delay")
 			cfg.ClockStrobe = c.Duration("clock-strobe")
 			if f := c.String("schedule"); f != "" {
-				b, err := os.ReadFile(f)
+				b, err := history.ReadRegular(f)
 				if err != nil {
 					return usageErrorf("--schedule: %v", err)
 				}
@@ -157,7 +158,10 @@ func runOnce(ctx context.Context, cfg harness.Config, c *cli.Context) error {
 // an unreachable server is the user's to fix.
 func runError(err error) error {
 	var se *harness.SetupError
-	if errors.As(err, &se) {
+	switch {
+	case errors.Is(err, harness.ErrInterrupted):
+		return &exitError{code: exitInterrupted, err: err}
+	case errors.As(err, &se):
 		return usageError(err)
 	}
 	return err

@@ -49,8 +49,12 @@ func timelineCommand() *cli.Command {
 			}
 			t := &report.Timeline{Workers: c.Int("workers"), MaxSections: c.Int("max-sections"),
 				From: int64(c.Duration("from")), To: int64(c.Duration("to"))}
-			if err := report.DrawTimeline(c.Context, path, out, t); err != nil {
-				return drawError(c.Context, "timeline", err)
+			ctx, stop := onSignals(c.Context)
+			defer stop()
+			if _, err := interruptible(ctx, "timeline", func() (struct{}, error) {
+				return struct{}{}, report.DrawTimeline(ctx, path, out, t)
+			}); err != nil {
+				return drawError(ctx, "timeline", err)
 			}
 			fmt.Fprintf(c.App.Writer, "timeline: %s\n", out)
 			return nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/store"
 )
 
 // A Plan is a comparison to make: its rows, and what every run shares.
@@ -76,6 +77,9 @@ type Watch struct {
 func Make(ctx context.Context, p Plan, w Watch) (dir string, t *Table, err error) {
 	start := time.Now()
 	base := p.Base
+	if err := store.Writable(base.Store); err != nil {
+		return "", nil, &harness.SetupError{Err: err}
+	}
 	stop, err := harness.StartServers(ctx, &base)
 	if err != nil {
 		return "", nil, err

@@ -75,7 +75,9 @@ func StartPostgresOn(ctx context.Context, h Host) (*Server, error) {
 	data := filepath.Join(dir, "data")
 	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
 		"--auth=trust", "--encoding=UTF8", "--no-sync", "--no-instructions")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	// As the server: a terminal's Ctrl-C reaches hiatus alone, which
+	// ends initdb through ctx, and initdb ends if hiatus dies.
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	initdb.Dir = dir
 	if out, err := initdb.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
