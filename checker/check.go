@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -125,6 +124,11 @@ func newPlan(ops []history.Op, opts Options) (*plan, error) {
 			sort.SliceStable(p.ops, func(i, j int) bool { return p.ops[i].Time < p.ops[j].Time })
 		}
 		p.stream = newStream(0, 0) // porcupine and the drawing read its calls in memory
+		if len(p.ops) > 0 && &p.ops[0] != &ops[0] {
+			// Sorted: its ops' positions are not the file's.
+			dups, first := fileDuplicates(ops)
+			p.stream.fileDups = &historyNote{dups: dups, firstDups: first}
+		}
 		p.stream.Grow(len(p.ops))
 		for _, o := range p.ops {
 			p.stream.Add(o)
@@ -166,14 +170,8 @@ func (p *plan) run(ctx context.Context, visual bool) (Results, *linearRun) {
 			missing = append(missing, m)
 		}
 	}
-	named := map[int]int64{}
-	for i, o := range p.ops {
-		if o.Index != int64(i) {
-			named[i] = o.Index
-		}
-	}
-	note := historyNote{n: len(p.ops), truncated: p.truncated, problems: len(p.problems), first: p.problems,
-		missing: missing, dups: duplicateIndexes(len(p.ops), named)}
+	note := historyNote{n: len(p.ops), truncated: p.truncated, problems: len(p.problems), first: p.problems, missing: missing}
+	note.dups, note.firstDups = fileDuplicates(p.ops)
 	if r, ok := historyResult(note); ok {
 		rs.Add(r)
 	}
@@ -190,7 +188,8 @@ type historyNote struct {
 	problems  int      // ops that break the rules of a history
 	first     []string // the first of them
 	missing   []string // what the :ops-missing events say
-	dups      []string // ops whose :index an earlier op has too
+	dups      int      // ops whose :index an earlier op has too
+	firstDups []string // the first of them
 }
 
 // historyResult reports what makes any verdict on a history uncertain: it
@@ -200,7 +199,7 @@ type historyNote struct {
 // the verdict as it is (the checks go by position) but make the evidence,
 // which names ops by :index, ambiguous.
 func historyResult(h historyNote) (Result, bool) {
-	if !h.truncated && h.problems == 0 && len(h.missing) == 0 && len(h.dups) == 0 {
+	if !h.truncated && h.problems == 0 && len(h.missing) == 0 && h.dups == 0 {
 		return Result{}, false
 	}
 	r := Result{Name: "history", Valid: Unknown, Fields: []Field{
@@ -221,11 +220,10 @@ func historyResult(h historyNote) (Result, bool) {
 		why = append(why, "the run that wrote the history could not record all its ops ("+strings.Join(h.missing, "; ")+
 			"), so the other checks may be wrong either way (a write the history lacks looks like a lost update): the verdict is :unknown whatever they say")
 	}
-	if len(h.dups) > 0 {
-		r.Fields = append(r.Fields, Field{"duplicate-indexes", len(h.dups)},
-			Field{"first-duplicates", evidence(h.dups[:min(len(h.dups), evidenceLimit)])})
+	if h.dups > 0 {
+		r.Fields = append(r.Fields, Field{"duplicate-indexes", h.dups}, Field{"first-duplicates", evidence(h.firstDups)})
 		why = append(why, fmt.Sprintf("%d ops have an :index an earlier op has too (first: %s), so where the evidence names an op by its :index it may be either; the checks go by position in the file",
-			len(h.dups), h.dups[0]))
+			h.dups, h.firstDups[0]))
 		if !h.truncated && h.problems == 0 && len(h.missing) == 0 {
 			r.Valid = Valid // a warning: nothing the verdicts rest on
 		}
@@ -243,38 +241,72 @@ func evidence(ss []string) []any {
 	return ev
 }
 
-// duplicateIndexes describes each op of a history of n ops whose :index an
-// earlier op has too; named holds the :index of each op whose :index is not
-// its position (the Reader gives an op without one its position).
-func duplicateIndexes(n int, named map[int]int64) []string {
-	positions := make([]int, 0, len(named))
-	for i, id := range named {
-		if id != history.Unset {
-			positions = append(positions, i)
+// duplicateIndexes counts the ops of a history of n ops whose :index an
+// earlier op has too, and describes the first of them; named holds the :index of each op whose :index is not
+// its position in the file (the Reader gives an op without one its
+// position). A history whose ops are where their indexes say costs
+// nothing; any other, a bit an op and a map of the indexes past its end.
+func duplicateIndexes(n int, named map[int]int64) (count int, first []string) {
+	if len(named) == 0 {
+		return 0, nil
+	}
+	index := func(i int) int64 {
+		if id, ok := named[i]; ok {
+			return id
+		}
+		return int64(i)
+	}
+	seen := make([]uint64, (n+63)/64)
+	var past map[int64]bool // indexes at or past n
+	var shown []int         // positions of the first ops whose :index an earlier op has
+	dup := func(i int) {
+		if count++; len(shown) < evidenceLimit {
+			shown = append(shown, i)
 		}
 	}
-	slices.Sort(positions)
-	first := map[int64]int{} // an :index a named op has -> its position
-	var dups []string
-	for _, i := range positions {
-		id := named[i]
-		at, seen := first[id]
-		if _, renamed := named[int(id)]; !seen && id < int64(n) && !renamed {
-			// The op at position id has the :index id: it is unnamed.
-			at, seen = int(id), true
-		}
+	for i := range n {
+		id := index(i)
 		switch {
-		case !seen:
-			first[id] = i
-		case at < i:
-			dups = append(dups, fmt.Sprintf("op %d, the %s op map, as the %s", id, ordinal(i+1), ordinal(at+1)))
+		case id < 0: // none (Unset), or set by a caller's code
+		case id < int64(n):
+			if seen[id/64]&(1<<(id%64)) != 0 {
+				dup(i)
+			}
+			seen[id/64] |= 1 << (id % 64)
+		case past[id]:
+			dup(i)
 		default:
-			// An op renamed to an :index that a later op holds by position.
-			first[id] = i
-			dups = append(dups, fmt.Sprintf("op %d, the %s op map, as the %s", id, ordinal(at+1), ordinal(i+1)))
+			if past == nil {
+				past = map[int64]bool{}
+			}
+			past[id] = true
 		}
 	}
-	return dups
+	// Where each shown one's :index was first, in one more pass.
+	holder := map[int64]int{}
+	for _, i := range shown {
+		holder[index(i)] = -1
+	}
+	for i := range n {
+		if at, ok := holder[index(i)]; ok && at < 0 {
+			holder[index(i)] = i
+		}
+	}
+	for _, i := range shown {
+		first = append(first, fmt.Sprintf("op %d, the %s op map, as the %s", index(i), ordinal(i+1), ordinal(holder[index(i)]+1)))
+	}
+	return count, first
+}
+
+// fileDuplicates is duplicateIndexes of ops in the order of their file.
+func fileDuplicates(ops []history.Op) (int, []string) {
+	named := map[int]int64{}
+	for i, o := range ops {
+		if o.Index != int64(i) {
+			named[i] = o.Index
+		}
+	}
+	return duplicateIndexes(len(ops), named)
 }
 
 // ordinal writes n as an English ordinal: 1st, 2nd, 3rd, 11th.

@@ -3,6 +3,8 @@ package checker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand"
 	"strings"
 	"testing"
 
@@ -173,5 +175,58 @@ func TestVerdictZeroValue(t *testing.T) {
 	rs.Add(Result{Name: "b"}) // a check that judged nothing
 	if rs.Valid != Unknown {
 		t.Errorf("a valid check and an unjudged one: %v, want :unknown", rs.Valid)
+	}
+}
+
+// TestDuplicateIndexes: the count and first duplicates of :index agree with
+// a count of every pair, on small random histories of renamed ops (past
+// the end, Unset and negative indexes among them); and a journal's are
+// told by the file's positions, not those of the ops sorted by time.
+func TestDuplicateIndexes(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	for range 2000 {
+		n := 1 + r.Intn(12)
+		named := map[int]int64{}
+		for i := range n {
+			if r.Intn(3) == 0 {
+				named[i] = int64(r.Intn(n+3)) - 2 // -2 .. n: negative, Unset, past the end
+			}
+		}
+		index := func(i int) int64 {
+			if id, ok := named[i]; ok {
+				return id
+			}
+			return int64(i)
+		}
+		want := 0
+		for i := range n {
+			for j := range i {
+				if index(i) >= 0 && index(i) == index(j) {
+					want++
+					break
+				}
+			}
+		}
+		got, first := duplicateIndexes(n, named)
+		if got != want || len(first) != min(want, evidenceLimit) {
+			t.Fatalf("%d ops, named %v: %d duplicates (%v), want %d", n, named, got, first, want)
+		}
+	}
+	journal := `{:time 5, :index 0, :type :invoke, :process 0, :f :read}
+{:time 1, :index 1, :type :invoke, :process 1, :f :write, :value 1}
+{:time 2, :index 1, :type :ok, :process 1, :f :write, :value 1}
+{:time 6, :index 3, :type :ok, :process 0, :f :read, :value 1}
+`
+	ops, err := history.ReadAll(strings.NewReader(journal), "journal.edn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := Check(context.Background(), ops, Options{Model: ModelLockCounter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := rs.Check("history")
+	if got := fmt.Sprint(h.Get("first-duplicates")); got != "[op 1, the 3rd op map, as the 2nd]" {
+		t.Errorf("first duplicates %s, want the file's 3rd op map as its 2nd", got)
 	}
 }

@@ -175,17 +175,20 @@ func (p *plan) problem() (lr *linearRun, fails int, bad []string) {
 	// A client's id is its process number, so that the visualization's rows
 	// are named as the history's processes and line up with the annotation
 	// rows (lease p1 …); processes that are not numbers come after them.
+	// A process numbered past maxClientRow (porcupine's page has a row for
+	// every id up to the largest) comes after them too.
+	const maxClientRow = 1 << 16
 	clients := map[history.Process]int{}
 	next := 0
 	for _, o := range p.ops {
-		if o.Process >= 0 && int(o.Process) >= next {
+		if o.Process >= 0 && o.Process < maxClientRow && int(o.Process) >= next {
 			next = int(o.Process) + 1
 		}
 	}
 	op := func(inv, done int, proc history.Process, in any) porcupine.Operation {
 		id, ok := clients[proc]
 		if !ok {
-			if proc >= 0 {
+			if proc >= 0 && proc < maxClientRow {
 				id = int(proc)
 			} else {
 				id, next = next, next+1

@@ -157,7 +157,8 @@ func (h *File) resolve(opts Options, detect func() (string, error)) error {
 // to the File's. A history the Stream cannot judge (ops out of time order,
 // as in a journal) is read again, whole, and checked by Check, which
 // sorts it. A File read whole is checked by Check.
-func (h *File) Check(ctx context.Context, opts Options) (Results, error) {
+func (h *File) Check(ctx context.Context, opts Options) (rs Results, err error) {
+	defer func() { rs.Processes = h.Processes }()
 	opts.Model, opts.Truncated = h.Model, h.Truncated != nil
 	if h.Stream != nil {
 		rs, err := h.Stream.Check(opts)

@@ -188,7 +188,10 @@ func (b *pauseBuilder) add(o history.Op) {
 	}
 	v, _ := o.Value.(map[history.Keyword]any)
 	p, ok := history.Int(v["process"])
-	if !ok {
+	if !ok || p < 0 {
+		// A process the history numbers below 0 is named by its number in
+		// no event's value (the Reader numbers them): the pause is of no
+		// process the checks know.
 		return
 	}
 	if b.open == nil {

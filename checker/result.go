@@ -114,6 +114,9 @@ func (r Result) Get(key string) any {
 type Results struct {
 	Valid  Validity
 	Checks []Result
+	// Processes says how the history writes each process the evidence
+	// numbers below -1 (history.Reader.Processes); nil when none.
+	Processes map[history.Process]string
 }
 
 // Add appends r and merges its verdict into the whole.
@@ -157,6 +160,14 @@ func (rs Results) AppendEDN(dst []byte) []byte {
 			dst = history.AppendValue(dst, r.Explanation)
 		}
 		dst = append(dst, '}')
+	}
+	if len(rs.Processes) > 0 {
+		m := make(map[any]any, len(rs.Processes))
+		for p, name := range rs.Processes {
+			m[int64(p)] = name
+		}
+		dst = append(dst, ",\n :processes "...)
+		dst = history.AppendValue(dst, m)
 	}
 	return append(dst, "}\n"...)
 }

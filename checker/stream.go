@@ -34,7 +34,11 @@ type Stream struct {
 	// names holds the :index of each op whose :index is not its position
 	// (Unset included); in a history a run writes there are none.
 	names map[int]int64
-	done  bool // Check has finished the open calls
+	// fileDups, when not nil, are the ops that share an :index as the
+	// history's file has them, where the Stream took them in another order
+	// (a journal, sorted by time).
+	fileDups *historyNote
+	done     bool // Check has finished the open calls
 
 	// What LockCounter reads.
 	builder sectionBuilder
@@ -371,8 +375,12 @@ func (s *Stream) results(initial int64, truncated bool, linear func() Result) Re
 			rs.Add(s.linear(initial, w))
 		}
 	}
-	note := historyNote{n: s.n, truncated: truncated, problems: s.problems, first: s.firstProblems,
-		missing: s.missing, dups: duplicateIndexes(s.n, s.names)}
+	note := historyNote{n: s.n, truncated: truncated, problems: s.problems, first: s.firstProblems, missing: s.missing}
+	if s.fileDups != nil {
+		note.dups, note.firstDups = s.fileDups.dups, s.fileDups.firstDups
+	} else {
+		note.dups, note.firstDups = duplicateIndexes(s.n, s.names)
+	}
 	if r, ok := historyResult(note); ok {
 		rs.Add(r)
 	}

@@ -11,23 +11,35 @@ import (
 // OpenRegular opens the file at path for reading if it is a regular file,
 // and refuses anything else at once: opening a named pipe waits for a
 // writer that may never come, and a device or socket need never end, so a
-// reader handed one would hang past any signal. The open itself does not
-// wait (O_NONBLOCK, which a regular file's reads ignore).
+// reader handed one would hang past any signal. What is not a regular file
+// is refused before it is opened (an open would release a pipe's waiting
+// writer into a pipe no one reads), and again after, should it have been
+// swapped for one meanwhile: that open does not wait (O_NONBLOCK, which a
+// regular file's reads ignore).
 func OpenRegular(path string) (*os.File, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, notRegular(path, fi)
+	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := f.Stat()
-	if err != nil {
+	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		f.Close()
+		if err == nil {
+			err = notRegular(path, fi)
+		}
 		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("it is %s, %w", Kind(fi.Mode()), ErrNotRegular)}
-	}
 	return f, nil
+}
+
+func notRegular(path string, fi fs.FileInfo) error {
+	return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("it is %s, %w", Kind(fi.Mode()), ErrNotRegular)}
 }
 
 // ReadRegular reads the whole of the regular file at path, as os.ReadFile

@@ -61,7 +61,13 @@ func (r *Reader) decodeSlow(e []byte) (Op, error) {
 		if err != nil {
 			return Op{}, err
 		}
-		if msg := r.setField(&op, k, v); msg != "" {
+		msg := ""
+		if k == "process" {
+			r.setProcess(&op, v, e[vi:vEnd])
+		} else {
+			msg = r.setField(&op, k, v)
+		}
+		if msg != "" {
 			return Op{}, r.errAt(vi, "%s, got %q", msg, token(e[vi:]))
 		}
 		i = vEnd
@@ -111,26 +117,6 @@ func (r *Reader) setField(op *Op, k Keyword, v any) string {
 			return "expected :invoke, :ok, :fail or :info for :type"
 		}
 		op.Type = t
-	case "process":
-		switch p := v.(type) {
-		case int64:
-			if p >= 0 {
-				op.Process = Process(p)
-			} else {
-				op.Process = r.named(string(AppendValue(nil, p)))
-			}
-		case Keyword:
-			if p == "nemesis" {
-				op.Process = Nemesis
-			} else {
-				op.Process = r.named(":" + string(p))
-			}
-		default:
-			// Jepsen takes any value for a process: a name, a negative
-			// number, a vector. Each is a client of its own, as it is
-			// written.
-			op.Process = r.named(string(AppendValue(nil, p)))
-		}
 	case "f":
 		f, ok := v.(Keyword)
 		if !ok {
@@ -148,6 +134,29 @@ func (r *Reader) setField(op *Op, k Keyword, v any) string {
 		op.Extra[k] = v
 	}
 	return ""
+}
+
+// setProcess sets op's process to v, which the history writes as raw: a
+// non-negative integer is itself, :nemesis the nemesis, and anything else
+// (a name, a negative number, any EDN value) the number of how it is
+// written. Its text is the key, not its decoded value, which would make one
+// of the symbol x, the string "x" and the character \x: processes that are
+// merged would hide each other's overlaps, where a process written in two
+// ways is two whose ops do not pair, which the checks report.
+func (r *Reader) setProcess(op *Op, v any, raw []byte) {
+	switch p := v.(type) {
+	case int64:
+		if p >= 0 {
+			op.Process = Process(p)
+			return
+		}
+	case Keyword:
+		if p == "nemesis" {
+			op.Process = Nemesis
+			return
+		}
+	}
+	op.Process = r.named(string(raw))
 }
 
 // named returns the process number of a process written as something

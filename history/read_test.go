@@ -184,6 +184,13 @@ func TestReadFields(t *testing.T) {
 				{Index: 2, Time: Unset, Type: Ok, Process: -4, F: "c"}, {Index: 3, Time: Unset, Type: Ok, Process: -5, F: "d"},
 				{Index: 4, Time: Unset, Type: Ok, Process: -6, F: "e"}, {Index: 5, Time: Unset, Type: Ok, Process: -2, F: "f"},
 				{Index: 6, Time: Unset, Type: Ok, Process: 2, F: "g"}}},
+		// The symbol x, the string "x", the character \x and a tagged "x"
+		// are four processes, as Clojure has them: merged, one's open op
+		// would hide another's.
+		{"a process as written", `{:type :invoke, :process x, :f :a} {:type :invoke, :process "x", :f :a} {:type :invoke, :process \x, :f :a}
+{:type :invoke, :process #foo "x", :f :a}`,
+			[]Op{{Index: 0, Time: Unset, Type: Invoke, Process: -2, F: "a"}, {Index: 1, Time: Unset, Type: Invoke, Process: -3, F: "a"},
+				{Index: 2, Time: Unset, Type: Invoke, Process: -4, F: "a"}, {Index: 3, Time: Unset, Type: Invoke, Process: -5, F: "a"}}},
 	} {
 		for _, p := range paths {
 			t.Run(tc.name+"/"+p.name, func(t *testing.T) {

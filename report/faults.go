@@ -35,8 +35,8 @@ type faultKey struct {
 func (l *faultLog) add(o history.Op) {
 	v, _ := o.Value.(map[history.Keyword]any)
 	p, ok := history.Int(v["process"])
-	if !ok {
-		p = -1
+	if !ok || p < 0 {
+		p = -1 // no process the timeline draws (those below 0 are numbered by the Reader)
 	}
 	kind, _ := v["kind"].(history.Keyword)
 	key := faultKey{p, kind} // a begin and its end carry the same :kind

@@ -305,7 +305,7 @@ func (t *Timeline) rows() (map[history.Process]int, []tlRow) {
 				final = add("final read")
 			}
 			row[p] = final
-		case workers > 0:
+		case workers > 0 && p >= 0:
 			row[p] = int(p) % workers
 		default:
 			row[p] = add(fmt.Sprintf("process %d", p))

@@ -134,6 +134,31 @@ func TestTimelineRows(t *testing.T) {
 	}
 }
 
+// TestTimelineNamedProcess: a process a history writes as a name (which
+// the Reader numbers below -1) is drawn in a row of its own, with or
+// without worker slots, beside the workers' (its number once made a row
+// index of -2).
+func TestTimelineNamedProcess(t *testing.T) {
+	h := `{:time 1, :type :invoke, :process :x, :f :acquire, :value nil}
+{:time 2, :type :ok, :process :x, :f :acquire, :value nil, :lease-ms 500}
+{:time 3, :type :invoke, :process 0, :f :acquire, :value nil}
+{:time 4, :type :info, :process 0, :f :acquire, :value nil}
+{:time 5, :type :invoke, :process :x, :f :read, :value nil}
+{:time 6, :type :ok, :process :x, :f :read, :value 0}
+`
+	ops, err := history.ReadAll(strings.NewReader(h), "h.edn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, workers := range []int{0, 3} {
+		rowOf, rows := timelineOf(ops, workers).rows()
+		r, ok := rowOf[ops[0].Process]
+		if !ok || r < 0 || r >= len(rows) || rows[r].Label != "process -2" {
+			t.Errorf("workers %d: the named process in row %d of %v", workers, r, rows)
+		}
+	}
+}
+
 // TestTimelineWindow: From, To and MaxSections keep the sections that begin
 // inside them, and the page says how many of the history's it holds.
 func TestTimelineWindow(t *testing.T) {

@@ -133,6 +133,7 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 		}
 		rs, drawn = d.rs, d.drawn
 	}
+	rs.Processes = h.Processes
 	printResults(stdout, rs)
 	if drawn != nil {
 		fmt.Fprintf(stdout, "html: %s (%d of %d ops)\n", a.html, drawn.Ops, drawn.Total)

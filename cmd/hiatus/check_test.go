@@ -383,9 +383,13 @@ func TestCheckProcessValues(t *testing.T) {
 					if got := checkFigures(t, path, analyzer); got != want {
 						t.Errorf("process 1 written as %s: %s; as 1: %s", name, got, want)
 					}
-					_, stdout, _ := hiatus(t, "check", "--analyzer", analyzer, path)
+					out := filepath.Join(t.TempDir(), "results.edn")
+					_, stdout, _ := hiatus(t, "check", "--analyzer", analyzer, "--out", out, path)
 					if !strings.Contains(stdout, "-2 is "+name) {
 						t.Errorf("stdout does not say how process -2 is written:\n%s", stdout)
+					}
+					if b, _ := os.ReadFile(out); !strings.Contains(string(b), ":processes {-2 "+string(history.AppendValue(nil, name))+"}") {
+						t.Errorf("results.edn does not say how process -2 is written:\n%s", b)
 					}
 				})
 			}
