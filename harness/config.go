@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -84,7 +83,7 @@ func DefaultConfig() Config {
 		Name: DefaultName, Workers: DefaultWorkers, TimeLimit: DefaultTimeLimit, Lease: DefaultLease,
 		Work: DefaultWork, Retry: DefaultRetry, OpTimeout: DefaultOpTimeout, Nemesis: DefaultNemesis,
 		Pause: DefaultPause, Interval: DefaultInterval, PauseKind: DefaultPauseKind, Lock: DefaultLock,
-		Store: DefaultStore, CounterID: DefaultCounterID, Seed: time.Now().UnixNano(),
+		Store: DefaultStore, CounterID: DefaultCounterID, Seed: time.Now().UnixNano(), Hosts: "local",
 	}
 }
 
@@ -236,8 +235,8 @@ func (c Config) validateNemesis() error {
 		}
 	}
 	for i, f := range c.Plan {
-		if f.Worker >= c.Workers {
-			return fmt.Errorf("the schedule's fault %d hits worker %d, but the run has %d (--workers)", i+1, f.Worker, c.Workers)
+		if w, ok := f.Worker.Index(); ok && w >= c.Workers {
+			return fmt.Errorf("the schedule's fault %d hits worker %d, but the run has %d (--workers)", i+1, w, c.Workers)
 		}
 	}
 	if slices.Contains(faults, "pause-redis") && c.RedisURL != "" && c.RedisPID == 0 {
@@ -296,59 +295,23 @@ func (c Config) faultParts() []string {
 	return out
 }
 
-// Describe says what the run does, in one line.
-func (c Config) Describe() string {
-	s := fmt.Sprintf("lock %s, %d workers, %v, lease %v, work %v", c.Lock, c.Workers, c.TimeLimit, c.Lease, c.Work)
-	if f := c.FaultNames(); c.Plan != nil {
-		s += fmt.Sprintf(", nemesis %s replaying %d faults", strings.Join(f, "+"), len(c.Plan))
-	} else if len(f) > 0 {
-		s += fmt.Sprintf(", nemesis %s for %v every %v", strings.Join(f, "+"), c.Pause, c.Interval)
-	} else {
-		s += ", no nemesis"
-	}
-	if c.InjectEvery > 0 {
-		s += fmt.Sprintf(", in-section %s %v every %d sections", c.PauseKind, c.Pause, c.InjectEvery)
-	}
-	if g := c.GuardKind(); g == client.GuardNone {
-		s += ", unguarded"
-	} else {
-		s += ", guard " + string(g)
-	}
-	return s + fmt.Sprintf(", seed %d", c.Seed)
-}
-
-// lockValue is the lock's name in test.edn: a keyword, or a string for an
-// adapter's command, which no keyword can hold.
-func lockValue(name string) any {
-	if strings.HasPrefix(name, client.ExecPrefix) {
-		return name
-	}
-	return history.Keyword(name)
-}
-
 func lockKey(name string) string  { return "hiatus:lock:" + name }
 func fenceKey(name string) string { return "hiatus:fence:" + name }
 
-// testEDN is the run's whole configuration, as test.edn.
+// testEDN is the run's whole configuration, as test.edn: its settings, and
+// what the run makes of them.
 func testEDN(c Config, start time.Time) []byte {
-	ms := func(d time.Duration) int64 { return d.Milliseconds() }
-	m := map[history.Keyword]any{
-		"name": c.Name, "workers": c.Workers, "time-limit-ms": ms(c.TimeLimit), "lease-ms": ms(c.Lease),
-		"work-ms": ms(c.Work), "retry-ms": ms(c.Retry), "op-timeout-ms": ms(c.OpTimeout),
-		// A string: a keyword cannot hold "sigstop,kill-worker" (a comma is
-		// whitespace in EDN).
-		"nemesis": c.Nemesis, "pause-ms": ms(c.Pause), "interval-ms": ms(c.Interval),
-		"inject-every": c.InjectEvery, "pause-kind": history.Keyword(c.PauseKind), "lock": lockValue(c.Lock), "fenced?": c.GuardKind().Fenced(),
-		"guard": history.Keyword(c.GuardKind()), "seed": c.Seed,
-		"redis-url": Redact(c.RedisURL), "postgres-url": Redact(c.PostgresURL), "counter-id": c.CounterID,
+	m := c.ednMap()
+	for k, v := range map[history.Keyword]any{
 		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword("lock-counter"),
 		"initial": int64(0), "replay?": c.Plan != nil,
-		"lock-nodes": c.lockNodes(), "clock-jump-ms": ms(c.clockJump()), "clock-strobe-ms": ms(c.ClockStrobe), "delay-ms": ms(c.delay()),
 		// The history's clock is the run's Redis (TIME), never a lock node
 		// whose clock the clock fault jumps.
-		"history-clock": history.Keyword("redis-time"), "hosts": history.Keyword(cmp.Or(c.Hosts, "local")),
+		"history-clock": history.Keyword("redis-time"),
 		// :time in the history counts nanoseconds from here, on the Redis clock.
 		"start-time": start.UTC().Format(time.RFC3339Nano), "start-unix-ns": start.UnixNano(),
+	} {
+		m[k] = v
 	}
 	return append(history.AppendValue(nil, m), '\n')
 }

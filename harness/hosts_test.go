@@ -137,7 +137,7 @@ func TestRunServersOnHosts(t *testing.T) {
 			hosts(c)
 			c.Nemesis, c.Lease, c.TimeLimit = "failover", 4*time.Second, 7*time.Second
 			c.Pause = 5 * time.Second
-			c.Plan = nemesis.Plan{{Kind: nemesis.KindFailover, Node: -1, At: 500 * time.Millisecond, Length: c.Pause}}
+			c.Plan = nemesis.Plan{{Kind: nemesis.KindFailover, At: 500 * time.Millisecond, Length: c.Pause}}
 		}, effect: func(t *testing.T, r faultRun) {
 			// faultWindows has failed the test if it promoted no one.
 			w := r.windows[0]

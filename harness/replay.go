@@ -8,10 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/hiatus-dev/hiatus/checker"
-	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/store"
@@ -27,60 +25,11 @@ func ReplayConfig(dir string) (Config, error) {
 	if err != nil {
 		return Config{}, &SetupError{Err: fmt.Errorf("%s is no run directory: %w", dir, err)}
 	}
-	v, err := history.ParseValue(string(b))
-	t, ok := v.(map[history.Keyword]any)
-	if err != nil || !ok {
-		return Config{}, setupErrorf("%s: not a map of settings: %v", filepath.Join(dir, store.Test), err)
+	cfg, err := ParseConfig(b)
+	if err != nil {
+		return Config{}, setupErrorf("%s: %v", filepath.Join(dir, store.Test), err)
 	}
-	cfg := DefaultConfig()
-	ms := func(k string, d *time.Duration) {
-		if n, ok := history.Int(t[history.Keyword(k)]); ok {
-			*d = time.Duration(n) * time.Millisecond
-		}
-	}
-	num := func(k string) int64 { n, _ := history.Int(t[history.Keyword(k)]); return n }
-	word := func(k string) string {
-		switch x := t[history.Keyword(k)].(type) {
-		case history.Keyword:
-			return string(x)
-		case string:
-			return x
-		}
-		return ""
-	}
-	cfg.Name = strings.TrimSuffix(word("name"), "-replay") + "-replay"
-	cfg.Workers, cfg.InjectEvery, cfg.Seed = int(num("workers")), int(num("inject-every")), num("seed")
-	cfg.CounterID = num("counter-id")
-	ms("time-limit-ms", &cfg.TimeLimit)
-	ms("lease-ms", &cfg.Lease)
-	ms("work-ms", &cfg.Work)
-	ms("retry-ms", &cfg.Retry)
-	ms("op-timeout-ms", &cfg.OpTimeout)
-	ms("pause-ms", &cfg.Pause)
-	ms("interval-ms", &cfg.Interval)
-	for k, v := range map[string]*string{"nemesis": &cfg.Nemesis, "pause-kind": &cfg.PauseKind, "lock": &cfg.Lock} {
-		if w := word(k); w != "" {
-			*v = w
-		}
-	}
-	// The settings of the faults and locks a run has; refused without them.
-	if cfg.faultIn([]string{"clock"}) {
-		ms("clock-jump-ms", &cfg.ClockJump)
-		ms("clock-strobe-ms", &cfg.ClockStrobe)
-	}
-	if cfg.faultIn([]string{"delay-redis", "delay-postgres"}) {
-		ms("delay-ms", &cfg.Delay)
-	}
-	if cfg.Lock == "redlock" {
-		cfg.Nodes = int(num("lock-nodes"))
-	}
-	if h := word("hosts"); h != "" {
-		cfg.Hosts = h
-	}
-	cfg.Fenced = t["fenced?"] == true
-	if g := word("guard"); g != "" { // runs before --guard have only :fenced?
-		cfg.Fenced, cfg.Guard = false, client.Guard(g)
-	}
+	cfg.Name = strings.TrimSuffix(cfg.Name, "-replay") + "-replay"
 	real, err := filepath.EvalSymlinks(dir) // store/latest is a link to STORE/NAME/START
 	if err != nil {
 		return Config{}, &SetupError{Err: err}

@@ -51,11 +51,11 @@ func awaitHolder(ctx context.Context, targets func() []Target, slot int) bool {
 }
 
 // pick chooses a target at random, or the worker a replayed schedule
-// aims at (its slot plus one; 0 aims at none).
-func pick(targets []Target, r *rand.Rand, aim int) (Target, error) {
-	if aim > 0 {
+// aims at.
+func pick(targets []Target, r *rand.Rand, aim Slot) (Target, error) {
+	if slot, ok := aim.Index(); ok {
 		for _, t := range targets {
-			if t.Worker == aim-1 {
+			if t.Worker == slot {
 				return t, nil
 			}
 		}
@@ -68,9 +68,9 @@ func pick(targets []Target, r *rand.Rand, aim int) (Target, error) {
 }
 
 // An aimer is a fault of a worker that a replayed schedule aims at a
-// worker slot (-1: any), and whose targets it watches for the holder.
+// worker slot (none: any), and whose targets it watches for the holder.
 type aimer interface {
-	aimAt(worker int)
+	aimAt(worker Slot)
 	targets() []Target
 }
 
@@ -86,10 +86,10 @@ type SigStop struct {
 	Targets func() []Target
 	Freezer *Freezer
 	pid     int
-	aim     int // the slot plus one of the worker to stop next; 0 for any
+	aim     Slot // the worker to stop next; none for any
 }
 
-func (n *SigStop) aimAt(worker int)  { n.aim = worker + 1 }
+func (n *SigStop) aimAt(worker Slot) { n.aim = worker }
 func (n *SigStop) targets() []Target { return n.Targets() }
 
 // Kind implements Fault.
@@ -181,10 +181,10 @@ type Workers interface {
 type KillWorker struct {
 	Workers Workers
 	slot    int
-	aim     int // as SigStop's
+	aim     Slot // as SigStop's
 }
 
-func (n *KillWorker) aimAt(worker int)  { n.aim = worker + 1 }
+func (n *KillWorker) aimAt(worker Slot) { n.aim = worker }
 func (n *KillWorker) targets() []Target { return n.Workers.Targets() }
 
 // Kind implements Fault.

@@ -34,20 +34,20 @@ type ClockJump struct {
 	node   ClockNode
 	stop   chan struct{} // closed by End to stop the strobe
 	done   chan error    // the strobe's first failure, when it ends
-	aim    int           // the node plus one a replayed schedule aims at; 0 for any
+	aim    Slot          // the node a replayed schedule aims at; none for any
 	avoid  []int         // nodes not to pick (see Sequence)
 }
 
 // A nodeAimer is a fault of the lock's nodes that a replayed schedule aims
-// at a node (-1: any).
-type nodeAimer interface{ aimAtNode(node int) }
+// at a node (none: any).
+type nodeAimer interface{ aimAtNode(node Slot) }
 
 // A nodesAimer is a link fault that a replay can aim at the lock nodes it
 // cut in the run.
 type nodesAimer interface{ aimAtNodes(nodes []int) }
 
-func (n *ClockJump) aimAtNode(node int)   { n.aim = node + 1 }
-func (n *RestartNode) aimAtNode(node int) { n.aim = node + 1 }
+func (n *ClockJump) aimAtNode(node Slot)   { n.aim = node }
+func (n *RestartNode) aimAtNode(node Slot) { n.aim = node }
 
 // A nodeCutter is a fault that cuts a worker off from some of the lock's
 // nodes, and a nodeAvoider one that, after it in a Sequence, picks among
@@ -60,13 +60,13 @@ func (n *RestartNode) avoidNodes(nodes []int) { n.avoid = nodes }
 func (n *LinkFault) cutNodes() []int          { return n.nodes }
 
 // pickNode chooses one of n nodes at random but those in avoid, or the one
-// aimed at (its index plus one; 0 aims at none).
-func pickNode(n int, r *rand.Rand, aim int, avoid []int) (int, error) {
-	if aim > 0 {
-		if aim > n {
+// aimed at.
+func pickNode(n int, r *rand.Rand, aim Slot, avoid []int) (int, error) {
+	if i, ok := aim.Index(); ok {
+		if i >= n {
 			return 0, ErrNoTarget
 		}
-		return aim - 1, nil
+		return i, nil
 	}
 	var free []int
 	for i := range n {
@@ -139,7 +139,7 @@ func (n *ClockJump) End(context.Context) error {
 type RestartNode struct {
 	Nodes []Restartable
 	node  Restartable
-	aim   int   // as ClockJump's
+	aim   Slot  // as ClockJump's
 	avoid []int // as ClockJump's
 }
 
@@ -200,11 +200,11 @@ type LinkFault struct {
 	Workers  func() []Target
 	links    []Link
 	nodes    []int // the lock nodes the links cut lead to
-	aim      int   // as SigStop's
+	aim      Slot  // as SigStop's
 	aimNodes []int // the lock nodes to act on; nil to choose
 }
 
-func (n *LinkFault) aimAt(worker int)       { n.aim = worker + 1 }
+func (n *LinkFault) aimAt(worker Slot)      { n.aim = worker }
 func (n *LinkFault) aimAtNodes(nodes []int) { n.aimNodes = nodes }
 func (n *LinkFault) targets() []Target      { return n.Workers() }
 
@@ -338,7 +338,7 @@ func (n *Sequence) targets() []Target {
 	return nil
 }
 
-func (n *Sequence) aimAt(worker int) {
+func (n *Sequence) aimAt(worker Slot) {
 	for _, p := range n.Parts {
 		if a, ok := p.(aimer); ok {
 			a.aimAt(worker)
@@ -354,7 +354,7 @@ func (n *Sequence) aimAtNodes(nodes []int) {
 	}
 }
 
-func (n *Sequence) aimAtNode(node int) {
+func (n *Sequence) aimAtNode(node Slot) {
 	for _, p := range n.Parts {
 		if a, ok := p.(nodeAimer); ok {
 			a.aimAtNode(node)
@@ -423,10 +423,10 @@ type Isolate struct {
 	Workers   func() []Target
 	Cut, Heal func(ctx context.Context, slot int) error
 	slot      int
-	aim       int // as SigStop's
+	aim       Slot // as SigStop's
 }
 
-func (n *Isolate) aimAt(worker int)  { n.aim = worker + 1 }
+func (n *Isolate) aimAt(worker Slot) { n.aim = worker }
 func (n *Isolate) targets() []Target { return n.Workers() }
 
 // Kind implements Fault.

@@ -14,8 +14,8 @@ import (
 // those it injected to schedule.edn, and a replay injects them again.
 type Planned struct {
 	Kind   history.Keyword
-	Worker int           // the worker slot it hit; -1 for a fault of a server
-	Node   int           // the lock node it hit (clock, restart); -1 for none
+	Worker Slot          // the worker slot it hit; none for a fault of a server
+	Node   Slot          // the lock node it hit (clock, restart); none for others
 	Nodes  []int         // the lock nodes a link fault acted on; nil for none
 	At     time.Duration // when it began, after the run's start on the history's clock
 	Length time.Duration // how long it lasted
@@ -48,9 +48,9 @@ func (s *Schedule) replay(ctx context.Context) error {
 			a.aimAtNodes(p.Nodes)
 		}
 		if a, ok := f.(aimer); ok {
-			a.aimAt(p.Worker) // -1 aims at none: one drawn, as the run did
+			a.aimAt(p.Worker) // none: one drawn, as the run did
 			// Before the fault's event is stamped: the wait is no part of it.
-			if p.Holder && p.Worker >= 0 && !awaitHolder(ctx, a.targets, p.Worker) {
+			if slot, ok := p.Worker.Index(); p.Holder && ok && !awaitHolder(ctx, a.targets, slot) {
 				return nil
 			}
 		}
@@ -77,11 +77,11 @@ func (p Plan) AppendEDN(b []byte) []byte {
 	fs := make([]any, len(p))
 	for i, f := range p {
 		m := map[history.Keyword]any{"kind": f.Kind, "at-ms": f.At.Milliseconds(), "ms": f.Length.Milliseconds()}
-		if f.Worker >= 0 {
-			m["worker"] = int64(f.Worker)
+		if w, ok := f.Worker.Index(); ok {
+			m["worker"] = int64(w)
 		}
-		if f.Node >= 0 {
-			m["node"] = int64(f.Node)
+		if n, ok := f.Node.Index(); ok {
+			m["node"] = int64(n)
 		}
 		if f.Nodes != nil {
 			m["nodes"] = nodeList(f.Nodes)
@@ -115,19 +115,11 @@ func ParsePlan(edn string) (Plan, error) {
 		if kind == "" || !okAt || !okMS || at < 0 || ms <= 0 {
 			return nil, fmt.Errorf("schedule: fault %d: want :kind, :at-ms ≥ 0 and :ms > 0, not %s", i, history.AppendValue(nil, x))
 		}
-		w, ok := history.Int(f["worker"])
-		if !ok {
-			w = -1
-		}
-		node, ok := history.Int(f["node"])
-		if !ok {
-			node = -1
-		}
 		nodes, err := readNodes(f["nodes"])
 		if err != nil {
 			return nil, fmt.Errorf("schedule: fault %d: %w", i, err)
 		}
-		p = append(p, Planned{Kind: kind, Worker: int(w), Node: int(node), Nodes: nodes, At: time.Duration(at) * time.Millisecond,
+		p = append(p, Planned{Kind: kind, Worker: slotOf(f["worker"]), Node: slotOf(f["node"]), Nodes: nodes, At: time.Duration(at) * time.Millisecond,
 			Length: time.Duration(ms) * time.Millisecond, Holder: f["holder?"] == true})
 	}
 	slices.SortStableFunc(p, func(a, b Planned) int { return cmp.Compare(a.At, b.At) })
@@ -179,10 +171,7 @@ func (r *PlanRecorder) Add(o history.Op) {
 		if _, failed := v["error"]; failed {
 			return // it froze no one: nothing to replay
 		}
-		w, ok := history.Int(v["worker"])
-		if !ok {
-			w = -1
-		}
+		w := slotOf(v["worker"])
 		if r.open == nil {
 			r.open = map[history.Keyword]int{}
 		}
@@ -190,14 +179,14 @@ func (r *PlanRecorder) Add(o history.Op) {
 		ms, _ := history.Int(v["ms"])
 		p, _ := history.Int(v["process"])
 		proc := history.Process(p)
-		node, ok := history.Int(v["node"])
-		if !ok || kind == KindFailover { // a failover isolates whichever is primary then
-			node = -1
+		node := slotOf(v["node"])
+		if kind == KindFailover { // a failover isolates whichever is primary then
+			node = Slot{}
 		}
 		nodes, _ := readNodes(v["nodes"]) // one the nemesis wrote reads
-		r.plan = append(r.plan, Planned{Kind: kind, Worker: int(w), Node: int(node), Nodes: nodes, At: time.Duration(o.Time),
-			Length: time.Duration(ms) * time.Millisecond, Holder: w >= 0 && r.holding[proc]})
-		if _, ok := r.acquiring[proc]; ok && w >= 0 {
+		r.plan = append(r.plan, Planned{Kind: kind, Worker: w, Node: node, Nodes: nodes, At: time.Duration(o.Time),
+			Length: time.Duration(ms) * time.Millisecond, Holder: !w.IsNone() && r.holding[proc]})
+		if _, ok := r.acquiring[proc]; ok && !w.IsNone() {
 			r.acquiring[proc] = len(r.plan) - 1
 		}
 	case history.FResume, history.FRestart, history.FStop:
@@ -222,6 +211,37 @@ func (r *PlanRecorder) Plan() Plan {
 		p = append(p, f)
 	}
 	return p
+}
+
+// slotOf reads an event's or a schedule's :worker or :node: none when it
+// has none.
+func slotOf(v any) Slot {
+	if n, ok := history.Int(v); ok && n >= 0 {
+		return On(int(n))
+	}
+	return Slot{}
+}
+
+// GoString is the fault as Go, for a reproducer, every target written
+// out: nemesis.Planned{Kind: "clock", Worker: nemesis.Slot{}, Node: nemesis.On(2), …}.
+func (f Planned) GoString() string {
+	s := fmt.Sprintf("nemesis.Planned{Kind: %q, Worker: %#v, Node: %#v, ", f.Kind, f.Worker, f.Node)
+	if f.Nodes != nil {
+		s += fmt.Sprintf("Nodes: %#v, ", f.Nodes)
+	}
+	s += fmt.Sprintf("At: %s, Length: %s", goDuration(f.At), goDuration(f.Length))
+	if f.Holder {
+		s += ", Holder: true"
+	}
+	return s + "}"
+}
+
+// goDuration writes d as Go.
+func goDuration(d time.Duration) string {
+	if d%time.Millisecond == 0 {
+		return fmt.Sprintf("%d * time.Millisecond", d.Milliseconds())
+	}
+	return fmt.Sprintf("time.Duration(%d)", int64(d))
 }
 
 // nodeList is nodes as EDN holds them.

@@ -49,11 +49,11 @@ func TestPlanRecorder(t *testing.T) {
 	}
 	want := Plan{
 		// Their :ms, not the 803 and 820 ms their events span.
-		{Kind: KindSigStop, Worker: 1, Node: -1, At: 100 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
-		{Kind: KindKillRedis, Worker: -1, Node: -1, At: 2500 * time.Millisecond, Length: 800 * time.Millisecond},
-		{Kind: KindClock, Worker: -1, Node: 2, At: 3400 * time.Millisecond, Length: 300 * time.Millisecond},
-		{Kind: KindPartitionRedis, Worker: 0, Node: -1, Nodes: []int{1, 3}, At: 3750 * time.Millisecond, Length: 100 * time.Millisecond},
-		{Kind: KindSigStop, Worker: 2, Node: -1, At: 4000 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
+		{Kind: KindSigStop, Worker: On(1), At: 100 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
+		{Kind: KindKillRedis, At: 2500 * time.Millisecond, Length: 800 * time.Millisecond},
+		{Kind: KindClock, Node: On(2), At: 3400 * time.Millisecond, Length: 300 * time.Millisecond},
+		{Kind: KindPartitionRedis, Worker: On(0), Nodes: []int{1, 3}, At: 3750 * time.Millisecond, Length: 100 * time.Millisecond},
+		{Kind: KindSigStop, Worker: On(2), At: 4000 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
 	}
 	got := r.Plan()
 	if !reflect.DeepEqual(got, want) {

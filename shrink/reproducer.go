@@ -10,6 +10,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/report"
 	"github.com/hiatus-dev/hiatus/store"
@@ -59,45 +60,7 @@ func Write(dir, source string, violated []string, r Result) error {
 
 // Command is the `hiatus run` command line of cfg, its schedule in the
 // file schedule.
-func Command(cfg harness.Config, schedule string) string {
-	d := harness.DefaultConfig()
-	args := []string{"hiatus", "run", "--lock", quote(cfg.Lock), "--workers", fmt.Sprint(cfg.Workers),
-		"--time-limit", cfg.TimeLimit.String(), "--lease", cfg.Lease.String(), "--work", cfg.Work.String()}
-	if cfg.Retry != d.Retry {
-		args = append(args, "--retry", cfg.Retry.String())
-	}
-	if cfg.OpTimeout != d.OpTimeout {
-		args = append(args, "--op-timeout", cfg.OpTimeout.String())
-	}
-	// --pause always: it bounds the time limit, and its default may be
-	// longer than the shrunk run.
-	args = append(args, "--pause", cfg.Pause.String())
-	if cfg.InjectEvery > 0 {
-		args = append(args, "--inject-every", fmt.Sprint(cfg.InjectEvery), "--pause-kind", cfg.PauseKind)
-	}
-	if cfg.Fenced {
-		args = append(args, "--fenced")
-	}
-	nemesis := cfg.Nemesis
-	if len(cfg.Plan) == 0 {
-		nemesis = "none" // what failed, failed without the nemesis
-	}
-	return strings.Join(append(args, "--nemesis", quote(nemesis), "--schedule", quote(schedule)), " ")
-}
-
-// quote quotes s for a shell unless it is made only of what a shell
-// leaves alone.
-func quote(s string) string {
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:=,@%+-", r)) {
-			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-		}
-	}
-	if s == "" {
-		return "''"
-	}
-	return s
-}
+func Command(cfg harness.Config, schedule string) string { return cfg.CommandLine(schedule) }
 
 type testData struct {
 	Source, Date string
@@ -105,7 +68,13 @@ type testData struct {
 	R            Result
 }
 
-func (d testData) Ms(t time.Duration) int64 { return t.Milliseconds() }
+// Guarded says the run's writes were guarded: a TestFenced would add nothing.
+func (d testData) Guarded() bool { return d.R.Config.GuardKind() != client.GuardNone }
+
+// UsesTime says the config sets a duration: the test imports time.
+func (d testData) UsesTime() bool {
+	return len(d.R.Config.Plan) > 0 || strings.Contains(strings.Join(d.R.Config.GoStatements(), "\n"), "time.")
+}
 
 var testFile = template.Must(template.New("repro").Parse(`// Reproduces the violation ({{range $i, $v := .Violated}}{{if $i}}, {{end}}{{$v}}{{end}} invalid) of {{.Source}},
 // as ` + "`hiatus shrink`" + ` left it on {{.Date}}: {{len .R.Config.Plan}} faults, a {{.R.Config.TimeLimit}} run,
@@ -114,7 +83,7 @@ var testFile = template.Must(template.New("repro").Parse(`// Reproduces the viol
 // Put it in a package of its own in a module that requires
 // github.com/hiatus-dev/hiatus, and run go test from the directory the run
 // was made in (an exec: lock's command is run from there). TestUnsafe fails
-// while a replay shows the violation again{{if not .R.Config.Fenced}}; TestFenced replays the
+// while a replay shows the violation again{{if not .Guarded}}; TestFenced replays the
 // same schedule with a fencing token on the write and passes{{end}}. Each
 // replay starts its own throwaway redis-server and PostgreSQL. A lock of a
 // Go program's own (harness.Locks) must be handed to ServeWorker and Config
@@ -125,7 +94,9 @@ import (
 	"context"
 	"os"
 	"testing"
+{{- if .UsesTime}}
 	"time"
+{{- end}}
 
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/nemesis"
@@ -143,20 +114,12 @@ func TestMain(m *testing.M) {
 func config(t *testing.T) harness.Config {
 	cfg := harness.DefaultConfig()
 	cfg.Store = t.TempDir()
-	cfg.Lock = {{printf "%q" .R.Config.Lock}}
-	cfg.Workers = {{.R.Config.Workers}}
-	cfg.TimeLimit = {{.Ms .R.Config.TimeLimit}} * time.Millisecond
-	cfg.Lease = {{.Ms .R.Config.Lease}} * time.Millisecond
-	cfg.Work = {{.Ms .R.Config.Work}} * time.Millisecond
-	cfg.Retry = {{.Ms .R.Config.Retry}} * time.Millisecond
-	cfg.OpTimeout = {{.Ms .R.Config.OpTimeout}} * time.Millisecond
-	cfg.Pause = {{.Ms .R.Config.Pause}} * time.Millisecond
-	cfg.InjectEvery, cfg.PauseKind = {{.R.Config.InjectEvery}}, {{printf "%q" .R.Config.PauseKind}}
-	cfg.Fenced = {{.R.Config.Fenced}}
-	cfg.Nemesis = {{printf "%q" .R.Config.Nemesis}}
+{{- range .R.Config.GoStatements}}
+	{{.}}
+{{- end}}
 	cfg.Plan = nemesis.Plan{
 {{- range .R.Config.Plan}}
-		{Kind: {{printf "%q" .Kind}}, Worker: {{.Worker}}, At: {{$.Ms .At}} * time.Millisecond, Length: {{$.Ms .Length}} * time.Millisecond, Holder: {{.Holder}}},
+		{{printf "%#v" .}},
 {{- end}}
 	}
 	return cfg
@@ -180,12 +143,12 @@ func TestUnsafe(t *testing.T) {
 		}
 	}
 }
-{{if not .R.Config.Fenced}}
+{{if not .Guarded}}
 // TestFenced replays the schedule with a fencing token on the write:
 // nothing is lost.
 func TestFenced(t *testing.T) {
 	cfg := config(t)
-	cfg.Fenced = true
+	cfg.Guard = "fence"
 	res, err := harness.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

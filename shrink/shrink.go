@@ -254,8 +254,8 @@ func (s *shrinker) fewerWorkers(ctx context.Context) (bool, error) {
 		cfg.Workers = n
 		cfg.Plan = append(nemesis.Plan{}, cfg.Plan...)
 		for i := range cfg.Plan {
-			if cfg.Plan[i].Worker >= n {
-				cfg.Plan[i].Worker %= n
+			if w, ok := cfg.Plan[i].Worker.Index(); ok && w >= n {
+				cfg.Plan[i].Worker = nemesis.On(w % n)
 			}
 		}
 		ok, err := s.try(ctx, fmt.Sprintf("%d workers", n), cfg)
@@ -287,8 +287,8 @@ func (s *shrinker) lessWork(ctx context.Context) (bool, error) {
 }
 
 func describe(f nemesis.Planned) string {
-	if f.Worker >= 0 {
-		return fmt.Sprintf("%s of worker %d at %v for %v", f.Kind, f.Worker, f.At, f.Length)
+	if w, ok := f.Worker.Index(); ok {
+		return fmt.Sprintf("%s of worker %d at %v for %v", f.Kind, w, f.At, f.Length)
 	}
 	return fmt.Sprintf("%s at %v for %v", f.Kind, f.At, f.Length)
 }

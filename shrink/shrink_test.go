@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +54,7 @@ func TestShrinkConverges(t *testing.T) {
 		if i == 4 {
 			length = 800 * ms // the one that matters
 		}
-		cfg.Plan = append(cfg.Plan, nemesis.Planned{Kind: "sigstop", Worker: i % 3, At: time.Duration(i+1) * 1200 * ms, Length: length})
+		cfg.Plan = append(cfg.Plan, nemesis.Planned{Kind: "sigstop", Worker: nemesis.On(i % 3), At: time.Duration(i+1) * 1200 * ms, Length: length})
 	}
 	var steps []shrink.Step
 	res, err := shrink.Shrink(context.Background(), cfg, shrink.Verdict{Failed: 3, Runs: 3},
@@ -62,7 +63,7 @@ func TestShrinkConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := res.Config
-	want := nemesis.Planned{Kind: "sigstop", Worker: 1 % 2, At: 500 * ms, Length: 400 * ms}
+	want := nemesis.Planned{Kind: "sigstop", Worker: nemesis.On(1 % 2), At: 500 * ms, Length: 400 * ms}
 	if len(got.Plan) != 1 || !reflect.DeepEqual(got.Plan[0], want) {
 		t.Errorf("plan %+v, want [%+v]", got.Plan, want)
 	}
@@ -180,14 +181,14 @@ func TestReproducerFiles(t *testing.T) {
 		edit func(*harness.Config)
 		want []string // in command.txt
 	}{
-		{"no faults", func(c *harness.Config) { c.Plan = nemesis.Plan{} }, []string{"--nemesis none"}},
+		{"no faults", func(c *harness.Config) { c.Plan = nemesis.Plan{} }, []string{"--nemesis sigstop --seed"}},
 		{"exec lock", func(c *harness.Config) { c.Lock = `exec:node "my lock.js" --it's` }, []string{`--lock 'exec:node "my lock.js" --it'\''s'`}},
-		{"fenced", func(c *harness.Config) { c.Fenced = true }, []string{"--fenced"}},
+		{"fenced", func(c *harness.Config) { c.Fenced = true }, []string{"--guard fence"}},
 		{"long pause", func(c *harness.Config) { c.Pause, c.Nemesis = 2*time.Second, "sigstop, kill-worker" }, []string{"--pause 2s", "--nemesis 'sigstop, kill-worker'"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := harness.DefaultConfig()
-			cfg.Plan = nemesis.Plan{{Kind: "sigstop", Worker: 1, At: 500 * ms, Length: 800 * ms, Holder: true}}
+			cfg.Plan = nemesis.Plan{{Kind: "sigstop", Worker: nemesis.On(1), At: 500 * ms, Length: 800 * ms, Holder: true}}
 			tc.edit(&cfg)
 			dir := t.TempDir()
 			r := shrink.Result{Config: cfg, Verdict: shrink.Verdict{Failed: 3, Runs: 3}}
@@ -211,9 +212,14 @@ func TestReproducerFiles(t *testing.T) {
 				}
 			}
 			// The shell reads the lock back whole.
-			out, err := exec.Command("sh", "-c", "printf '%s\\n' "+strings.TrimSuffix(strings.SplitN(strings.SplitN(string(cmd), "--lock ", 2)[1], " --workers", 2)[0], "\n")).Output()
-			if err != nil || strings.TrimSuffix(string(out), "\n") != cfg.Lock {
-				t.Errorf("the shell reads --lock back as %q (%v), want %q", out, err, cfg.Lock)
+			out, err := exec.Command("sh", "-c", `printf '%s\0' `+strings.TrimSpace(string(cmd))).Output()
+			words := strings.Split(string(out), "\x00")
+			lock := cfg.Lock
+			if i := slices.Index(words, "--lock"); i >= 0 {
+				lock = words[i+1]
+			}
+			if err != nil || lock != cfg.Lock {
+				t.Errorf("the shell reads --lock back as %q (%v), want %q", lock, err, cfg.Lock)
 			}
 		})
 	}

@@ -32,7 +32,7 @@ func compareFlags() []cli.Flag {
 		&cli.IntFlag{Name: "inject-every", Value: 20, Usage: "sleep and stop: pause each worker inside its every Nth critical section"},
 		&cli.Int64Flag{Name: "seed", Usage: "run i of every row uses seed SEED+i, so that rows see the same nemesis choices", DefaultText: "from the clock"},
 		&cli.StringFlag{Name: "name", Value: "compare", Usage: "the comparison goes to STORE/NAME/START-TIME/, and its runs inside it, to NAME-ROW/START-TIME/"},
-	}, sharedFlags()...)
+	}, settingFlags(true)...)
 }
 
 func compareCommand() *cli.Command {
@@ -77,8 +77,14 @@ func compareArgsOf(c *cli.Context) (compare.Plan, error) {
 		Faults:   compare.Faults{Pause: c.Duration("pause"), Interval: c.Duration("interval"), Every: c.Int("inject-every")},
 		Scenario: c.String("scenario"),
 	}
-	a := compare.Plan{Runs: c.Int("runs"), Name: c.String("name"), Command: commandLine(c), Base: sharedConfig(c)}
-	var err error
+	base, err := settingsConfig(c)
+	if err != nil {
+		return compare.Plan{}, err
+	}
+	if c.IsSet("seed") {
+		base.Seed = c.Int64("seed")
+	}
+	a := compare.Plan{Runs: c.Int("runs"), Name: c.String("name"), Command: commandLine(c), Base: base}
 	if a.Kind, a.Setups, err = ch.Setups(); err != nil {
 		return a, err
 	}

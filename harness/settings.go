@@ -1,0 +1,465 @@
+package harness
+
+import (
+	"cmp"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// A Setting is one field of Config, declared once: the flag that sets it,
+// the key test.edn keeps it under, the Go a reproducer sets it with, and
+// the words Describe gives it. test.edn (AppendEDN), ParseConfig, a
+// reproducer's command line (CommandLine) and Go (GoStatements), the flags
+// of `hiatus run` and `hiatus compare`, and Describe are each made from
+// Settings, so that none can leave a field out or read it another way.
+type Setting struct {
+	Flag   string          // `hiatus run --Flag`; "" when no flag sets it
+	Usage  string          // the flag's help
+	Shared bool            // `hiatus compare` takes the flag too
+	Key    history.Keyword // test.edn's key; "" when test.edn keeps none
+	Env    string          // an environment variable the flag reads, if any
+	// DefaultText is the flag's default in words, where the default
+	// follows another setting ("the lease"); "" shows Default.
+	DefaultText string
+
+	goName  string                   // the Config field a reproducer's Go sets
+	get     func(Config) any         // the value: time.Duration, int, int64, string or bool
+	set     func(*Config, any) error // from a value of get's type
+	keyword bool                     // test.edn writes a string value as a keyword where it can be one
+	// kept, when not nil, says whether the setting means anything for c:
+	// test.edn keeps, and a replay reads, it only then (a clock jump
+	// without the clock fault is no part of the run).
+	kept     func(Config) bool
+	noReplay bool                // a replay does not take it (server URLs: test.edn hides their passwords)
+	describe func(Config) string // Describe's words for it; nil for none
+}
+
+// Default is the setting's value in DefaultConfig, typed as Get's.
+func (s Setting) Default() any { return s.get(DefaultConfig()) }
+
+// Get returns the setting's value in c: a time.Duration, int, int64,
+// string or bool.
+func (s Setting) Get(c Config) any { return s.get(c) }
+
+// Set sets the setting in c to v, of Get's type.
+func (s Setting) Set(c *Config, v any) error { return s.set(c, v) }
+
+// Settings are the fields of Config, in the order `hiatus run --help`
+// lists their flags. Locks and Plan are code and a schedule
+// (schedule.edn), not settings.
+func Settings() []Setting {
+	return []Setting{
+		textSetting("name", "name", "Name", "test name: runs go to STORE/NAME/START-TIME/", func(c *Config) *string { return &c.Name }),
+		{Flag: "workers", Key: "workers", Shared: true, Usage: "worker processes contending for the lock",
+			goName: "Workers", get: func(c Config) any { return c.Workers }, set: setInt(func(c *Config) *int { return &c.Workers }),
+			describe: func(c Config) string { return fmt.Sprintf("%d workers", c.Workers) }},
+		durationSetting("time-limit", "TimeLimit", "how long workers start new critical sections", true, func(c *Config) *time.Duration { return &c.TimeLimit }),
+		durationSetting("lease", "Lease", "lock lease (SET … PX)", false, func(c *Config) *time.Duration { return &c.Lease }),
+		durationSetting("work", "Work", "simulated work between the read and the write", true, func(c *Config) *time.Duration { return &c.Work }),
+		durationSetting("retry", "Retry", "wait between attempts to acquire the lock", true, func(c *Config) *time.Duration { return &c.Retry }),
+		durationSetting("op-timeout", "OpTimeout", "bound on each read, write and release; a timeout is an :info op", true, func(c *Config) *time.Duration { return &c.OpTimeout }),
+		nemesisSetting(),
+		durationSetting("pause", "Pause", "how long each fault and each in-section pause lasts", true, func(c *Config) *time.Duration { return &c.Pause }),
+		durationSetting("interval", "Interval", "time between the end of one fault and the start of the next", true, func(c *Config) *time.Duration { return &c.Interval }),
+		{Flag: "inject-every", Key: "inject-every", Usage: "pause each worker inside its every Nth critical section (after the read, before the write) for --pause; 0 = never",
+			goName: "InjectEvery", get: func(c Config) any { return c.InjectEvery }, set: setInt(func(c *Config) *int { return &c.InjectEvery })},
+		{Flag: "pause-kind", Key: "pause-kind", keyword: true, Usage: "the in-section pause: sleep (only the worker's goroutine blocks) or stop (the worker SIGSTOPs its whole process)",
+			goName: "PauseKind", get: func(c Config) any { return c.PauseKind }, set: setString(func(c *Config) *string { return &c.PauseKind }),
+			describe: func(c Config) string {
+				if c.InjectEvery <= 0 {
+					return ""
+				}
+				return fmt.Sprintf("in-section %s %v every %d sections", c.PauseKind, c.Pause, c.InjectEvery)
+			}},
+		{Flag: "lock", Key: "lock", keyword: true, Usage: "the lock under test: " + strings.Join(client.LockNames(), ", ") + ", or exec:COMMAND (a lock adapter)",
+			goName: "Lock", get: func(c Config) any { return c.Lock }, set: setString(func(c *Config) *string { return &c.Lock })},
+		guardSetting(),
+		{Flag: "nodes", Key: "lock-nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant)", DefaultText: fmt.Sprint(DefaultNodes),
+			goName: "Nodes", get: func(c Config) any { return c.Nodes }, set: setInt(func(c *Config) *int { return &c.Nodes }),
+			kept:     func(c Config) bool { return c.Lock == "redlock" },
+			describe: func(c Config) string { return fmt.Sprintf("%d nodes", c.nodes()) }},
+		{Flag: "clock-jump", Key: "clock-jump-ms", Usage: "how far --nemesis clock steps a node's clock: forward, or back when negative (-500ms)", DefaultText: "the lease",
+			goName: "ClockJump", get: func(c Config) any { return c.ClockJump }, set: setDuration(func(c *Config) *time.Duration { return &c.ClockJump }),
+			kept:     func(c Config) bool { return c.faultIn([]string{"clock"}) },
+			describe: func(c Config) string { return fmt.Sprintf("clock jump %v", c.clockJump()) }},
+		{Flag: "clock-strobe", Key: "clock-strobe-ms", Usage: "with --nemesis clock, step the clock back and forth this often while the fault lasts (a strobing clock); 0 for one step",
+			goName: "ClockStrobe", get: func(c Config) any { return c.ClockStrobe }, set: setDuration(func(c *Config) *time.Duration { return &c.ClockStrobe }),
+			kept: func(c Config) bool { return c.faultIn([]string{"clock"}) },
+			describe: func(c Config) string {
+				if c.ClockStrobe == 0 {
+					return ""
+				}
+				return fmt.Sprintf("strobing every %v", c.ClockStrobe)
+			}},
+		{Flag: "delay", Key: "delay-ms", Usage: "what --nemesis delay-* adds to each byte's trip", DefaultText: "the lease",
+			goName: "Delay", get: func(c Config) any { return c.Delay }, set: setDuration(func(c *Config) *time.Duration { return &c.Delay }),
+			kept:     func(c Config) bool { return c.faultIn([]string{"delay-redis", "delay-postgres"}) },
+			describe: func(c Config) string { return fmt.Sprintf("delay %v", c.delay()) }},
+		{Flag: "hosts", Key: "hosts", Shared: true, keyword: true,
+			Usage:  "where the workers and the servers under test run: local (this machine), or netns (each on a host of its own, a network namespace on a private bridge, where partitions act in the kernel; needs root, and --nemesis isolate needs it)",
+			goName: "Hosts", get: func(c Config) any { return c.Hosts }, set: setString(func(c *Config) *string { return &c.Hosts }),
+			describe: func(c Config) string {
+				if c.Hosts == "local" {
+					return ""
+				}
+				return "on hosts " + c.Hosts
+			}},
+		{Flag: "seed", Key: "seed", Usage: "seed of the nemesis's choices, to replay a schedule", DefaultText: "from the clock, recorded in test.edn",
+			goName: "Seed", get: func(c Config) any { return c.Seed }, set: setInt64(func(c *Config) *int64 { return &c.Seed }),
+			describe: func(c Config) string { return fmt.Sprintf("seed %d", c.Seed) }},
+		urlSetting("redis-url", "RedisURL", "use this Redis (redis://host:port/db) instead of a throwaway redis-server", func(c *Config) *string { return &c.RedisURL }),
+		urlSetting("postgres-url", "PostgresURL", "use this PostgreSQL instead of a throwaway one; it must allow CREATE TABLE", func(c *Config) *string { return &c.PostgresURL }),
+		{Flag: "redis-pid", Usage: "PID of the --redis-url server, for --nemesis pause-redis", goName: "RedisPID", noReplay: true,
+			get: func(c Config) any { return c.RedisPID }, set: setInt(func(c *Config) *int { return &c.RedisPID })},
+		{Flag: "postgres-pid", Usage: "PID of the --postgres-url server's postmaster, for --nemesis pause-postgres", goName: "PostgresPID", noReplay: true,
+			get: func(c Config) any { return c.PostgresPID }, set: setInt(func(c *Config) *int { return &c.PostgresPID })},
+		{Flag: "store", Shared: true, Usage: "directory where runs are kept", goName: "Store",
+			get: func(c Config) any { return c.Store }, set: setString(func(c *Config) *string { return &c.Store })},
+		{Flag: "counter-id", Key: "counter-id", Shared: true, Usage: "row of the counter table the runs use (runs sharing a server need distinct rows and names)",
+			goName: "CounterID", get: func(c Config) any { return c.CounterID }, set: setInt64(func(c *Config) *int64 { return &c.CounterID })},
+	}
+}
+
+func textSetting(flag, key, goName, usage string, p func(*Config) *string) Setting {
+	return Setting{Flag: flag, Key: history.Keyword(key), Usage: usage, goName: goName,
+		get: func(c Config) any { return *p(&c) }, set: setString(p)}
+}
+
+// durationSetting is a duration test.edn keeps in whole milliseconds, as
+// FLAG-ms.
+func durationSetting(flag, goName, usage string, shared bool, p func(*Config) *time.Duration) Setting {
+	s := Setting{Flag: flag, Key: history.Keyword(flag + "-ms"), Usage: usage, Shared: shared, goName: goName,
+		get: func(c Config) any { return *p(&c) }, set: setDuration(p)}
+	switch flag {
+	case "time-limit":
+		s.describe = func(c Config) string { return c.TimeLimit.String() }
+	case "lease", "work":
+		s.describe = func(c Config) string { return fmt.Sprintf("%s %v", flag, *p(&c)) }
+	}
+	return s
+}
+
+func nemesisSetting() Setting {
+	return Setting{Flag: "nemesis", Key: "nemesis", goName: "Nemesis",
+		Usage: "faults, every --interval one of them for --pause: none, or a comma-separated list of " +
+			"sigstop (SIGSTOP a random worker), pause-redis, pause-postgres (SIGSTOP the server), kill-redis (SIGKILL, restart empty), " +
+			"kill-postgres (immediate shutdown, restart), kill-worker (SIGKILL a worker, start a new one), " +
+			"restart (SIGKILL one of the lock's Redis nodes, restart it empty), clock (step a lock node's clock by --clock-jump), " +
+			"partition-redis, partition-redis-majority, partition-postgres (cut a worker from the lock's nodes — a minority or a majority of several — or from PostgreSQL), " +
+			"delay-redis, delay-postgres (every byte on those links arrives --delay late), " +
+			"drop-redis, drop-postgres (reset those links' connections), failover (the lock's Redis primary cut off from its replica and sentinels), " +
+			"isolate (a worker's host cut off from the network; --hosts netns); a+b: a sequence, b begun --pause/2 after a. See docs/nemesis.md",
+		get: func(c Config) any { return c.Nemesis }, set: setString(func(c *Config) *string { return &c.Nemesis }),
+		describe: func(c Config) string {
+			f := c.FaultNames()
+			switch {
+			case c.Plan != nil:
+				return fmt.Sprintf("nemesis %s replaying %d faults", strings.Join(f, "+"), len(c.Plan))
+			case len(f) > 0:
+				return fmt.Sprintf("nemesis %s for %v every %v", strings.Join(f, "+"), c.Pause, c.Interval)
+			}
+			return "no nemesis"
+		}}
+}
+
+func guardSetting() Setting {
+	return Setting{Flag: "guard", Key: "guard", keyword: true, goName: "Guard",
+		Usage: "what Postgres checks before a write lands: none; fence (the token, at the write); " +
+			"fence-rmw (the token at the read and the write: the whole read-modify-write); cas (UPDATE … WHERE value = $read)",
+		get: func(c Config) any { return string(c.GuardKind()) },
+		set: func(c *Config, v any) error {
+			s, ok := v.(string)
+			if !ok {
+				return fmt.Errorf("want a guard, not %v", v)
+			}
+			c.Guard, c.Fenced = client.Guard(s), false
+			return nil
+		},
+		describe: func(c Config) string {
+			if g := c.GuardKind(); g != client.GuardNone {
+				return "guard " + string(g)
+			}
+			return "unguarded"
+		}}
+}
+
+func urlSetting(flag, goName, usage string, p func(*Config) *string) Setting {
+	s := textSetting(flag, flag, goName, usage, p)
+	s.Shared, s.noReplay = true, true
+	s.Env = "HIATUS_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+	return s
+}
+
+func setString(p func(*Config) *string) func(*Config, any) error {
+	return func(c *Config, v any) error {
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("want a string, not %v", v)
+		}
+		*p(c) = s
+		return nil
+	}
+}
+
+func setInt(p func(*Config) *int) func(*Config, any) error {
+	return func(c *Config, v any) error {
+		n, ok := v.(int)
+		if !ok {
+			return fmt.Errorf("want an integer, not %v", v)
+		}
+		*p(c) = n
+		return nil
+	}
+}
+
+func setInt64(p func(*Config) *int64) func(*Config, any) error {
+	return func(c *Config, v any) error {
+		n, ok := v.(int64)
+		if !ok {
+			return fmt.Errorf("want an integer, not %v", v)
+		}
+		*p(c) = n
+		return nil
+	}
+}
+
+func setDuration(p func(*Config) *time.Duration) func(*Config, any) error {
+	return func(c *Config, v any) error {
+		d, ok := v.(time.Duration)
+		if !ok {
+			return fmt.Errorf("want a duration, not %v", v)
+		}
+		*p(c) = d
+		return nil
+	}
+}
+
+// Resolved returns c as it runs, each setting that follows another made
+// explicit: the guard (Fenced is guard fence), the hosts, redlock's nodes,
+// the clock jump and the delay (the lease), and a setting that means
+// nothing for c (a clock jump without the clock fault) cleared. A Config
+// read back from test.edn or a command line is Resolved.
+func (c Config) Resolved() Config {
+	c.Guard, c.Fenced = c.GuardKind(), false
+	c.Hosts = cmp.Or(c.Hosts, "local")
+	if c.Lock == "redlock" {
+		c.Nodes = c.nodes()
+	}
+	if c.faultIn([]string{"clock"}) {
+		c.ClockJump = c.clockJump()
+	}
+	if c.faultIn([]string{"delay-redis", "delay-postgres"}) {
+		c.Delay = c.delay()
+	}
+	for _, s := range Settings() {
+		if s.kept != nil && !s.kept(c) {
+			_ = s.set(&c, s.get(Config{}))
+		}
+	}
+	return c
+}
+
+// Describe says what the run does, in one line.
+func (c Config) Describe() string {
+	c = c.Resolved()
+	parts := []string{"lock " + c.Lock}
+	for _, s := range Settings() {
+		if s.describe == nil || s.kept != nil && !s.kept(c) {
+			continue
+		}
+		if d := s.describe(c); d != "" {
+			parts = append(parts, d)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// AppendEDN appends c's settings to b as the EDN map test.edn holds them,
+// with what a run adds (its start, the lock's keys) left to the run.
+func (c Config) AppendEDN(b []byte) []byte { return history.AppendValue(b, c.ednMap()) }
+
+// ednMap is c's settings as test.edn keeps them, resolved.
+func (c Config) ednMap() map[history.Keyword]any {
+	c = c.Resolved()
+	m := map[history.Keyword]any{}
+	for _, s := range Settings() {
+		if s.Key == "" || s.kept != nil && !s.kept(c) {
+			continue
+		}
+		v := s.get(c)
+		switch x := v.(type) {
+		case time.Duration:
+			v = x.Milliseconds()
+		case int:
+			v = int64(x)
+		case string:
+			if s.noReplay {
+				v = Redact(x)
+			} else if s.keyword && keywordLike.MatchString(x) {
+				v = history.Keyword(x)
+			}
+		}
+		m[s.Key] = v
+	}
+	// What the settings make of the run, for a reader of test.edn.
+	m["lock-nodes"] = c.lockNodes()
+	m["fenced?"] = c.Guard.Fenced()
+	m["description"] = c.Describe()
+	return m
+}
+
+// keywordLike matches the strings test.edn writes as keywords: an exec:
+// lock's command may hold anything, a keyword cannot.
+var keywordLike = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+
+// ParseConfig reads the settings of a test.edn back into a Config:
+// DefaultConfig, with each setting the map keeps, resolved. Settings that
+// a replay does not take (server URLs) are left out, as is the store.
+func ParseConfig(b []byte) (Config, error) {
+	v, err := history.ParseValue(string(b))
+	m, ok := v.(map[history.Keyword]any)
+	if err != nil || !ok {
+		return Config{}, fmt.Errorf("not a map of settings: %v", err)
+	}
+	c := DefaultConfig()
+	// Runs before --guard had only :fenced?.
+	c.Guard, c.Fenced = "", m["fenced?"] == true
+	for _, s := range Settings() {
+		x, ok := m[s.Key]
+		if s.Key == "" || s.noReplay || !ok {
+			continue
+		}
+		val, err := fromEDN(s, x)
+		if err != nil {
+			return Config{}, fmt.Errorf(":%s: %v", s.Key, err)
+		}
+		if err := s.set(&c, val); err != nil {
+			return Config{}, fmt.Errorf(":%s: %v", s.Key, err)
+		}
+	}
+	// A setting kept only where it means something is read only there:
+	// lock-nodes says how many nodes any lock had.
+	for _, s := range Settings() {
+		if s.kept != nil && !s.kept(c) {
+			_ = s.set(&c, s.get(Config{}))
+		}
+	}
+	return c.Resolved(), nil
+}
+
+// fromEDN is x, as test.edn keeps setting s, as a value of s's type.
+func fromEDN(s Setting, x any) (any, error) {
+	switch s.get(Config{}).(type) {
+	case time.Duration:
+		if n, ok := history.Int(x); ok {
+			return time.Duration(n) * time.Millisecond, nil
+		}
+		return nil, fmt.Errorf("want milliseconds, not %s", history.AppendValue(nil, x))
+	case int:
+		if n, ok := history.Int(x); ok {
+			return int(n), nil
+		}
+		return nil, fmt.Errorf("want an integer, not %s", history.AppendValue(nil, x))
+	case int64:
+		if n, ok := history.Int(x); ok {
+			return n, nil
+		}
+		return nil, fmt.Errorf("want an integer, not %s", history.AppendValue(nil, x))
+	case bool:
+		if b, ok := x.(bool); ok {
+			return b, nil
+		}
+		return nil, fmt.Errorf("want true or false, not %s", history.AppendValue(nil, x))
+	}
+	switch w := x.(type) {
+	case history.Keyword:
+		return string(w), nil
+	case string:
+		return w, nil
+	}
+	return nil, fmt.Errorf("want a keyword or string, not %s", history.AppendValue(nil, x))
+}
+
+// CommandLine is the `hiatus run` command that runs c again: every setting
+// with a flag that differs from DefaultConfig's, the seed always, and
+// --schedule when schedule names c's Plan's file. What a replay does not
+// take (the servers: it starts throwaway ones) is left out.
+func (c Config) CommandLine(schedule string) string {
+	c = c.Resolved()
+	d := DefaultConfig().Resolved()
+	args := []string{"hiatus", "run"}
+	for _, s := range Settings() {
+		v := s.get(c)
+		// The seed's default is the clock's; --nemesis's, with a schedule,
+		// the schedule's kinds.
+		always := s.Flag == "seed" || s.Flag == "nemesis" && schedule != ""
+		if s.Flag == "" || s.noReplay || !always && v == s.get(d) {
+			continue
+		}
+		switch x := v.(type) {
+		case bool:
+			if x {
+				args = append(args, "--"+s.Flag)
+			}
+		case string:
+			args = append(args, "--"+s.Flag, shellQuote(x))
+		default:
+			args = append(args, "--"+s.Flag, fmt.Sprint(x))
+		}
+	}
+	if schedule != "" {
+		args = append(args, "--schedule", shellQuote(schedule))
+	}
+	return strings.Join(args, " ")
+}
+
+// GoStatements are the Go statements that set c's settings on a Config
+// named cfg, each field that differs from DefaultConfig's, one a line, for
+// a reproducer: `cfg.Lease = 100 * time.Millisecond`.
+func (c Config) GoStatements() []string {
+	c = c.Resolved()
+	d := DefaultConfig().Resolved()
+	var out []string
+	for _, s := range Settings() {
+		v := s.get(c)
+		if s.goName == "" || s.noReplay || s.Flag == "store" || v == s.get(d) && s.Flag != "seed" {
+			continue
+		}
+		out = append(out, "cfg."+s.goName+" = "+goValue(v))
+	}
+	return out
+}
+
+// goValue writes v as a Go expression.
+func goValue(v any) string {
+	switch x := v.(type) {
+	case time.Duration:
+		if x%time.Millisecond == 0 {
+			return strconv.FormatInt(x.Milliseconds(), 10) + " * time.Millisecond"
+		}
+		return "time.Duration(" + strconv.FormatInt(int64(x), 10) + ")"
+	case string:
+		return strconv.Quote(x)
+	}
+	return fmt.Sprint(v)
+}
+
+// shellQuote quotes s for a shell unless it is made only of what a shell
+// leaves alone.
+func shellQuote(s string) string {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:=,@%+-", r)) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	if s == "" {
+		return "''"
+	}
+	return s
+}

@@ -1,0 +1,169 @@
+// Package configgen draws valid run configurations for property tests:
+// every lock, guard, hosts mode, nemesis list and sequence, node count,
+// clock and delay setting, and a schedule with its targets.
+package configgen
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/nemesis"
+	"pgregory.net/rapid"
+)
+
+const ms = time.Millisecond
+
+// Config draws a Config that Validate accepts, with a Plan or none. Server
+// URLs are left empty: a replay does not take them.
+func Config(t *rapid.T) harness.Config {
+	c := harness.DefaultConfig()
+	c.Name = rapid.SampledFrom([]string{"lock-counter", "my-test", "a.b_c"}).Draw(t, "name")
+	c.Workers = rapid.IntRange(1, 6).Draw(t, "workers")
+	c.Lease = duration(t, "lease", 1, 5000)
+	c.Work = duration(t, "work", 0, 100)
+	c.Retry = duration(t, "retry", 0, 50)
+	c.OpTimeout = duration(t, "op-timeout", 1, 10000)
+	c.Interval = duration(t, "interval", 0, 2000)
+	c.Lock = rapid.SampledFrom(append(client.LockNames(), `exec:node "my lock.js" --it's`, "exec:python3 a.py")).Draw(t, "lock")
+	if c.Lock == "redlock" && rapid.Bool().Draw(t, "nodes given") {
+		c.Nodes = rapid.IntRange(1, 7).Draw(t, "nodes")
+	}
+	if rapid.Bool().Draw(t, "fenced flag") {
+		c.Guard, c.Fenced = "", true
+	} else {
+		c.Guard = rapid.SampledFrom(append(client.Guards(), "")).Draw(t, "guard")
+	}
+	c.Hosts = rapid.SampledFrom([]string{"", "local", "netns"}).Draw(t, "hosts")
+	c.Nemesis = nemesisOf(t, c)
+	c.Pause = duration(t, "pause", 1, 2000)
+	if c.Nemesis != "none" && strings.Contains(c.Nemesis, "failover") {
+		c.Pause = duration(t, "failover pause", 3000, 5000)
+	}
+	c.TimeLimit = c.Pause + duration(t, "time-limit past the pause", 0, 20000)
+	if rapid.Bool().Draw(t, "in-section") {
+		c.InjectEvery = rapid.IntRange(1, 30).Draw(t, "inject-every")
+		c.PauseKind = rapid.SampledFrom([]string{"sleep", "stop"}).Draw(t, "pause-kind")
+	}
+	parts := strings.FieldsFunc(c.Nemesis, func(r rune) bool { return r == ',' || r == '+' })
+	if slices.Contains(parts, "clock") {
+		c.ClockJump = duration(t, "clock-jump", -3000, 3000)
+		c.ClockStrobe = duration(t, "clock-strobe", 0, 200)
+	}
+	if slices.Contains(parts, "delay-redis") || slices.Contains(parts, "delay-postgres") {
+		c.Delay = duration(t, "delay", 0, 1000)
+	}
+	c.Seed = rapid.Int64().Draw(t, "seed")
+	c.CounterID = rapid.Int64Range(1, 1000).Draw(t, "counter-id")
+	if rapid.Bool().Draw(t, "schedule") {
+		c.Plan = planOf(t, c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Skipf("drew an invalid configuration: %v", err) // rare: the draws follow Validate's rules
+	}
+	return c
+}
+
+func duration(t *rapid.T, label string, lo, hi int64) time.Duration {
+	return time.Duration(rapid.Int64Range(lo, hi).Draw(t, label)) * ms
+}
+
+// nemesisOf draws a --nemesis the lock and hosts allow: "none", or up to
+// three items, each a fault or a sequence of them.
+func nemesisOf(t *rapid.T, c harness.Config) string {
+	redisLock := !slices.Contains([]string{"pg-advisory", "etcd"}, c.Lock) && !strings.HasPrefix(c.Lock, "exec:")
+	var kinds []string
+	for _, k := range harness.NemesisNames() {
+		switch {
+		case k == "isolate" && c.Hosts != "netns",
+			!redisLock && slices.Contains([]string{"clock", "restart", "partition-redis", "partition-redis-majority", "delay-redis", "drop-redis", "failover"}, k),
+			k == "failover" && !slices.Contains([]string{"setnx", "renew", "redsync", "redislock"}, c.Lock),
+			(k == "kill-redis" || k == "pause-redis") && (c.Lock == "redlock" || c.Lock == "etcd" || c.Hosts == "netns"):
+			continue
+		}
+		kinds = append(kinds, k)
+	}
+	if rapid.IntRange(0, 4).Draw(t, "nemesis none") == 0 {
+		return "none"
+	}
+	if rapid.IntRange(0, 5).Draw(t, "failover alone") == 0 && slices.Contains(kinds, "failover") {
+		return "failover"
+	}
+	kinds = slices.DeleteFunc(kinds, func(k string) bool { return k == "failover" })
+	var items []string
+	for i := range rapid.IntRange(1, 3).Draw(t, "items") {
+		k := rapid.SampledFrom(kinds).Draw(t, fmt.Sprintf("item %d", i))
+		if slices.Contains(items, k) {
+			continue
+		}
+		items = append(items, k)
+	}
+	if slices.ContainsFunc(items, func(k string) bool { return k == "kill-redis" || k == "pause-redis" }) {
+		// The run's Redis is the lock's only when no fault gives the lock
+		// nodes of its own.
+		items = slices.DeleteFunc(items, func(k string) bool { return k == "clock" || k == "restart" })
+		if len(items) == 0 {
+			return "none"
+		}
+	}
+	if seq := sequenceOf(t, kinds); seq != "" && !slices.Contains(items, "kill-redis") && !slices.Contains(items, "pause-redis") {
+		items = append(items, seq)
+	}
+	return strings.Join(items, ",")
+}
+
+// sequenceOf draws a sequence (a+b) of the faults that may make one, or "".
+func sequenceOf(t *rapid.T, kinds []string) string {
+	seqable := []string{"partition-redis", "partition-redis-majority", "partition-postgres", "delay-redis",
+		"delay-postgres", "drop-redis", "drop-postgres", "clock", "isolate"}
+	var parts []string
+	redisLinks := 0
+	for i := range rapid.IntRange(0, 2).Draw(t, "sequence parts") {
+		k := rapid.SampledFrom(seqable).Draw(t, fmt.Sprintf("part %d", i))
+		if !slices.Contains(kinds, k) || slices.Contains(parts, k) {
+			continue
+		}
+		if strings.HasSuffix(k, "-redis") || k == "partition-redis-majority" {
+			if redisLinks++; redisLinks > 1 {
+				continue
+			}
+		}
+		parts = append(parts, k)
+	}
+	if len(parts) < 2 {
+		return ""
+	}
+	return strings.Join(parts, "+")
+}
+
+// planOf draws a schedule of c's faults, each aimed at a worker or none,
+// a node or none, and nodes or none.
+func planOf(t *rapid.T, c harness.Config) nemesis.Plan {
+	items := c.FaultNames()
+	plan := nemesis.Plan{}
+	if len(items) == 0 {
+		return plan
+	}
+	at := time.Duration(0)
+	for i := range rapid.IntRange(0, 4).Draw(t, "faults") {
+		f := nemesis.Planned{Kind: history.Keyword(rapid.SampledFrom(items).Draw(t, fmt.Sprintf("fault %d", i)))}
+		at += duration(t, "gap", 0, 2000)
+		f.At, f.Length = at, duration(t, "length", 1, 2000)
+		if rapid.Bool().Draw(t, "worker") {
+			f.Worker = nemesis.On(rapid.IntRange(0, c.Workers-1).Draw(t, "slot"))
+			f.Holder = rapid.Bool().Draw(t, "holder")
+		}
+		if rapid.Bool().Draw(t, "node") {
+			f.Node = nemesis.On(rapid.IntRange(0, 4).Draw(t, "node index"))
+		}
+		if rapid.Bool().Draw(t, "nodes") {
+			f.Nodes = []int{rapid.IntRange(0, 2).Draw(t, "first node"), rapid.IntRange(3, 4).Draw(t, "second node")}
+		}
+		plan = append(plan, f)
+	}
+	return plan
+}
