@@ -2,7 +2,9 @@ package report
 
 import (
 	"fmt"
-	"os"
+	"io"
+	"io/fs"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,10 +38,50 @@ func ReadSummary(dir string) Summary {
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real // store/latest names no run
 	}
-	s := Summary{Name: filepath.Base(filepath.Dir(dir)), Verdict: "unknown"}
-	s.Started, _ = time.Parse(store.TimeLayout, filepath.Base(dir))
-	if test, ok := ReadEDN(filepath.Join(dir, store.Test)); ok {
-		s.Config = Describe(test)
+	return summarize(filepath.Base(filepath.Dir(dir)), filepath.Base(dir), func(name string) (map[history.Keyword]any, bool) {
+		return readEDN(filepath.Join(dir, name))
+	})
+}
+
+// maxSummaryFile is the most of a test.edn or results.edn ReadSummaryFS
+// reads: hiatus writes them in kilobytes, and a store served to others
+// may hold anything under those names.
+const maxSummaryFile = 16 << 20
+
+// ReadSummaryFS is ReadSummary for the run in dir, a slash-separated path
+// in fsys, which every file is read through: fsys decides what may be
+// read (`hiatus serve` gives one that opens only regular files inside the
+// store). A file longer than 16 MiB is read as if it were not there. The
+// run's name and start time come from dir's path as ReadSummary's do:
+// dir "." has neither but what test.edn says.
+func ReadSummaryFS(fsys fs.FS, dir string) Summary {
+	return summarize(path.Base(path.Dir(dir)), path.Base(dir), func(name string) (map[history.Keyword]any, bool) {
+		f, err := fsys.Open(path.Join(dir, name))
+		if err != nil {
+			return nil, false
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, maxSummaryFile+1))
+		if err != nil || len(b) > maxSummaryFile {
+			return nil, false
+		}
+		return parseEDNMap(b)
+	})
+}
+
+// summarize makes the summary of a run named name (its test's), started at
+// start (its directory's name), from its files as read reads them.
+func summarize(name, start string, read func(name string) (map[history.Keyword]any, bool)) Summary {
+	s := Summary{Name: name, Verdict: "unknown"}
+	s.Started, _ = time.Parse(store.TimeLayout, start)
+	if test, ok := read(store.Test); ok {
+		// The run's own words for its settings (harness.Config.Describe);
+		// a run made before test.edn kept them, these.
+		if d, ok := test["description"].(string); ok {
+			s.Config = d
+		} else {
+			s.Config = Describe(test)
+		}
 		if n, ok := history.Int(test["workers"]); ok {
 			s.Workers = int(n)
 		}
@@ -47,7 +89,7 @@ func ReadSummary(dir string) Summary {
 			s.Name = name
 		}
 	}
-	if res, ok := ReadEDN(filepath.Join(dir, store.Results)); ok {
+	if res, ok := read(store.Results); ok {
 		s.SetResults(res)
 	}
 	return s
@@ -59,12 +101,17 @@ func (s *Summary) SetResults(res map[history.Keyword]any) {
 	s.Checks, s.Figures = checks(res)
 }
 
-// ReadEDN reads a map from an EDN file.
-func ReadEDN(p string) (map[history.Keyword]any, bool) {
-	b, err := os.ReadFile(p)
+// readEDN reads a map from an EDN file, a regular one.
+func readEDN(p string) (map[history.Keyword]any, bool) {
+	b, err := history.ReadRegular(p)
 	if err != nil {
 		return nil, false
 	}
+	return parseEDNMap(b)
+}
+
+// parseEDNMap reads b as an EDN map.
+func parseEDNMap(b []byte) (map[history.Keyword]any, bool) {
 	v, err := history.ParseValue(string(b))
 	m, ok := v.(map[history.Keyword]any)
 	return m, err == nil && ok
@@ -80,8 +127,8 @@ func verdict(v any) string {
 	return "unknown"
 }
 
-// Describe says in one line what test.edn configured, as `hiatus run`
-// does.
+// Describe says in one line what test.edn configured, for a run made
+// before test.edn kept the run's own words for it (:description).
 func Describe(t map[history.Keyword]any) string {
 	get := func(k string) string {
 		if s, ok := t[history.Keyword(k)].(string); ok {

@@ -3,6 +3,8 @@ package web
 import (
 	"cmp"
 	"context"
+	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -61,5 +63,47 @@ func TestPagesInBrowser(t *testing.T) {
 		`(document.querySelector("iframe.timeline").contentWindow.timeline || {}).sections`))
 	if err != nil || drawn == 0 {
 		t.Errorf("the run page's timeline drew %d sections: %v", drawn, err)
+	}
+}
+
+// TestCSPInBrowser: in a real browser, under the Content-Security-Policy
+// serve sends, a timeline hiatus made runs its script and colours its
+// legend (inside its run's page too: TestPagesInBrowser), while a page
+// planted in the store (HTML, SVG, HTML without a name that says so) shows
+// but runs no script of its own, inline or in an attribute.
+func TestCSPInBrowser(t *testing.T) {
+	root, run := fixture(t)
+	const ran = `document.documentElement.setAttribute("data-ran", "yes")`
+	planted := []string{"planted.html", "planted.svg", "planted"}
+	for name, page := range map[string]string{
+		planted[0]: `<!doctype html><title>planted</title><p>planted</p><script>` + ran + `</script><img src="x" onerror='` + ran + `'>`,
+		planted[1]: `<svg xmlns="http://www.w3.org/2000/svg"><script>` + ran + `</script></svg>`,
+		planted[2]: `<!doctype html><html><p>planted</p><script>` + ran + `</script></html>`,
+	} {
+		mkfile(t, filepath.Join(root, run, name), page)
+	}
+	srv := httptest.NewServer(newHandler(t, root))
+	t.Cleanup(srv.Close)
+	ctx := browser.New(t, 1200, 900, 2*time.Minute)
+
+	browse(ctx, t, srv.URL+"/file/"+run+"/timeline.html", "timeline-alone")
+	short, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	drawn, err := chromedp.Run(short, chromedp.Poll[int](`(window.timeline || {}).sections`))
+	if err != nil || drawn == 0 {
+		t.Errorf("the timeline on its own drew %d sections: %v", drawn, err)
+	}
+	swatches, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll("#legend i")].map(i => getComputedStyle(i).backgroundColor)`))
+	if err != nil || len(swatches) == 0 || slices.Contains(swatches, "rgba(0, 0, 0, 0)") {
+		t.Errorf("the timeline's legend is painted %q (%v), want every swatch coloured", swatches, err)
+	}
+
+	for _, name := range planted {
+		browse(ctx, t, srv.URL+"/file/"+run+"/"+name, name)
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.getAttribute("data-ran") || ""`))
+		if err != nil || got != "" {
+			t.Errorf("%s: a planted script ran (%q, %v)", name, got, err)
+		}
 	}
 }

@@ -1,11 +1,20 @@
 package web
 
-import "html/template"
+import (
+	"html/template"
+	"net/url"
+	"path"
+	"strings"
+)
 
 // The pages: html/template escapes every value taken from a run (names,
-// explanations, paths) for the place it goes.
+// explanations) for the place it goes; runURL and fileURL escape a path in
+// the store for a URL's path first, so that a name with #, ? or % in it
+// leads to itself.
 
-const style = `<style>
+// css is the pages' style, inline: the pages' Content-Security-Policy
+// allows it by its hash.
+const css = `
 body { font-family: sans-serif; margin: 1.5em; color: #222; }
 table { border-collapse: collapse; }
 td, th { padding: 0.3em 0.6em; border-bottom: 1px solid #ddd; text-align: left; vertical-align: top; }
@@ -17,10 +26,34 @@ img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 .muted { color: #777; }
 h2 .muted { font-size: 0.7em; font-weight: normal; }
 iframe.timeline { width: 100%; height: 760px; border: 1px solid #ddd; }
-</style>`
+`
 
-var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>hiatus: runs</title>` + style + `</head><body>
+// pathURL escapes each segment of name, a path in the store, for a URL's
+// path: "" for the store itself.
+func pathURL(name string) string {
+	if name == "." {
+		return ""
+	}
+	segs := strings.Split(name, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}
+
+// runURL is the address of the page of the run or comparison named name.
+func runURL(name string) string { return "/run/" + pathURL(name) }
+
+// fileURL is the address of the file file of the run named name.
+func fileURL(name, file string) string { return "/file/" + pathURL(path.Join(name, file)) }
+
+// parse parses a page's template, with runURL and fileURL.
+func parse(name, text string) *template.Template {
+	return template.Must(template.New(name).Funcs(template.FuncMap{"runURL": runURL, "fileURL": fileURL}).Parse(text))
+}
+
+var indexPage = parse("index", `<!doctype html>
+<html><head><meta charset="utf-8"><title>hiatus: runs</title><style>`+css+`</style></head><body>
 <h1>Runs</h1>
 <p class="muted">{{.Store}}: {{len .Runs}} of {{.Total}} runs and comparisons, newest first.
 Verdicts as Jepsen colours them: <span class="verdict true">valid</span> <span class="verdict false">invalid</span>
@@ -30,17 +63,17 @@ Verdicts as Jepsen colours them: <span class="verdict true">valid</span> <span c
 <tr><th><a href="?sort=name&amp;q={{.Q}}">name</a></th><th><a href="?q={{.Q}}">started (UTC)</a></th><th>configuration</th>
 <th><a href="?sort=verdict&amp;q={{.Q}}">valid?</a></th><th>figures</th></tr>
 {{range .Runs}}<tr>
-<td><a href="/run/{{.Rel}}">{{.Name}}</a>{{if .Timeline}} <a class="muted" href="/file/{{.Rel}}/timeline.html">timeline</a>{{end}}</td>
+<td><a href="{{runURL .Rel}}">{{.Name}}</a>{{if .Timeline}} <a class="muted" href="{{fileURL .Rel "timeline.html"}}">timeline</a>{{end}}</td>
 <td>{{.Started.Format "2006-01-02 15:04:05"}}</td>
 <td>{{.Config}}</td>
 {{if .Compare}}<td class="muted">a grid of runs</td>{{else}}<td class="verdict {{.Verdict}}">{{.Verdict}}</td>{{end}}
 <td>{{.Figures}}</td>
 </tr>{{else}}<tr><td colspan="5">No runs here yet: <code>hiatus run --store …</code> makes one.</td></tr>{{end}}
 </table>
-</body></html>`))
+</body></html>`)
 
-var runPage = template.Must(template.New("run").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>hiatus: {{.Name}} {{.Started.Format "2006-01-02 15:04:05"}}</title>` + style + `</head><body>
+var runPage = parse("run", `<!doctype html>
+<html><head><meta charset="utf-8"><title>hiatus: {{.Name}} {{.Started.Format "2006-01-02 15:04:05"}}</title><style>`+css+`</style></head><body>
 <p><a href="/">all runs</a></p>
 <h1>{{.Name}} <span class="verdict {{.Verdict}}">{{if .Compare}}comparison{{else}}valid? {{.Verdict}}{{end}}</span></h1>
 <p>{{.Started.Format "2006-01-02 15:04:05"}} UTC · {{.Config}}</p>
@@ -49,10 +82,10 @@ var runPage = template.Must(template.New("run").Parse(`<!doctype html>
 {{if .Checks}}<table><tr><th>check</th><th>valid?</th></tr>
 {{range .Checks}}<tr><td>{{.Name}}</td><td class="verdict {{.Verdict}}">{{.Verdict}}</td></tr>{{end}}</table>{{end}}
 {{if .Table}}<h2>Table</h2><pre>{{.Table}}</pre>{{end}}
-{{$rel := .Rel}}{{if .Timeline}}<h2>Timeline <a class="muted" href="/file/{{$rel}}/timeline.html">open on its own</a></h2>
-<iframe class="timeline" src="/file/{{$rel}}/timeline.html" loading="lazy" title="timeline"></iframe>{{end}}{{range .Plots}}<div><img src="/file/{{$rel}}/{{.}}" alt="{{.}}"></div>{{end}}
+{{$rel := .Rel}}{{if .Timeline}}<h2>Timeline <a class="muted" href="{{fileURL $rel "timeline.html"}}">open on its own</a></h2>
+<iframe class="timeline" src="{{fileURL $rel "timeline.html"}}" loading="lazy" title="timeline"></iframe>{{end}}{{range .Plots}}<div><img src="{{fileURL $rel .}}" alt="{{.}}"></div>{{end}}
 {{if .Children}}<h2>Runs</h2><table><tr><th>run</th><th>configuration</th><th>valid?</th><th>figures</th></tr>
-{{range .Children}}<tr><td><a href="/run/{{.Rel}}">{{.Name}}</a></td><td>{{.Config}}</td>
+{{range .Children}}<tr><td><a href="{{runURL .Rel}}">{{.Name}}</a></td><td>{{.Config}}</td>
 <td class="verdict {{.Verdict}}">{{.Verdict}}</td><td>{{.Figures}}</td></tr>{{end}}</table>{{end}}
-<h2>Files</h2><ul>{{range .Files}}<li><a href="/file/{{$rel}}/{{.}}">{{.}}</a></li>{{end}}</ul>
-</body></html>`))
+<h2>Files</h2><ul>{{range .Files}}<li><a href="{{fileURL $rel .}}">{{.}}</a></li>{{end}}</ul>
+</body></html>`)

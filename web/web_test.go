@@ -24,15 +24,7 @@ func fixture(t *testing.T) (root, run string) {
 	dir := t.TempDir()
 	root = filepath.Join(dir, "store")
 	outside := filepath.Join(dir, "outside")
-	write := func(p, text string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(p, text string) { mkfile(t, p, text) }
 	write(filepath.Join(outside, "secret.txt"), secret)
 	test := `{:name "lock-counter", :lock :setnx, :workers 3, :time-limit-ms 10000, :lease-ms 500, :work-ms 20, :nemesis :sigstop, :fenced? false}`
 	run = "lock-counter/20261201T094801.339Z"
@@ -92,11 +84,7 @@ func writeTimeline(t *testing.T, path string) {
 func serveFixture(t *testing.T) (*httptest.Server, string) {
 	t.Helper()
 	root, run := fixture(t)
-	h, err := Handler(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(newHandler(t, root))
 	t.Cleanup(srv.Close)
 	return srv, run
 }
@@ -161,15 +149,31 @@ func TestPages(t *testing.T) {
 }
 
 // TestOnlyTheStore: no request reads outside the store, however the path
-// is spelt, and none writes.
+// is spelt (every spelling of ".." here), and none writes.
 func TestOnlyTheStore(t *testing.T) {
 	srv, run := serveFixture(t)
 	for _, p := range []string{
 		"/file/../outside/secret.txt",
 		"/file/..%2Foutside%2Fsecret.txt",
+		"/file/..%2foutside%2fsecret.txt",
 		"/file/%2e%2e/outside/secret.txt",
+		"/file/%2E%2E/outside/secret.txt",
+		"/file/.%2e/outside/secret.txt",
+		"/file/%2e./outside/secret.txt",
+		"/file/%2e%2e%2foutside%2fsecret.txt",
+		"/file/..%5coutside%5csecret.txt",
+		"/file/%252e%252e/outside/secret.txt",
+		"/file/..;/outside/secret.txt",
+		"/file/%c0%ae%c0%ae/outside/secret.txt",
+		"/file/..%00/outside/secret.txt",
+		"/file/....//outside/secret.txt",
+		"/file//../outside/secret.txt",
+		"/file/./../outside/secret.txt",
+		"/run/%2e%2e/outside",
+		"/run/..%2f..%2foutside",
 		"/file/" + run + "/../../../outside/secret.txt",
 		"/file/" + run + "/..%2F..%2F..%2Foutside%2Fsecret.txt",
+		"/file/" + run + "/%2e%2e/%2e%2e/%2e%2e/outside/secret.txt",
 		"/file/" + run + "/out-file",
 		"/file/" + run + "/out-dir/secret.txt",
 		"/run/" + run + "/out-dir",
