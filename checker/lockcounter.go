@@ -156,61 +156,29 @@ func Pauses(ops []history.Op) []Pause {
 	return b.finish()
 }
 
-// failedToBegin reports whether o is the event of a fault the nemesis
-// tried and could not begin (its :value says the :error): no end event
-// follows it, and it froze or killed no one.
-func failedToBegin(o history.Op) bool {
-	v, _ := o.Value.(map[history.Keyword]any)
-	_, failed := v["error"]
-	return failed
-}
-
 // A pauseBuilder extracts pauses one op at a time, for Pauses and the
-// streaming check alike.
+// streaming check alike: the faults that froze a process (a :pause of the
+// value's :process), paired as history.FaultPairer pairs them.
 type pauseBuilder struct {
 	pauses []Pause
-	open   map[pauseKey]int // the pauses not yet resumed -> index into pauses
-	last   int64            // the latest :time seen
-}
-
-// A pauseKey names an open pause: a process may be in two at once (an
-// in-section stop and the nemesis's SIGSTOP), each ended by a resume of
-// its own kind.
-type pauseKey struct {
-	process history.Process
-	kind    history.Keyword
+	pairs  history.FaultPairer
+	last   int64 // the latest :time seen
 }
 
 func (b *pauseBuilder) add(o history.Op) {
 	b.last = max(b.last, o.Time)
-	if o.IsClient() {
+	e, ok := history.ReadFaultEvent(o)
+	// A process the history numbers below 0 is named by its number in no
+	// event's value (the Reader numbers them): its pause is of no process
+	// the checks know. A pause that failed to begin froze no one.
+	if !ok || e.Process < 0 || e.Failed || e.F != history.FPause && e.F != history.FResume {
 		return
 	}
-	v, _ := o.Value.(map[history.Keyword]any)
-	p, ok := history.Int(v["process"])
-	if !ok || p < 0 {
-		// A process the history numbers below 0 is named by its number in
-		// no event's value (the Reader numbers them): the pause is of no
-		// process the checks know.
-		return
+	if i := b.pairs.Add(len(b.pauses), e); i >= 0 {
+		b.pauses[i].End = o.Time
 	}
-	if b.open == nil {
-		b.open = map[pauseKey]int{}
-	}
-	kind, _ := v["kind"].(history.Keyword)
-	key := pauseKey{history.Process(p), kind}
-	switch o.F {
-	case history.FPause:
-		if failedToBegin(o) {
-			return // it froze no one: nothing to blame
-		}
-		b.pauses = append(b.pauses, Pause{Index: o.Index, Process: history.Process(p), Kind: kind, Start: o.Time, End: -1})
-		b.open[key] = len(b.pauses) - 1
-	case history.FResume:
-		if i, ok := b.open[key]; ok {
-			b.pauses[i].End = o.Time
-			delete(b.open, key)
-		}
+	if e.Begin {
+		b.pauses = append(b.pauses, Pause{Index: o.Index, Process: history.Process(e.Process), Kind: e.Kind, Start: o.Time, End: -1})
 	}
 }
 
@@ -253,7 +221,7 @@ type lcCounts struct {
 // add counts o.
 func (c *lcCounts) add(o history.Op) {
 	if !o.IsClient() {
-		if o.Process == history.Nemesis && (o.F == history.FPause || o.F == history.FKill || o.F == history.FStart) && !failedToBegin(o) {
+		if e, ok := history.ReadFaultEvent(o); ok && e.Begin && !e.Failed {
 			c.faults++
 		}
 		return

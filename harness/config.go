@@ -149,8 +149,6 @@ func (c Config) validate() error {
 	case c.Hosts == "netns" && c.netnsHosts() > topology.MaxHosts:
 		return fmt.Errorf("--hosts netns: %d workers and %d servers need %d hosts, more than a test network's %d",
 			c.Workers, c.netnsHosts()-c.Workers, c.netnsHosts(), topology.MaxHosts)
-	case c.faultIn([]string{"isolate"}) && c.Hosts != "netns":
-		return fmt.Errorf("--nemesis isolate cuts a worker's host off from the network: it needs --hosts netns (as root)")
 	case c.Nodes > 0 && c.Lock != "redlock":
 		return fmt.Errorf("--nodes %d is redlock's: --lock %s is kept on one node", c.Nodes, c.Lock)
 	case c.Name == "" || c.Name == "latest" || strings.ContainsAny(c.Name, `/\`):
@@ -161,6 +159,12 @@ func (c Config) validate() error {
 	if err := c.validateNemesis(); err != nil {
 		return err
 	}
+	if (c.ClockJump != 0 || c.ClockStrobe != 0) && !c.faultIn("clock") {
+		return fmt.Errorf("--clock-jump and --clock-strobe go with --nemesis clock")
+	}
+	if c.Delay > 0 && !c.faultIn("delay-redis", "delay-postgres") {
+		return fmt.Errorf("--delay goes with --nemesis delay-redis or delay-postgres")
+	}
 	for _, u := range []string{c.RedisURL, c.PostgresURL} {
 		if u == "" {
 			continue
@@ -168,82 +172,6 @@ func (c Config) validate() error {
 		if _, err := url.Parse(u); err != nil {
 			return fmt.Errorf("bad server URL: %v", redactErr(err))
 		}
-	}
-	return nil
-}
-
-func (c Config) validateNemesis() error {
-	for _, f := range c.FaultNames() {
-		parts := strings.Split(f, "+")
-		for i, p := range parts {
-			if slices.Contains(parts[:i], p) {
-				return fmt.Errorf("--nemesis %q: %s twice in one sequence", f, p)
-			}
-			if len(parts) > 1 && slices.Contains(NemesisNames(), p) && !slices.Contains(sequenceable(), p) {
-				return fmt.Errorf("--nemesis %q: a sequence is made of %s, not %s", f, strings.Join(sequenceable(), ", "), p)
-			}
-		}
-		// A sequence's events carry one set of nodes (its first part's
-		// where two have them), which a replay aims every part at.
-		if n := len(slices.DeleteFunc(slices.Clone(parts), func(p string) bool { return !slices.Contains(redisLinkFaults(), p) })); n > 1 {
-			return fmt.Errorf("--nemesis %q: a sequence may hold one fault of the links to the lock's nodes (%s), not %d",
-				f, strings.Join(redisLinkFaults(), ", "), n)
-		}
-	}
-	faults := c.faultParts()
-	for _, f := range faults {
-		if !slices.Contains(NemesisNames(), f) {
-			return fmt.Errorf("--nemesis %q: want none or a comma-separated list of %s, or a sequence of them joined by + (partition-redis+clock)",
-				f, strings.Join(NemesisNames(), ", "))
-		}
-		if c.Pause <= 0 {
-			return fmt.Errorf("--nemesis %s needs a positive --pause", f)
-		}
-		if strings.HasPrefix(f, "kill-") && f != "kill-worker" {
-			if url := map[string]string{"kill-redis": c.RedisURL, "kill-postgres": c.PostgresURL}[f]; url != "" {
-				return fmt.Errorf("--nemesis %s restarts the server: it works on the throwaway server only, not on --%s-url",
-					f, strings.TrimPrefix(f, "kill-"))
-			}
-		}
-	}
-	if c.faultIn([]string{"failover"}) && c.Pause < 3*time.Second {
-		return fmt.Errorf("--nemesis failover needs --pause of 3s or more: the sentinels take about 2.3 s to promote the replica, and a shorter fault would fail nothing over")
-	}
-	if c.faultIn([]string{"kill-redis", "pause-redis"}) && (c.lockNodes() > 0 || c.faultIn([]string{"failover"}) || c.Lock == "etcd") {
-		return fmt.Errorf("--nemesis %s acts on the run's Redis, which holds the history's clock and the fences, not the lock: the lock is on nodes of its own here (use restart)", c.Nemesis)
-	}
-	if (c.ClockJump != 0 || c.ClockStrobe != 0) && !c.faultIn([]string{"clock"}) {
-		return fmt.Errorf("--clock-jump and --clock-strobe go with --nemesis clock")
-	}
-	if c.Delay > 0 && !c.faultIn([]string{"delay-redis", "delay-postgres"}) {
-		return fmt.Errorf("--delay goes with --nemesis delay-redis or delay-postgres")
-	}
-	if c.faultIn([]string{"failover"}) {
-		if !slices.Contains([]string{"setnx", "renew", "redsync", "redislock"}, c.Lock) {
-			return fmt.Errorf("--nemesis failover fails over the Redis one lock is kept on: --lock setnx, renew, redsync or redislock, not %s", c.Lock)
-		}
-		if c.faultIn(nodeFaults()) || c.faultIn(redisLinkFaults()) {
-			return fmt.Errorf("--nemesis failover cannot go with faults of the lock's other nodes (%s)", c.Nemesis)
-		}
-	}
-	if (c.faultIn(nodeFaults()) || c.faultIn(redisLinkFaults())) && !c.redisLock() {
-		return fmt.Errorf("--nemesis %s acts on the lock's Redis nodes: --lock %s is not kept on Redis", c.Nemesis, c.Lock)
-	}
-	for _, k := range c.Plan.Kinds() {
-		if !slices.Contains(c.FaultNames(), k) {
-			return fmt.Errorf("the schedule holds %s faults, which --nemesis %q does not name", k, c.Nemesis)
-		}
-	}
-	for i, f := range c.Plan {
-		if w, ok := f.Worker.Index(); ok && w >= c.Workers {
-			return fmt.Errorf("the schedule's fault %d hits worker %d, but the run has %d (--workers)", i+1, w, c.Workers)
-		}
-	}
-	if slices.Contains(faults, "pause-redis") && c.RedisURL != "" && c.RedisPID == 0 {
-		return fmt.Errorf("--nemesis pause-redis with --redis-url needs --redis-pid")
-	}
-	if slices.Contains(faults, "pause-postgres") && c.PostgresURL != "" && c.PostgresPID == 0 {
-		return fmt.Errorf("--nemesis pause-postgres with --postgres-url needs --postgres-pid (the postmaster's)")
 	}
 	return nil
 }
@@ -260,23 +188,6 @@ func (c Config) lockNames() []string {
 	return names
 }
 
-// NemesisNames are the faults Config.Nemesis may list.
-func NemesisNames() []string {
-	return append([]string{"sigstop", "pause-redis", "pause-postgres", "kill-redis", "kill-postgres", "kill-worker"},
-		append(nodeFaults(), append(linkFaults(), "failover", "isolate")...)...)
-}
-
-// FaultNames returns the faults of c.Nemesis; none for "none".
-func (c Config) FaultNames() []string {
-	var out []string
-	for _, f := range strings.Split(c.Nemesis, ",") {
-		if f = strings.TrimSpace(f); f != "" && f != "none" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // GuardKind is the guard of the run's writes: Guard, or the one Fenced
 // names when Guard is unset.
 func (c Config) GuardKind() client.Guard {
@@ -284,15 +195,6 @@ func (c Config) GuardKind() client.Guard {
 		return c.Guard
 	}
 	return client.GuardOf(c.Fenced)
-}
-
-// faultParts are the faults of c.Nemesis, sequences split into their parts.
-func (c Config) faultParts() []string {
-	var out []string
-	for _, f := range c.FaultNames() {
-		out = append(out, strings.Split(f, "+")...)
-	}
-	return out
 }
 
 func lockKey(name string) string  { return "hiatus:lock:" + name }

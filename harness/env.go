@@ -9,7 +9,6 @@ import (
 
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/internal/servers"
-	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/store"
 	"github.com/hiatus-dev/hiatus/topology"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -161,67 +160,6 @@ func seats(ctx context.Context, db *pgxpool.Pool, cfg Config) error {
 			"use fewer workers, or a server with a larger max_connections", cfg.Workers, need, free, why)
 	}
 	return nil
-}
-
-// faults builds the nemesis's faults that cfg names.
-func (e *env) faults(cfg Config, ws *workerSet, fz *nemesis.Freezer) []nemesis.Fault {
-	pid := func(s *servers.Server, given int) func() int {
-		if s != nil {
-			return s.ProcessID
-		}
-		return func() int { return given }
-	}
-	var fs []nemesis.Fault
-	for _, name := range cfg.FaultNames() {
-		var parts []nemesis.Fault
-		for _, p := range strings.Split(name, "+") {
-			if f := e.fault(p, cfg, ws, fz, pid); f != nil {
-				parts = append(parts, f)
-			}
-		}
-		switch {
-		case len(parts) == 1:
-			fs = append(fs, parts[0])
-		case len(parts) > 1:
-			fs = append(fs, &nemesis.Sequence{Parts: parts, Step: cfg.Pause / 2})
-		}
-	}
-	return fs
-}
-
-// fault is the nemesis's fault called name, one part of a --nemesis item.
-func (e *env) fault(name string, cfg Config, ws *workerSet, fz *nemesis.Freezer, pid func(*servers.Server, int) func() int) nemesis.Fault {
-	switch name {
-	case "sigstop":
-		return &nemesis.SigStop{Targets: ws.Targets, Freezer: fz}
-	case "pause-redis":
-		return &nemesis.PauseServer{Which: nemesis.KindPauseRedis, PID: pid(e.redis, cfg.RedisPID), Freezer: fz}
-	case "pause-postgres":
-		return &nemesis.PauseServer{Which: nemesis.KindPausePostgres, PID: pid(e.postgres, cfg.PostgresPID), Freezer: fz}
-	case "kill-redis":
-		return &nemesis.KillServer{Which: nemesis.KindKillRedis, Server: e.redis}
-	case "kill-postgres":
-		return &nemesis.KillServer{Which: nemesis.KindKillPostgres, Server: e.postgres}
-	case "kill-worker":
-		return &nemesis.KillWorker{Workers: ws}
-	case "clock":
-		var nodes []nemesis.ClockNode
-		for _, s := range e.topo.nodes {
-			nodes = append(nodes, s)
-		}
-		return &nemesis.ClockJump{Nodes: nodes, Offset: cfg.clockJump(), Strobe: cfg.ClockStrobe}
-	case "isolate":
-		return e.topo.isolate(ws.Targets)
-	case "failover":
-		return &nemesis.Failover{Redis: e.topo.repl}
-	case "restart":
-		var nodes []nemesis.Restartable
-		for _, s := range e.topo.nodes {
-			nodes = append(nodes, s)
-		}
-		return &nemesis.RestartNode{Nodes: nodes}
-	}
-	return e.topo.linkFault(name, cfg, ws.Targets)
 }
 
 // logServers says in the run's log which servers the run uses, and has the

@@ -235,6 +235,20 @@ func TestRunNetworkFaults(t *testing.T) {
 				t.Errorf("no acquire succeeded after the node's first restart")
 			}
 		}},
+		{name: "pause-node", edit: func(c *harness.Config) {
+			// The lock on a node of its own, stopped two leases at a time
+			// while the workers poll it every --retry.
+			c.Nemesis, c.Pause, c.Interval, c.TimeLimit = "pause-node", 2*faultLease, faultLease, 2500*time.Millisecond
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, r.kind(), func(w window) { r.nodeHeld(t, w) })
+		}},
+		{name: "pause-node-etcd", edit: func(c *harness.Config) {
+			// etcd's leases are whole seconds; its node, stopped as long.
+			c.Lock, c.Lease, c.Nemesis = "etcd", 2*time.Second, "pause-node"
+			c.Pause, c.Interval, c.TimeLimit = time.Second, faultLease, 3*time.Second
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, r.kind(), func(w window) { r.nodeHeld(t, w) })
+		}},
 		{name: "redlock", edit: func(c *harness.Config) {
 			// A lease no section outlasts on a loaded machine: the lease
 			// redsync reports is the one asked for, and the keys, set
@@ -364,7 +378,7 @@ func (r faultRun) checkSettings(t *testing.T) {
 	case r.cfg.Lock == "redlock":
 		nodes = harness.DefaultNodes
 	case r.cfg.Lock == "etcd" || r.cfg.Nemesis == "failover":
-	case strings.Contains(r.cfg.Nemesis, "clock") || strings.Contains(r.cfg.Nemesis, "restart") || r.cfg.Hosts == "netns":
+	case strings.Contains(r.cfg.Nemesis, "clock") || strings.Contains(r.cfg.Nemesis, "restart") || strings.Contains(r.cfg.Nemesis, "pause-node") || r.cfg.Hosts == "netns":
 		nodes = 1 // the lock on a node of its own, apart from the history's clock
 	}
 	// A fault's size is kept only where the run has the fault.
@@ -401,6 +415,9 @@ func (r faultRun) checkFields(t *testing.T, w window) {
 		intIn("pid", 1, 1<<31)
 	case nemesis.KindFailover:
 		intIn("node", 0, 2)
+	case nemesis.KindPauseNode:
+		intIn("node", 0, 1)
+		intIn("pid", 2, 1<<31)
 	default: // a link fault: a worker's links
 		intIn("worker", 0, int64(r.cfg.Workers))
 		intIn("pid", 1, 1<<31)
@@ -437,8 +454,11 @@ func faultWindows(t *testing.T, ops []history.Op, kinds ...history.Keyword) []wi
 		v, _ := o.Value.(map[history.Keyword]any)
 		kind, _ := v["kind"].(history.Keyword)
 		begin, end := history.FStart, history.FStop
-		if kind == nemesis.KindRestart {
+		switch kind {
+		case nemesis.KindRestart:
 			begin, end = history.FKill, history.FRestart
+		case nemesis.KindPauseNode:
+			begin, end = history.FPause, history.FResume
 		}
 		switch {
 		case !slices.Contains(kinds, kind):
@@ -566,6 +586,31 @@ func (r faultRun) cutOff(t *testing.T, w window) {
 	}
 	t.Errorf("%s of worker %d (ops %d–%d): none of its requests was held until the heal",
 		w.v("kind"), r.slot(w), w.begin.Index, w.end.Index)
+}
+
+// nodeHeld: while the lock's node was stopped, it answered no request of
+// the lock's (an acquire or a release) past the moment the stop took (a
+// third of a lease after the begin event, which was stamped before it),
+// and a request sent before the resume was answered only after it: the
+// workers poll the node every --retry, so each has one waiting there.
+func (r faultRun) nodeHeld(t *testing.T, w window) {
+	t.Helper()
+	took := w.begin.Time + int64(faultLease/3)
+	held := false
+	for slot := range r.cfg.Workers {
+		for _, c := range r.calls(slot) {
+			if c.inv.F != history.FAcquire && c.inv.F != history.FRelease {
+				continue
+			}
+			if c.comp.Time > took && c.comp.Time < w.end.Time {
+				t.Errorf("op %d: the lock's node answered %s while stopped (ops %d–%d)", c.comp.Index, c.comp.F, w.begin.Index, w.end.Index)
+			}
+			held = held || c.inv.Time < w.end.Time && c.comp.Time >= w.end.Time
+		}
+	}
+	if !held {
+		t.Errorf("no request of the lock's was held by its stopped node (ops %d–%d)", w.begin.Index, w.end.Index)
+	}
 }
 
 // slowed: a request of the worker in flight while its link was slowed

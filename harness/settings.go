@@ -86,11 +86,11 @@ func Settings() []Setting {
 			describe: func(c Config) string { return fmt.Sprintf("%d nodes", c.nodes()) }},
 		{Flag: "clock-jump", Key: "clock-jump-ms", Usage: "how far --nemesis clock steps a node's clock: forward, or back when negative (-500ms)", DefaultText: "the lease",
 			goName: "ClockJump", get: func(c Config) any { return c.ClockJump }, set: setDuration(func(c *Config) *time.Duration { return &c.ClockJump }),
-			kept:     func(c Config) bool { return c.faultIn([]string{"clock"}) },
+			kept:     func(c Config) bool { return c.faultIn("clock") },
 			describe: func(c Config) string { return fmt.Sprintf("clock jump %v", c.clockJump()) }},
 		{Flag: "clock-strobe", Key: "clock-strobe-ms", Usage: "with --nemesis clock, step the clock back and forth this often while the fault lasts (a strobing clock); 0 for one step",
 			goName: "ClockStrobe", get: func(c Config) any { return c.ClockStrobe }, set: setDuration(func(c *Config) *time.Duration { return &c.ClockStrobe }),
-			kept: func(c Config) bool { return c.faultIn([]string{"clock"}) },
+			kept: func(c Config) bool { return c.faultIn("clock") },
 			describe: func(c Config) string {
 				if c.ClockStrobe == 0 {
 					return ""
@@ -99,7 +99,7 @@ func Settings() []Setting {
 			}},
 		{Flag: "delay", Key: "delay-ms", Usage: "what --nemesis delay-* adds to each byte's trip", DefaultText: "the lease",
 			goName: "Delay", get: func(c Config) any { return c.Delay }, set: setDuration(func(c *Config) *time.Duration { return &c.Delay }),
-			kept:     func(c Config) bool { return c.faultIn([]string{"delay-redis", "delay-postgres"}) },
+			kept:     func(c Config) bool { return c.faultIn("delay-redis", "delay-postgres") },
 			describe: func(c Config) string { return fmt.Sprintf("delay %v", c.delay()) }},
 		{Flag: "hosts", Key: "hosts", Shared: true, keyword: true,
 			Usage:  "where the workers and the servers under test run: local (this machine), or netns (each on a host of its own, a network namespace on a private bridge, where partitions act in the kernel; needs root, and --nemesis isolate needs it)",
@@ -147,14 +147,8 @@ func durationSetting(flag, goName, usage string, shared bool, p func(*Config) *t
 
 func nemesisSetting() Setting {
 	return Setting{Flag: "nemesis", Key: "nemesis", goName: "Nemesis",
-		Usage: "faults, every --interval one of them for --pause: none, or a comma-separated list of " +
-			"sigstop (SIGSTOP a random worker), pause-redis, pause-postgres (SIGSTOP the server), kill-redis (SIGKILL, restart empty), " +
-			"kill-postgres (immediate shutdown, restart), kill-worker (SIGKILL a worker, start a new one), " +
-			"restart (SIGKILL one of the lock's Redis nodes, restart it empty), clock (step a lock node's clock by --clock-jump), " +
-			"partition-redis, partition-redis-majority, partition-postgres (cut a worker from the lock's nodes — a minority or a majority of several — or from PostgreSQL), " +
-			"delay-redis, delay-postgres (every byte on those links arrives --delay late), " +
-			"drop-redis, drop-postgres (reset those links' connections), failover (the lock's Redis primary cut off from its replica and sentinels), " +
-			"isolate (a worker's host cut off from the network; --hosts netns); a+b: a sequence, b begun --pause/2 after a. See docs/nemesis.md",
+		Usage: "faults, every --interval one of them for --pause: none, or a comma-separated list of " + faultsAbout() +
+			"; a+b: a sequence, b begun --pause/2 after a (of " + strings.Join(kindsWith(sequenceable), ", ") + "). See docs/nemesis.md",
 		get: func(c Config) any { return c.Nemesis }, set: setString(func(c *Config) *string { return &c.Nemesis }),
 		describe: func(c Config) string {
 			f := c.FaultNames()
@@ -251,10 +245,10 @@ func (c Config) Resolved() Config {
 	if c.Lock == "redlock" {
 		c.Nodes = c.nodes()
 	}
-	if c.faultIn([]string{"clock"}) {
+	if c.faultIn("clock") {
 		c.ClockJump = c.clockJump()
 	}
-	if c.faultIn([]string{"delay-redis", "delay-postgres"}) {
+	if c.faultIn("delay-redis", "delay-postgres") {
 		c.Delay = c.delay()
 	}
 	for _, s := range Settings() {

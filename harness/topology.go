@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/topology"
@@ -18,33 +17,6 @@ import (
 
 // DefaultNodes is how many independent Redis nodes redlock is kept on.
 const DefaultNodes = 5
-
-// nodeFaults are the faults that act on the lock's Redis nodes: a run with
-// one keeps the lock on nodes of its own, apart from the run's Redis, whose
-// clock stamps the history and whose counter hands out the fences — a
-// jumped clock there would jump the history, a restart reset the fences.
-func nodeFaults() []string { return []string{"clock", "restart"} }
-
-// linkFaults are the faults that act on the paths between workers and
-// servers: through a proxy of the run's in each, or in the kernel between
-// hosts of their own (see proxied).
-func linkFaults() []string {
-	return []string{"partition-redis", "partition-redis-majority", "partition-postgres",
-		"delay-redis", "delay-postgres", "drop-redis", "drop-postgres"}
-}
-
-// redisLinkFaults are the link faults that act on the links to the lock's
-// nodes.
-func redisLinkFaults() []string {
-	return []string{"partition-redis", "partition-redis-majority", "delay-redis", "drop-redis"}
-}
-
-// sequenceable are the faults a sequence (a+b) may be made of: those that
-// begin with :start and end with :stop, so that its events say what its
-// parts are.
-func sequenceable() []string {
-	return append(linkFaults(), "clock", "isolate", "failover")
-}
 
 // clockJump and delay are the clock and delay faults' sizes: the lease by
 // default, so that a jump ends every lease a node holds and a delayed
@@ -66,9 +38,9 @@ func (c Config) lockNodes() int {
 	switch {
 	case c.Lock == "redlock":
 		return c.nodes()
-	case c.faultIn([]string{"failover"}):
+	case c.needs()&needReplica != 0:
 		return 0
-	case c.redisLock() && (c.faultIn(nodeFaults()) || c.Hosts == "netns"):
+	case c.redisLock() && (c.needs()&needLockServers != 0 || c.Hosts == "netns"):
 		return 1
 	}
 	return 0
@@ -84,7 +56,7 @@ func (c Config) netnsHosts() int {
 	if c.Lock == "etcd" {
 		n++
 	}
-	if c.faultIn([]string{"failover"}) {
+	if c.needs()&needReplica != 0 {
 		n += 5
 	}
 	return n
@@ -96,9 +68,9 @@ func (c Config) netnsHosts() int {
 // drop (this kernel has no netem) needs the proxies.
 func (c Config) proxied() bool {
 	if c.Hosts == "netns" {
-		return c.faultIn([]string{"delay-redis", "delay-postgres", "drop-redis", "drop-postgres"})
+		return c.needs()&needProxy != 0
 	}
-	return c.faultIn(linkFaults())
+	return c.needs()&(needRedisLinks|needPostgresLink) != 0
 }
 
 func (c Config) nodes() int {
@@ -106,11 +78,6 @@ func (c Config) nodes() int {
 		return c.Nodes
 	}
 	return DefaultNodes
-}
-
-// faultIn reports whether c's nemesis names any of names.
-func (c Config) faultIn(names []string) bool {
-	return slices.ContainsFunc(c.faultParts(), func(f string) bool { return slices.Contains(names, f) })
 }
 
 // topo is what stands between the workers and the servers: the lock's own
@@ -185,7 +152,7 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, pgHost *topol
 	if n := cfg.lockNodes(); n > 0 {
 		t.nodeURLs = nil
 		for i := range n {
-			opt := servers.RedisOptions{FakeClock: slices.Contains(cfg.faultParts(), "clock")}
+			opt := servers.RedisOptions{FakeClock: cfg.needs()&needFakeClock != 0}
 			if net != nil {
 				h, err := t.addHost(ctx, fmt.Sprintf("n%d", i), fmt.Sprintf("the lock's Redis node %d", i))
 				if err != nil {
@@ -213,7 +180,7 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, pgHost *topol
 			return nil, setupErrorf("throwaway etcd: %w", err)
 		}
 	}
-	if cfg.faultIn([]string{"failover"}) {
+	if cfg.needs()&needReplica != 0 {
 		if t.repl, err = t.startReplicated(ctx); err != nil {
 			return nil, err
 		}
@@ -446,26 +413,6 @@ func (t *topo) isolate(workers func() []nemesis.Target) nemesis.Fault {
 	return &nemesis.Isolate{Workers: workers,
 		Cut:  func(ctx context.Context, slot int) error { return t.hosts[slot].Isolate(ctx, peers(slot)...) },
 		Heal: func(ctx context.Context, slot int) error { return t.hosts[slot].Heal(ctx, peers(slot)...) }}
-}
-
-// linkFault is the fault called name if it is a link fault.
-func (t *topo) linkFault(name string, cfg Config, workers func() []nemesis.Target) nemesis.Fault {
-	links := t.nodeLinks(name == "partition-redis-majority")
-	if strings.HasSuffix(name, "-postgres") {
-		links = t.postgresLink
-	}
-	f := &nemesis.LinkFault{Which: history.Keyword(name), Links: links, Workers: workers, Slow: cfg.delay()}
-	switch {
-	case strings.HasPrefix(name, "partition-"):
-		f.Action = nemesis.Partition
-	case strings.HasPrefix(name, "delay-"):
-		f.Action = nemesis.Delay
-	case strings.HasPrefix(name, "drop-"):
-		f.Action = nemesis.Drop
-	default:
-		return nil
-	}
-	return f
 }
 
 func (t *topo) close() {

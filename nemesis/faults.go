@@ -83,6 +83,7 @@ func (t Target) value() map[history.Keyword]any {
 // process runs nothing — not its lock renewal, not its timers — as in a
 // long GC pause or a frozen container.
 type SigStop struct {
+	pauseEvents
 	Targets func() []Target
 	Freezer *Freezer
 	pid     int
@@ -115,6 +116,7 @@ func (n *SigStop) End(context.Context) error { return n.Freezer.Cont(n.pid) }
 // postmaster's backends): clients' requests wait until it is resumed, or
 // until their own timeouts.
 type PauseServer struct {
+	pauseEvents
 	Which   history.Keyword // KindPauseRedis or KindPausePostgres
 	PID     func() int      // the server's PID now (it changes across restarts)
 	Freezer *Freezer
@@ -149,6 +151,7 @@ type Restartable interface {
 
 // KillServer crashes a server at Begin and restarts it at End.
 type KillServer struct {
+	killEvents
 	Which  history.Keyword // KindKillRedis or KindKillPostgres
 	Server Restartable
 }
@@ -179,6 +182,7 @@ type Workers interface {
 // starts a replacement: a client that crashes and a new one that takes its
 // place.
 type KillWorker struct {
+	killEvents
 	Workers Workers
 	slot    int
 	aim     Slot // as SigStop's

@@ -55,16 +55,26 @@ const (
 	KindIsolate           history.Keyword = "isolate"                  // a worker's host cut off from the network (--hosts netns)
 )
 
-// verbs are the :f of the events that begin and end a fault of kind k.
-func verbs(k history.Keyword) (begin, end history.Keyword) {
-	switch {
-	case strings.HasPrefix(string(k), "kill-") || k == KindRestart:
-		return history.FKill, history.FRestart
-	case k == KindSigStop || k == KindPauseRedis || k == KindPausePostgres:
-		return history.FPause, history.FResume
+// An eventer is a fault whose events are other than :start and :stop: a
+// pause's (:pause and :resume) or a kill's (:kill and :restart).
+type eventer interface {
+	events() (begin, end history.Keyword)
+}
+
+// verbs are the :f of the events that begin and end f.
+func verbs(f Fault) (begin, end history.Keyword) {
+	if e, ok := f.(eventer); ok {
+		return e.events()
 	}
 	return history.FStart, history.FStop
 }
+
+// A pause's events, and a kill's.
+type pauseEvents struct{}
+type killEvents struct{}
+
+func (pauseEvents) events() (begin, end history.Keyword) { return history.FPause, history.FResume }
+func (killEvents) events() (begin, end history.Keyword)  { return history.FKill, history.FRestart }
 
 func record(ctx context.Context, c Clock, rec Recorder, f history.Keyword, v map[history.Keyword]any) {
 	rec(history.Op{Index: history.Unset, Time: c.Now(ctx), Type: history.Info,
@@ -116,7 +126,7 @@ func (s *Schedule) Run(ctx context.Context) error {
 // inject begins f, waits length (cut short when ctx ends) and ends it,
 // recording both.
 func (s *Schedule) inject(ctx context.Context, f Fault, length time.Duration) {
-	begin, end := verbs(f.Kind())
+	begin, end := verbs(f)
 	t0 := s.Clock.Now(ctx)
 	v, err := f.Begin(ctx, s.Rand)
 	if v == nil {

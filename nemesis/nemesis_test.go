@@ -19,6 +19,7 @@ type tick struct{}
 func (*tick) Now(context.Context) int64 { return time.Now().UnixNano() }
 
 type fakeFault struct {
+	killEvents
 	began, ended int
 }
 

@@ -137,6 +137,7 @@ func (n *ClockJump) End(context.Context) error {
 // RestartNode crashes one of Nodes at Begin and starts it again at End: a
 // Redis node without persistence restarts empty, every lease it held gone.
 type RestartNode struct {
+	killEvents
 	Nodes []Restartable
 	node  Restartable
 	aim   Slot  // as ClockJump's

@@ -131,7 +131,7 @@ func ParsePlan(edn string) (Plan, error) {
 // to its second.
 type PlanRecorder struct {
 	plan      Plan
-	open      map[history.Keyword]int  // the fault under way of each kind -> index into plan
+	pairs     history.FaultPairer      // the faults under way, by index into plan
 	holding   map[history.Process]bool // processes that hold the lock
 	acquiring map[history.Process]int  // processes whose acquire is in flight -> the fault that froze it, or -1
 }
@@ -158,46 +158,39 @@ func (r *PlanRecorder) Add(o history.Op) {
 	case o.IsClient() && o.F == history.FRelease && o.Type != history.Invoke:
 		delete(r.holding, o.Process)
 	}
-	if o.Process != history.Nemesis {
+	e, ok := history.ReadFaultEvent(o)
+	if !ok || e.Kind == KindSleep || e.Kind == KindStop || e.Failed {
+		// In-section pauses come of the configuration, not the schedule;
+		// a fault that failed to begin froze no one: nothing to replay.
 		return
 	}
-	v, _ := o.Value.(map[history.Keyword]any)
-	kind, _ := v["kind"].(history.Keyword)
-	if kind == "" || kind == KindSleep || kind == KindStop {
-		return // in-section pauses come of the configuration, not the schedule
-	}
-	switch o.F {
-	case history.FPause, history.FKill, history.FStart:
-		if _, failed := v["error"]; failed {
-			return // it froze no one: nothing to replay
-		}
-		w := slotOf(v["worker"])
-		if r.open == nil {
-			r.open = map[history.Keyword]int{}
-		}
-		r.open[kind] = len(r.plan)
-		ms, _ := history.Int(v["ms"])
-		p, _ := history.Int(v["process"])
-		proc := history.Process(p)
-		node := slotOf(v["node"])
-		if kind == KindFailover { // a failover isolates whichever is primary then
-			node = Slot{}
-		}
-		nodes, _ := readNodes(v["nodes"]) // one the nemesis wrote reads
-		r.plan = append(r.plan, Planned{Kind: kind, Worker: w, Node: node, Nodes: nodes, At: time.Duration(o.Time),
-			Length: time.Duration(ms) * time.Millisecond, Holder: !w.IsNone() && r.holding[proc]})
-		if _, ok := r.acquiring[proc]; ok && !w.IsNone() {
-			r.acquiring[proc] = len(r.plan) - 1
-		}
-	case history.FResume, history.FRestart, history.FStop:
+	if i := r.pairs.Add(len(r.plan), e); i >= 0 && !e.Begin {
 		// The length is the one the nemesis held it for (:ms), not the
 		// span of its events, which adds what beginning and ending it took
 		// (a restart): replayed, that would grow with every generation. A
 		// fault the run's end cut short lasted its span.
-		if i, ok := r.open[kind]; ok {
-			r.plan[i].Length = min(r.plan[i].Length, time.Duration(o.Time)-r.plan[i].At)
-			delete(r.open, kind)
-		}
+		r.plan[i].Length = min(r.plan[i].Length, time.Duration(o.Time)-r.plan[i].At)
+	}
+	if e.Begin {
+		r.begin(o, e)
+	}
+}
+
+// begin records the fault e begins.
+func (r *PlanRecorder) begin(o history.Op, e history.FaultEvent) {
+	v := e.Value
+	w := slotOf(v["worker"])
+	ms, _ := history.Int(v["ms"])
+	proc := history.Process(e.Process)
+	node := slotOf(v["node"])
+	if e.Kind == KindFailover { // a failover isolates whichever is primary then
+		node = Slot{}
+	}
+	nodes, _ := readNodes(v["nodes"]) // one the nemesis wrote reads
+	r.plan = append(r.plan, Planned{Kind: e.Kind, Worker: w, Node: node, Nodes: nodes, At: time.Duration(o.Time),
+		Length: time.Duration(ms) * time.Millisecond, Holder: !w.IsNone() && r.holding[proc]})
+	if _, ok := r.acquiring[proc]; ok && !w.IsNone() {
+		r.acquiring[proc] = len(r.plan) - 1
 	}
 }
 

@@ -81,6 +81,7 @@ func nemesisOf(t *rapid.T, c harness.Config) string {
 		switch {
 		case k == "isolate" && c.Hosts != "netns",
 			!redisLock && slices.Contains([]string{"clock", "restart", "partition-redis", "partition-redis-majority", "delay-redis", "drop-redis", "failover"}, k),
+			k == "pause-node" && !redisLock && c.Lock != "etcd",
 			k == "failover" && !slices.Contains([]string{"setnx", "renew", "redsync", "redislock"}, c.Lock),
 			(k == "kill-redis" || k == "pause-redis") && (c.Lock == "redlock" || c.Lock == "etcd" || c.Hosts == "netns"):
 			continue
@@ -93,6 +94,8 @@ func nemesisOf(t *rapid.T, c harness.Config) string {
 	if rapid.IntRange(0, 5).Draw(t, "failover alone") == 0 && slices.Contains(kinds, "failover") {
 		return "failover"
 	}
+	// A failover's lock is kept on the replicated Redis: no fault of a
+	// lock node of its own can go with it.
 	kinds = slices.DeleteFunc(kinds, func(k string) bool { return k == "failover" })
 	var items []string
 	for i := range rapid.IntRange(1, 3).Draw(t, "items") {
@@ -105,7 +108,7 @@ func nemesisOf(t *rapid.T, c harness.Config) string {
 	if slices.ContainsFunc(items, func(k string) bool { return k == "kill-redis" || k == "pause-redis" }) {
 		// The run's Redis is the lock's only when no fault gives the lock
 		// nodes of its own.
-		items = slices.DeleteFunc(items, func(k string) bool { return k == "clock" || k == "restart" })
+		items = slices.DeleteFunc(items, func(k string) bool { return k == "clock" || k == "restart" || k == "pause-node" })
 		if len(items) == 0 {
 			return "none"
 		}

@@ -1,0 +1,250 @@
+package harness
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/servers"
+	"github.com/hiatus-dev/hiatus/nemesis"
+)
+
+// A faultKind is one kind of fault, declared once: the name --nemesis and
+// the history give it, what it does, what it needs of the run, what else
+// it asks of the configuration, and how it is built on what the run
+// started. Each family of faults is declared in a file of its own
+// (faults_*.go); faultKinds lists the families.
+type faultKind struct {
+	name  history.Keyword // a nemesis.Kind*
+	about string          // what it does, for --help
+	needs need
+	check func(Config) error // what else it asks of c; nil for nothing
+	build func(faultEnv) nemesis.Fault
+}
+
+// A need is what a kind of fault needs of the run it is in.
+type need uint
+
+const (
+	// needLockServers: it acts on the lock's own servers (its Redis
+	// nodes, etcd's), which the run then keeps apart from its own Redis
+	// (whose clock stamps the history and whose counter hands out the
+	// fences).
+	needLockServers need = 1 << iota
+	// needRedisNodes: those servers must be Redis nodes.
+	needRedisNodes
+	// needFakeClock: the lock's nodes run under a clock it can step.
+	needFakeClock
+	// needRedisLinks, needPostgresLink: it acts on a worker's paths to
+	// the lock's Redis nodes, or to PostgreSQL.
+	needRedisLinks
+	needPostgresLink
+	// needProxy: it acts through a proxy in the path, even between hosts
+	// of their own (a delay or a drop: this kernel has no netem).
+	needProxy
+	// needHosts: it acts on a worker's host (--hosts netns).
+	needHosts
+	// needReplica: the lock's Redis is a primary with a replica and
+	// sentinels.
+	needReplica
+	// needRunRedis: it acts on the run's own Redis, which is then the
+	// lock's.
+	needRunRedis
+	// sequenceable: it may be a part of a sequence (a+b), since its events
+	// are :start and :stop, which say what a sequence's parts are.
+	sequenceable
+)
+
+// faultKinds are every kind of fault, family by family.
+func faultKinds() []faultKind {
+	return slices.Concat(pauseFaults(), killFaults(), nodeFaults(), linkFaults(), networkFaults())
+}
+
+// faultKindOf returns the kind called name.
+func faultKindOf(name string) (faultKind, bool) {
+	for _, k := range faultKinds() {
+		if string(k.name) == name {
+			return k, true
+		}
+	}
+	return faultKind{}, false
+}
+
+// kindsWith names the kinds of fault that need all of n.
+func kindsWith(n need) []string {
+	var out []string
+	for _, k := range faultKinds() {
+		if k.needs&n == n {
+			out = append(out, string(k.name))
+		}
+	}
+	return out
+}
+
+// faultsAbout says what each kind of fault does, for --help.
+func faultsAbout() string {
+	var out []string
+	for _, k := range faultKinds() {
+		out = append(out, fmt.Sprintf("%s (%s)", k.name, k.about))
+	}
+	return strings.Join(out, ", ")
+}
+
+// NemesisNames are the faults Config.Nemesis may list.
+func NemesisNames() []string { return kindsWith(0) }
+
+// FaultNames returns the faults of c.Nemesis; none for "none".
+func (c Config) FaultNames() []string {
+	var out []string
+	for _, f := range strings.Split(c.Nemesis, ",") {
+		if f = strings.TrimSpace(f); f != "" && f != "none" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// faultParts are the faults of c.Nemesis, sequences split into their parts.
+func (c Config) faultParts() []string {
+	var out []string
+	for _, f := range c.FaultNames() {
+		out = append(out, strings.Split(f, "+")...)
+	}
+	return out
+}
+
+// faultIn reports whether c's nemesis names any of names.
+func (c Config) faultIn(names ...string) bool {
+	return slices.ContainsFunc(c.faultParts(), func(f string) bool { return slices.Contains(names, f) })
+}
+
+// needs is what c's faults need, together.
+func (c Config) needs() need {
+	var n need
+	for _, p := range c.faultParts() {
+		if k, ok := faultKindOf(p); ok {
+			n |= k.needs
+		}
+	}
+	return n
+}
+
+// validateNemesis says what is wrong with c's faults, if anything.
+func (c Config) validateNemesis() error {
+	for _, f := range c.FaultNames() {
+		if err := validateItem(f); err != nil {
+			return err
+		}
+	}
+	for _, f := range c.faultParts() {
+		k, _ := faultKindOf(f)
+		if err := c.validateFault(k); err != nil {
+			return err
+		}
+	}
+	return c.validatePlan()
+}
+
+// validateItem checks one item of --nemesis: a fault, or a sequence of
+// them that may make one.
+func validateItem(f string) error {
+	parts := strings.Split(f, "+")
+	for i, p := range parts {
+		k, ok := faultKindOf(p)
+		switch {
+		case !ok:
+			return fmt.Errorf("--nemesis %q: want none or a comma-separated list of %s, or a sequence of them joined by + (partition-redis+clock)",
+				p, strings.Join(NemesisNames(), ", "))
+		case slices.Contains(parts[:i], p):
+			return fmt.Errorf("--nemesis %q: %s twice in one sequence", f, p)
+		case len(parts) > 1 && k.needs&sequenceable == 0:
+			return fmt.Errorf("--nemesis %q: a sequence is made of %s, not %s", f, strings.Join(kindsWith(sequenceable), ", "), p)
+		}
+	}
+	// A sequence's events carry one set of nodes (its first part's where
+	// two have them), which a replay aims every part at.
+	links := kindsWith(needRedisLinks)
+	if n := len(slices.DeleteFunc(slices.Clone(parts), func(p string) bool { return !slices.Contains(links, p) })); n > 1 {
+		return fmt.Errorf("--nemesis %q: a sequence may hold one fault of the links to the lock's nodes (%s), not %d",
+			f, strings.Join(links, ", "), n)
+	}
+	return nil
+}
+
+// validateFault checks what the fault kind k needs of c.
+func (c Config) validateFault(k faultKind) error {
+	switch {
+	case c.Pause <= 0:
+		return fmt.Errorf("--nemesis %s needs a positive --pause", k.name)
+	case k.needs&needHosts != 0 && c.Hosts != "netns":
+		return fmt.Errorf("--nemesis %s cuts a worker's host off from the network: it needs --hosts netns (as root)", k.name)
+	case k.needs&(needRedisNodes|needRedisLinks) != 0 && !c.redisLock():
+		return fmt.Errorf("--nemesis %s acts on the lock's Redis nodes: --lock %s is not kept on Redis", c.Nemesis, c.Lock)
+	case k.needs&needLockServers != 0 && !c.redisLock() && c.Lock != "etcd":
+		return fmt.Errorf("--nemesis %s acts on the lock's own servers: --lock %s keeps its lock on none", k.name, c.Lock)
+	case k.needs&needRunRedis != 0 && (c.lockNodes() > 0 || c.needs()&needReplica != 0 || c.Lock == "etcd"):
+		return fmt.Errorf("--nemesis %s acts on the run's Redis, which holds the history's clock and the fences, not the lock: the lock is on nodes of its own here (use restart)", c.Nemesis)
+	case k.needs&needReplica != 0 && c.needs()&(needLockServers|needRedisLinks) != 0:
+		return fmt.Errorf("--nemesis failover cannot go with faults of the lock's other nodes (%s)", c.Nemesis)
+	}
+	if k.check != nil {
+		return k.check(c)
+	}
+	return nil
+}
+
+// validatePlan checks a schedule to replay against c.
+func (c Config) validatePlan() error {
+	for _, k := range c.Plan.Kinds() {
+		if !slices.Contains(c.FaultNames(), k) {
+			return fmt.Errorf("the schedule holds %s faults, which --nemesis %q does not name", k, c.Nemesis)
+		}
+	}
+	for i, f := range c.Plan {
+		if w, ok := f.Worker.Index(); ok && w >= c.Workers {
+			return fmt.Errorf("the schedule's fault %d hits worker %d, but the run has %d (--workers)", i+1, w, c.Workers)
+		}
+	}
+	return nil
+}
+
+// A faultEnv is what a fault is built on: the run's configuration, its
+// servers and topology, its workers, and the freezer that resumes every
+// process a fault stopped.
+type faultEnv struct {
+	cfg     Config
+	env     *env
+	workers *workerSet
+	freezer *nemesis.Freezer
+}
+
+// pid is the PID of s, a throwaway server, or given, of one given by URL.
+func pid(s *servers.Server, given int) func() int {
+	if s != nil {
+		return s.ProcessID
+	}
+	return func() int { return given }
+}
+
+// faults builds the nemesis's faults that cfg names; a sequence's parts
+// begin --pause/2 apart.
+func (e *env) faults(cfg Config, ws *workerSet, fz *nemesis.Freezer) []nemesis.Fault {
+	fe := faultEnv{cfg: cfg, env: e, workers: ws, freezer: fz}
+	var fs []nemesis.Fault
+	for _, name := range cfg.FaultNames() {
+		var parts []nemesis.Fault
+		for _, p := range strings.Split(name, "+") {
+			if k, ok := faultKindOf(p); ok {
+				parts = append(parts, k.build(fe))
+			}
+		}
+		switch {
+		case len(parts) == 1:
+			fs = append(fs, parts[0])
+		case len(parts) > 1:
+			fs = append(fs, &nemesis.Sequence{Parts: parts, Step: cfg.Pause / 2})
+		}
+	}
+	return fs
+}

@@ -1,0 +1,30 @@
+package harness
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/nemesis"
+)
+
+// networkFaults cut whole machines apart: the lock's Redis primary from its
+// replica and sentinels (which promote the replica), or a worker's host
+// from every other.
+func networkFaults() []faultKind {
+	return []faultKind{
+		{name: nemesis.KindFailover, about: "the lock's Redis primary cut off from its replica and sentinels", needs: needReplica | sequenceable,
+			check: func(c Config) error {
+				if c.Pause < 3*time.Second {
+					return fmt.Errorf("--nemesis failover needs --pause of 3s or more: the sentinels take about 2.3 s to promote the replica, and a shorter fault would fail nothing over")
+				}
+				if !slices.Contains([]string{"setnx", "renew", "redsync", "redislock"}, c.Lock) {
+					return fmt.Errorf("--nemesis failover fails over the Redis one lock is kept on: --lock setnx, renew, redsync or redislock, not %s", c.Lock)
+				}
+				return nil
+			},
+			build: func(e faultEnv) nemesis.Fault { return &nemesis.Failover{Redis: e.env.topo.repl} }},
+		{name: nemesis.KindIsolate, about: "a worker's host cut off from the network; --hosts netns", needs: needHosts | sequenceable,
+			build: func(e faultEnv) nemesis.Fault { return e.env.topo.isolate(e.workers.Targets) }},
+	}
+}

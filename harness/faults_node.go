@@ -1,0 +1,43 @@
+package harness
+
+import (
+	"slices"
+
+	"github.com/hiatus-dev/hiatus/nemesis"
+)
+
+// nodeFaults act on one of the lock's own servers: its life, its clock, a
+// pause of its process. A run with one keeps the lock on nodes apart from the run's
+// Redis, whose clock stamps the history and whose counter hands out the
+// fences: a jumped clock there would jump the history, a restart reset the
+// fences.
+func nodeFaults() []faultKind {
+	return []faultKind{
+		{name: nemesis.KindClock, about: "step a lock node's clock by --clock-jump", needs: needLockServers | needRedisNodes | needFakeClock | sequenceable,
+			build: func(e faultEnv) nemesis.Fault {
+				var nodes []nemesis.ClockNode
+				for _, s := range e.env.topo.nodes {
+					nodes = append(nodes, s)
+				}
+				return &nemesis.ClockJump{Nodes: nodes, Offset: e.cfg.clockJump(), Strobe: e.cfg.ClockStrobe}
+			}},
+		{name: nemesis.KindRestart, about: "SIGKILL one of the lock's Redis nodes, restart it empty", needs: needLockServers | needRedisNodes,
+			build: func(e faultEnv) nemesis.Fault {
+				var nodes []nemesis.Restartable
+				for _, s := range e.env.topo.nodes {
+					nodes = append(nodes, s)
+				}
+				return &nemesis.RestartNode{Nodes: nodes}
+			}},
+		{name: nemesis.KindPauseNode, about: "SIGSTOP one of the lock's own servers: a Redis node, or etcd's", needs: needLockServers,
+			build: func(e faultEnv) nemesis.Fault {
+				var pids []func() int
+				for _, s := range append(slices.Clone(e.env.topo.nodes), e.env.topo.etcd) {
+					if s != nil {
+						pids = append(pids, s.ProcessID)
+					}
+				}
+				return &nemesis.PauseNode{Nodes: pids, Freezer: e.freezer}
+			}},
+	}
+}
