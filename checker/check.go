@@ -536,67 +536,8 @@ func counterBounds(ops []history.Op, calls []call, initial int64) (r Result) {
 	const name = "counter"
 	defer recovered(name, &r)
 	r.Name, r.Valid = name, Valid // until the check finds otherwise
-
-	// Events in history order: +add to upper at an invocation that did not
-	// fail, +add to lower at an ok completion; a read takes lower at its
-	// invocation and upper at its completion.
-	type event struct {
-		pos   int
-		upper bool // an invocation raising upper, else a completion raising lower
-		add   int64
-	}
-	var evs []event
-	type read struct {
-		c            call
-		lower, upper int64
-	}
-	var reads []*read
-	pendingAt := map[int]*read{} // invocation position -> read
-	doneAt := map[int]*read{}    // completion position -> read
-	var bad []string
-	for _, c := range calls {
-		switch c.f {
-		case "add":
-			n, ok := history.Int(c.value)
-			if !ok || n < 0 {
-				bad = append(bad, fmt.Sprintf("%s adds %s, not a non-negative integer", opName(ops, c.inv), canon(c.value)))
-				continue
-			}
-			if c.typ != history.Fail {
-				evs = append(evs, event{pos: c.inv, upper: true, add: n})
-			}
-			if c.typ == history.Ok {
-				evs = append(evs, event{pos: c.done, add: n})
-			}
-		case "read":
-			if c.typ == history.Ok {
-				rd := &read{c: c}
-				reads = append(reads, rd)
-				pendingAt[c.inv], doneAt[c.done] = rd, rd
-			}
-		default:
-			bad = append(bad, fmt.Sprintf("%s is :%s; the counter model has :add and :read", opName(ops, c.inv), c.f))
-		}
-	}
-	sort.Slice(evs, func(i, j int) bool { return evs[i].pos < evs[j].pos })
-	lower, upper := initial, initial
-	k := 0
-	for i := range ops {
-		for ; k < len(evs) && evs[k].pos == i; k++ {
-			if evs[k].upper {
-				upper += evs[k].add
-			} else {
-				lower += evs[k].add
-			}
-		}
-		if rd := pendingAt[i]; rd != nil {
-			rd.lower = lower
-		}
-		if rd := doneAt[i]; rd != nil {
-			rd.upper = upper
-		}
-	}
-
+	evs, reads, bad := counterEvents(ops, calls)
+	lower, upper := readBounds(ops, evs, reads, initial)
 	var errs []any
 	var first string
 	nerr := 0
@@ -625,4 +566,78 @@ func counterBounds(ops []history.Op, calls []call, initial int64) (r Result) {
 		r.Explanation = fmt.Sprintf("%d of %d reads out of bounds; first: %s", nerr, len(reads), first)
 	}
 	return r
+}
+
+// A counterEvent moves a counter's bounds at a position of the history:
+// +add to upper at an invocation that did not fail, +add to lower at an ok
+// completion.
+type counterEvent struct {
+	pos   int
+	upper bool // an invocation raising upper, else a completion raising lower
+	add   int64
+}
+
+// A counterRead is an ok read and the bounds of the counter across it:
+// lower at its invocation, upper at its completion.
+type counterRead struct {
+	c            call
+	lower, upper int64
+}
+
+// counterEvents reads the calls of a counter history as the events that
+// move its bounds, in history order, and its ok reads; bad names the ops
+// that are neither an :add of a non-negative integer nor a :read.
+func counterEvents(ops []history.Op, calls []call) (evs []counterEvent, reads []*counterRead, bad []string) {
+	for _, c := range calls {
+		switch c.f {
+		case "add":
+			n, ok := history.Int(c.value)
+			if !ok || n < 0 {
+				bad = append(bad, fmt.Sprintf("%s adds %s, not a non-negative integer", opName(ops, c.inv), canon(c.value)))
+				continue
+			}
+			if c.typ != history.Fail {
+				evs = append(evs, counterEvent{pos: c.inv, upper: true, add: n})
+			}
+			if c.typ == history.Ok {
+				evs = append(evs, counterEvent{pos: c.done, add: n})
+			}
+		case "read":
+			if c.typ == history.Ok {
+				reads = append(reads, &counterRead{c: c})
+			}
+		default:
+			bad = append(bad, fmt.Sprintf("%s is :%s; the counter model has :add and :read", opName(ops, c.inv), c.f))
+		}
+	}
+	sort.Slice(evs, func(i, j int) bool { return evs[i].pos < evs[j].pos })
+	return evs, reads, bad
+}
+
+// readBounds walks the history's positions from initial, setting each
+// read's bounds, and returns the bounds at its end.
+func readBounds(ops []history.Op, evs []counterEvent, reads []*counterRead, initial int64) (lower, upper int64) {
+	pendingAt := map[int]*counterRead{} // invocation position -> read
+	doneAt := map[int]*counterRead{}    // completion position -> read
+	for _, rd := range reads {
+		pendingAt[rd.c.inv], doneAt[rd.c.done] = rd, rd
+	}
+	lower, upper = initial, initial
+	k := 0
+	for i := range ops {
+		for ; k < len(evs) && evs[k].pos == i; k++ {
+			if evs[k].upper {
+				upper += evs[k].add
+			} else {
+				lower += evs[k].add
+			}
+		}
+		if rd := pendingAt[i]; rd != nil {
+			rd.lower = lower
+		}
+		if rd := doneAt[i]; rd != nil {
+			rd.upper = upper
+		}
+	}
+	return lower, upper
 }

@@ -172,6 +172,44 @@ func (p *plan) problem() (lr *linearRun, fails int, bad []string) {
 		lr.end = p.ops[len(p.ops)-1].Time + 1
 		at = func(i int) int64 { return p.ops[i].Time }
 	}
+	op := p.operations(lr.end, at)
+	switch p.model {
+	case ModelLockCounter:
+		var ops []porcupine.Operation
+		ops, fails, bad = p.lockCounterOps(op)
+		lr.model = lockCounterModel(p.initial.(int64))
+		lr.parts = [][]porcupine.Operation{ops}
+	case ModelRegister, ModelCASRegister, ModelMutex:
+		var ops []porcupine.Operation
+		ops, fails, bad = p.callOps(op, func(c call) (any, error) {
+			if p.model == ModelMutex {
+				return newMutexOp(c)
+			}
+			return newRegOp(c, p.model == ModelCASRegister)
+		})
+		if p.model == ModelMutex {
+			lr.model = mutexModel()
+		} else {
+			lr.model = registerModel(canon(p.initial))
+		}
+		lr.parts = [][]porcupine.Operation{ops}
+	case ModelMultiRegister:
+		ks := newKeySpace(initialKeys(p.initial))
+		var ops []porcupine.Operation
+		ops, fails, bad = p.callOps(op, func(c call) (any, error) { return newTxnOp(c, ks) })
+		lr.model = multiRegisterModel(ks.keys, ks.initial)
+		lr.parts = partitionByKeys(ops, ks)
+	}
+	return lr, fails, bad
+}
+
+// An opFunc makes the porcupine operation of the call invoked at position
+// inv and completed at done (-1: never) by proc, with input in.
+type opFunc func(inv, done int, proc history.Process, in any) porcupine.Operation
+
+// operations returns the opFunc of the plan's history: calls stamped by
+// at, those of unknown outcome returning at end.
+func (p *plan) operations(end int64, at func(int) int64) opFunc {
 	// A client's id is its process number, so that the visualization's rows
 	// are named as the history's processes and line up with the annotation
 	// rows (lease p1 …); processes that are not numbers come after them.
@@ -185,7 +223,7 @@ func (p *plan) problem() (lr *linearRun, fails int, bad []string) {
 			next = int(o.Process) + 1
 		}
 	}
-	op := func(inv, done int, proc history.Process, in any) porcupine.Operation {
+	return func(inv, done int, proc history.Process, in any) porcupine.Operation {
 		id, ok := clients[proc]
 		if !ok {
 			if proc >= 0 && proc < maxClientRow {
@@ -195,79 +233,49 @@ func (p *plan) problem() (lr *linearRun, fails int, bad []string) {
 			}
 			clients[proc] = id
 		}
-		ret := lr.end
+		ret := end
 		if done >= 0 && p.ops[done].Type == history.Ok && !resolvedLate(p.ops[done]) {
 			ret = at(done)
 		}
 		return porcupine.Operation{ClientId: id, Input: in, Call: at(inv), Return: ret,
 			Metadata: opMeta{inv: inv, done: done, process: proc}}
 	}
-	fail := func(c call, err error) {
-		bad = append(bad, fmt.Sprintf("%s: %v", opName(p.ops, c.inv), err))
-	}
+}
 
-	switch p.model {
-	case ModelLockCounter:
-		var ops []porcupine.Operation
-		ops, fails, bad = p.lockCounterOps(op)
-		lr.model = lockCounterModel(p.initial.(int64))
-		lr.parts = [][]porcupine.Operation{ops}
-	case ModelRegister, ModelCASRegister, ModelMutex:
-		var ops []porcupine.Operation
-		for _, c := range p.calls {
-			if c.typ == history.Fail {
-				fails++
-				continue
-			}
-			var in any
-			var err error
-			if p.model == ModelMutex {
-				in, err = newMutexOp(c)
-			} else {
-				in, err = newRegOp(c, p.model == ModelCASRegister)
-			}
-			if err != nil {
-				fail(c, err)
-				continue
-			}
-			ops = append(ops, op(c.inv, c.done, c.process, in))
+// callOps makes the porcupine operations of the plan's calls, each input
+// read by input; it drops the :fail calls (they did not happen), and
+// names the calls input cannot read.
+func (p *plan) callOps(op opFunc, input func(call) (any, error)) (ops []porcupine.Operation, fails int, bad []string) {
+	for _, c := range p.calls {
+		if c.typ == history.Fail {
+			fails++
+			continue
 		}
-		if p.model == ModelMutex {
-			lr.model = mutexModel()
-		} else {
-			lr.model = registerModel(canon(p.initial))
+		in, err := input(c)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("%s: %v", opName(p.ops, c.inv), err))
+			continue
 		}
-		lr.parts = [][]porcupine.Operation{ops}
-	case ModelMultiRegister:
-		start := map[string]string{}
-		switch m := p.initial.(type) {
-		case map[any]any:
-			for k, v := range m {
-				start[canon(k)] = canon(v)
-			}
-		case map[history.Keyword]any:
-			for k, v := range m {
-				start[canon(k)] = canon(v)
-			}
-		}
-		ks := newKeySpace(start)
-		var ops []porcupine.Operation
-		for _, c := range p.calls {
-			if c.typ == history.Fail {
-				fails++
-				continue
-			}
-			in, err := newTxnOp(c, ks)
-			if err != nil {
-				fail(c, err)
-				continue
-			}
-			ops = append(ops, op(c.inv, c.done, c.process, in))
-		}
-		lr.model = multiRegisterModel(ks.keys, ks.initial)
-		lr.parts = partitionByKeys(ops, ks)
+		ops = append(ops, op(c.inv, c.done, c.process, in))
 	}
-	return lr, fails, bad
+	return ops, fails, bad
+}
+
+// initialKeys is a multi-register's initial state, key by key, in the
+// model's canonical form.
+func initialKeys(initial any) map[string]string {
+	start := map[string]string{}
+	switch m := initial.(type) {
+	case map[any]any:
+		for k, v := range m {
+			start[canon(k)] = canon(v)
+		}
+	case map[history.Keyword]any:
+		for k, v := range m {
+			start[canon(k)] = canon(v)
+		}
+	}
+	return start
 }
 
 // partitionByKeys splits multi-register ops into one partition per
@@ -305,7 +313,7 @@ func timesKnown(ops []history.Op) bool {
 // analyzers differ only in how they decide. It returns how many writes
 // failed (they did not happen) and, for each op that cannot be read as a
 // counter op, the words for the first.
-func (p *plan) lockCounterOps(op func(inv, done int, proc history.Process, in any) porcupine.Operation) (ops []porcupine.Operation, fails int, bad []string) {
+func (p *plan) lockCounterOps(op opFunc) (ops []porcupine.Operation, fails int, bad []string) {
 	s := p.stream
 	s.finish()
 	if s.bad > 0 {

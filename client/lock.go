@@ -50,6 +50,17 @@ type SetNX struct {
 	Fenced   bool
 }
 
+func setnxKind() LockKind {
+	return LockKind{Name: "setnx", About: "SET NX PX with a compare-and-delete release, the reference", Store: OnRedis, Failover: true,
+		New: func(_ context.Context, cfg LockConfig) (Lock, error) { return newSetNX(cfg), nil }}
+}
+
+// newSetNX is the SetNX lock cfg describes.
+func newSetNX(cfg LockConfig) *SetNX {
+	return &SetNX{Redis: cfg.node(), Fences: cfg.Redis, Key: cfg.Key, FenceKey: cfg.FenceKey, Lease: cfg.Lease,
+		Retry: cfg.Retry, Fenced: cfg.Fenced}
+}
+
 // release deletes the key only if it still holds our token, and says what it
 // found otherwise: 1 deleted, 0 no key, -1 another token.
 var release = redis.NewScript(`

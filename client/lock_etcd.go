@@ -58,6 +58,14 @@ type etcdHold struct {
 	ttl time.Duration // the lease the server gave
 }
 
+func etcdKind() LockKind {
+	return LockKind{Name: "etcd", About: "etcd's concurrency.Mutex on a session whose lease its client keeps alive; fenced by the key's revision",
+		Store: OnEtcd,
+		New: func(ctx context.Context, cfg LockConfig) (Lock, error) {
+			return NewEtcd(ctx, cfg.Endpoints, cfg.Key, cfg.Lease, cfg.Retry, cfg.Fenced)
+		}}
+}
+
 // NewEtcd returns the etcd lock named key on the etcd cluster at endpoints,
 // with leases of lease rounded up to whole seconds (etcd's unit; at least
 // 1 s). The server may grant a longer one: etcd 3.4 with its default timings

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -50,6 +51,16 @@ type Exec struct {
 // execWait is how long an acquire asks the adapter to keep trying before
 // it answers busy: short enough that a run's end is noticed soon after.
 const execWait = 500 * time.Millisecond
+
+// execKind is the lock of an adapter's command: kept on one Redis, as the
+// adapter is told (LockConfig.RedisURL). Its start is bounded by the
+// hello's own timeout, not by the run's end.
+func execKind(name, command string) LockKind {
+	return LockKind{Name: name, About: "a lock adapter's command", Store: OnRedis,
+		New: func(ctx context.Context, cfg LockConfig) (Lock, error) {
+			return NewExec(context.WithoutCancel(ctx), command, cfg, os.Stderr)
+		}}
+}
 
 // NewExec starts the adapter command and waits for its hello. Its
 // standard error, and complaints about its answers, go to stderr.

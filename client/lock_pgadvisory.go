@@ -24,6 +24,14 @@ type PGAdvisory struct {
 	held map[string]*pgxpool.Conn // by token: the session that holds the lock
 }
 
+func pgAdvisoryKind() LockKind {
+	return LockKind{Name: "pg-advisory", About: "a PostgreSQL session advisory lock, with no lease, on a session of its own",
+		Store: OnPostgres, Sessions: 1,
+		New: func(_ context.Context, cfg LockConfig) (Lock, error) {
+			return newPGAdvisory(cfg.Postgres, cfg.Key, cfg.Retry, cfg.fencer())
+		}}
+}
+
 // newPGAdvisory returns the advisory lock named name on the server of db.
 // The lock has a session of its own, opened when first needed: the
 // workload's sessions stay free for the work done under the lock. Close ends

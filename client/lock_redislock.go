@@ -25,6 +25,13 @@ type RedisLock struct {
 	held map[string]*redislock.Lock // by token: Release needs the library's handle
 }
 
+func redisLockKind() LockKind {
+	return LockKind{Name: "redislock", About: "github.com/bsm/redislock, without Refresh", Store: OnRedis, Failover: true,
+		New: func(_ context.Context, cfg LockConfig) (Lock, error) {
+			return newRedisLock(cfg.node(), cfg.Key, cfg.Lease, cfg.Retry, cfg.fencer()), nil
+		}}
+}
+
 // newRedisLock returns the redislock lock named key on rdb.
 func newRedisLock(rdb *redis.Client, key string, lease, retry time.Duration, fence fencer) *RedisLock {
 	return &RedisLock{client: redislock.New(rdb), key: key, lease: lease, retry: retryOr(retry),

@@ -28,6 +28,23 @@ type Redsync struct {
 	fence fencer
 }
 
+func redsyncKind() LockKind {
+	return LockKind{Name: "redsync", About: "github.com/go-redsync/redsync/v4 on one Redis, without Extend", Store: OnRedis, Failover: true,
+		New: func(_ context.Context, cfg LockConfig) (Lock, error) {
+			return newRedsync([]*redis.Client{cfg.node()}, cfg.Key, cfg.Lease, cfg.Retry, cfg.fencer()), nil
+		}}
+}
+
+func redlockKind() LockKind {
+	return LockKind{Name: "redlock", About: "redsync over --nodes independent Redis nodes, a majority of which must grant", Store: OnRedisNodes,
+		New: func(_ context.Context, cfg LockConfig) (Lock, error) {
+			if len(cfg.Nodes) == 0 {
+				return nil, fmt.Errorf("redlock needs its nodes (LockConfig.Nodes)")
+			}
+			return newRedsync(cfg.Nodes, cfg.Key, cfg.Lease, cfg.Retry, cfg.fencer()), nil
+		}}
+}
+
 // newRedsync returns the redsync lock named key on nodes.
 func newRedsync(nodes []*redis.Client, key string, lease, retry time.Duration, fence fencer) *Redsync {
 	pools := make([]redsyncredis.Pool, len(nodes))

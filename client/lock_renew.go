@@ -27,6 +27,11 @@ type Renew struct {
 	frozen sync.RWMutex
 }
 
+func renewKind() LockKind {
+	return LockKind{Name: "renew", About: "setnx's lease, extended every lease/3 by a watchdog goroutine", Store: OnRedis, Failover: true,
+		New: func(_ context.Context, cfg LockConfig) (Lock, error) { return &Renew{SetNX: *newSetNX(cfg)}, nil }}
+}
+
 // A watchdog is the renewal goroutine of one grant.
 type watchdog struct {
 	stop context.CancelFunc

@@ -6,13 +6,15 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 )
 
-// LockConfig is what every lock adapter may draw on.
+// LockConfig is what every lock may draw on.
 type LockConfig struct {
 	Redis *redis.Client // the run's own Redis: the history's clock, and fencing tokens
 	// Nodes are the Redis servers the lock itself is kept on, when it is
@@ -21,68 +23,110 @@ type LockConfig struct {
 	// the history, nor a restart reset the fences).
 	Nodes    []*redis.Client
 	Postgres *pgxpool.Pool // the workload's; pg-advisory opens a session of its own on its server
-	Etcd     []string      // the etcd cluster's client endpoints, for the etcd lock
-	Key      string        // the lock's name
-	FenceKey string        // where fencing tokens come from, for locks that fence with INCR
-	Lease    time.Duration // the lease, for locks that have one
-	Retry    time.Duration // wait between attempts, for locks that poll
-	Fenced   bool          // hand out fencing tokens with each grant
+	// Endpoints are the client URLs of the lock's own servers when they
+	// are not Redis (etcd's).
+	Endpoints []string
+	Key       string        // the lock's name
+	FenceKey  string        // where fencing tokens come from, for locks that fence with INCR
+	Lease     time.Duration // the lease, for locks that have one
+	Retry     time.Duration // wait between attempts, for locks that poll
+	Fenced    bool          // hand out fencing tokens with each grant
 	// RedisURL is the server Redis holds, for an adapter (exec:) to
 	// connect to; OpTimeout bounds each of its answers.
 	RedisURL  string
 	OpTimeout time.Duration
 }
 
-// LockNames lists the locks NewLock builds.
-func LockNames() []string {
-	return []string{"setnx", "renew", "redsync", "redislock", "pg-advisory", "redlock", "etcd"}
+// node is the one Redis a lock kept on one server is kept on: the lock's
+// own node, or the run's.
+func (c LockConfig) node() *redis.Client {
+	if len(c.Nodes) > 0 {
+		return c.Nodes[0]
+	}
+	return c.Redis
 }
 
-// NewLock returns the lock called name:
-//
-//   - setnx: SET NX PX with a compare-and-delete release (SetNX), the reference;
-//   - renew: the same lease, extended every lease/3 by a watchdog goroutine (Renew);
-//   - redsync: github.com/go-redsync/redsync/v4 on one Redis, without Extend (Redsync);
-//   - redislock: github.com/bsm/redislock, without Refresh (RedisLock);
-//   - pg-advisory: a PostgreSQL session advisory lock, with no lease (PGAdvisory),
-//     on a session of its own that lasts as long as the lock value;
-//   - redlock: redsync over every one of Nodes (Redlock: a majority of
-//     independent nodes), without Extend;
-//   - etcd: etcd's concurrency.Mutex on a session whose lease its client
-//     keeps alive (Etcd); fenced, by the lock key's creation revision.
-//
-// Fenced, each of them but etcd takes its fencing token by an INCR of
-// FenceKey right after it acquired (none of them hands one out itself);
-// etcd's is the lock key's creation revision. ctx bounds what the lock
-// does to start (etcd's first answer).
-func NewLock(ctx context.Context, name string, cfg LockConfig) (Lock, error) {
-	node := cfg.Redis
-	if len(cfg.Nodes) > 0 {
-		node = cfg.Nodes[0]
+// fencer hands out the fencing tokens of a lock that has none of its own.
+func (c LockConfig) fencer() fencer { return fencer{Redis: c.Redis, Key: c.FenceKey, On: c.Fenced} }
+
+// A Store is where a lock is kept: which servers the run starts for it,
+// and which of the run's faults can reach it.
+type Store uint8
+
+const (
+	// OnRedis: one Redis server: the run's, a node of its own (when a fault
+	// acts on it, or it runs on a host of its own), or a failover's
+	// primary. LockConfig.Nodes holds it when it is not the run's.
+	OnRedis Store = iota + 1
+	// OnRedisNodes: several independent Redis nodes, a majority of which
+	// must grant (LockConfig.Nodes).
+	OnRedisNodes
+	// OnPostgres: the workload's own PostgreSQL.
+	OnPostgres
+	// OnEtcd: an etcd server of its own (LockConfig.Endpoints).
+	OnEtcd
+	// Elsewhere: where the run knows nothing of (a lock of a program's
+	// own): no fault of the lock's servers can go with it.
+	Elsewhere
+)
+
+// A LockKind is a kind of lock hiatus can test, declared once: its name,
+// where it is kept, what else it holds of the run, and how it is built.
+// hiatus's own are each declared in their lock_*.go, and LockKinds lists
+// them; a program's own it hands to harness.Lab.
+type LockKind struct {
+	Name  string
+	About string // what it is, for --help
+	Store Store
+	// Sessions are the PostgreSQL sessions each worker holds for the lock,
+	// beyond its counter's one.
+	Sessions int
+	// Failover says the lock can be kept on a primary its sentinels fail
+	// over (--nemesis failover): it takes one Redis, and follows it.
+	Failover bool
+	// New builds one worker's lock from what the run hands every lock;
+	// ctx bounds what it does to start (etcd's first answer).
+	New func(ctx context.Context, cfg LockConfig) (Lock, error)
+}
+
+// LockKinds are hiatus's own locks.
+func LockKinds() []LockKind {
+	return []LockKind{setnxKind(), renewKind(), redsyncKind(), redisLockKind(), pgAdvisoryKind(), redlockKind(), etcdKind()}
+}
+
+// LockNames lists hiatus's own locks.
+func LockNames() []string {
+	var names []string
+	for _, k := range LockKinds() {
+		names = append(names, k.Name)
 	}
-	setnx := SetNX{Redis: node, Fences: cfg.Redis, Key: cfg.Key, FenceKey: cfg.FenceKey, Lease: cfg.Lease,
-		Retry: cfg.Retry, Fenced: cfg.Fenced}
-	fence := fencer{Redis: cfg.Redis, Key: cfg.FenceKey, On: cfg.Fenced}
-	switch name {
-	case "setnx":
-		return &setnx, nil
-	case "renew":
-		return &Renew{SetNX: setnx}, nil
-	case "redsync":
-		return newRedsync([]*redis.Client{node}, cfg.Key, cfg.Lease, cfg.Retry, fence), nil
-	case "redlock":
-		if len(cfg.Nodes) == 0 {
-			return nil, fmt.Errorf("redlock needs its nodes (LockConfig.Nodes)")
+	return names
+}
+
+// LockKindOf returns the lock called name: one of own (a program's), an
+// adapter's (exec:COMMAND), or one of hiatus's.
+func LockKindOf(name string, own []LockKind) (LockKind, bool) {
+	if cmd, ok := strings.CutPrefix(name, ExecPrefix); ok {
+		return execKind(name, cmd), true
+	}
+	for _, k := range append(slices.Clone(own), LockKinds()...) {
+		if k.Name == name {
+			return k, true
 		}
-		return newRedsync(cfg.Nodes, cfg.Key, cfg.Lease, cfg.Retry, fence), nil
-	case "redislock":
-		return newRedisLock(node, cfg.Key, cfg.Lease, cfg.Retry, fence), nil
-	case "etcd":
-		return NewEtcd(ctx, cfg.Etcd, cfg.Key, cfg.Lease, cfg.Retry, cfg.Fenced)
-	case "pg-advisory":
-		return newPGAdvisory(cfg.Postgres, cfg.Key, cfg.Retry, fence)
 	}
-	return nil, fmt.Errorf("no lock %q (want one of %v)", name, LockNames())
+	return LockKind{}, false
+}
+
+// NewLock returns the lock called name, one of hiatus's or an adapter's
+// (LockKindOf). Fenced, each of them but etcd takes its fencing token by
+// an INCR of FenceKey right after it acquired (none of them hands one out
+// itself); etcd's is the lock key's creation revision.
+func NewLock(ctx context.Context, name string, cfg LockConfig) (Lock, error) {
+	k, ok := LockKindOf(name, nil)
+	if !ok {
+		return nil, fmt.Errorf("no lock %q (want one of %v)", name, LockNames())
+	}
+	return k.New(ctx, cfg)
 }
 
 // A fencer hands out fencing tokens for locks that have none of their own:

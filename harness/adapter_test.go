@@ -15,6 +15,7 @@ import (
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/adaptertest"
+	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/store"
 )
 
@@ -41,7 +42,7 @@ func TestRunAdapterFrozenWithWorker(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "adapters/node/node_modules/redis-semaphore")); err != nil {
 		t.Fatalf("the Node adapters need their npm packages (scripts/setup --tests installs them): %v", err)
 	}
-	for _, kind := range []string{"sleep", "stop"} {
+	for _, kind := range []history.Keyword{nemesis.KindSleep, nemesis.KindStop} {
 		command, mark := adaptertest.Marked("node " + filepath.Join(root, "adapters/node/redis-semaphore.js"))
 		res, out, err := adapterRun(t, command, func(c *harness.Config) {
 			// A lease Node's refresh keeps on a loaded machine; a pause

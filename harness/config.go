@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -18,63 +19,76 @@ import (
 // The defaults of a run, which `hiatus run` and `hiatus compare` flags
 // both show.
 const (
-	DefaultName      = "lock-counter"
-	DefaultWorkers   = 3
-	DefaultTimeLimit = 10 * time.Second
-	DefaultLease     = 500 * time.Millisecond
-	DefaultWork      = 20 * time.Millisecond
-	DefaultRetry     = 5 * time.Millisecond
-	DefaultOpTimeout = 5 * time.Second
-	DefaultNemesis   = "sigstop"
-	DefaultPause     = 800 * time.Millisecond
-	DefaultInterval  = 700 * time.Millisecond
-	DefaultPauseKind = "sleep"
-	DefaultLock      = "setnx"
-	DefaultStore     = "store"
-	DefaultCounterID = 1
+	DefaultName              = "lock-counter"
+	DefaultWorkers           = 3
+	DefaultTimeLimit         = 10 * time.Second
+	DefaultLease             = 500 * time.Millisecond
+	DefaultWork              = 20 * time.Millisecond
+	DefaultRetry             = 5 * time.Millisecond
+	DefaultOpTimeout         = 5 * time.Second
+	DefaultNemesis   Nemesis = "sigstop"
+	DefaultPause             = 800 * time.Millisecond
+	DefaultInterval          = 700 * time.Millisecond
+	DefaultPauseKind         = nemesis.KindSleep
+	DefaultLock              = "setnx"
+	DefaultStore             = "store"
+	DefaultCounterID         = 1
 )
 
 // Config is everything a run is made of; test.edn records it whole, but for
 // the server URLs' passwords.
 type Config struct {
-	Name        string        // the test's name: runs go to Store/Name/START-TIME/
-	Workers     int           // worker processes contending for the lock
-	TimeLimit   time.Duration // how long workers start new critical sections
-	Lease       time.Duration // the lock's lease, whole milliseconds
-	Work        time.Duration // simulated work between the read and the write
-	Retry       time.Duration // wait between attempts to acquire the lock
-	OpTimeout   time.Duration // bound on each read, write and release; a timeout is an :info op
-	Nemesis     string        // "none", or a comma-separated list of NemesisNames
-	RedisPID    int           // of an external Redis, for pause-redis
-	PostgresPID int           // of an external PostgreSQL's postmaster, for pause-postgres
-	Pause       time.Duration // how long each pause lasts (the nemesis's and in-section)
-	Interval    time.Duration // between the end of one nemesis pause and the start of the next
-	InjectEvery int           // pause each worker in its every Nth section; 0 = never
-	PauseKind   string        // of the in-section pause: sleep or stop
-	Lock        string        // the lock under test: one of client.LockNames, or of Locks
-	Fenced      bool          // write with a fencing token, which Postgres checks: Guard fence
-	Guard       client.Guard  // what Postgres checks before a write lands; "" is fence when Fenced, else none
-	Nodes       int           // redlock's independent Redis nodes; 0 is DefaultNodes
-	ClockJump   time.Duration // how far the clock fault steps a node's clock, forward or (negative) back; 0 is the lease forward
-	ClockStrobe time.Duration // with the clock fault, step the clock back and forth this often while it lasts; 0 for one step
-	Delay       time.Duration // what the delay faults add to each byte's trip; 0 is the lease
-	Hosts       string        // where workers run: "" or "local" on this machine, "netns" each in a network namespace of its own (root)
-	Seed        int64         // seed of the nemesis's choices
-	RedisURL    string        // "" starts a throwaway redis-server
-	PostgresURL string        // "" starts a throwaway PostgreSQL
-	Store       string        // directory where runs are kept
-	CounterID   int64         // row of the counter table (runs sharing a server need distinct rows and names)
+	Name        string          // the test's name: runs go to Store/Name/START-TIME/
+	Workers     int             // worker processes contending for the lock
+	TimeLimit   time.Duration   // how long workers start new critical sections
+	Lease       time.Duration   // the lock's lease, whole milliseconds
+	Work        time.Duration   // simulated work between the read and the write
+	Retry       time.Duration   // wait between attempts to acquire the lock
+	OpTimeout   time.Duration   // bound on each read, write and release; a timeout is an :info op
+	Nemesis     Nemesis         // the faults, one every Interval for Pause; "" or "none" for none
+	RedisPID    int             // of an external Redis, for pause-redis
+	PostgresPID int             // of an external PostgreSQL's postmaster, for pause-postgres
+	Pause       time.Duration   // how long each pause lasts (the nemesis's and in-section)
+	Interval    time.Duration   // between the end of one nemesis pause and the start of the next
+	InjectEvery int             // pause each worker in its every Nth section; 0 = never
+	PauseKind   history.Keyword // of the in-section pause: nemesis.KindSleep or KindStop
+	Lock        string          // the lock under test: one of client.LockNames, an adapter's exec:COMMAND, or a Lab's
+	Guard       client.Guard    // what Postgres checks before a write lands; "" as client.GuardNone
+	Nodes       int             // redlock's independent Redis nodes; 0 is DefaultNodes
+	ClockJump   time.Duration   // how far the clock fault steps a node's clock, forward or (negative) back; 0 is the lease forward
+	ClockStrobe time.Duration   // with the clock fault, step the clock back and forth this often while it lasts; 0 for one step
+	Delay       time.Duration   // what the delay faults add to each byte's trip; 0 is the lease
+	Hosts       Hosts           // where workers and servers run: HostsLocal ("" too) or HostsNetns
+	Seed        int64           // seed of the nemesis's choices
+	RedisURL    string          // "" starts a throwaway redis-server
+	PostgresURL string          // "" starts a throwaway PostgreSQL
+	Store       string          // directory where runs are kept
+	CounterID   int64           // row of the counter table (runs sharing a server need distinct rows and names)
 
 	// Plan, when not nil, is the nemesis's schedule to replay (a run's
 	// schedule.edn) instead of one drawn from Seed; Nemesis must name its
 	// kinds of fault.
 	Plan nemesis.Plan
 
-	// Locks are locks of the caller's own, by name, for Lock to name. They
-	// are code, not settings: the worker processes must be given the same
-	// ones (see ServeWorker), and test.edn records only the name.
-	Locks Locks
+	// own are the locks of the Lab that runs c, beside hiatus's: set by
+	// the Lab's Run and Validate.
+	own []client.LockKind
 }
+
+// A Nemesis is the faults a run injects, as --nemesis lists them: kinds of
+// fault (nemesis.Kind*, NemesisNames) comma-separated, and a sequence of
+// kinds joined by + (partition-redis+clock). Its zero value, as "none",
+// injects none.
+type Nemesis string
+
+// Hosts says where a run's workers and the servers under test run.
+type Hosts string
+
+// Where runs run.
+const (
+	HostsLocal Hosts = "local" // on this machine (the zero Hosts too)
+	HostsNetns Hosts = "netns" // each on a host of its own, a network namespace (root)
+)
 
 // DefaultConfig returns the configuration of `hiatus run` with no flags,
 // seeded from the clock.
@@ -83,7 +97,7 @@ func DefaultConfig() Config {
 		Name: DefaultName, Workers: DefaultWorkers, TimeLimit: DefaultTimeLimit, Lease: DefaultLease,
 		Work: DefaultWork, Retry: DefaultRetry, OpTimeout: DefaultOpTimeout, Nemesis: DefaultNemesis,
 		Pause: DefaultPause, Interval: DefaultInterval, PauseKind: DefaultPauseKind, Lock: DefaultLock,
-		Store: DefaultStore, CounterID: DefaultCounterID, Seed: time.Now().UnixNano(), Hosts: "local",
+		Store: DefaultStore, CounterID: DefaultCounterID, Seed: time.Now().UnixNano(), Hosts: HostsLocal, Guard: client.GuardNone,
 	}
 }
 
@@ -132,24 +146,22 @@ func (c Config) validate() error {
 		return fmt.Errorf("--inject-every cannot be negative")
 	case c.InjectEvery > 0 && c.Pause <= 0:
 		return fmt.Errorf("--inject-every needs a positive --pause")
-	case c.PauseKind != "sleep" && c.PauseKind != "stop":
+	case c.PauseKind != nemesis.KindSleep && c.PauseKind != nemesis.KindStop:
 		return fmt.Errorf("--pause-kind %q: want sleep or stop", c.PauseKind)
 	case strings.HasPrefix(c.Lock, client.ExecPrefix) && strings.TrimSpace(strings.TrimPrefix(c.Lock, client.ExecPrefix)) == "":
 		return fmt.Errorf("--lock %q: exec: needs the adapter's command, as exec:'python3 my_adapter.py'", c.Lock)
-	case !slices.Contains(c.lockNames(), c.Lock) && !strings.HasPrefix(c.Lock, client.ExecPrefix):
+	case c.lockKind().Store == client.Elsewhere && !slices.Contains(c.lockNames(), c.Lock):
 		return fmt.Errorf("--lock %q: want one of %s, or exec:COMMAND (a lock adapter)", c.Lock, strings.Join(c.lockNames(), ", "))
 	case c.Guard != "" && !slices.Contains(client.Guards(), c.Guard):
 		return fmt.Errorf("--guard %q: want one of %v", c.Guard, client.Guards())
-	case c.Fenced && c.Guard != "" && c.Guard != client.GuardFence:
-		return fmt.Errorf("--fenced is --guard fence: it cannot go with --guard %s", c.Guard)
 	case c.Nodes < 0 || c.ClockStrobe < 0 || c.Delay < 0:
 		return fmt.Errorf("--nodes, --clock-strobe and --delay cannot be negative")
-	case c.Hosts != "" && c.Hosts != "local" && c.Hosts != "netns":
+	case c.Hosts != "" && c.Hosts != HostsLocal && c.Hosts != HostsNetns:
 		return fmt.Errorf("--hosts %q: want local or netns", c.Hosts)
 	case c.Hosts == "netns" && c.netnsHosts() > topology.MaxHosts:
 		return fmt.Errorf("--hosts netns: %d workers and %d servers need %d hosts, more than a test network's %d",
 			c.Workers, c.netnsHosts()-c.Workers, c.netnsHosts(), topology.MaxHosts)
-	case c.Nodes > 0 && c.Lock != "redlock":
+	case c.Nodes > 0 && c.lockKind().Store != client.OnRedisNodes:
 		return fmt.Errorf("--nodes %d is redlock's: --lock %s is kept on one node", c.Nodes, c.Lock)
 	case c.Name == "" || c.Name == "latest" || strings.ContainsAny(c.Name, `/\`):
 		return fmt.Errorf("--name %q: want a plain name", c.Name)
@@ -176,26 +188,8 @@ func (c Config) validate() error {
 	return nil
 }
 
-// lockNames are the locks c may name: the built-in ones and its own.
-func (c Config) lockNames() []string {
-	names := client.LockNames()
-	for n := range c.Locks {
-		if !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	slices.Sort(names[len(client.LockNames()):])
-	return names
-}
-
-// GuardKind is the guard of the run's writes: Guard, or the one Fenced
-// names when Guard is unset.
-func (c Config) GuardKind() client.Guard {
-	if c.Guard != "" {
-		return c.Guard
-	}
-	return client.GuardOf(c.Fenced)
-}
+// guard is the guard of the run's writes: Guard, none when unset.
+func (c Config) guard() client.Guard { return cmp.Or(c.Guard, client.GuardNone) }
 
 func lockKey(name string) string  { return "hiatus:lock:" + name }
 func fenceKey(name string) string { return "hiatus:fence:" + name }

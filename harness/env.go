@@ -58,7 +58,7 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 	if err := e.db.Ping(pctx); err != nil {
 		return nil, setupErrorf("cannot reach PostgreSQL at %s: %v", Redact(cfg.PostgresURL), err)
 	}
-	e.counter = &client.Counter{DB: e.db, ID: cfg.CounterID, Guard: cfg.GuardKind()}
+	e.counter = &client.Counter{DB: e.db, ID: cfg.CounterID, Guard: cfg.guard()}
 	if err := e.counter.Setup(pctx); err != nil {
 		return nil, setupErrorf("PostgreSQL at %s: %v", Redact(cfg.PostgresURL), err)
 	}
@@ -144,10 +144,7 @@ func seats(ctx context.Context, db *pgxpool.Pool, cfg Config) error {
 	if !super {
 		free -= reserved
 	}
-	per := 1
-	if cfg.Lock == "pg-advisory" {
-		per = 2
-	}
+	per := 1 + cfg.lockKind().Sessions
 	// The run's own pool holds one of the open sessions and may open 3 more;
 	// a replaced worker's session may linger while its successor connects.
 	need := cfg.Workers*per + per + 3

@@ -43,19 +43,20 @@ func (l *delLock) Release(ctx context.Context, _ client.Grant) error {
 	return l.rdb.Del(ctx, l.key).Err()
 }
 
-// locks are this test binary's own locks, by the name a Config gives them.
-var locks = harness.Locks{
-	"del-release": func(c client.LockConfig) (client.Lock, error) {
+// lab runs this test binary's own locks beside hiatus's: declared once,
+// for the runs and for their workers.
+var lab = harness.Lab{Locks: []client.LockKind{
+	{Name: "del-release", Store: client.OnRedis, New: func(_ context.Context, c client.LockConfig) (client.Lock, error) {
 		return &delLock{rdb: c.Redis, key: c.Key, lease: c.Lease}, nil
-	},
-	"chatty": newChatty, // harness_test.go
-}
+	}},
+	{Name: "chatty", Store: client.OnRedis, New: newChatty}, // harness_test.go
+}}
 
 // TestMain lets the test binary serve as the workers of the runs its tests
 // start: Run starts them as this same binary.
 func TestMain(m *testing.M) {
 	adaptertest.Serve() // the runs' misbehaving lock adapters, too
-	harness.ServeWorker(locks)
+	lab.ServeWorker()
 	os.Exit(m.Run())
 }
 
@@ -70,11 +71,11 @@ func Example() {
 	defer os.RemoveAll(store)
 
 	cfg := harness.DefaultConfig() // throwaway redis-server and PostgreSQL
-	cfg.Lock, cfg.Locks = "del-release", locks
+	cfg.Lock = "del-release"
 	cfg.Store = store
 	cfg.TimeLimit, cfg.Lease, cfg.Work = 2*time.Second, 100*time.Millisecond, 5*time.Millisecond
 	cfg.Nemesis, cfg.InjectEvery, cfg.Pause = "none", 3, 300*time.Millisecond
-	res, err := harness.Run(context.Background(), cfg)
+	res, err := lab.Run(context.Background(), cfg)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/hiatus-dev/hiatus/nemesis"
@@ -97,7 +98,7 @@ func NemesisNames() []string { return kindsWith(0) }
 // FaultNames returns the faults of c.Nemesis; none for "none".
 func (c Config) FaultNames() []string {
 	var out []string
-	for _, f := range strings.Split(c.Nemesis, ",") {
+	for _, f := range strings.Split(string(c.Nemesis), ",") {
 		if f = strings.TrimSpace(f); f != "" && f != "none" {
 			out = append(out, f)
 		}
@@ -181,9 +182,9 @@ func (c Config) validateFault(k faultKind) error {
 		return fmt.Errorf("--nemesis %s cuts a worker's host off from the network: it needs --hosts netns (as root)", k.name)
 	case k.needs&(needRedisNodes|needRedisLinks) != 0 && !c.redisLock():
 		return fmt.Errorf("--nemesis %s acts on the lock's Redis nodes: --lock %s is not kept on Redis", c.Nemesis, c.Lock)
-	case k.needs&needLockServers != 0 && !c.redisLock() && c.Lock != "etcd":
+	case k.needs&needLockServers != 0 && !c.redisLock() && c.lockKind().Store != client.OnEtcd:
 		return fmt.Errorf("--nemesis %s acts on the lock's own servers: --lock %s keeps its lock on none", k.name, c.Lock)
-	case k.needs&needRunRedis != 0 && (c.lockNodes() > 0 || c.needs()&needReplica != 0 || c.Lock == "etcd"):
+	case k.needs&needRunRedis != 0 && (c.lockNodes() > 0 || c.needs()&needReplica != 0 || c.lockKind().Store == client.OnEtcd):
 		return fmt.Errorf("--nemesis %s acts on the run's Redis, which holds the history's clock and the fences, not the lock: the lock is on nodes of its own here (use restart)", c.Nemesis)
 	case k.needs&needReplica != 0 && c.needs()&(needLockServers|needRedisLinks) != 0:
 		return fmt.Errorf("--nemesis failover cannot go with faults of the lock's other nodes (%s)", c.Nemesis)

@@ -2,9 +2,10 @@ package harness
 
 import (
 	"fmt"
-	"slices"
+	"strings"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/nemesis"
 )
 
@@ -18,8 +19,14 @@ func networkFaults() []faultKind {
 				if c.Pause < 3*time.Second {
 					return fmt.Errorf("--nemesis failover needs --pause of 3s or more: the sentinels take about 2.3 s to promote the replica, and a shorter fault would fail nothing over")
 				}
-				if !slices.Contains([]string{"setnx", "renew", "redsync", "redislock"}, c.Lock) {
-					return fmt.Errorf("--nemesis failover fails over the Redis one lock is kept on: --lock setnx, renew, redsync or redislock, not %s", c.Lock)
+				if !c.lockKind().Failover {
+					var can []string
+					for _, k := range client.LockKinds() {
+						if k.Failover {
+							can = append(can, k.Name)
+						}
+					}
+					return fmt.Errorf("--nemesis failover fails over the Redis one lock is kept on: --lock %s, not %s", strings.Join(can, ", "), c.Lock)
 				}
 				return nil
 			},

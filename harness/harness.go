@@ -56,7 +56,7 @@ type Watch struct {
 
 // Run runs the experiment cfg describes and returns its checked history,
 // as RunWatched does with nothing watching.
-func Run(ctx context.Context, cfg Config) (Result, error) { return RunWatched(ctx, cfg, Watch{}) }
+func Run(ctx context.Context, cfg Config) (Result, error) { return Lab{}.Run(ctx, cfg) }
 
 // RunWatched runs the experiment cfg describes and returns its checked history.
 // When ctx ends, the workers stop starting sections, and the history up to
@@ -65,6 +65,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) { return RunWatched(ct
 // whatever ends it. A *SetupError is a bad Config or a server that cannot
 // be had; other errors are faults of the machine (a full disk, say).
 func RunWatched(ctx context.Context, cfg Config, watch Watch) (Result, error) {
+	return Lab{}.RunWatched(ctx, cfg, watch)
+}
+
+func runWatched(ctx context.Context, cfg Config, watch Watch) (Result, error) {
 	if os.Getenv(workerEnv) != "" {
 		return Result{}, errors.New("this process was started as a hiatus worker, yet runs an experiment: " +
 			"call harness.ServeWorker first thing in main, or in TestMain before m.Run")
@@ -189,6 +193,62 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 // :ops-missing event at its end, so that a check of it months later still
 // knows it is incomplete.
 func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *collector, lg *runLog) (checker.Results, error) {
+	rd := newReaders(cfg)
+	if err := writeHistory(ctx, cfg, env, run, col, lg, rd); err != nil {
+		return checker.Results{}, err
+	}
+	if err := rd.perf.WritePlots(run.Dir); err != nil {
+		lg.printf("plots: %v", err) // the pictures are not worth the verdict
+	}
+	rd.stream.FlagSections(rd.tl.Kept()) // the timeline colours what the check found
+	rs := analyze(rd.stream)
+	rd.tl.SetFlags(rd.stream.Flagged())
+	if err := run.WriteFile(store.Results, rs.AppendEDN(nil)); err != nil {
+		return rs, err
+	}
+	if err := run.WriteFile(store.Schedule, rd.plan.Plan().AppendEDN(nil)); err != nil {
+		lg.printf("%s: %v", store.Schedule, err) // a replay needs it; the verdict does not
+	}
+	// The pictures are not worth the verdict: a failure is logged.
+	page := report.TimelinePage{Summary: report.ReadSummary(run.Dir)}
+	if rd.stream.Ops() <= linearViewOps {
+		if err := writeLinearView(ctx, run); err != nil {
+			lg.printf("%s: %v", report.LinearFile, err)
+		} else {
+			page.Linear = report.LinearFile
+		}
+	}
+	if err := run.WriteWith(report.TimelineFile, func(w io.Writer) error { return rd.tl.WriteHTML(w, page) }); err != nil {
+		lg.printf("timeline: %v", err)
+	}
+	return rs, nil
+}
+
+// readers are what reads the history as history.edn is written: the
+// check, the plots, the timeline and the schedule a replay injects.
+type readers struct {
+	stream *checker.Stream
+	perf   *report.Perf
+	tl     *report.Timeline
+	plan   nemesis.PlanRecorder
+}
+
+func newReaders(cfg Config) *readers {
+	return &readers{stream: checker.NewStream(), perf: report.NewPerf(), tl: &report.Timeline{Workers: cfg.Workers}}
+}
+
+func (rd *readers) add(o history.Op) {
+	rd.stream.Add(o)
+	rd.perf.Add(o)
+	rd.tl.Add(o)
+	rd.plan.Add(o)
+}
+
+// writeHistory makes history.edn from the journal, sorted by time, its
+// :info writes settled from the audit table, and hands each op to rd as it
+// writes it. Ops the run could not record are said in the history itself,
+// by an :ops-missing event at its end.
+func writeHistory(ctx context.Context, cfg Config, env *env, run store.Run, col *collector, lg *runLog, rd *readers) error {
 	ops, _, infoWrites, jerr := col.stats()
 	var missing []string
 	if jerr != nil {
@@ -207,20 +267,13 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 	}
 	out, err := run.Create(store.History)
 	if err != nil {
-		return checker.Results{}, err
+		return err
 	}
 	w := history.NewWriter(out)
-	stream := checker.NewStream()
-	stream.Grow(ops)
-	perf := report.NewPerf()
-	tl := &report.Timeline{Workers: cfg.Workers}
-	var plan nemesis.PlanRecorder
+	rd.stream.Grow(ops)
 	settled, n, last := 0, 0, int64(0)
 	add := func(o history.Op) error {
-		stream.Add(o)
-		perf.Add(o)
-		tl.Add(o)
-		plan.Add(o)
+		rd.add(o)
 		n, last = n+1, max(last, o.Time)
 		return w.Write(o)
 	}
@@ -245,39 +298,15 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 	if err != nil {
 		out.Abort()
 		if jerr == nil {
-			return checker.Results{}, fmt.Errorf("write the history (the journal keeps every op): %w", err)
+			return fmt.Errorf("write the history (the journal keeps every op): %w", err)
 		}
-		return checker.Results{}, fmt.Errorf("write the history: %w", err)
+		return fmt.Errorf("write the history: %w", err)
 	}
 	if err := out.Close(); err != nil {
-		return checker.Results{}, err
+		return err
 	}
-	lg.logf("history: %d ops, %d :info writes settled from counter_audit", stream.Ops(), settled)
-	if err := perf.WritePlots(run.Dir); err != nil {
-		lg.printf("plots: %v", err) // the pictures are not worth the verdict
-	}
-	stream.FlagSections(tl.Kept()) // the timeline colours what the check found
-	rs := analyze(stream)
-	tl.SetFlags(stream.Flagged())
-	if err := run.WriteFile(store.Results, rs.AppendEDN(nil)); err != nil {
-		return rs, err
-	}
-	if err := run.WriteFile(store.Schedule, plan.Plan().AppendEDN(nil)); err != nil {
-		lg.printf("%s: %v", store.Schedule, err) // a replay needs it; the verdict does not
-	}
-	// The pictures are not worth the verdict: a failure is logged.
-	page := report.TimelinePage{Summary: report.ReadSummary(run.Dir)}
-	if stream.Ops() <= linearViewOps {
-		if err := writeLinearView(ctx, run); err != nil {
-			lg.printf("%s: %v", report.LinearFile, err)
-		} else {
-			page.Linear = report.LinearFile
-		}
-	}
-	if err := run.WriteWith(report.TimelineFile, func(w io.Writer) error { return tl.WriteHTML(w, page) }); err != nil {
-		lg.printf("timeline: %v", err)
-	}
-	return rs, nil
+	lg.logf("history: %d ops, %d :info writes settled from counter_audit", rd.stream.Ops(), settled)
+	return nil
 }
 
 // linearViewOps is the longest history whose porcupine view a run draws:

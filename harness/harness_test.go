@@ -57,9 +57,9 @@ func TestRunOwnLock(t *testing.T) {
 func runLock(t *testing.T, lock string) harness.Result {
 	t.Helper()
 	cfg := harness.DefaultConfig()
-	cfg.Lock, cfg.Locks, cfg.Store = lock, locks, t.TempDir()
+	cfg.Lock, cfg.Store = lock, t.TempDir()
 	cfg.TimeLimit, cfg.Nemesis = time.Second, "none"
-	res, err := harness.Run(context.Background(), cfg)
+	res, err := lab.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		edit func(*harness.Config)
 		want string
 	}{
-		{func(c *harness.Config) { c.Lock = "del-release" }, "--lock"}, // not in c.Locks
+		{func(c *harness.Config) { c.Lock = "del-release" }, "--lock"}, // the lab's, not the zero Lab's
 		{func(c *harness.Config) { c.Workers = 0 }, "--workers"},
 		{func(c *harness.Config) { c.Lease = 1500 * time.Microsecond }, "whole milliseconds"},
 	} {
@@ -105,7 +105,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 // each acquire, as a lock being debugged would.
 type chatty struct{ client.SetNX }
 
-func newChatty(c client.LockConfig) (client.Lock, error) {
+func newChatty(_ context.Context, c client.LockConfig) (client.Lock, error) {
 	return &chatty{client.SetNX{Redis: c.Redis, Key: c.Key, Lease: c.Lease, Retry: c.Retry}}, nil
 }
 

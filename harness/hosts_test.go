@@ -194,9 +194,11 @@ func leftovers(t *testing.T, prefix string) {
 // events are not :start and :stop.
 func TestRunRefusesTopology(t *testing.T) {
 	for _, tc := range []struct {
-		hosts, nemesis, lock string
-		pause, jump, delay   time.Duration
-		workers              int
+		hosts              harness.Hosts
+		nemesis            harness.Nemesis
+		lock               string
+		pause, jump, delay time.Duration
+		workers            int
 	}{
 		{hosts: "netns", nemesis: "none", lock: "setnx", workers: 252}, // and the lock's node and PostgreSQL: 254 hosts
 		{nemesis: "partition-redis+drop-redis", lock: "redlock"},

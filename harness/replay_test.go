@@ -22,14 +22,14 @@ import (
 func TestReplaySchedule(t *testing.T) {
 	ctx := context.Background()
 	cfg := harness.DefaultConfig()
-	cfg.Store, cfg.Lock, cfg.Locks = t.TempDir(), "del-release", locks
+	cfg.Store, cfg.Lock = t.TempDir(), "del-release"
 	cfg.TimeLimit, cfg.Pause, cfg.Interval = 3*time.Second, 300*time.Millisecond, 200*time.Millisecond
 	stop, err := harness.StartServers(ctx, &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
-	first, err := harness.Run(ctx, cfg)
+	first, err := lab.Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,9 +41,9 @@ func TestReplaySchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replay.RedisURL, replay.PostgresURL, replay.Locks = cfg.RedisURL, cfg.PostgresURL, locks
+	replay.RedisURL, replay.PostgresURL = cfg.RedisURL, cfg.PostgresURL
 	replay.TimeLimit += time.Duration(len(planned)) * time.Second // room for every holder wait
-	again, err := harness.Run(ctx, replay)
+	again, err := lab.Run(ctx, replay)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func Settings() []Setting {
 		{Flag: "inject-every", Key: "inject-every", Usage: "pause each worker inside its every Nth critical section (after the read, before the write) for --pause; 0 = never",
 			goName: "InjectEvery", get: func(c Config) any { return c.InjectEvery }, set: setInt(func(c *Config) *int { return &c.InjectEvery })},
 		{Flag: "pause-kind", Key: "pause-kind", keyword: true, Usage: "the in-section pause: sleep (only the worker's goroutine blocks) or stop (the worker SIGSTOPs its whole process)",
-			goName: "PauseKind", get: func(c Config) any { return c.PauseKind }, set: setString(func(c *Config) *string { return &c.PauseKind }),
+			goName: "PauseKind", get: func(c Config) any { return string(c.PauseKind) }, set: setString(func(c *Config) *history.Keyword { return &c.PauseKind }),
 			describe: func(c Config) string {
 				if c.InjectEvery <= 0 {
 					return ""
@@ -82,7 +82,7 @@ func Settings() []Setting {
 		guardSetting(),
 		{Flag: "nodes", Key: "lock-nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant)", DefaultText: fmt.Sprint(DefaultNodes),
 			goName: "Nodes", get: func(c Config) any { return c.Nodes }, set: setInt(func(c *Config) *int { return &c.Nodes }),
-			kept:     func(c Config) bool { return c.Lock == "redlock" },
+			kept:     func(c Config) bool { return c.lockKind().Store == client.OnRedisNodes },
 			describe: func(c Config) string { return fmt.Sprintf("%d nodes", c.nodes()) }},
 		{Flag: "clock-jump", Key: "clock-jump-ms", Usage: "how far --nemesis clock steps a node's clock: forward, or back when negative (-500ms)", DefaultText: "the lease",
 			goName: "ClockJump", get: func(c Config) any { return c.ClockJump }, set: setDuration(func(c *Config) *time.Duration { return &c.ClockJump }),
@@ -103,12 +103,12 @@ func Settings() []Setting {
 			describe: func(c Config) string { return fmt.Sprintf("delay %v", c.delay()) }},
 		{Flag: "hosts", Key: "hosts", Shared: true, keyword: true,
 			Usage:  "where the workers and the servers under test run: local (this machine), or netns (each on a host of its own, a network namespace on a private bridge, where partitions act in the kernel; needs root, and --nemesis isolate needs it)",
-			goName: "Hosts", get: func(c Config) any { return c.Hosts }, set: setString(func(c *Config) *string { return &c.Hosts }),
+			goName: "Hosts", get: func(c Config) any { return string(c.Hosts) }, set: setString(func(c *Config) *Hosts { return &c.Hosts }),
 			describe: func(c Config) string {
 				if c.Hosts == "local" {
 					return ""
 				}
-				return "on hosts " + c.Hosts
+				return "on hosts " + string(c.Hosts)
 			}},
 		{Flag: "seed", Key: "seed", Usage: "seed of the nemesis's choices, to replay a schedule", DefaultText: "from the clock, recorded in test.edn",
 			goName: "Seed", get: func(c Config) any { return c.Seed }, set: setInt64(func(c *Config) *int64 { return &c.Seed }),
@@ -149,7 +149,7 @@ func nemesisSetting() Setting {
 	return Setting{Flag: "nemesis", Key: "nemesis", goName: "Nemesis",
 		Usage: "faults, every --interval one of them for --pause: none, or a comma-separated list of " + faultsAbout() +
 			"; a+b: a sequence, b begun --pause/2 after a (of " + strings.Join(kindsWith(sequenceable), ", ") + "). See docs/nemesis.md",
-		get: func(c Config) any { return c.Nemesis }, set: setString(func(c *Config) *string { return &c.Nemesis }),
+		get: func(c Config) any { return string(c.Nemesis) }, set: setString(func(c *Config) *Nemesis { return &c.Nemesis }),
 		describe: func(c Config) string {
 			f := c.FaultNames()
 			switch {
@@ -166,17 +166,17 @@ func guardSetting() Setting {
 	return Setting{Flag: "guard", Key: "guard", keyword: true, goName: "Guard",
 		Usage: "what Postgres checks before a write lands: none; fence (the token, at the write); " +
 			"fence-rmw (the token at the read and the write: the whole read-modify-write); cas (UPDATE … WHERE value = $read)",
-		get: func(c Config) any { return string(c.GuardKind()) },
+		get: func(c Config) any { return string(c.guard()) },
 		set: func(c *Config, v any) error {
 			s, ok := v.(string)
 			if !ok {
 				return fmt.Errorf("want a guard, not %v", v)
 			}
-			c.Guard, c.Fenced = client.Guard(s), false
+			c.Guard = client.Guard(s)
 			return nil
 		},
 		describe: func(c Config) string {
-			if g := c.GuardKind(); g != client.GuardNone {
+			if g := c.guard(); g != client.GuardNone {
 				return "guard " + string(g)
 			}
 			return "unguarded"
@@ -190,13 +190,13 @@ func urlSetting(flag, goName, usage string, p func(*Config) *string) Setting {
 	return s
 }
 
-func setString(p func(*Config) *string) func(*Config, any) error {
+func setString[T ~string](p func(*Config) *T) func(*Config, any) error {
 	return func(c *Config, v any) error {
 		s, ok := v.(string)
 		if !ok {
 			return fmt.Errorf("want a string, not %v", v)
 		}
-		*p(c) = s
+		*p(c) = T(s)
 		return nil
 	}
 }
@@ -235,14 +235,14 @@ func setDuration(p func(*Config) *time.Duration) func(*Config, any) error {
 }
 
 // Resolved returns c as it runs, each setting that follows another made
-// explicit: the guard (Fenced is guard fence), the hosts, redlock's nodes,
+// explicit: the guard (none when unset), the hosts, redlock's nodes,
 // the clock jump and the delay (the lease), and a setting that means
 // nothing for c (a clock jump without the clock fault) cleared. A Config
 // read back from test.edn or a command line is Resolved.
 func (c Config) Resolved() Config {
-	c.Guard, c.Fenced = c.GuardKind(), false
-	c.Hosts = cmp.Or(c.Hosts, "local")
-	if c.Lock == "redlock" {
+	c.Guard = c.guard()
+	c.Hosts = cmp.Or(c.Hosts, HostsLocal)
+	if c.lockKind().Store == client.OnRedisNodes {
 		c.Nodes = c.nodes()
 	}
 	if c.faultIn("clock") {
@@ -323,7 +323,9 @@ func ParseConfig(b []byte) (Config, error) {
 	}
 	c := DefaultConfig()
 	// Runs before --guard had only :fenced?.
-	c.Guard, c.Fenced = "", m["fenced?"] == true
+	if m["fenced?"] == true {
+		c.Guard = client.GuardFence
+	}
 	for _, s := range Settings() {
 		x, ok := m[s.Key]
 		if s.Key == "" || s.noReplay || !ok {

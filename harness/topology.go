@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/topology"
@@ -27,16 +28,17 @@ func (c Config) delay() time.Duration     { return cmp.Or(c.Delay, c.Lease) }
 // redisLock reports whether the lock is kept on Redis, so that the nodes'
 // faults can reach it.
 func (c Config) redisLock() bool {
-	return c.Lock != "pg-advisory" && c.Lock != "etcd" && c.Locks[c.Lock] == nil
+	s := c.lockKind().Store
+	return s == client.OnRedis || s == client.OnRedisNodes
 }
 
-// lockNodes is how many Redis nodes of its own the lock is kept on: the
-// redlock's --nodes; one when a fault acts on the lock's node, or when it
-// runs on a host of its own (--hosts netns); none otherwise: the run's
-// Redis, or with failover the replicated one.
+// lockNodes is how many Redis nodes of its own the lock is kept on: a
+// majority lock's --nodes; one when a fault acts on the lock's node, or
+// when it runs on a host of its own (--hosts netns); none otherwise: the
+// run's Redis, or with failover the replicated one.
 func (c Config) lockNodes() int {
 	switch {
-	case c.Lock == "redlock":
+	case c.lockKind().Store == client.OnRedisNodes:
 		return c.nodes()
 	case c.needs()&needReplica != 0:
 		return 0
@@ -53,7 +55,7 @@ func (c Config) netnsHosts() int {
 	if c.PostgresURL == "" {
 		n++
 	}
-	if c.Lock == "etcd" {
+	if c.lockKind().Store == client.OnEtcd {
 		n++
 	}
 	if c.needs()&needReplica != 0 {
@@ -169,7 +171,7 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, pgHost *topol
 			t.nodeURLs = append(t.nodeURLs, s.URL)
 		}
 	}
-	if cfg.Lock == "etcd" {
+	if cfg.lockKind().Store == client.OnEtcd {
 		var h servers.Host
 		if net != nil {
 			if h, err = t.addHost(ctx, "etcd", "etcd"); err != nil {
@@ -347,12 +349,13 @@ func (t *topo) direct() map[string]string {
 	return t.repl.direct()
 }
 
-// etcdURL is the etcd lock's server; "" for other locks.
-func (t *topo) etcdURL() string {
+// endpoints are the lock's own servers that are not Redis (etcd's); none
+// for other locks.
+func (t *topo) endpoints() []string {
 	if t.etcd == nil {
-		return ""
+		return nil
 	}
-	return t.etcd.URL
+	return []string{t.etcd.URL}
 }
 
 // nodeLinks returns the links of the worker in slot to the lock's nodes,

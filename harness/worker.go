@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,37 +22,26 @@ import (
 // workerEnv marks a process that a run started as one of its workers.
 const workerEnv = "HIATUS_WORKER"
 
-// Locks are locks of a caller's own, by the name Config.Lock gives them:
-// each builds the lock from what the run hands every lock.
-type Locks map[string]func(client.LockConfig) (client.Lock, error)
-
-// new builds the lock called name: one of ls, an adapter's command
-// (exec:), or a built-in one.
-func (ls Locks) new(ctx context.Context, name string, cfg client.LockConfig) (client.Lock, error) {
-	if f, ok := ls[name]; ok {
-		return f(cfg)
-	}
-	if cmd, ok := strings.CutPrefix(name, client.ExecPrefix); ok {
-		// Not cut short by the run's end: its start is bounded by the
-		// hello's own timeout.
-		return client.NewExec(context.WithoutCancel(ctx), cmd, cfg, os.Stderr)
-	}
-	return client.NewLock(ctx, name, cfg)
-}
+// ServeWorker makes this process a worker when a run started it as one,
+// and returns at once otherwise: Lab{}.ServeWorker, for hiatus's own locks
+// and adapters.
+func ServeWorker() { Lab{}.ServeWorker() }
 
 // ServeWorker makes this process a worker when a run started it as one,
 // and returns at once otherwise. Workers are separate processes (the
 // nemesis stops and kills them whole) of the very binary that called Run:
 // a program, or a test binary. So call ServeWorker first thing in main, or
-// in TestMain before m.Run, with the same Locks the Config names; a worker
-// runs its critical sections, writes its ops to standard output (anything
-// else printed there goes to the run's log) and exits.
+// in TestMain before m.Run, on the Lab the runs use; a worker runs its
+// critical sections, writes its ops to standard output (anything else
+// printed there goes to the run's log) and exits.
+//
+//	var lab = harness.Lab{Locks: []client.LockKind{myLock}}
 //
 //	func TestMain(m *testing.M) {
-//		harness.ServeWorker(myLocks)
+//		lab.ServeWorker()
 //		os.Exit(m.Run())
 //	}
-func ServeWorker(locks Locks) {
+func (l Lab) ServeWorker() {
 	if os.Getenv(workerEnv) == "" {
 		return
 	}
@@ -71,7 +59,7 @@ func ServeWorker(locks Locks) {
 		fmt.Fprintf(os.Stderr, "hiatus worker: %v\n", err)
 		os.Exit(2)
 	}
-	if err := runWorker(context.Background(), wc, in, locks, ops); err != nil {
+	if err := runWorker(context.Background(), wc, in, l.Locks, ops); err != nil {
 		fmt.Fprintf(os.Stderr, "hiatus worker: %v\n", err)
 		os.Exit(1)
 	}
@@ -99,12 +87,12 @@ func opsOutput() (*os.File, error) {
 type workerConfig struct {
 	RedisURL, PostgresURL string   // the run's Redis (the clock, the fences); PostgreSQL as this worker reaches it
 	NodeURLs              []string // the lock's Redis nodes as this worker reaches them
+	Endpoints             []string // the lock's own servers that are not Redis (etcd's)
 	// Sentinels, when set, name the lock's Redis primary: the worker
 	// follows its failovers. Direct maps the addresses they give to those
 	// the worker dials.
 	Sentinels          []string
 	Direct             map[string]string
-	Etcd               string // the etcd lock's server
 	LockKey, FenceKey  string
 	CounterID          int64
 	Lease, Retry, Work time.Duration
@@ -158,7 +146,7 @@ func awaitStart(in *json.Decoder) (int64, error) {
 // runWorker runs critical sections until the deadline, printing each op as
 // one EDN line as soon as it is recorded; in is its standard input, after
 // the configuration, where it reads the deadline once ready if wc has none.
-func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, locks Locks, out io.Writer) error {
+func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, own []client.LockKind, out io.Writer) error {
 	// SIGINT or SIGTERM ends the run early: the section under way is
 	// finished, no new one begins.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -177,62 +165,22 @@ func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, locks Loc
 		return err
 	}
 	defer db.Close()
-
-	var mu sync.Mutex
-	hw := history.NewWriter(out)
-	var werr error
-	rec := func(o history.Op) {
-		mu.Lock()
-		defer mu.Unlock()
-		if werr != nil {
-			return
-		}
-		if werr = hw.Write(o); werr == nil {
-			werr = hw.Flush()
-		}
-		if werr != nil {
-			cancel() // the run is gone: nothing more to record for
-		}
-	}
+	rec := &opWriter{w: history.NewWriter(out), cancel: cancel}
 	clock := client.NewRedisClock(rdb, time.Unix(0, wc.StartUnixNano))
-	lc := client.LockConfig{Redis: rdb, Postgres: db, Key: wc.LockKey,
-		FenceKey: wc.FenceKey, Lease: wc.Lease, Retry: wc.Retry, Fenced: wc.Fenced,
-		RedisURL: wc.RedisURL, OpTimeout: wc.OpTimeout}
-	if len(wc.NodeURLs) > 0 && wc.NodeURLs[0] != wc.RedisURL {
-		lc.RedisURL = wc.NodeURLs[0] // an adapter's one node
-		for _, u := range wc.NodeURLs {
-			n, err := redisClient(u, 2, wc.OpTimeout)
-			if err != nil {
-				return err
-			}
-			defer n.Close()
-			lc.Nodes = append(lc.Nodes, n)
-		}
-	}
-	if wc.Etcd != "" {
-		lc.Etcd = []string{wc.Etcd}
-	}
-	if len(wc.Sentinels) > 0 {
-		n := failoverClient(wc.Sentinels, wc.Direct, wc.OpTimeout)
-		defer n.Close()
-		lc.Nodes = []*redis.Client{n}
-	}
-	lock, err := locks.new(ctx, wc.Lock, lc)
+	lock, closeLock, err := workerLock(ctx, wc, rdb, db, own)
 	if err != nil {
 		return err
 	}
-	if c, ok := lock.(io.Closer); ok {
-		defer c.Close()
-	}
+	defer closeLock()
 	w := &client.Worker{
 		Lock:    lock,
 		Counter: &client.Counter{DB: db, ID: wc.CounterID, Guard: wc.Guard},
-		Clock:   clock, Record: rec, Process: history.Process(wc.Process), Stride: wc.Stride,
+		Clock:   clock, Record: rec.record, Process: history.Process(wc.Process), Stride: wc.Stride,
 		Work: wc.Work, OpTimeout: wc.OpTimeout,
 	}
 	if wc.InjectEvery > 0 {
 		in := &nemesis.InSection{Every: wc.InjectEvery, Pause: wc.Pause, Kind: history.Keyword(wc.PauseKind),
-			Clock: clock, Record: rec}
+			Clock: clock, Record: rec.record}
 		if e, ok := lock.(*client.Exec); ok {
 			in.Freeze = e.Freeze // the adapter is part of the application the pause freezes
 		}
@@ -247,10 +195,84 @@ func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, locks Loc
 	ctx, cancelRun := context.WithDeadline(ctx, time.Unix(0, wc.DeadlineUnixNano))
 	defer cancelRun()
 	lerr := w.Run(ctx)
-	mu.Lock()
-	defer mu.Unlock()
-	if werr != nil {
-		return fmt.Errorf("worker: write ops: %w", werr)
+	if err := rec.err(); err != nil {
+		return fmt.Errorf("worker: write ops: %w", err)
 	}
 	return lerr
+}
+
+// An opWriter writes a worker's ops as they are recorded, each flushed at
+// once; the first failure cancels the worker (the run is gone: nothing
+// more to record for).
+type opWriter struct {
+	mu     sync.Mutex
+	w      *history.Writer
+	werr   error
+	cancel context.CancelFunc
+}
+
+func (o *opWriter) record(op history.Op) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.werr != nil {
+		return
+	}
+	if o.werr = o.w.Write(op); o.werr == nil {
+		o.werr = o.w.Flush()
+	}
+	if o.werr != nil {
+		o.cancel()
+	}
+}
+
+func (o *opWriter) err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.werr
+}
+
+// workerLock builds the worker's lock, of the kind wc names among own and
+// hiatus's, on the servers wc says it is kept on; close lets go of them.
+func workerLock(ctx context.Context, wc workerConfig, rdb *redis.Client, db *pgxpool.Pool, own []client.LockKind) (_ client.Lock, close func(), err error) {
+	kind, ok := client.LockKindOf(wc.Lock, own)
+	if !ok {
+		return nil, nil, fmt.Errorf("worker: no lock %q: hand it to the Lab whose ServeWorker this process calls", wc.Lock)
+	}
+	lc := client.LockConfig{Redis: rdb, Postgres: db, Key: wc.LockKey, FenceKey: wc.FenceKey, Lease: wc.Lease,
+		Retry: wc.Retry, Fenced: wc.Fenced, RedisURL: wc.RedisURL, OpTimeout: wc.OpTimeout, Endpoints: wc.Endpoints}
+	var closers []func() error
+	close = func() {
+		for _, c := range closers {
+			_ = c()
+		}
+	}
+	defer func() {
+		if err != nil {
+			close()
+		}
+	}()
+	if len(wc.NodeURLs) > 0 && wc.NodeURLs[0] != wc.RedisURL {
+		lc.RedisURL = wc.NodeURLs[0] // an adapter's one node
+		for _, u := range wc.NodeURLs {
+			n, err := redisClient(u, 2, wc.OpTimeout)
+			if err != nil {
+				return nil, nil, err
+			}
+			closers = append(closers, n.Close)
+			lc.Nodes = append(lc.Nodes, n)
+		}
+	}
+	if len(wc.Sentinels) > 0 {
+		n := failoverClient(wc.Sentinels, wc.Direct, wc.OpTimeout)
+		closers = append(closers, n.Close)
+		lc.Nodes = []*redis.Client{n}
+	}
+	lock, err := kind.New(ctx, lc)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c, ok := lock.(io.Closer); ok {
+		closers = append([]func() error{c.Close}, closers...) // the lock before its servers' clients
+	}
+	return lock, close, nil
 }

@@ -98,22 +98,11 @@ func (ws *workerSet) waitReady(ctx context.Context) {
 // spawn starts a worker in slot recording as process. The first workers,
 // before the deadline is set, wait for it once ready.
 func (ws *workerSet) spawn(slot int, process int64) error {
-	cfg := ws.cfg
 	var deadline int64
 	if !ws.deadline.IsZero() {
 		deadline = ws.deadline.UnixNano()
 	}
-	nodes, postgres, redis := ws.topo.urls(slot)
-	wc := workerConfig{
-		RedisURL: redis, PostgresURL: postgres, NodeURLs: nodes, LockKey: lockKey(cfg.Name),
-		FenceKey: fenceKey(cfg.Name), CounterID: cfg.CounterID, Lease: cfg.Lease, Retry: cfg.Retry,
-		Work: cfg.Work, OpTimeout: cfg.OpTimeout, Pause: cfg.Pause, Fenced: cfg.GuardKind().Fenced(), Guard: cfg.GuardKind(),
-		InjectEvery: cfg.InjectEvery, PauseKind: cfg.PauseKind, Lock: cfg.Lock,
-		Process: process, Stride: int64(cfg.Workers),
-		Sentinels: ws.topo.sentinels(), Direct: ws.topo.direct(), Etcd: ws.topo.etcdURL(),
-		StartUnixNano: ws.start.UnixNano(), DeadlineUnixNano: deadline,
-	}
-	in, err := json.Marshal(wc)
+	in, err := json.Marshal(ws.workerConfig(slot, process, deadline))
 	if err != nil {
 		return fmt.Errorf("worker config: %w", err)
 	}
@@ -125,19 +114,11 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 	p := &workerProc{slot: slot, cmd: cmd, done: make(chan struct{})}
 	var readyR *os.File
 	if deadline == 0 {
-		// The worker says it is ready on fd 3, then reads its deadline
-		// after its configuration on stdin.
-		r, w, err := os.Pipe()
-		if err != nil {
+		var readyW *os.File
+		if readyR, readyW, err = p.awaitReady(); err != nil {
 			return fmt.Errorf("worker %d: %w", slot, err)
 		}
-		defer w.Close()
-		readyR, cmd.ExtraFiles = r, []*os.File{w}
-		if p.start, err = cmd.StdinPipe(); err != nil {
-			r.Close()
-			return fmt.Errorf("worker %d: %w", slot, err)
-		}
-		p.ready = make(chan struct{})
+		defer readyW.Close() // once started: the worker has its own copy
 	} else {
 		cmd.Stdin = bytes.NewReader(in)
 	}
@@ -179,23 +160,60 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 	ws.all = append(ws.all, p)
 	ws.mu.Unlock()
 	ws.lg.logf("worker %d: started as process %d, pid %d", slot, process, cmd.Process.Pid)
-	go func() {
-		ws.col.read(slot, stdout, ws.lg)
-		err := cmd.Wait()
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee) && ee.ExitCode() > 0:
-			// It gave up of itself (a kill is no exit code): say why
-			// where the user looks, not only in the log.
-			ws.lg.printf("worker %d (pid %d) ended early, %v: %s", slot, cmd.Process.Pid, err, stderr.last())
-		case err != nil:
-			ws.lg.logf("worker %d (pid %d): %v", slot, cmd.Process.Pid, err)
-		default:
-			ws.lg.logf("worker %d (pid %d): exited", slot, cmd.Process.Pid)
-		}
-		close(p.done)
-	}()
+	go ws.watch(p, stdout, stderr)
 	return nil
+}
+
+// workerConfig is what the worker in slot, recording as process, is told.
+func (ws *workerSet) workerConfig(slot int, process, deadline int64) workerConfig {
+	cfg := ws.cfg
+	nodes, postgres, redis := ws.topo.urls(slot)
+	return workerConfig{
+		RedisURL: redis, PostgresURL: postgres, NodeURLs: nodes, LockKey: lockKey(cfg.Name),
+		FenceKey: fenceKey(cfg.Name), CounterID: cfg.CounterID, Lease: cfg.Lease, Retry: cfg.Retry,
+		Work: cfg.Work, OpTimeout: cfg.OpTimeout, Pause: cfg.Pause, Fenced: cfg.guard().Fenced(), Guard: cfg.guard(),
+		InjectEvery: cfg.InjectEvery, PauseKind: string(cfg.PauseKind), Lock: cfg.Lock,
+		Process: process, Stride: int64(cfg.Workers),
+		Sentinels: ws.topo.sentinels(), Direct: ws.topo.direct(), Endpoints: ws.topo.endpoints(),
+		StartUnixNano: ws.start.UnixNano(), DeadlineUnixNano: deadline,
+	}
+}
+
+// awaitReady has the worker, not yet started, say it is ready on fd 3,
+// then read its deadline after its configuration on stdin; it returns the
+// pipe the word comes on: the caller reads r, and closes w once the worker
+// has started.
+func (p *workerProc) awaitReady() (r, w *os.File, err error) {
+	if r, w, err = os.Pipe(); err != nil {
+		return nil, nil, err
+	}
+	p.cmd.ExtraFiles = []*os.File{w}
+	if p.start, err = p.cmd.StdinPipe(); err != nil {
+		r.Close()
+		w.Close()
+		return nil, nil, err
+	}
+	p.ready = make(chan struct{})
+	return r, w, nil
+}
+
+// watch reads the worker's ops until it exits, and says how it ended.
+func (ws *workerSet) watch(p *workerProc, stdout io.Reader, stderr *lastLine) {
+	ws.col.read(p.slot, stdout, ws.lg)
+	err := p.cmd.Wait()
+	pid := p.cmd.Process.Pid
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee) && ee.ExitCode() > 0:
+		// It gave up of itself (a kill is no exit code): say why
+		// where the user looks, not only in the log.
+		ws.lg.printf("worker %d (pid %d) ended early, %v: %s", p.slot, pid, err, stderr.last())
+	case err != nil:
+		ws.lg.logf("worker %d (pid %d): %v", p.slot, pid, err)
+	default:
+		ws.lg.logf("worker %d (pid %d): exited", p.slot, pid)
+	}
+	close(p.done)
 }
 
 // Targets implements nemesis.Workers.

@@ -400,6 +400,13 @@ func (r *Reader) formEnd(b []byte, i int, eof bool) (int, error) {
 		}
 		return min(j, len(b)), nil
 	}
+	return r.collectionEnd(b, i, j, need)
+}
+
+// collectionEnd returns the end of the collection whose opening bracket is
+// b[j] (b[i] when it has no # prefix), matching every bracket inside it;
+// need is what formEnd returns when b ends inside it.
+func (r *Reader) collectionEnd(b []byte, i, j int, need func(string) error) (int, error) {
 	stack := append(r.stack[:0], opener{i, closerOf(b[j])})
 	defer func() { r.stack = stack[:0] }()
 	for j++; ; {

@@ -69,7 +69,7 @@ type testData struct {
 }
 
 // Guarded says the run's writes were guarded: a TestFenced would add nothing.
-func (d testData) Guarded() bool { return d.R.Config.GuardKind() != client.GuardNone }
+func (d testData) Guarded() bool { return d.R.Config.Resolved().Guard != client.GuardNone }
 
 // UsesTime says the config sets a duration: the test imports time.
 func (d testData) UsesTime() bool {
@@ -86,8 +86,8 @@ var testFile = template.Must(template.New("repro").Parse(`// Reproduces the viol
 // while a replay shows the violation again{{if not .Guarded}}; TestFenced replays the
 // same schedule with a fencing token on the write and passes{{end}}. Each
 // replay starts its own throwaway redis-server and PostgreSQL. A lock of a
-// Go program's own (harness.Locks) must be handed to ServeWorker and Config
-// by hand.
+// Go program's own needs its harness.Lab: its ServeWorker and Run in place
+// of harness's.
 package repro_test
 
 import (
@@ -107,7 +107,7 @@ var violated = []string{ {{- range $i, $v := .Violated}}{{if $i}}, {{end}}{{prin
 
 // TestMain lets the test binary serve as the runs' workers.
 func TestMain(m *testing.M) {
-	harness.ServeWorker(nil)
+	harness.ServeWorker()
 	os.Exit(m.Run())
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/shrink"
@@ -21,7 +22,7 @@ import (
 
 // TestMain lets the test binary serve as the workers of the runs it makes.
 func TestMain(m *testing.M) {
-	harness.ServeWorker(nil)
+	harness.ServeWorker()
 	os.Exit(m.Run())
 }
 
@@ -154,7 +155,7 @@ func TestShrinkRealRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd, _ := os.ReadFile(filepath.Join(dir, shrink.CommandFile))
-	if !strings.Contains(string(cmd), "--schedule") || !strings.Contains(string(cmd), "--workers") {
+	if !strings.Contains(string(cmd), "--schedule") || !strings.Contains(string(cmd), "--time-limit") {
 		t.Errorf("command.txt %q", cmd)
 	}
 	for _, f := range []string{store.Schedule, shrink.TestFile} {
@@ -183,7 +184,7 @@ func TestReproducerFiles(t *testing.T) {
 	}{
 		{"no faults", func(c *harness.Config) { c.Plan = nemesis.Plan{} }, []string{"--nemesis sigstop --seed"}},
 		{"exec lock", func(c *harness.Config) { c.Lock = `exec:node "my lock.js" --it's` }, []string{`--lock 'exec:node "my lock.js" --it'\''s'`}},
-		{"fenced", func(c *harness.Config) { c.Fenced = true }, []string{"--guard fence"}},
+		{"fenced", func(c *harness.Config) { c.Guard = client.GuardFence }, []string{"--guard fence"}},
 		{"long pause", func(c *harness.Config) { c.Pause, c.Nemesis = 2*time.Second, "sigstop, kill-worker" }, []string{"--pause 2s", "--nemesis 'sigstop, kill-worker'"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,8 +203,8 @@ func TestReproducerFiles(t *testing.T) {
 			if _, err := parser.ParseFile(token.NewFileSet(), shrink.TestFile, src, 0); err != nil {
 				t.Errorf("repro_test.go does not parse: %v\n%s", err, src)
 			}
-			if has := strings.Contains(string(src), "func TestFenced"); has == cfg.Fenced {
-				t.Errorf("TestFenced there: %v, for a run fenced: %v", has, cfg.Fenced)
+			if has, fenced := strings.Contains(string(src), "func TestFenced"), cfg.Guard == client.GuardFence; has == fenced {
+				t.Errorf("TestFenced there: %v, for a run fenced: %v", has, fenced)
 			}
 			cmd, _ := os.ReadFile(filepath.Join(dir, shrink.CommandFile))
 			for _, w := range tc.want {

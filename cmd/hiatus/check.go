@@ -30,7 +30,7 @@ func checkCommand() *cli.Command {
 			"only: a named pipe or device is refused (pipe it in with -). The model is detected from the ops' :f values unless\n" +
 			"--model names it: " + strings.Join(checker.Models(), ", ") + ".\n\n" +
 			"A run directory gets its results.edn rewritten; a lone history file gets none unless\n" +
-			"--out names where. Flags go before the history.\n\n" +
+			"--out names where.\n\n" +
 			"Examples:\n" +
 			"  hiatus check\n" +
 			"  hiatus check store/lock-counter/20261130T171300.000Z/\n" +
@@ -49,7 +49,7 @@ func checkCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {
-				return usageErrorf("check takes one history or run directory, not %d arguments (flags go before it: hiatus check --html out.html DIR)", c.NArg())
+				return usageErrorf("check takes one history or run directory, not %d arguments", c.NArg())
 			}
 			ctx, stop := onSignals(c.Context)
 			defer stop()
@@ -88,11 +88,9 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer prog.End()
-	path := h.Path
 	opts.Model, opts.Truncated = h.Model, h.Truncated != nil
 	prog.Checking(fmt.Sprintf("checking %s ops as %s", progress.Thousands(int64(h.N)), h.Model))
 	var rs checker.Results
-	var drawn *checker.Visualization
 	if a.html == "" {
 		rs, err = interruptible(ctx, "check", func() (checker.Results, error) { return h.Check(ctx, opts) })
 		var ee *exitError
@@ -106,32 +104,12 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 	// Nothing else is written while the progress line is on the terminal:
 	// it goes first, then everything is said.
 	prog.End()
-	if h.Truncated != nil {
-		fmt.Fprintf(stderr, "hiatus: %v: the history is truncated; checking the %d ops before it\n", h.Truncated, h.N)
-	}
-	detected := ""
-	if h.Detected {
-		detected = " (detected from :f)"
-	}
-	fmt.Fprintf(stdout, "checking %s\n  model %s%s, %d ops", path, h.Model, detected, h.N)
-	if opts.Model != checker.ModelMutex {
-		fmt.Fprintf(stdout, ", initial %s", history.AppendValue(nil, h.Initial))
-	}
-	fmt.Fprintln(stdout)
-	printProcesses(stdout, h.Processes)
+	printChecking(stdout, stderr, h)
+	var drawn *checker.Visualization
 	if a.html != "" {
-		type drawing struct {
-			rs    checker.Results
-			drawn *checker.Visualization
-		}
-		d, err := interruptible(ctx, "check", func() (drawing, error) {
-			rs, drawn, err := drawCheck(ctx, a.html, h.Ops, opts, stderr)
-			return drawing{rs, drawn}, err
-		})
-		if err != nil {
+		if rs, drawn, err = drawInterruptible(ctx, a.html, h.Ops, opts, stderr); err != nil {
 			return err
 		}
-		rs, drawn = d.rs, d.drawn
 	}
 	rs.Processes = h.Processes
 	printResults(stdout, rs)
@@ -141,14 +119,53 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stdout, "  %s\n", drawn.Note)
 		}
 	}
+	if err := saveResults(a.out, run, rs, stdout, stderr); err != nil {
+		return err
+	}
+	return verdictExit(rs.Valid.ExitCode())
+}
 
+// printChecking says what is checked: the history, its model, its ops,
+// and how it writes the processes the results number.
+func printChecking(stdout, stderr io.Writer, h *checker.File) {
+	if h.Truncated != nil {
+		fmt.Fprintf(stderr, "hiatus: %v: the history is truncated; checking the %d ops before it\n", h.Truncated, h.N)
+	}
+	detected := ""
+	if h.Detected {
+		detected = " (detected from :f)"
+	}
+	fmt.Fprintf(stdout, "checking %s\n  model %s%s, %d ops", h.Path, h.Model, detected, h.N)
+	if h.Model != checker.ModelMutex {
+		fmt.Fprintf(stdout, ", initial %s", history.AppendValue(nil, h.Initial))
+	}
+	fmt.Fprintln(stdout)
+	printProcesses(stdout, h.Processes)
+}
+
+// drawInterruptible is drawCheck, ended at once by ctx.
+func drawInterruptible(ctx context.Context, html string, ops []history.Op, opts checker.Options, stderr io.Writer) (checker.Results, *checker.Visualization, error) {
+	type drawing struct {
+		rs    checker.Results
+		drawn *checker.Visualization
+	}
+	d, err := interruptible(ctx, "check", func() (drawing, error) {
+		rs, drawn, err := drawCheck(ctx, html, ops, opts, stderr)
+		return drawing{rs, drawn}, err
+	})
+	return d.rs, d.drawn, err
+}
+
+// saveResults writes results.edn to out, or into the run directory; a
+// run's that cannot be written is said on stderr, and the verdict stands.
+func saveResults(out string, run store.Run, rs checker.Results, stdout, stderr io.Writer) error {
 	data := rs.AppendEDN(nil)
 	switch {
-	case a.out != "":
-		if err := os.WriteFile(a.out, data, 0o644); err != nil {
+	case out != "":
+		if err := os.WriteFile(out, data, 0o644); err != nil {
 			return usageErrorf("--out: %v", err)
 		}
-		fmt.Fprintf(stdout, "results: %s\n", a.out)
+		fmt.Fprintf(stdout, "results: %s\n", out)
 	case run.Dir != "":
 		if err := run.WriteFile(store.Results, data); err != nil {
 			// The verdict stands: its exit status says it, not this.
@@ -157,7 +174,7 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stdout, "results: %s\n", run.Path(store.Results))
 		}
 	}
-	return verdictExit(rs.Valid.ExitCode())
+	return nil
 }
 
 // openHistory reads the history a check is asked for: a run directory's,

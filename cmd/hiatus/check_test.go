@@ -145,11 +145,17 @@ func TestCheckCommand(t *testing.T) {
 	}
 }
 
+// TestCheckCommandArgs: flags may come after the history, as people type
+// them; two histories are refused.
 func TestCheckCommandArgs(t *testing.T) {
 	path := writeFile(t, "history.edn", registerValid)
-	code, _, stderr := hiatus(t, "check", path, "--html", "out.html")
-	if code != exitUsage || !strings.Contains(stderr, "flags go before it") {
-		t.Errorf("flags after the history: exit %d, stderr %q; want %d and a hint", code, stderr, exitUsage)
+	out := filepath.Join(t.TempDir(), "results.edn")
+	code, stdout, stderr := hiatus(t, "check", path, "--out", out, "--timeout", "5s")
+	if b, _ := os.ReadFile(out); code != exitValid || !strings.Contains(string(b), ":valid? true") {
+		t.Errorf("flags after the history: exit %d, results %q\n%s%s", code, b, stdout, stderr)
+	}
+	if code, _, stderr := hiatus(t, "check", path, path); code != exitUsage || !strings.Contains(stderr, "not 2 arguments") {
+		t.Errorf("two histories: exit %d, stderr %q", code, stderr)
 	}
 }
 

@@ -238,7 +238,50 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 // status: main, and a test that runs its own binary as hiatus.
 func hiatusMain(args []string, stdout, stderr io.Writer) int {
 	redis.SetLogger(quietRedis{}) // the library's logger is global; only the program may set it
-	return exitCode(newApp(stdout, stderr).Run(args), stderr)
+	return exitCode(runApp(newApp(stdout, stderr), args), stderr)
+}
+
+// runApp runs app on args as people type them: a command's flags may come
+// after its arguments (hiatus shrink store/latest --budget 5m), where
+// urfave/cli, as Go's flag package, would take them for arguments.
+func runApp(app *cli.App, args []string) error {
+	if len(args) < 2 {
+		return app.Run(args)
+	}
+	cmd := app.Command(args[1])
+	if cmd == nil || len(cmd.Subcommands) > 0 {
+		return app.Run(args)
+	}
+	return app.Run(append(args[:2:2], flagsFirst(cmd, args[2:])...))
+}
+
+// flagsFirst moves cmd's flags, each with its value, before its other
+// arguments, keeping the order of each; "--" ends the flags, as it does.
+func flagsFirst(cmd *cli.Command, args []string) []string {
+	takesValue := map[string]bool{}
+	for _, f := range cmd.Flags {
+		_, isBool := f.(*cli.BoolFlag)
+		for _, n := range f.Names() {
+			takesValue[n] = !isBool
+		}
+	}
+	var flags, rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name := strings.TrimLeft(a, "-")
+		switch {
+		case a == "--":
+			return append(append(flags, a), append(rest, args[i+1:]...)...)
+		case !strings.HasPrefix(a, "-") || a == "-":
+			rest = append(rest, a)
+		case !strings.Contains(name, "=") && takesValue[name] && i+1 < len(args):
+			flags = append(flags, a, args[i+1])
+			i++
+		default:
+			flags = append(flags, a)
+		}
+	}
+	return append(flags, rest...)
 }
 
 // gcPercent is the GOGC hiatus runs with unless the environment sets one.
@@ -249,7 +292,7 @@ func hiatusMain(args []string, stdout, stderr io.Writer) int {
 const gcPercent = 20
 
 func main() {
-	harness.ServeWorker(nil) // a run's workers are this same binary
+	harness.ServeWorker() // a run's workers are this same binary
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}

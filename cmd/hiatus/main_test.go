@@ -27,7 +27,7 @@ var testRedisURL, testPostgresURL string
 // worker (harness.ServeWorker), as main does. Started with asMainEnv, it is
 // hiatus itself. Otherwise it starts the servers the tests share.
 func TestMain(m *testing.M) {
-	harness.ServeWorker(nil)
+	harness.ServeWorker()
 	if os.Getenv(asMainEnv) == "1" {
 		os.Exit(hiatusMain(os.Args, os.Stdout, os.Stderr))
 	}
@@ -54,7 +54,7 @@ func TestMain(m *testing.M) {
 func hiatus(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	err := newApp(&out, &errOut).Run(append([]string{"hiatus"}, args...))
+	err := runApp(newApp(&out, &errOut), append([]string{"hiatus"}, args...))
 	code = exitCode(err, &errOut)
 	return code, out.String(), errOut.String()
 }

@@ -45,6 +45,9 @@ func TestReplayShrinkAdapterWords(t *testing.T) {
 		{[]string{"run", "--store", root, "--lock", "exec:/nonexistent/adapter"}, exitUsage, "did not say hello"},
 		{[]string{"replay", "--store", root}, exitUsage, "one run directory"},
 		{[]string{"replay", "--store", root, notRun}, exitUsage, "replay wants a run directory"},
+		// Flags after the run directory, as people type them.
+		{[]string{"replay", notRun, "--store", root, "--runs", "2"}, exitUsage, "replay wants a run directory"},
+		{[]string{"shrink", notRun, "--budget", "5m", "--store", root}, exitUsage, "shrink wants a run directory"},
 		{[]string{"shrink", "--store", root, notRun}, exitUsage, "shrink wants a run directory"},
 		{[]string{"replay", "--store", root, historyFile}, exitUsage, "replay wants a run directory (it holds test.edn and schedule.edn), not a history file: "},
 		{[]string{"shrink", "--store", root, historyFile}, exitUsage, "not a history file"},

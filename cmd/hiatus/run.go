@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
@@ -55,7 +56,12 @@ func runConfig(c *cli.Context) (harness.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	cfg.Fenced = c.Bool("fenced")
+	if c.Bool("fenced") {
+		if c.IsSet("guard") && cfg.Guard != client.GuardFence {
+			return cfg, fmt.Errorf("--fenced is --guard fence: it cannot go with --guard %s", cfg.Guard)
+		}
+		cfg.Guard = client.GuardFence
+	}
 	if f := c.String("schedule"); f != "" {
 		b, err := history.ReadRegular(f)
 		if err != nil {
@@ -65,7 +71,7 @@ func runConfig(c *cli.Context) (harness.Config, error) {
 			return cfg, fmt.Errorf("--schedule %s: %v", f, err)
 		}
 		if !c.IsSet("nemesis") {
-			cfg.Nemesis = strings.Join(cfg.Plan.Kinds(), ",")
+			cfg.Nemesis = harness.Nemesis(strings.Join(cfg.Plan.Kinds(), ","))
 		}
 	}
 	return cfg, nil

@@ -319,8 +319,8 @@ func TestScenarios(t *testing.T) {
 	slugs := map[string]bool{}
 	for _, s := range all {
 		cfg := p.Config(s, 0)
-		if cfg.Nemesis != s.Nemesis || cfg.GuardKind() != s.Guard || cfg.Lock != s.Lock {
-			t.Errorf("%s: run configured with nemesis %s, guard %s, lock %s", s.Slug(), cfg.Nemesis, cfg.GuardKind(), cfg.Lock)
+		if string(cfg.Nemesis) != s.Nemesis || cfg.Resolved().Guard != s.Guard || cfg.Lock != s.Lock {
+			t.Errorf("%s: run configured with nemesis %s, guard %s, lock %s", s.Slug(), cfg.Nemesis, cfg.Resolved().Guard, cfg.Lock)
 		}
 		if slugs[s.Slug()] {
 			t.Errorf("two rows named %s", s.Slug())

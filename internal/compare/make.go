@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/store"
 )
 
@@ -25,17 +27,17 @@ type Plan struct {
 func (p Plan) Config(s Setup, i int) harness.Config {
 	cfg := p.Base
 	cfg.Name = p.Name + "-" + s.Slug()
-	cfg.Lock, cfg.Lease, cfg.Fenced, cfg.Pause, cfg.Interval = s.Lock, s.Lease, s.Fenced, s.PauseLen, s.Interval
+	cfg.Lock, cfg.Lease, cfg.Guard, cfg.Pause, cfg.Interval = s.Lock, s.Lease, client.GuardOf(s.Fenced), s.PauseLen, s.Interval
 	cfg.Seed = p.Base.Seed + int64(i)
 	cfg.Nemesis, cfg.InjectEvery, cfg.PauseKind = "none", 0, harness.DefaultPauseKind
 	switch s.Pause {
 	case PauseSigStop:
 		cfg.Nemesis = "sigstop"
 	case PauseSleep, PauseStop:
-		cfg.InjectEvery, cfg.PauseKind = s.Every, s.Pause
+		cfg.InjectEvery, cfg.PauseKind = s.Every, history.Keyword(s.Pause)
 	}
 	if s.Scenario != "" {
-		cfg.Nemesis, cfg.Guard, cfg.Fenced = s.Nemesis, s.Guard, false
+		cfg.Nemesis, cfg.Guard = harness.Nemesis(s.Nemesis), s.Guard
 		if s.Work > 0 {
 			cfg.Work = s.Work
 		}

@@ -147,21 +147,25 @@ func sweepPanel(t *Table, kind string) (*plot.Plot, error) {
 	// reference line), so that it never covers a point.
 	p.Y.Min, p.Y.Max = 0, ymax*1.1/(1-0.08*float64(len(order)+1))
 
-	// Where the pause outlasts the lease.
+	return p, drawSweep(p, order, series)
+}
+
+// drawSweep draws on p the line where the pause outlasts the lease, then
+// each series, named, in order.
+func drawSweep(p *plot.Plot, order []string, series map[string]*errorPoints) error {
 	one, err := plotter.NewLine(plotter.XYs{{X: 1, Y: 0}, {X: 1, Y: p.Y.Max}})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	one.Color = color.Gray{Y: 160}
 	one.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
 	p.Add(one)
 	p.Legend.Add("pause = lease", one)
-
 	for i, name := range order {
 		s := series[name]
 		line, points, err := plotter.NewLinePoints(s)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		line.Color = plotutil.Color(i)
 		line.Dashes = plotutil.Dashes(i)
@@ -169,13 +173,13 @@ func sweepPanel(t *Table, kind string) (*plot.Plot, error) {
 		points.Shape = plotutil.Shape(i)
 		bars, err := plotter.NewYErrorBars(s)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		bars.Color = plotutil.Color(i)
 		p.Add(line, points, bars)
 		p.Legend.Add(name, line, points)
 	}
-	return p, nil
+	return nil
 }
 
 func gridPlot(t *Table) (*plot.Plot, error) {

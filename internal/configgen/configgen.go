@@ -33,23 +33,19 @@ func Config(t *rapid.T) harness.Config {
 	if c.Lock == "redlock" && rapid.Bool().Draw(t, "nodes given") {
 		c.Nodes = rapid.IntRange(1, 7).Draw(t, "nodes")
 	}
-	if rapid.Bool().Draw(t, "fenced flag") {
-		c.Guard, c.Fenced = "", true
-	} else {
-		c.Guard = rapid.SampledFrom(append(client.Guards(), "")).Draw(t, "guard")
-	}
-	c.Hosts = rapid.SampledFrom([]string{"", "local", "netns"}).Draw(t, "hosts")
-	c.Nemesis = nemesisOf(t, c)
+	c.Guard = rapid.SampledFrom(append(client.Guards(), "")).Draw(t, "guard")
+	c.Hosts = rapid.SampledFrom([]harness.Hosts{"", harness.HostsLocal, harness.HostsNetns}).Draw(t, "hosts")
+	c.Nemesis = harness.Nemesis(nemesisOf(t, c))
 	c.Pause = duration(t, "pause", 1, 2000)
-	if c.Nemesis != "none" && strings.Contains(c.Nemesis, "failover") {
+	if strings.Contains(string(c.Nemesis), "failover") {
 		c.Pause = duration(t, "failover pause", 3000, 5000)
 	}
 	c.TimeLimit = c.Pause + duration(t, "time-limit past the pause", 0, 20000)
 	if rapid.Bool().Draw(t, "in-section") {
 		c.InjectEvery = rapid.IntRange(1, 30).Draw(t, "inject-every")
-		c.PauseKind = rapid.SampledFrom([]string{"sleep", "stop"}).Draw(t, "pause-kind")
+		c.PauseKind = rapid.SampledFrom([]history.Keyword{nemesis.KindSleep, nemesis.KindStop}).Draw(t, "pause-kind")
 	}
-	parts := strings.FieldsFunc(c.Nemesis, func(r rune) bool { return r == ',' || r == '+' })
+	parts := strings.FieldsFunc(string(c.Nemesis), func(r rune) bool { return r == ',' || r == '+' })
 	if slices.Contains(parts, "clock") {
 		c.ClockJump = duration(t, "clock-jump", -3000, 3000)
 		c.ClockStrobe = duration(t, "clock-strobe", 0, 200)
@@ -75,15 +71,16 @@ func duration(t *rapid.T, label string, lo, hi int64) time.Duration {
 // nemesisOf draws a --nemesis the lock and hosts allow: "none", or up to
 // three items, each a fault or a sequence of them.
 func nemesisOf(t *rapid.T, c harness.Config) string {
-	redisLock := !slices.Contains([]string{"pg-advisory", "etcd"}, c.Lock) && !strings.HasPrefix(c.Lock, "exec:")
+	lock, _ := client.LockKindOf(c.Lock, nil)
+	redisLock := lock.Store == client.OnRedis || lock.Store == client.OnRedisNodes
 	var kinds []string
 	for _, k := range harness.NemesisNames() {
 		switch {
 		case k == "isolate" && c.Hosts != "netns",
 			!redisLock && slices.Contains([]string{"clock", "restart", "partition-redis", "partition-redis-majority", "delay-redis", "drop-redis", "failover"}, k),
-			k == "pause-node" && !redisLock && c.Lock != "etcd",
-			k == "failover" && !slices.Contains([]string{"setnx", "renew", "redsync", "redislock"}, c.Lock),
-			(k == "kill-redis" || k == "pause-redis") && (c.Lock == "redlock" || c.Lock == "etcd" || c.Hosts == "netns"):
+			k == "pause-node" && !redisLock && lock.Store != client.OnEtcd,
+			k == "failover" && !lock.Failover,
+			(k == "kill-redis" || k == "pause-redis") && (lock.Store == client.OnRedisNodes || lock.Store == client.OnEtcd || c.Hosts == "netns"):
 			continue
 		}
 		kinds = append(kinds, k)
