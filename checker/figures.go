@@ -1,58 +1,96 @@
 package checker
 
+import "github.com/hiatus-dev/hiatus/history"
+
 // LockCounterFigures are the figures of the :lock-counter check, typed so
 // that a reader (the run summary, compare's tables and plots) cannot
 // misspell one into a silent zero. Each has one name, the one results.edn
-// gives it, defined in docs/checkers.md; the evidence behind them (which
-// writes were stale, which sections overlapped) stays in the Result's
-// Fields.
+// and table.json give it (figureNames, the json tags), defined in
+// docs/checkers.md; the evidence behind them (which writes were stale,
+// which sections overlapped) stays in the Result's Fields.
 type LockCounterFigures struct {
-	Sections       int64 // :sections — critical sections: acquires that were granted
-	LeasedSections int64 // :leased-sections — of them, those granted with a lease (:lease-ms)
-	Writes         int64 // :writes — acknowledged (:ok) writes
-	InfoWrites     int64 // :info-writes — writes of unknown outcome: completed :info or never completed
+	Sections       int64 `json:"sections"`        // critical sections: acquires that were granted
+	LeasedSections int64 `json:"leased-sections"` // of them, those granted with a lease (:lease-ms)
+	Writes         int64 `json:"writes"`          // acknowledged (:ok) writes
+	InfoWrites     int64 `json:"info-writes"`     // writes of unknown outcome: completed :info or never completed
 	// Counted says the history has a final read, so that Final, LostMin and
 	// LostMax are known; without one they are nil in results.edn.
-	Counted          bool
-	Final            int64 // :final — the counter at the final read
-	LostMin, LostMax int64 // :lost-min, :lost-max — the lost updates the history proves, and allows
-	ProvenWrites     int64 // :proven-writes — writes of unknown outcome that reads prove took effect
-	Overlapping      int64 // :overlapping-sections — sections overlapping another, of those whose write may have happened
-	LockOverlapping  int64 // :lock-overlapping-sections — sections overlapping another, of all
-	StaleRejected    int64 // :stale-rejected — writes (and fence-rmw reads) Postgres refused for a stale fence
-	ChangeRejected   int64 // :change-rejected — writes Postgres refused because the counter changed since their read (cas)
-	LateWrites       int64 // :late-writes — acknowledged writes sent after the writer's lease expired
-	FenceViolations  int64 // :fence-violations — accepted writes whose fence was no larger than one accepted before them
-	Pauses           int64 // :pauses — processes frozen: by the nemesis (SIGSTOP) or in-section pauses
-	Faults           int64 // :faults — nemesis faults begun: pauses of processes or servers, kills
-	InfoOps          int64 // :info-ops — client ops of any kind that completed :info
+	Counted         bool  `json:"counted"`
+	Final           int64 `json:"final"`                     // the counter at the final read
+	LostMin         int64 `json:"lost-min"`                  // the lost updates the history proves
+	LostMax         int64 `json:"lost-max"`                  // and allows
+	ProvenWrites    int64 `json:"proven-writes"`             // writes of unknown outcome that reads prove took effect
+	Overlapping     int64 `json:"overlapping-sections"`      // sections overlapping another, of those whose write may have happened
+	LockOverlapping int64 `json:"lock-overlapping-sections"` // sections overlapping another, of all
+	StaleRejected   int64 `json:"stale-rejected"`            // writes (and fence-rmw reads) Postgres refused for a stale fence
+	ChangeRejected  int64 `json:"change-rejected"`           // writes Postgres refused because the counter changed since their read (cas)
+	LateWrites      int64 `json:"late-writes"`               // acknowledged writes sent after the writer's lease expired
+	FenceViolations int64 `json:"fence-violations"`          // accepted writes whose fence was no larger than one accepted before them
+	Pauses          int64 `json:"pauses"`                    // processes frozen: by the nemesis (SIGSTOP) or in-section pauses
+	Faults          int64 `json:"faults"`                    // nemesis faults begun: pauses of processes or servers, kills
+	InfoOps         int64 `json:"info-ops"`                  // client ops of any kind that completed :info
+}
+
+// figureNames pairs each figure with its one name, in results.edn's order:
+// the table that writes them (fields) and reads them back
+// (ReadLockCounterFigures). final, lost-min and lost-max are nil in
+// results.edn without a final read.
+func (f *LockCounterFigures) figureNames() []struct {
+	name    string
+	p       *int64
+	counted bool // known only with a final read (Counted)
+} {
+	type figure = struct {
+		name    string
+		p       *int64
+		counted bool
+	}
+	return []figure{
+		{"sections", &f.Sections, false},
+		{"leased-sections", &f.LeasedSections, false},
+		{"writes", &f.Writes, false},
+		{"info-writes", &f.InfoWrites, false},
+		{"final", &f.Final, true},
+		{"lost-min", &f.LostMin, true},
+		{"lost-max", &f.LostMax, true},
+		{"proven-writes", &f.ProvenWrites, false},
+		{"overlapping-sections", &f.Overlapping, false},
+		{"lock-overlapping-sections", &f.LockOverlapping, false},
+		{"stale-rejected", &f.StaleRejected, false},
+		{"change-rejected", &f.ChangeRejected, false},
+		{"late-writes", &f.LateWrites, false},
+		{"fence-violations", &f.FenceViolations, false},
+		{"pauses", &f.Pauses, false},
+		{"faults", &f.Faults, false},
+		{"info-ops", &f.InfoOps, false},
+	}
 }
 
 // fields are the figures as results.edn writes them, in its order.
 func (f LockCounterFigures) fields() []Field {
-	var final, lo, hi any // nil without a final read
-	if f.Counted {
-		final, lo, hi = f.Final, f.LostMin, f.LostMax
+	var out []Field
+	for _, fig := range f.figureNames() {
+		var v any = *fig.p
+		if fig.counted && !f.Counted {
+			v = nil
+		}
+		out = append(out, Field{fig.name, v})
 	}
-	return []Field{
-		{"sections", f.Sections},
-		{"leased-sections", f.LeasedSections},
-		{"writes", f.Writes},
-		{"info-writes", f.InfoWrites},
-		{"final", final},
-		{"lost-min", lo},
-		{"lost-max", hi},
-		{"proven-writes", f.ProvenWrites},
-		{"overlapping-sections", f.Overlapping},
-		{"lock-overlapping-sections", f.LockOverlapping},
-		{"stale-rejected", f.StaleRejected},
-		{"change-rejected", f.ChangeRejected},
-		{"late-writes", f.LateWrites},
-		{"fence-violations", f.FenceViolations},
-		{"pauses", f.Pauses},
-		{"faults", f.Faults},
-		{"info-ops", f.InfoOps},
+	return out
+}
+
+// ReadLockCounterFigures reads the figures of a :lock-counter check back
+// from results.edn, the check's map; ok is false when it has none of them.
+func ReadLockCounterFigures(check map[history.Keyword]any) (f LockCounterFigures, ok bool) {
+	for _, fig := range f.figureNames() {
+		v, isInt := history.Int(check[history.Keyword(fig.name)])
+		*fig.p = v
+		ok = ok || isInt
+		if fig.name == "lost-min" {
+			f.Counted = isInt // nil, with final and lost-max, without a final read
+		}
 	}
+	return f, ok
 }
 
 // LockCounter returns the figures of the :lock-counter check, if r is one.

@@ -236,3 +236,68 @@ func redactErr(err error) error {
 	}
 	return err
 }
+
+// What a configuration makes of the run: the shape the topology takes.
+
+// clockJump and delay are the clock and delay faults' sizes: the lease by
+// default, so that a jump ends every lease a node holds and a delayed
+// request arrives a lease late.
+func (c Config) clockJump() time.Duration { return cmp.Or(c.ClockJump, c.Lease) }
+func (c Config) delay() time.Duration     { return cmp.Or(c.Delay, c.Lease) }
+
+// redisLock reports whether the lock is kept on Redis, so that the nodes'
+// faults can reach it.
+func (c Config) redisLock() bool {
+	s := c.lockKind().Store
+	return s == client.OnRedis || s == client.OnRedisNodes
+}
+
+// lockNodes is how many Redis nodes of its own the lock is kept on: a
+// majority lock's --nodes; one when a fault acts on the lock's node, or
+// when it runs on a host of its own (--hosts netns); none otherwise: the
+// run's Redis, or with failover the replicated one.
+func (c Config) lockNodes() int {
+	switch {
+	case c.lockKind().Store == client.OnRedisNodes:
+		return c.nodes()
+	case c.needs()&needReplica != 0:
+		return 0
+	case c.redisLock() && (c.needs()&needLockServers != 0 || c.Hosts == "netns"):
+		return 1
+	}
+	return 0
+}
+
+// netnsHosts is how many hosts --hosts netns makes: one a worker, a lock
+// node, a throwaway PostgreSQL, etcd, and each of failover's five servers.
+func (c Config) netnsHosts() int {
+	n := c.Workers + c.lockNodes()
+	if c.PostgresURL == "" {
+		n++
+	}
+	if c.lockKind().Store == client.OnEtcd {
+		n++
+	}
+	if c.needs()&needReplica != 0 {
+		n += 5
+	}
+	return n
+}
+
+// proxied reports whether the workers reach the servers through proxies
+// of the run's (topology.Link), for the link faults to act on. On hosts
+// of their own, partitions act in the kernel instead; only a delay or a
+// drop (this kernel has no netem) needs the proxies.
+func (c Config) proxied() bool {
+	if c.Hosts == "netns" {
+		return c.needs()&needProxy != 0
+	}
+	return c.needs()&(needRedisLinks|needPostgresLink) != 0
+}
+
+func (c Config) nodes() int {
+	if c.Nodes > 0 {
+		return c.Nodes
+	}
+	return DefaultNodes
+}

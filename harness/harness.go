@@ -28,6 +28,7 @@ import (
 	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/report"
 	"github.com/hiatus-dev/hiatus/store"
@@ -277,8 +278,15 @@ func writeHistory(ctx context.Context, cfg Config, env *env, run store.Run, col 
 		n, last = n+1, max(last, o.Time)
 		return w.Write(o)
 	}
+	// Its files go where a run killed in the middle leaves nothing behind:
+	// the next run removes a scratch directory whose owner is gone.
+	scratch, err := servers.ScratchDir("sort")
+	if err != nil {
+		return fmt.Errorf("sort the journal: %w", err)
+	}
+	defer os.RemoveAll(scratch)
 	// A journal the disk refused may end inside an op: it ends there.
-	err = sortJournal(ctx, run.Path(store.Journal), sortChunk, maxFanIn, jerr != nil, func(o history.Op) error {
+	err = history.SortFile(ctx, run.Path(store.Journal), history.SortOptions{Partial: jerr != nil, Dir: scratch}, func(o history.Op) error {
 		o, ok := client.Resolve(o, asked, audited)
 		if ok {
 			settled++

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math/rand"
@@ -18,69 +17,6 @@ import (
 
 // DefaultNodes is how many independent Redis nodes redlock is kept on.
 const DefaultNodes = 5
-
-// clockJump and delay are the clock and delay faults' sizes: the lease by
-// default, so that a jump ends every lease a node holds and a delayed
-// request arrives a lease late.
-func (c Config) clockJump() time.Duration { return cmp.Or(c.ClockJump, c.Lease) }
-func (c Config) delay() time.Duration     { return cmp.Or(c.Delay, c.Lease) }
-
-// redisLock reports whether the lock is kept on Redis, so that the nodes'
-// faults can reach it.
-func (c Config) redisLock() bool {
-	s := c.lockKind().Store
-	return s == client.OnRedis || s == client.OnRedisNodes
-}
-
-// lockNodes is how many Redis nodes of its own the lock is kept on: a
-// majority lock's --nodes; one when a fault acts on the lock's node, or
-// when it runs on a host of its own (--hosts netns); none otherwise: the
-// run's Redis, or with failover the replicated one.
-func (c Config) lockNodes() int {
-	switch {
-	case c.lockKind().Store == client.OnRedisNodes:
-		return c.nodes()
-	case c.needs()&needReplica != 0:
-		return 0
-	case c.redisLock() && (c.needs()&needLockServers != 0 || c.Hosts == "netns"):
-		return 1
-	}
-	return 0
-}
-
-// netnsHosts is how many hosts --hosts netns makes: one a worker, a lock
-// node, a throwaway PostgreSQL, etcd, and each of failover's five servers.
-func (c Config) netnsHosts() int {
-	n := c.Workers + c.lockNodes()
-	if c.PostgresURL == "" {
-		n++
-	}
-	if c.lockKind().Store == client.OnEtcd {
-		n++
-	}
-	if c.needs()&needReplica != 0 {
-		n += 5
-	}
-	return n
-}
-
-// proxied reports whether the workers reach the servers through proxies
-// of the run's (topology.Link), for the link faults to act on. On hosts
-// of their own, partitions act in the kernel instead; only a delay or a
-// drop (this kernel has no netem) needs the proxies.
-func (c Config) proxied() bool {
-	if c.Hosts == "netns" {
-		return c.needs()&needProxy != 0
-	}
-	return c.needs()&(needRedisLinks|needPostgresLink) != 0
-}
-
-func (c Config) nodes() int {
-	if c.Nodes > 0 {
-		return c.Nodes
-	}
-	return DefaultNodes
-}
 
 // topo is what stands between the workers and the servers: the lock's own
 // Redis nodes, if any; with --hosts netns, the test network and the hosts
@@ -103,9 +39,9 @@ type topo struct {
 	hosts     []*topology.NetnsHost
 	nodeHosts []*topology.NetnsHost
 	pgHost    *topology.NetnsHost
-	roles     []hostRole      // every host, for the log and for isolate
-	repl      *replicated     // the lock's replicated Redis, for the failover fault; nil without
-	etcd      *servers.Server // the etcd lock's throwaway server; nil for other locks
+	roles     []hostRole          // every host, for the log and for isolate
+	repl      *servers.Replicated // the lock's replicated Redis, for the failover fault; nil without
+	etcd      *servers.Server     // the etcd lock's throwaway server; nil for other locks
 }
 
 // A path is how a worker reaches one server, and what the link faults act
@@ -183,8 +119,12 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, pgHost *topol
 		}
 	}
 	if cfg.needs()&needReplica != 0 {
-		if t.repl, err = t.startReplicated(ctx); err != nil {
-			return nil, err
+		var newHost func(name, what string) (*topology.NetnsHost, error)
+		if net != nil {
+			newHost = func(name, what string) (*topology.NetnsHost, error) { return t.addHost(ctx, name, what) }
+		}
+		if t.repl, err = servers.StartReplicated(ctx, newHost); err != nil {
+			return nil, &SetupError{Err: err}
 		}
 	}
 	if net != nil {
@@ -339,14 +279,14 @@ func (t *topo) sentinels() []string {
 	if t.repl == nil {
 		return nil
 	}
-	return t.repl.sentinelAddrs()
+	return t.repl.SentinelAddrs()
 }
 
 func (t *topo) direct() map[string]string {
 	if t.repl == nil {
 		return nil
 	}
-	return t.repl.direct()
+	return t.repl.Direct()
 }
 
 // endpoints are the lock's own servers that are not Redis (etcd's); none
@@ -430,7 +370,7 @@ func (t *topo) close() {
 		s.Stop()
 	}
 	if t.repl != nil {
-		t.repl.close()
+		t.repl.Close()
 	}
 	t.etcd.Stop()
 }

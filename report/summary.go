@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/store"
 )
@@ -169,13 +170,15 @@ func checks(res map[history.Keyword]any) ([]Check, string) {
 		c := Check{Name: k, Verdict: verdict(m["valid?"])}
 		c.Explanation, _ = m["explanation"].(string)
 		out = append(out, c)
-		if k == "lock-counter" {
-			fig := func(name string) string { return string(history.AppendValue(nil, m[history.Keyword(name)])) }
-			lost := fig("lost-min")
-			if hi := fig("lost-max"); hi != lost {
-				lost += "–" + hi
+		if f, ok := checker.ReadLockCounterFigures(m); ok && k == "lock-counter" {
+			lost := "nil"
+			if f.Counted {
+				lost = fmt.Sprint(f.LostMin)
+				if f.LostMax != f.LostMin {
+					lost += fmt.Sprintf("–%d", f.LostMax)
+				}
 			}
-			figures = fmt.Sprintf("writes %s, lost %s, overlapping-sections %s", fig("writes"), lost, fig("overlapping-sections"))
+			figures = fmt.Sprintf("writes %d, lost %s, overlapping-sections %d", f.Writes, lost, f.Overlapping)
 		}
 	}
 	return out, figures

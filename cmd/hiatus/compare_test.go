@@ -21,14 +21,14 @@ type tableJSON struct {
 		Runs  []struct {
 			Dir         string `json:"dir"`
 			Writes      int64  `json:"writes"`
-			Lost        int64  `json:"lost_min"`
-			Overlapping int64  `json:"overlapping_sections"`
-			Rejected    int64  `json:"stale_rejected"`
+			Lost        int64  `json:"lost-min"`
+			Overlapping int64  `json:"overlapping-sections"`
+			Rejected    int64  `json:"stale-rejected"`
 		} `json:"runs"`
 		Writes      compare.Range `json:"writes"`
-		Lost        compare.Range `json:"lost_min"`
-		Overlapping compare.Range `json:"overlapping_sections"`
-		Rejected    compare.Range `json:"stale_rejected"`
+		Lost        compare.Range `json:"lost-min"`
+		Overlapping compare.Range `json:"overlapping-sections"`
+		Rejected    compare.Range `json:"stale-rejected"`
 	} `json:"rows"`
 }
 

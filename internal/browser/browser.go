@@ -10,14 +10,26 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 )
 
+// A T is what the helpers need of a test: testing.TB's methods they call.
+// The package takes it rather than import testing, which it would then
+// register its flags in any program that imported it.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+}
+
 // Path returns the Chromium binary, failing t when there is none.
-func Path(t testing.TB) string {
+func Path(t T) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -41,7 +53,7 @@ func Flags(profile string) []string {
 // returns a context whose chromedp actions drive its first tab. The browser
 // and its profile are gone when the test ends; every action fails after
 // timeout.
-func New(t testing.TB, width, height int, timeout time.Duration) context.Context {
+func New(t T, width, height int, timeout time.Duration) context.Context {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(Path(t)), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(width, height),
@@ -67,7 +79,7 @@ func New(t testing.TB, width, height int, timeout time.Duration) context.Context
 // Screenshot saves what ctx's tab shows as name.png, in the directory
 // HIATUS_SCREENSHOTS names (to keep it) or in the test's temporary one, and
 // logs the path: what a person would have seen, beside the test's verdict.
-func Screenshot(ctx context.Context, t testing.TB, name string) {
+func Screenshot(ctx context.Context, t T, name string) {
 	t.Helper()
 	dir := os.Getenv("HIATUS_SCREENSHOTS")
 	if dir == "" {

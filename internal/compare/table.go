@@ -13,39 +13,24 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 )
 
-// Figures are what one run gives a table: the lock-counter check's figures
-// (as in results.edn) and the number of critical sections in its history.
+// Figures are what one run gives a table: its verdict, and the
+// lock-counter check's figures under their one name (results.edn's).
 type Figures struct {
-	Dir         string `json:"dir"`
-	Seed        int64  `json:"seed"`
-	Valid       string `json:"valid"` // true, false or :unknown, as results.edn writes it
-	Writes      int64  `json:"writes"`
-	LostMin     int64  `json:"lost_min"` // lost updates the history proves
-	LostMax     int64  `json:"lost_max"` // lost updates it allows: above LostMin only with writes of unknown outcome
-	Overlapping int64  `json:"overlapping_sections"`
-	Rejected    int64  `json:"stale_rejected"`
-	Changed     int64  `json:"change_rejected"`           // writes a cas guard refused
-	LockOverlap int64  `json:"lock_overlapping_sections"` // sections the lock granted while another held it, written or not
-	Late        int64  `json:"late_writes"`
-	Pauses      int64  `json:"pauses"`
-	InfoOps     int64  `json:"info_ops"`
-	Sections    int64  `json:"sections"` // acquisitions: critical sections begun
-	Leased      bool   `json:"leased"`   // the lock granted leases (the history records :lease-ms)
+	Dir   string `json:"dir"`
+	Seed  int64  `json:"seed"`
+	Valid string `json:"valid"` // true, false or :unknown, as results.edn writes it
+	checker.LockCounterFigures
 }
 
 // FiguresOf reads a run's figures from its checked results.
 func FiguresOf(rs checker.Results) Figures {
 	f := Figures{Valid: rs.Valid.String()}
-	lc, ok := rs.LockCounter()
-	if !ok {
-		return f
-	}
-	f.Sections, f.Leased = lc.Sections, lc.LeasedSections > 0
-	f.Writes, f.LostMin, f.LostMax, f.Overlapping = lc.Writes, lc.LostMin, lc.LostMax, lc.Overlapping
-	f.Rejected, f.Late, f.Pauses, f.InfoOps = lc.StaleRejected, lc.LateWrites, lc.Pauses, lc.InfoOps
-	f.Changed, f.LockOverlap = lc.ChangeRejected, lc.LockOverlapping
+	f.LockCounterFigures, _ = rs.LockCounter()
 	return f
 }
+
+// Leased says the lock granted leases (the history records :lease-ms).
+func (f Figures) Leased() bool { return f.LeasedSections > 0 }
 
 // LostPer1000 is the run's lost updates per 1,000 critical sections: those
 // its history proves.
@@ -162,7 +147,7 @@ func (r Row) verdictText() string {
 // leaseText is the row's lease, or "none" when its lock granted none.
 func (r Row) leaseText() string {
 	for _, run := range r.Runs {
-		if run.Leased {
+		if run.Leased() {
 			return duration(r.Lease)
 		}
 	}
@@ -183,16 +168,29 @@ func (r Row) lostText() string {
 	return proven.String()
 }
 
+// csvFigures are the figures table.csv gives each row's range of, under
+// their names in results.edn.
+func csvFigures() []struct {
+	name string
+	pick func(Figures) int64
+} {
+	return []struct {
+		name string
+		pick func(Figures) int64
+	}{{"writes", writes}, {"lost-min", lostMin}, {"lost-max", lostMax}, {"overlapping-sections", overlapping},
+		{"stale-rejected", rejected}, {"sections", sections}, {"change-rejected", changed}, {"lock-overlapping-sections", lockOverlap}}
+}
+
 // Figure pickers, for Row.Range.
 func writes(f Figures) int64      { return f.Writes }
 func lostMin(f Figures) int64     { return f.LostMin }
 func lostMax(f Figures) int64     { return f.LostMax }
 func overlapping(f Figures) int64 { return f.Overlapping }
-func rejected(f Figures) int64    { return f.Rejected }
+func rejected(f Figures) int64    { return f.StaleRejected }
 func sections(f Figures) int64    { return f.Sections }
-func lockOverlap(f Figures) int64 { return f.LockOverlap }
-func changed(f Figures) int64     { return f.Changed }
-func refused(f Figures) int64     { return f.Rejected + f.Changed }
+func lockOverlap(f Figures) int64 { return f.LockOverlapping }
+func changed(f Figures) int64     { return f.ChangeRejected }
+func refused(f Figures) int64     { return f.StaleRejected + f.ChangeRejected }
 
 // A Table is a finished (or interrupted) grid.
 type Table struct {
@@ -279,9 +277,11 @@ func (t *Table) CSV() []byte {
 	w := csv.NewWriter(&b)
 	head := []string{"lock", "lease_ms", "leased", "pause", "pause_ms", "interval_ms", "every", "fenced", "ratio", "runs",
 		"scenario", "nemesis", "guard"}
-	for _, f := range []string{"writes", "lost_min", "lost_max", "overlapping_sections", "stale_rejected", "sections",
-		"change_rejected", "lock_overlapping_sections"} {
-		head = append(head, f+"_min", f+"_max")
+	// The figures under their one name, spelt as CSV readers (R, pandas)
+	// take a column's: lost-min is lost_min.
+	for _, f := range csvFigures() {
+		name := strings.ReplaceAll(f.name, "-", "_")
+		head = append(head, name+"_min", name+"_max")
 	}
 	head = append(head, "lost_per_1000_mean", "lost_per_1000_min", "lost_per_1000_max", "valid", "invalid", "unknown")
 	w.Write(head)
@@ -289,8 +289,8 @@ func (t *Table) CSV() []byte {
 		rec := []string{r.Lock, ms(r.Lease), strconv.FormatBool(r.leaseText() != "none"), r.Pause,
 			ms(r.PauseLen), ms(r.Interval), strconv.Itoa(r.Every), strconv.FormatBool(r.Fenced),
 			strconv.FormatFloat(r.Ratio, 'g', -1, 64), strconv.Itoa(len(r.Runs)), r.Scenario, r.Nemesis, string(r.Guard)}
-		for _, pick := range []func(Figures) int64{writes, lostMin, lostMax, overlapping, rejected, sections, changed, lockOverlap} {
-			rg := r.Range(pick)
+		for _, f := range csvFigures() {
+			rg := r.Range(f.pick)
 			rec = append(rec, strconv.FormatInt(rg.Min, 10), strconv.FormatInt(rg.Max, 10))
 		}
 		l := r.LostPer1000()
@@ -326,12 +326,12 @@ func (t *Table) JSON() ([]byte, error) {
 		Label       string    `json:"label"`
 		Runs        []Figures `json:"runs"`
 		Writes      Range     `json:"writes"`
-		LostMin     Range     `json:"lost_min"`
-		LostMax     Range     `json:"lost_max"`
-		Overlapping Range     `json:"overlapping_sections"`
-		Rejected    Range     `json:"stale_rejected"`
+		LostMin     Range     `json:"lost-min"`
+		LostMax     Range     `json:"lost-max"`
+		Overlapping Range     `json:"overlapping-sections"`
+		Rejected    Range     `json:"stale-rejected"`
 		Sections    Range     `json:"sections"`
-		LostPer1000 Spread    `json:"lost_per_1000_sections"`
+		LostPer1000 Spread    `json:"lost-per-1000-sections"`
 		Valid       int       `json:"valid"`
 		Invalid     int       `json:"invalid"`
 		Unknown     int       `json:"unknown"`

@@ -31,7 +31,7 @@ func (p *Compare) Report(pr compare.Progress) {
 	}
 	if f := pr.Finished; f != nil {
 		fmt.Fprintf(p.w, "row %d/%d, run %d/%d (%s): writes %d, lost %s, overlapping-sections %d, stale-rejected %d, valid? %s  %s; ~%v left\n",
-			pr.Row, pr.Rows, pr.Run, pr.Runs, pr.Setup.Short(), f.Writes, f.LostText(), f.Overlapping, f.Rejected, f.Valid,
+			pr.Row, pr.Rows, pr.Run, pr.Runs, pr.Setup.Short(), f.Writes, f.LostText(), f.Overlapping, f.StaleRejected, f.Valid,
 			f.Dir, pr.Left.Round(time.Second))
 	}
 }

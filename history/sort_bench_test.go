@@ -1,4 +1,4 @@
-package harness
+package history_test
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func BenchmarkSortJournal(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		n := 0
-		if err := sortJournal(context.Background(), path, sortChunk, maxFanIn, false, func(history.Op) error { n++; return nil }); err != nil {
+		if err := history.SortFile(context.Background(), path, history.SortOptions{}, func(history.Op) error { n++; return nil }); err != nil {
 			b.Fatal(err)
 		}
 		if n != len(ops) {

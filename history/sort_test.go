@@ -1,4 +1,4 @@
-package harness
+package history
 
 import (
 	"cmp"
@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/hiatus-dev/hiatus/history"
 )
 
 // TestSortJournal: whatever the chunk size and the runs merged at once
@@ -18,12 +16,12 @@ import (
 // indexes; the sort leaves no file behind.
 func TestSortJournal(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	var journal []history.Op
+	var journal []Op
 	for i := range 1000 {
 		// Few distinct times, so that ties are many; :value keeps the
 		// arrival order to check against.
-		journal = append(journal, history.Op{Index: history.Unset, Time: r.Int64N(50), Type: history.Invoke,
-			Process: history.Process(i % 7), F: history.FRead, Value: int64(i)})
+		journal = append(journal, Op{Index: Unset, Time: r.Int64N(50), Type: Invoke,
+			Process: Process(i % 7), F: FRead, Value: int64(i)})
 	}
 	dir := t.TempDir()
 	tmp := t.TempDir()
@@ -33,7 +31,7 @@ func TestSortJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := history.NewWriter(f)
+	w := NewWriter(f)
 	for _, o := range journal {
 		if err := w.Write(o); err != nil {
 			t.Fatal(err)
@@ -44,14 +42,14 @@ func TestSortJournal(t *testing.T) {
 	}
 	f.Close()
 	want := slices.Clone(journal)
-	slices.SortStableFunc(want, func(a, b history.Op) int { return cmp.Compare(a.Time, b.Time) })
+	slices.SortStableFunc(want, func(a, b Op) int { return cmp.Compare(a.Time, b.Time) })
 
 	for _, tc := range []struct{ chunk, fanIn int }{
 		{1, 2}, {1, 64}, {7, 3}, {7, 1000}, {999, 2}, {1000, 64}, {1001, 64}, {100_000, 64},
 	} {
 		chunk := tc.chunk
-		var got []history.Op
-		err := sortJournal(context.Background(), path, chunk, tc.fanIn, false, func(o history.Op) error {
+		var got []Op
+		err := SortFile(context.Background(), path, SortOptions{Chunk: chunk, FanIn: tc.fanIn}, func(o Op) error {
 			got = append(got, o)
 			return nil
 		})

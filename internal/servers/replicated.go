@@ -1,4 +1,4 @@
-package harness
+package servers
 
 import (
 	"context"
@@ -6,15 +6,14 @@ import (
 	"net"
 	"time"
 
-	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/hiatus-dev/hiatus/topology"
 	"github.com/redis/go-redis/v9"
 )
 
-// masterName is the replicated lock's name among its sentinels.
-const masterName = "hiatus"
+// MasterName is the replicated Redis's name among its sentinels.
+const MasterName = "hiatus"
 
-// replicated is the lock's Redis when the failover fault is on: a primary
+// A Replicated is a replicated Redis for the failover fault: a primary
 // and a replica, replicating asynchronously, and three sentinels (quorum
 // two) that promote the replica when the primary stops answering them.
 // The nemesis isolates a node from the sentinels and the other node while
@@ -25,29 +24,30 @@ const masterName = "hiatus"
 // link's address), which the nemesis cuts; on hosts of their own (--hosts
 // netns), everyone dials the node's host, and the cut is a rule in its
 // filter.
-type replicated struct {
-	nodes     []*servers.Server
-	links     []*topology.Link      // links[i] is how sentinels and replicas reach nodes[i]; none on hosts
-	hosts     []*topology.NetnsHost // hosts[i] is nodes[i]'s, then the sentinels'; none on this machine
-	sentinels []*servers.Server
+type Replicated struct {
+	Nodes     []*Server
+	links     []*topology.Link      // links[i] is how sentinels and replicas reach Nodes[i]; none on hosts
+	hosts     []*topology.NetnsHost // hosts[i] is Nodes[i]'s, then the sentinels'; none on this machine
+	sentinels []*Server
 }
 
-// startReplicated starts the primary, the replica and the sentinels, on
-// hosts of their own when t has a test network, and waits until the
+// StartReplicated starts the primary, the replica and the sentinels, each
+// on the host newHost makes for it (name, and what it is for the run's
+// log), or on this machine when newHost is nil, and waits until the
 // sentinels know the replica and one another: a failover is possible from
 // then on.
-func (t *topo) startReplicated(ctx context.Context) (_ *replicated, err error) {
-	r := &replicated{}
+func StartReplicated(ctx context.Context, newHost func(name, what string) (*topology.NetnsHost, error)) (_ *Replicated, err error) {
+	r := &Replicated{}
 	defer func() {
 		if err != nil {
-			r.close()
+			r.Close()
 		}
 	}()
-	host := func(name, what string) (servers.Host, error) {
-		if t.net == nil {
+	host := func(name, what string) (Host, error) {
+		if newHost == nil {
 			return nil, nil
 		}
-		h, err := t.addHost(ctx, name, what)
+		h, err := newHost(name, what)
 		if err != nil {
 			return nil, err
 		}
@@ -59,15 +59,15 @@ func (t *topo) startReplicated(ctx context.Context) (_ *replicated, err error) {
 		if err != nil {
 			return nil, err
 		}
-		opt := servers.RedisOptions{Host: h}
+		opt := RedisOptions{Host: h}
 		if i == 1 && h != nil {
 			opt.ReplicaOf = r.addr(0) // on this machine, link tells it, through node 0's link
 		}
-		s, err := servers.StartRedisWith(ctx, opt)
+		s, err := StartRedisWith(ctx, opt)
 		if err != nil {
-			return nil, setupErrorf("the lock's Redis node %d: %w", i+1, err)
+			return nil, fmt.Errorf("the lock's Redis node %d: %w", i+1, err)
 		}
-		r.nodes = append(r.nodes, s)
+		r.Nodes = append(r.Nodes, s)
 		if h == nil {
 			if err := r.link(ctx, i); err != nil {
 				return nil, err
@@ -79,25 +79,25 @@ func (t *topo) startReplicated(ctx context.Context) (_ *replicated, err error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := servers.StartSentinel(ctx, servers.SentinelOptions{Master: masterName, Addr: r.addr(0), Quorum: 2, Host: h})
+		s, err := StartSentinel(ctx, SentinelOptions{Master: MasterName, Addr: r.addr(0), Quorum: 2, Host: h})
 		if err != nil {
-			return nil, setupErrorf("sentinel %d: %w", i+1, err)
+			return nil, fmt.Errorf("sentinel %d: %w", i+1, err)
 		}
 		r.sentinels = append(r.sentinels, s)
 	}
 	if err := r.awaitReady(ctx); err != nil {
-		return nil, setupErrorf("the replicated Redis: %v", err)
+		return nil, fmt.Errorf("the replicated Redis: %v", err)
 	}
 	return r, nil
 }
 
 // link puts a link in front of node i, has it announce the link's address
 // as its own, and makes node 1 a replica of node 0 through node 0's link.
-func (r *replicated) link(ctx context.Context, i int) error {
-	s := r.nodes[i]
+func (r *Replicated) link(ctx context.Context, i int) error {
+	s := r.Nodes[i]
 	l, err := topology.Listen(s.Addr)
 	if err != nil {
-		return setupErrorf("a link to Redis node %d: %v", i+1, err)
+		return fmt.Errorf("a link to Redis node %d: %v", i+1, err)
 	}
 	r.links = append(r.links, l)
 	host, port, _ := net.SplitHostPort(l.Addr())
@@ -112,23 +112,23 @@ func (r *replicated) link(ctx context.Context, i int) error {
 		err = c.ReplicaOf(ctx, h, p).Err()
 	}
 	if err != nil {
-		return setupErrorf("Redis node %d: %v", i+1, err)
+		return fmt.Errorf("Redis node %d: %v", i+1, err)
 	}
 	return nil
 }
 
 // addr is where the sentinels and the other node reach node i: its link,
 // or its host.
-func (r *replicated) addr(i int) string {
+func (r *Replicated) addr(i int) string {
 	if r.links != nil {
 		return r.links[i].Addr()
 	}
-	return r.nodes[i].Addr
+	return r.Nodes[i].Addr
 }
 
 // awaitReady polls every 50 ms, for 30 s at most, until every sentinel
 // knows the replica and the two other sentinels.
-func (r *replicated) awaitReady(ctx context.Context) error {
+func (r *Replicated) awaitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var last error
@@ -144,13 +144,13 @@ func (r *replicated) awaitReady(ctx context.Context) error {
 	}
 }
 
-func (r *replicated) ready(ctx context.Context) error {
+func (r *Replicated) ready(ctx context.Context) error {
 	for _, s := range r.sentinels {
 		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-		replicas, err := c.Replicas(ctx, masterName).Result()
+		replicas, err := c.Replicas(ctx, MasterName).Result()
 		var others []map[string]string
 		if err == nil {
-			others, err = c.Sentinels(ctx, masterName).Result()
+			others, err = c.Sentinels(ctx, MasterName).Result()
 		}
 		c.Close()
 		switch {
@@ -163,8 +163,8 @@ func (r *replicated) ready(ctx context.Context) error {
 	return nil
 }
 
-// sentinelAddrs are where the workers ask for the primary.
-func (r *replicated) sentinelAddrs() []string {
+// SentinelAddrs are where clients ask for the primary.
+func (r *Replicated) SentinelAddrs() []string {
 	var out []string
 	for _, s := range r.sentinels {
 		out = append(out, s.Addr)
@@ -172,30 +172,31 @@ func (r *replicated) sentinelAddrs() []string {
 	return out
 }
 
-// direct maps each node's link address, which the sentinels give as the
+// Direct maps each node's link address, which the sentinels give as the
 // primary's, to the node itself: the workers are on the primary's side of
-// the partition the nemesis makes. On hosts, the address is the node's.
-func (r *replicated) direct() map[string]string {
+// the partition the nemesis makes. On hosts, the address is the node's:
+// nil.
+func (r *Replicated) Direct() map[string]string {
 	if r.links == nil {
 		return nil
 	}
 	m := map[string]string{}
 	for i, l := range r.links {
-		m[l.Addr()] = r.nodes[i].Addr
+		m[l.Addr()] = r.Nodes[i].Addr
 	}
 	return m
 }
 
 // primary returns the node the sentinels name the primary now.
-func (r *replicated) primary(ctx context.Context) (int, error) {
+func (r *Replicated) primary(ctx context.Context) (int, error) {
 	c := redis.NewSentinelClient(&redis.Options{Addr: r.sentinels[0].Addr, MaxRetries: -1})
 	defer c.Close()
-	addr, err := c.GetMasterAddrByName(ctx, masterName).Result()
+	addr, err := c.GetMasterAddrByName(ctx, MasterName).Result()
 	if err != nil {
 		return -1, fmt.Errorf("ask sentinel for the primary: %w", err)
 	}
 	at := net.JoinHostPort(addr[0], addr[1])
-	for i := range r.nodes {
+	for i := range r.Nodes {
 		if r.addr(i) == at {
 			return i, nil
 		}
@@ -203,25 +204,26 @@ func (r *replicated) primary(ctx context.Context) (int, error) {
 	return -1, fmt.Errorf("the sentinels name %s the primary, no node of the run", at)
 }
 
-func (r *replicated) close() {
+// Close stops every server of r, and its links.
+func (r *Replicated) Close() {
 	for _, s := range r.sentinels {
 		s.Stop()
 	}
 	for _, l := range r.links {
 		l.Close()
 	}
-	for _, s := range r.nodes {
+	for _, s := range r.Nodes {
 		s.Stop()
 	}
 }
 
 // Primary implements nemesis.Replicated.
-func (r *replicated) Primary(ctx context.Context) (int, error) { return r.primary(ctx) }
+func (r *Replicated) Primary(ctx context.Context) (int, error) { return r.primary(ctx) }
 
 // Isolate implements nemesis.Replicated: node's link, by which the
 // sentinels and the other node reach it, is cut; on hosts, node's host
 // drops what crosses between it and theirs.
-func (r *replicated) Isolate(ctx context.Context, node int) error {
+func (r *Replicated) Isolate(ctx context.Context, node int) error {
 	if r.hosts == nil {
 		r.links[node].Cut()
 		return nil
@@ -230,7 +232,7 @@ func (r *replicated) Isolate(ctx context.Context, node int) error {
 }
 
 // peers are the hosts of every server of r but node.
-func (r *replicated) peers(node int) []topology.Host {
+func (r *Replicated) peers(node int) []topology.Host {
 	var out []topology.Host
 	for i, h := range r.hosts {
 		if i != node {
@@ -241,7 +243,7 @@ func (r *replicated) peers(node int) []topology.Host {
 }
 
 // Rejoin implements nemesis.Replicated.
-func (r *replicated) Rejoin(ctx context.Context, node int) error {
+func (r *Replicated) Rejoin(ctx context.Context, node int) error {
 	if r.hosts == nil {
 		r.links[node].Heal()
 		return nil

@@ -1,4 +1,4 @@
-package harness
+package history
 
 import (
 	"cmp"
@@ -10,45 +10,57 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-
-	"github.com/hiatus-dev/hiatus/history"
-	"github.com/hiatus-dev/hiatus/internal/servers"
 )
 
-// sortChunk is how many ops the history's sort holds in memory at once:
-// about 25 MB of ops with their maps. A run longer than one chunk is
-// sorted chunk by chunk into files and merged, so a run of any length
-// sorts in that much memory.
-const sortChunk = 100_000
+// SortOptions bound a SortFile.
+type SortOptions struct {
+	// Chunk is how many ops the sort holds in memory at once; a history
+	// longer than one chunk is sorted chunk by chunk into files in Dir and
+	// merged, so that one of any length sorts in that much memory.
+	Chunk int
+	// FanIn bounds the files merged at once, and so the files open at
+	// once.
+	FanIn int
+	// Partial says a history that ends inside an op (its disk refused the
+	// rest) ends there, rather than fails.
+	Partial bool
+	// Dir is where the sort makes a directory for its files, which it
+	// removes before it returns; "" for os.TempDir.
+	Dir string
+}
 
-// sortJournal reads the journal at path and hands its ops to emit in the
-// history's order — by :time, ops of equal time in the order they arrived,
-// so that a process's own ops stay in order — with dense :index from 0.
-// Chunks that do not fit in memory go to files in a scratch directory,
-// removed before it returns, merged fanIn at a time. With partial, a journal that
-// ends inside an op (its disk refused the rest) ends there.
-func sortJournal(ctx context.Context, path string, chunk, fanIn int, partial bool, emit func(history.Op) error) error {
-	f, err := os.Open(path)
+// The bounds of a SortFile whose options leave them unset: about 25 MB of
+// ops with their maps in memory, and a day's run of 300 million ops, 3,000
+// chunks, merged in two passes.
+const (
+	DefaultSortChunk = 100_000
+	DefaultSortFanIn = 64
+)
+
+// SortFile reads the history at path, a run's journal, and hands its ops
+// to emit in a history's order — by :time, ops of equal time in the order
+// they arrived, so that a process's own ops stay in order — with dense
+// :index from 0.
+func SortFile(ctx context.Context, path string, o SortOptions, emit func(Op) error) error {
+	f, err := OpenRegular(path)
 	if err != nil {
 		return fmt.Errorf("sort the journal: %w", err)
 	}
 	defer f.Close()
-	r := history.NewReader(f, path)
-	// Its runs go where a run killed in the middle leaves nothing behind:
-	// the next run removes a scratch directory whose owner is gone.
-	tmp, err := servers.ScratchDir("sort")
+	r := NewReader(f, path)
+	chunk, partial, fanIn := cmp.Or(o.Chunk, DefaultSortChunk), o.Partial, max(cmp.Or(o.FanIn, DefaultSortFanIn), 2)
+	tmp, err := os.MkdirTemp(o.Dir, "sort-")
 	if err != nil {
 		return fmt.Errorf("sort the journal: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-
 	var runs []string
 	for {
 		ops, end, err := readChunk(ctx, r, chunk, partial)
 		if err != nil {
 			return err
 		}
-		slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Time, b.Time) })
+		slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.Time, b.Time) })
 		if end && len(runs) == 0 {
 			return emitAll(ops, emit) // the whole journal fitted in one chunk
 		}
@@ -65,10 +77,6 @@ func sortJournal(ctx context.Context, path string, chunk, fanIn int, partial boo
 		}
 	}
 }
-
-// maxFanIn bounds the runs merged at once, and so the files open at once:
-// a day's run of 300 million ops would be 3,000 runs of a chunk.
-const maxFanIn = 64
 
 // narrow merges consecutive groups of runs into longer ones until at most
 // fanIn are left. Each group takes its place among the others, so that ties
@@ -99,15 +107,15 @@ func narrow(ctx context.Context, tmp string, runs []string, fanIn int) ([]string
 
 // mergeInto merges sorted runs into one file at path.
 func mergeInto(ctx context.Context, runs []string, path string) error {
-	return writeOps(path, func(emit func(history.Op) error) error { return mergeRuns(ctx, runs, emit) })
+	return writeOps(path, func(emit func(Op) error) error { return mergeRuns(ctx, runs, emit) })
 }
 
 // readChunk reads up to n ops; end says the journal is done, at its end or,
 // with partial, inside its last op.
-func readChunk(ctx context.Context, r *history.Reader, n int, partial bool) (ops []history.Op, end bool, err error) {
+func readChunk(ctx context.Context, r *Reader, n int, partial bool) (ops []Op, end bool, err error) {
 	for len(ops) < n {
 		o, err := r.Next()
-		if err == io.EOF || partial && errors.Is(err, history.ErrTruncated) {
+		if err == io.EOF || partial && errors.Is(err, ErrTruncated) {
 			return ops, true, nil
 		}
 		if err != nil {
@@ -121,7 +129,7 @@ func readChunk(ctx context.Context, r *history.Reader, n int, partial bool) (ops
 	return ops, false, nil
 }
 
-func emitAll(ops []history.Op, emit func(history.Op) error) error {
+func emitAll(ops []Op, emit func(Op) error) error {
 	for i, o := range ops {
 		o.Index = int64(i)
 		if err := emit(o); err != nil {
@@ -131,8 +139,8 @@ func emitAll(ops []history.Op, emit func(history.Op) error) error {
 	return nil
 }
 
-func writeRun(path string, ops []history.Op) error {
-	return writeOps(path, func(emit func(history.Op) error) error {
+func writeRun(path string, ops []Op) error {
+	return writeOps(path, func(emit func(Op) error) error {
 		for _, o := range ops {
 			if err := emit(o); err != nil {
 				return err
@@ -143,12 +151,12 @@ func writeRun(path string, ops []history.Op) error {
 }
 
 // writeOps writes to a new file at path the ops each hands to its emit.
-func writeOps(path string, each func(emit func(history.Op) error) error) error {
+func writeOps(path string, each func(emit func(Op) error) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("sort the journal: %w", err)
 	}
-	w := history.NewWriter(f)
+	w := NewWriter(f)
 	err = each(w.Write)
 	if err == nil {
 		err = w.Flush()
@@ -161,7 +169,7 @@ func writeOps(path string, each func(emit func(history.Op) error) error) error {
 
 // mergeRuns merges sorted runs, each of them later in the journal than the
 // one before, so that ties of :time go to the earlier run.
-func mergeRuns(ctx context.Context, paths []string, emit func(history.Op) error) (err error) {
+func mergeRuns(ctx context.Context, paths []string, emit func(Op) error) (err error) {
 	h := &runHeap{}
 	for i, p := range paths {
 		f, ferr := os.Open(p)
@@ -169,7 +177,7 @@ func mergeRuns(ctx context.Context, paths []string, emit func(history.Op) error)
 			return fmt.Errorf("sort the journal: %w", ferr)
 		}
 		defer f.Close()
-		c := &runCursor{r: history.NewReader(f, p), run: i}
+		c := &runCursor{r: NewReader(f, p), run: i}
 		if err := c.next(); err != nil {
 			return err
 		}
@@ -202,9 +210,9 @@ func mergeRuns(ctx context.Context, paths []string, emit func(history.Op) error)
 
 // A runCursor is the next op of one sorted run.
 type runCursor struct {
-	r   *history.Reader
+	r   *Reader
 	run int
-	op  history.Op
+	op  Op
 	ok  bool
 }
 
