@@ -95,8 +95,18 @@ func faultsAbout() string {
 // NemesisNames are the faults Config.Nemesis may list.
 func NemesisNames() []string { return kindsWith(0) }
 
-// FaultNames returns the faults of c.Nemesis; none for "none".
+// Random is the Nemesis of every kind of fault a run allows, injected
+// overlapping in time, as Jepsen's combined nemeses do: every Interval one
+// begins, on a target (a worker, a lock node, a server) no other holds,
+// and lasts Pause.
+const Random Nemesis = "random"
+
+// FaultNames returns the faults of c.Nemesis; none for "none", and for
+// Random every kind c allows together (randomKinds).
 func (c Config) FaultNames() []string {
+	if c.Nemesis == Random {
+		return c.randomKinds()
+	}
 	var out []string
 	for _, f := range strings.Split(string(c.Nemesis), ",") {
 		if f = strings.TrimSpace(f); f != "" && f != "none" {
@@ -104,6 +114,30 @@ func (c Config) FaultNames() []string {
 		}
 	}
 	return out
+}
+
+// randomKinds are the kinds of fault Random injects in c: each that c
+// allows with those before it, the faults of the lock's own servers before
+// those of the run's Redis (which they exclude: the lock is then on a node
+// of its own), and a failover after both (it excludes the former).
+func (c Config) randomKinds() []string {
+	var first, last []string
+	for _, k := range faultKinds() {
+		if k.needs&(needRunRedis|needReplica) != 0 {
+			last = append(last, string(k.name))
+		} else {
+			first = append(first, string(k.name))
+		}
+	}
+	var kinds []string
+	for _, k := range append(first, last...) {
+		try := c
+		try.Nemesis, try.Plan = Nemesis(strings.Join(append(slices.Clone(kinds), k), ",")), nil
+		if try.validateNemesis() == nil {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
 }
 
 // faultParts are the faults of c.Nemesis, sequences split into their parts.

@@ -161,7 +161,7 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 	defer freezer.ResumeAll()
 	nemDone := make(chan error, 1)
 	if faults := env.faults(cfg, workers, freezer); len(faults) > 0 {
-		sched := &nemesis.Schedule{Faults: faults, Pause: cfg.Pause, Interval: cfg.Interval, Plan: cfg.Plan,
+		sched := &nemesis.Schedule{Faults: faults, Pause: cfg.Pause, Interval: cfg.Interval, Plan: cfg.Plan, Overlap: cfg.Nemesis == Random,
 			Rand: rand.New(rand.NewSource(cfg.Seed)), Clock: clock, Record: func(o history.Op) {
 				lg.logf("nemesis: %s %s", o.F, history.AppendValue(nil, o.Value))
 				col.record(o)

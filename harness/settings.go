@@ -148,13 +148,16 @@ func durationSetting(flag, goName, usage string, shared bool, p func(*Config) *t
 func nemesisSetting() Setting {
 	return Setting{Flag: "nemesis", Key: "nemesis", goName: "Nemesis",
 		Usage: "faults, every --interval one of them for --pause: none, or a comma-separated list of " + faultsAbout() +
-			"; a+b: a sequence, b begun --pause/2 after a (of " + strings.Join(kindsWith(sequenceable), ", ") + "). See docs/nemesis.md",
+			"; a+b: a sequence, b begun --pause/2 after a (of " + strings.Join(kindsWith(sequenceable), ", ") + "); " +
+			"random: every kind the run allows, overlapping in time, one fault a target at a time. See docs/nemesis.md",
 		get: func(c Config) any { return string(c.Nemesis) }, set: setString(func(c *Config) *Nemesis { return &c.Nemesis }),
 		describe: func(c Config) string {
 			f := c.FaultNames()
 			switch {
 			case c.Plan != nil:
 				return fmt.Sprintf("nemesis %s replaying %d faults", strings.Join(f, "+"), len(c.Plan))
+			case c.Nemesis == Random:
+				return fmt.Sprintf("nemesis random (%s) for %v every %v, overlapping", strings.Join(f, ", "), c.Pause, c.Interval)
 			case len(f) > 0:
 				return fmt.Sprintf("nemesis %s for %v every %v", strings.Join(f, "+"), c.Pause, c.Interval)
 			}

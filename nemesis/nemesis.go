@@ -107,13 +107,20 @@ type Schedule struct {
 	// Plan, when not nil, is what Run injects instead of drawing: each
 	// fault at its time, on its worker, for its length.
 	Plan Plan
+	// Overlap lets faults overlap in time: every Interval one begins, on a
+	// target no other holds, and lasts Pause, whatever is under way
+	// meanwhile (see overlap).
+	Overlap bool
 }
 
 // Run injects faults until ctx ends, or replays Plan when it has one. A
 // fault under way when ctx ends is ended at once.
 func (s *Schedule) Run(ctx context.Context) error {
-	if s.Plan != nil {
+	switch {
+	case s.Plan != nil:
 		return s.replay(ctx)
+	case s.Overlap:
+		return s.overlap(ctx)
 	}
 	for {
 		if !sleep(ctx, s.Interval) {
@@ -126,9 +133,14 @@ func (s *Schedule) Run(ctx context.Context) error {
 // inject begins f, waits length (cut short when ctx ends) and ends it,
 // recording both.
 func (s *Schedule) inject(ctx context.Context, f Fault, length time.Duration) {
+	s.injectWith(ctx, f, length, s.Rand)
+}
+
+// injectWith is inject, f drawing its target with r.
+func (s *Schedule) injectWith(ctx context.Context, f Fault, length time.Duration, r *rand.Rand) {
 	begin, end := verbs(f)
 	t0 := s.Clock.Now(ctx)
-	v, err := f.Begin(ctx, s.Rand)
+	v, err := f.Begin(ctx, r)
 	if v == nil {
 		v = map[history.Keyword]any{}
 	}

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/rand"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
@@ -30,33 +32,73 @@ type Planned struct {
 type Plan []Planned
 
 // replay injects the plan's faults, each when the history's clock reaches
-// its time, until ctx ends.
+// its time, until ctx ends. What had ended before a fault began in the run
+// ends before it begins in the replay, and faults of one kind take turns;
+// faults that overlapped in the run overlap again.
 func (s *Schedule) replay(ctx context.Context) error {
-	for _, p := range s.Plan {
+	done := make([]chan struct{}, len(s.Plan))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for j, p := range s.Plan {
 		i := slices.IndexFunc(s.Faults, func(f Fault) bool { return f.Kind() == p.Kind })
 		if i < 0 {
 			return fmt.Errorf("schedule: a %s fault, but the run has no such nemesis", p.Kind)
 		}
-		if !sleep(ctx, p.At-time.Duration(s.Clock.Now(ctx))) {
+		if !sleep(ctx, p.At-time.Duration(s.Clock.Now(ctx))) || !s.awaitBefore(ctx, done[:j], p) {
 			return nil
 		}
 		f := s.Faults[i]
-		if a, ok := f.(nodeAimer); ok {
-			a.aimAtNode(p.Node)
+		if !s.aim(ctx, f, p) {
+			return nil
 		}
-		if a, ok := f.(nodesAimer); ok {
-			a.aimAtNodes(p.Nodes)
-		}
-		if a, ok := f.(aimer); ok {
-			a.aimAt(p.Worker) // none: one drawn, as the run did
-			// Before the fault's event is stamped: the wait is no part of it.
-			if slot, ok := p.Worker.Index(); p.Holder && ok && !awaitHolder(ctx, a.targets, slot) {
-				return nil
-			}
-		}
-		s.inject(ctx, f, p.Length)
+		done[j] = make(chan struct{})
+		r := rand.New(rand.NewSource(s.Rand.Int63())) // a Rand is not safe for two goroutines
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(done[j])
+			s.injectWith(ctx, f, p.Length, r)
+		}()
 	}
 	return nil
+}
+
+// awaitBefore waits until the faults of the plan begun so far (done holds
+// theirs) that ended before p began in the run, or are of its kind, have
+// ended; false when ctx ends first.
+func (s *Schedule) awaitBefore(ctx context.Context, done []chan struct{}, p Planned) bool {
+	for i, ch := range done {
+		q := s.Plan[i]
+		if q.At+q.Length > p.At && q.Kind != p.Kind {
+			continue // they overlapped
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// aim aims f at p's targets; a fault that hit the lock's holder waits (up
+// to a second) for its worker to hold the lock again. False when ctx ends
+// first.
+func (s *Schedule) aim(ctx context.Context, f Fault, p Planned) bool {
+	if a, ok := f.(nodeAimer); ok {
+		a.aimAtNode(p.Node)
+	}
+	if a, ok := f.(nodesAimer); ok {
+		a.aimAtNodes(p.Nodes)
+	}
+	if a, ok := f.(aimer); ok {
+		a.aimAt(p.Worker) // none: one drawn, as the run did
+		// Before the fault's event is stamped: the wait is no part of it.
+		if slot, ok := p.Worker.Index(); p.Holder && ok && !awaitHolder(ctx, a.targets, slot) {
+			return false
+		}
+	}
+	return true
 }
 
 // Kinds are the kinds of fault the plan holds, each once, in order.

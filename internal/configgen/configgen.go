@@ -85,8 +85,11 @@ func nemesisOf(t *rapid.T, c harness.Config) string {
 		}
 		kinds = append(kinds, k)
 	}
-	if rapid.IntRange(0, 4).Draw(t, "nemesis none") == 0 {
+	switch rapid.IntRange(0, 9).Draw(t, "nemesis none or random") {
+	case 0, 1:
 		return "none"
+	case 2:
+		return string(harness.Random)
 	}
 	if rapid.IntRange(0, 5).Draw(t, "failover alone") == 0 && slices.Contains(kinds, "failover") {
 		return "failover"

@@ -1,0 +1,138 @@
+package harness_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// A fault span is one fault of a history: its kind, what it hit, and when.
+type faultSpan struct {
+	kind, target string
+	from, to     int64
+}
+
+// faultSpans pairs the fault events of ops, each fault with its target: a
+// worker, a lock node, or the server its kind names.
+func faultSpans(ops []history.Op) []faultSpan {
+	var out []faultSpan
+	var pairs history.FaultPairer
+	end := int64(0)
+	for _, o := range ops {
+		end = max(end, o.Time)
+		e, ok := history.ReadFaultEvent(o)
+		if !ok || e.Failed {
+			continue
+		}
+		if i := pairs.Add(len(out), e); i >= 0 {
+			out[i].to = o.Time
+		}
+		if !e.Begin {
+			continue
+		}
+		target := "server " + string(e.Kind)
+		if w, ok := history.Int(e.Value["worker"]); ok {
+			target = fmt.Sprintf("worker %d", w)
+		} else if n, ok := history.Int(e.Value["node"]); ok {
+			target = fmt.Sprintf("node %d", n)
+		}
+		out = append(out, faultSpan{kind: string(e.Kind), target: target, from: o.Time, to: -1})
+	}
+	for _, i := range pairs.Open() {
+		out[i].to = end
+	}
+	return out
+}
+
+// overlapping counts the pairs of spans that overlap in time, and fails t
+// for any two of one kind or on one target.
+func overlapping(t *testing.T, spans []faultSpan) int {
+	t.Helper()
+	n := 0
+	for i, a := range spans {
+		for _, b := range spans[i+1:] {
+			if a.from >= b.to || b.from >= a.to {
+				continue
+			}
+			n++
+			if a.target == b.target || a.kind == b.kind {
+				t.Errorf("%s on %s and %s on %s at once", a.kind, a.target, b.kind, b.target)
+			}
+		}
+	}
+	return n
+}
+
+// TestRunRandom: --nemesis random injects every kind of fault the run
+// allows, overlapping in time, never two on one target nor two of one kind
+// at once; its schedule.edn replays them, overlapping again. On one lock
+// node and the workers' proxies: the lock's node faults, the links', the
+// workers'.
+func TestRunRandom(t *testing.T) {
+	shared := harness.DefaultConfig()
+	stop, err := harness.StartServers(context.Background(), &shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	cfg := harness.DefaultConfig()
+	cfg.Store, cfg.Name, cfg.CounterID, cfg.Seed = t.TempDir(), "random", 900, 1
+	cfg.RedisURL, cfg.PostgresURL = shared.RedisURL, shared.PostgresURL
+	// Faults of two leases, one begun every third of a lease: several at
+	// once most of the run.
+	cfg.Nemesis, cfg.Lease, cfg.Pause, cfg.Interval, cfg.TimeLimit = harness.Random, faultLease, 2*faultLease, faultLease/3, 3*time.Second
+	kinds := cfg.FaultNames()
+	if len(kinds) < 8 {
+		t.Fatalf("random on setnx with servers given by URL: %v, want the worker, node and link faults", kinds)
+	}
+	res, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Results.Valid == checker.Unknown {
+		t.Errorf("the history does not check: %s", res.Results.AppendEDN(nil))
+	}
+	spans := faultSpans(ops)
+	seen := map[string]bool{}
+	for _, s := range spans {
+		seen[s.kind] = true
+	}
+	if n := overlapping(t, spans); n == 0 || len(seen) < 3 {
+		t.Fatalf("%d faults of %d kinds, %d pairs overlapping: want faults of several kinds at once", len(spans), len(seen), n)
+	}
+
+	replay, err := harness.ReplayConfig(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(replay.Plan) != len(spans) {
+		t.Errorf("schedule.edn holds %d faults, the history %d", len(replay.Plan), len(spans))
+	}
+	replay.RedisURL, replay.PostgresURL = shared.RedisURL, shared.PostgresURL
+	replay.TimeLimit += 2 * time.Second // room for the holders' waits
+	again, err := harness.Run(context.Background(), replay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed, err := history.ReadFile(filepath.Join(again.Dir, store.History))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := faultSpans(replayed)
+	n := overlapping(t, rs)
+	t.Logf("the run: %d faults of %d kinds; the replay: %d faults, %d pairs overlapping", len(spans), len(seen), len(rs), n)
+	if n == 0 || len(rs) < len(spans)*3/4 {
+		t.Errorf("the replay injected %d of %d faults, %d pairs overlapping", len(rs), len(spans), n)
+	}
+}
