@@ -18,24 +18,12 @@ import (
 type Renew struct {
 	SetNX
 	Every time.Duration // between renewals; default Lease/3
-
-	mu       sync.Mutex
-	watching map[string]*watchdog // by grant token
-
-	// frozen is held by tests that stand for a stopped process: while it is
-	// held no renewal is sent (see export_test.go).
-	frozen sync.RWMutex
+	dogs  watchdogs
 }
 
 func renewKind() LockKind {
 	return LockKind{Name: "renew", About: "setnx's lease, extended every lease/3 by a watchdog goroutine", Store: OnRedis, Failover: true,
 		New: func(_ context.Context, cfg LockConfig) (Lock, error) { return &Renew{SetNX: *newSetNX(cfg)}, nil }}
-}
-
-// A watchdog is the renewal goroutine of one grant.
-type watchdog struct {
-	stop context.CancelFunc
-	done chan struct{}
 }
 
 // extend sets the key's expiry only if it still holds our token: 1 extended,
@@ -56,58 +44,86 @@ func (l *Renew) Acquire(ctx context.Context) (Grant, error) {
 	if every <= 0 {
 		every = l.Lease / 3
 	}
-	// The watchdog outlives ctx, which ends with the run: a section begun is
-	// finished, and its lock is kept until released.
-	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	w := &watchdog{stop: stop, done: make(chan struct{})}
-	l.mu.Lock()
-	if l.watching == nil {
-		l.watching = map[string]*watchdog{}
-	}
-	l.watching[g.Token] = w
-	l.mu.Unlock()
-	go func() {
-		defer close(w.done)
-		l.renew(wctx, g.Token, every)
-	}()
+	l.dogs.start(ctx, g.Token, every, func(ctx context.Context) (bool, error) {
+		n, err := extend.Run(ctx, l.Redis, []string{l.Key}, g.Token, l.Lease.Milliseconds()).Int()
+		return n == 1, err
+	})
 	return g, nil
-}
-
-// renew extends the lease every every until ctx ends or the key is found no
-// longer ours: a lapsed lease is never taken back.
-func (l *Renew) renew(ctx context.Context, token string, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		l.frozen.RLock()
-		rctx, cancel := context.WithTimeout(ctx, every)
-		n, err := extend.Run(rctx, l.Redis, []string{l.Key}, token, l.Lease.Milliseconds()).Int()
-		cancel()
-		l.frozen.RUnlock()
-		if err == nil && n == 0 {
-			return
-		}
-		// An error is a renewal that may not have happened: try again at the
-		// next tick, as long as the lease may still be ours.
-	}
 }
 
 // Release implements Lock. The watchdog is stopped, and has sent its last
 // renewal, before the key is deleted.
 func (l *Renew) Release(ctx context.Context, g Grant) error {
-	l.mu.Lock()
-	w := l.watching[g.Token]
-	delete(l.watching, g.Token)
-	l.mu.Unlock()
-	if w == nil {
+	if !l.dogs.stop(g.Token) {
 		return fmt.Errorf("release %s: no grant with token %s", l.Key, g.Token)
+	}
+	return l.SetNX.Release(ctx, g)
+}
+
+// watchdogs renew a lock's grants, a goroutine each, from the acquisition
+// to the release.
+type watchdogs struct {
+	mu       sync.Mutex
+	watching map[string]*watchdog // by grant token
+	// frozen is held by tests that stand for a stopped process: while it
+	// is held no renewal is sent (see export_test.go).
+	frozen sync.RWMutex
+}
+
+// A watchdog is the renewal goroutine of one grant.
+type watchdog struct {
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// start renews the grant of token every every, by extend, until stop or
+// until extend says the lock is no longer ours: a lapsed lease is never
+// taken back. An error is a renewal that may not have happened: it is
+// tried again at the next tick. The watchdog outlives ctx, which ends with
+// the run: a section begun is finished, and its lock is kept until
+// released.
+func (d *watchdogs) start(ctx context.Context, token string, every time.Duration, extend func(context.Context) (ours bool, err error)) {
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	w := &watchdog{stop: stop, done: make(chan struct{})}
+	d.mu.Lock()
+	if d.watching == nil {
+		d.watching = map[string]*watchdog{}
+	}
+	d.watching[token] = w
+	d.mu.Unlock()
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			d.frozen.RLock()
+			rctx, cancel := context.WithTimeout(wctx, every)
+			ours, err := extend(rctx)
+			cancel()
+			d.frozen.RUnlock()
+			if err == nil && !ours {
+				return
+			}
+		}
+	}()
+}
+
+// stop stops the watchdog of token and waits until it has sent its last
+// renewal; false when token has none.
+func (d *watchdogs) stop(token string) bool {
+	d.mu.Lock()
+	w := d.watching[token]
+	delete(d.watching, token)
+	d.mu.Unlock()
+	if w == nil {
+		return false
 	}
 	w.stop()
 	<-w.done
-	return l.SetNX.Release(ctx, g)
+	return true
 }

@@ -91,7 +91,7 @@ type LockKind struct {
 
 // LockKinds are hiatus's own locks.
 func LockKinds() []LockKind {
-	return []LockKind{setnxKind(), renewKind(), redsyncKind(), redisLockKind(), pgAdvisoryKind(), redlockKind(), etcdKind()}
+	return []LockKind{setnxKind(), renewKind(), redsyncKind(), redisLockKind(), pgAdvisoryKind(), redlockKind(), etcdKind(), redsyncExtendKind()}
 }
 
 // LockNames lists hiatus's own locks.

@@ -54,9 +54,10 @@ func TestNewLock(t *testing.T) {
 // acquire); once B is done, or after 2 leases, A goes on and writes.
 //
 // A lease lock loses A's lease, so unfenced B's update is lost and fenced
-// A's write is rejected. The watchdog of renew keeps the lease through a
-// pause of A's goroutine (sleep), so B gives up; through a pause of A's
-// whole process (stop: its renewals are frozen too) it does not. The
+// A's write is rejected. The watchdogs of renew and redsync-extend keep
+// the lease through a pause of A's goroutine (sleep), so B gives up;
+// through a pause of A's whole process (stop: its renewals are frozen too)
+// they do not. The
 // advisory lock has no lease: B waits for A's release and nothing is lost.
 func TestLocksPausedHolder(t *testing.T) {
 	const lease = 200 * time.Millisecond
@@ -80,11 +81,14 @@ func TestLocksPausedHolder(t *testing.T) {
 			tc{lock: l, bWait: 5 * time.Second, want: lost},
 			tc{lock: l, fenced: true, bWait: 5 * time.Second, want: rejected})
 	}
+	for _, l := range []string{"renew", "redsync-extend"} {
+		cases = append(cases,
+			tc{lock: l, bWait: lease, want: kept},
+			tc{lock: l, fenced: true, bWait: lease, want: kept},
+			tc{lock: l, stop: true, bWait: 5 * time.Second, want: lost},
+			tc{lock: l, fenced: true, stop: true, bWait: 5 * time.Second, want: rejected})
+	}
 	cases = append(cases,
-		tc{lock: "renew", bWait: lease, want: kept},
-		tc{lock: "renew", fenced: true, bWait: lease, want: kept},
-		tc{lock: "renew", stop: true, bWait: 5 * time.Second, want: lost},
-		tc{lock: "renew", fenced: true, stop: true, bWait: 5 * time.Second, want: rejected},
 		tc{lock: "pg-advisory", bWait: 5 * time.Second, want: waited},
 		tc{lock: "pg-advisory", fenced: true, bWait: 5 * time.Second, want: waited},
 	)
@@ -101,7 +105,7 @@ func TestLocksPausedHolder(t *testing.T) {
 			var lockA client.Lock
 			a, lockA := r.lockWorker(t, 0, tc.lock, lease, tc.fenced, func(context.Context, client.Section) {
 				if tc.stop {
-					thaw := lockA.(*client.Renew).FreezeRenewal()
+					thaw := lockA.(interface{ FreezeRenewal() func() }).FreezeRenewal()
 					defer thaw()
 				}
 				close(inside)

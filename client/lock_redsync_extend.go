@@ -1,0 +1,57 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/redis/go-redis/v9"
+)
+
+// A RedsyncExtend is redsync's lock as its documentation tells a careful
+// user to keep one past its expiry: the holder extends it every lease/3
+// with Extend, and heeds the answer — once Extend says the lock is no
+// longer its own, it stops extending (a lapsed lock is never taken back).
+// Like renew, it keeps the lock through a pause of the holder's goroutine,
+// not through a stop of its whole process, and it is as safe as redsync's
+// Extend says true only of a lock still held.
+type RedsyncExtend struct {
+	*Redsync
+	dogs watchdogs
+}
+
+func redsyncExtendKind() LockKind {
+	return LockKind{Name: "redsync-extend", About: "redsync on one Redis, extended every lease/3 with Extend until Extend says the lock is gone",
+		Store: OnRedis, Failover: true,
+		New: func(_ context.Context, cfg LockConfig) (Lock, error) {
+			return &RedsyncExtend{Redsync: newRedsync([]*redis.Client{cfg.node()}, cfg.Key, cfg.Lease, cfg.Retry, cfg.fencer())}, nil
+		}}
+}
+
+// Acquire implements Lock.
+func (l *RedsyncExtend) Acquire(ctx context.Context) (Grant, error) {
+	g, err := l.Redsync.Acquire(ctx)
+	if err != nil {
+		return g, err
+	}
+	m := l.rs.NewMutex(l.key, redsync.WithExpiry(l.lease), redsync.WithValue(g.Token))
+	l.dogs.start(ctx, g.Token, l.lease/3, func(ctx context.Context) (bool, error) {
+		ok, err := m.ExtendContext(ctx)
+		var unreached *redsync.RedisError
+		if !ok && !errors.As(err, &unreached) {
+			return false, nil // redsync says the lock is not ours: taken, expired, or extended too late
+		}
+		return ok, err // a node not reached: the lock may still be ours
+	})
+	return g, nil
+}
+
+// Release implements Lock. The watchdog has sent its last Extend before
+// the lock is released.
+func (l *RedsyncExtend) Release(ctx context.Context, g Grant) error {
+	if !l.dogs.stop(g.Token) {
+		return fmt.Errorf("release %s: no grant with token %s", l.key, g.Token)
+	}
+	return l.Redsync.Release(ctx, g)
+}
