@@ -396,10 +396,6 @@ func detect(fs map[history.Keyword]bool) (string, error) {
 		ErrUnknownModel, strings.Join(names, " "), strings.Join(Models(), ", "))
 }
 
-// InitialState returns the state Check starts model from when
-// Options.Initial is v, or why v cannot be one.
-func InitialState(model string, v any) (any, error) { return initialFor(model, v) }
-
 // initialFor checks v as the initial state of model and fills in the
 // model's default.
 func initialFor(model string, v any) (any, error) {

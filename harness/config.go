@@ -35,8 +35,10 @@ const (
 	DefaultCounterID         = 1
 )
 
-// Config is everything a run is made of; test.edn records it whole, but for
-// the server URLs' passwords.
+// Config is everything a run is made of. Each field is a Setting (Settings
+// declares each once: its flag, its key in test.edn, its words), but Plan,
+// a schedule that schedule.edn keeps; test.edn keeps every setting a replay
+// takes, and the servers' URLs with their passwords hidden.
 type Config struct {
 	Name        string          // the test's name: runs go to Store/Name/START-TIME/
 	Workers     int             // worker processes contending for the lock

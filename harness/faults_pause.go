@@ -15,24 +15,25 @@ func pauseFaults() []faultKind {
 				return &nemesis.SigStop{Targets: e.workers.Targets, Freezer: e.freezer}
 			}},
 		{name: nemesis.KindPauseRedis, about: "SIGSTOP the run's redis-server", needs: needRunRedis,
-			check: func(c Config) error {
-				if c.RedisURL != "" && c.RedisPID == 0 {
-					return fmt.Errorf("--nemesis pause-redis with --redis-url needs --redis-pid")
-				}
-				return nil
-			},
+			check: givenPID("pause-redis", "--redis-url", "--redis-pid", func(c Config) bool { return c.RedisURL != "" && c.RedisPID == 0 }),
 			build: func(e faultEnv) nemesis.Fault {
 				return &nemesis.PauseServer{Which: nemesis.KindPauseRedis, PID: pid(e.env.redis, e.cfg.RedisPID), Freezer: e.freezer}
 			}},
 		{name: nemesis.KindPausePostgres, about: "SIGSTOP PostgreSQL's postmaster and backends",
-			check: func(c Config) error {
-				if c.PostgresURL != "" && c.PostgresPID == 0 {
-					return fmt.Errorf("--nemesis pause-postgres with --postgres-url needs --postgres-pid (the postmaster's)")
-				}
-				return nil
-			},
+			check: givenPID("pause-postgres", "--postgres-url", "--postgres-pid (the postmaster's)", func(c Config) bool { return c.PostgresURL != "" && c.PostgresPID == 0 }),
 			build: func(e faultEnv) nemesis.Fault {
 				return &nemesis.PauseServer{Which: nemesis.KindPausePostgres, PID: pid(e.env.postgres, e.cfg.PostgresPID), Freezer: e.freezer}
 			}},
+	}
+}
+
+// givenPID is the check of a pause of a server: one given by URL needs its
+// PID, which missing says is missing.
+func givenPID(kind, url, pid string, missing func(Config) bool) func(Config) error {
+	return func(c Config) error {
+		if missing(c) {
+			return fmt.Errorf("--nemesis %s with %s needs %s", kind, url, pid)
+		}
+		return nil
 	}
 }

@@ -57,7 +57,7 @@ func Settings() []Setting {
 	return []Setting{
 		textSetting("name", "name", "Name", "test name: runs go to STORE/NAME/START-TIME/", func(c *Config) *string { return &c.Name }),
 		{Flag: "workers", Key: "workers", Shared: true, Usage: "worker processes contending for the lock",
-			goName: "Workers", get: func(c Config) any { return c.Workers }, set: setInt(func(c *Config) *int { return &c.Workers }),
+			goName: "Workers", get: func(c Config) any { return c.Workers }, set: setTo(func(c *Config) *int { return &c.Workers }),
 			describe: func(c Config) string { return fmt.Sprintf("%d workers", c.Workers) }},
 		durationSetting("time-limit", "TimeLimit", "how long workers start new critical sections", true, func(c *Config) *time.Duration { return &c.TimeLimit }),
 		durationSetting("lease", "Lease", "lock lease (SET … PX)", false, func(c *Config) *time.Duration { return &c.Lease }),
@@ -68,7 +68,7 @@ func Settings() []Setting {
 		durationSetting("pause", "Pause", "how long each fault and each in-section pause lasts", true, func(c *Config) *time.Duration { return &c.Pause }),
 		durationSetting("interval", "Interval", "time between the end of one fault and the start of the next", true, func(c *Config) *time.Duration { return &c.Interval }),
 		{Flag: "inject-every", Key: "inject-every", Usage: "pause each worker inside its every Nth critical section (after the read, before the write) for --pause; 0 = never",
-			goName: "InjectEvery", get: func(c Config) any { return c.InjectEvery }, set: setInt(func(c *Config) *int { return &c.InjectEvery })},
+			goName: "InjectEvery", get: func(c Config) any { return c.InjectEvery }, set: setTo(func(c *Config) *int { return &c.InjectEvery })},
 		{Flag: "pause-kind", Key: "pause-kind", keyword: true, Usage: "the in-section pause: sleep (only the worker's goroutine blocks) or stop (the worker SIGSTOPs its whole process)",
 			goName: "PauseKind", get: func(c Config) any { return string(c.PauseKind) }, set: setString(func(c *Config) *history.Keyword { return &c.PauseKind }),
 			describe: func(c Config) string {
@@ -81,15 +81,15 @@ func Settings() []Setting {
 			goName: "Lock", get: func(c Config) any { return c.Lock }, set: setString(func(c *Config) *string { return &c.Lock })},
 		guardSetting(),
 		{Flag: "nodes", Key: "lock-nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant)", DefaultText: fmt.Sprint(DefaultNodes),
-			goName: "Nodes", get: func(c Config) any { return c.Nodes }, set: setInt(func(c *Config) *int { return &c.Nodes }),
+			goName: "Nodes", get: func(c Config) any { return c.Nodes }, set: setTo(func(c *Config) *int { return &c.Nodes }),
 			kept:     func(c Config) bool { return c.lockKind().Store == client.OnRedisNodes },
 			describe: func(c Config) string { return fmt.Sprintf("%d nodes", c.nodes()) }},
 		{Flag: "clock-jump", Key: "clock-jump-ms", Usage: "how far --nemesis clock steps a node's clock: forward, or back when negative (-500ms)", DefaultText: "the lease",
-			goName: "ClockJump", get: func(c Config) any { return c.ClockJump }, set: setDuration(func(c *Config) *time.Duration { return &c.ClockJump }),
+			goName: "ClockJump", get: func(c Config) any { return c.ClockJump }, set: setTo(func(c *Config) *time.Duration { return &c.ClockJump }),
 			kept:     func(c Config) bool { return c.faultIn("clock") },
 			describe: func(c Config) string { return fmt.Sprintf("clock jump %v", c.clockJump()) }},
 		{Flag: "clock-strobe", Key: "clock-strobe-ms", Usage: "with --nemesis clock, step the clock back and forth this often while the fault lasts (a strobing clock); 0 for one step",
-			goName: "ClockStrobe", get: func(c Config) any { return c.ClockStrobe }, set: setDuration(func(c *Config) *time.Duration { return &c.ClockStrobe }),
+			goName: "ClockStrobe", get: func(c Config) any { return c.ClockStrobe }, set: setTo(func(c *Config) *time.Duration { return &c.ClockStrobe }),
 			kept: func(c Config) bool { return c.faultIn("clock") },
 			describe: func(c Config) string {
 				if c.ClockStrobe == 0 {
@@ -98,7 +98,7 @@ func Settings() []Setting {
 				return fmt.Sprintf("strobing every %v", c.ClockStrobe)
 			}},
 		{Flag: "delay", Key: "delay-ms", Usage: "what --nemesis delay-* adds to each byte's trip", DefaultText: "the lease",
-			goName: "Delay", get: func(c Config) any { return c.Delay }, set: setDuration(func(c *Config) *time.Duration { return &c.Delay }),
+			goName: "Delay", get: func(c Config) any { return c.Delay }, set: setTo(func(c *Config) *time.Duration { return &c.Delay }),
 			kept:     func(c Config) bool { return c.faultIn("delay-redis", "delay-postgres") },
 			describe: func(c Config) string { return fmt.Sprintf("delay %v", c.delay()) }},
 		{Flag: "hosts", Key: "hosts", Shared: true, keyword: true,
@@ -111,18 +111,18 @@ func Settings() []Setting {
 				return "on hosts " + string(c.Hosts)
 			}},
 		{Flag: "seed", Key: "seed", Usage: "seed of the nemesis's choices, to replay a schedule", DefaultText: "from the clock, recorded in test.edn",
-			goName: "Seed", get: func(c Config) any { return c.Seed }, set: setInt64(func(c *Config) *int64 { return &c.Seed }),
+			goName: "Seed", get: func(c Config) any { return c.Seed }, set: setTo(func(c *Config) *int64 { return &c.Seed }),
 			describe: func(c Config) string { return fmt.Sprintf("seed %d", c.Seed) }},
 		urlSetting("redis-url", "RedisURL", "use this Redis (redis://host:port/db) instead of a throwaway redis-server", func(c *Config) *string { return &c.RedisURL }),
 		urlSetting("postgres-url", "PostgresURL", "use this PostgreSQL instead of a throwaway one; it must allow CREATE TABLE", func(c *Config) *string { return &c.PostgresURL }),
 		{Flag: "redis-pid", Usage: "PID of the --redis-url server, for --nemesis pause-redis", goName: "RedisPID", noReplay: true,
-			get: func(c Config) any { return c.RedisPID }, set: setInt(func(c *Config) *int { return &c.RedisPID })},
+			get: func(c Config) any { return c.RedisPID }, set: setTo(func(c *Config) *int { return &c.RedisPID })},
 		{Flag: "postgres-pid", Usage: "PID of the --postgres-url server's postmaster, for --nemesis pause-postgres", goName: "PostgresPID", noReplay: true,
-			get: func(c Config) any { return c.PostgresPID }, set: setInt(func(c *Config) *int { return &c.PostgresPID })},
+			get: func(c Config) any { return c.PostgresPID }, set: setTo(func(c *Config) *int { return &c.PostgresPID })},
 		{Flag: "store", Shared: true, Usage: "directory where runs are kept", goName: "Store",
 			get: func(c Config) any { return c.Store }, set: setString(func(c *Config) *string { return &c.Store })},
 		{Flag: "counter-id", Key: "counter-id", Shared: true, Usage: "row of the counter table the runs use (runs sharing a server need distinct rows and names)",
-			goName: "CounterID", get: func(c Config) any { return c.CounterID }, set: setInt64(func(c *Config) *int64 { return &c.CounterID })},
+			goName: "CounterID", get: func(c Config) any { return c.CounterID }, set: setTo(func(c *Config) *int64 { return &c.CounterID })},
 	}
 }
 
@@ -135,7 +135,7 @@ func textSetting(flag, key, goName, usage string, p func(*Config) *string) Setti
 // FLAG-ms.
 func durationSetting(flag, goName, usage string, shared bool, p func(*Config) *time.Duration) Setting {
 	s := Setting{Flag: flag, Key: history.Keyword(flag + "-ms"), Usage: usage, Shared: shared, goName: goName,
-		get: func(c Config) any { return *p(&c) }, set: setDuration(p)}
+		get: func(c Config) any { return *p(&c) }, set: setTo(p)}
 	switch flag {
 	case "time-limit":
 		s.describe = func(c Config) string { return c.TimeLimit.String() }
@@ -204,35 +204,14 @@ func setString[T ~string](p func(*Config) *T) func(*Config, any) error {
 	}
 }
 
-func setInt(p func(*Config) *int) func(*Config, any) error {
+// setTo sets the field p points to from a value of its own type.
+func setTo[T any](p func(*Config) *T) func(*Config, any) error {
 	return func(c *Config, v any) error {
-		n, ok := v.(int)
+		x, ok := v.(T)
 		if !ok {
-			return fmt.Errorf("want an integer, not %v", v)
+			return fmt.Errorf("want a %T, not %v", x, v)
 		}
-		*p(c) = n
-		return nil
-	}
-}
-
-func setInt64(p func(*Config) *int64) func(*Config, any) error {
-	return func(c *Config, v any) error {
-		n, ok := v.(int64)
-		if !ok {
-			return fmt.Errorf("want an integer, not %v", v)
-		}
-		*p(c) = n
-		return nil
-	}
-}
-
-func setDuration(p func(*Config) *time.Duration) func(*Config, any) error {
-	return func(c *Config, v any) error {
-		d, ok := v.(time.Duration)
-		if !ok {
-			return fmt.Errorf("want a duration, not %v", v)
-		}
-		*p(c) = d
+		*p(c) = x
 		return nil
 	}
 }

@@ -1,9 +1,12 @@
-// Package nemesis owns the faults: it acts on processes (PIDs, signals) and
-// records what it did as :nemesis ops, each fault a pair of events (:pause
-// and :resume, or :kill and :restart) on the run's clock. It never reaches
-// into the workload: the in-section pause is a function the worker calls,
-// with the schedule decided here, and a killed worker is replaced by
-// whatever the run hands to KillWorker.
+// Package nemesis owns the faults: it acts on what it is handed (processes
+// and their PIDs, servers, links, hosts) and records what it did as
+// :nemesis ops, each fault a pair of events on the run's clock — :pause
+// and :resume, :kill and :restart, or :start and :stop — whose window
+// covers it. A Schedule draws faults one at a time, or several at once
+// (Overlap), or replays a Plan. It never reaches into the workload: the
+// in-section pause is a function the worker calls, with the schedule
+// decided here, and a killed worker is replaced by whatever the run hands
+// to KillWorker.
 package nemesis
 
 import (

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 )
 
@@ -39,23 +38,6 @@ func (s *Server) JumpClock(offset time.Duration) error {
 		return fmt.Errorf("jump %s's clock: %w", s.name, err)
 	}
 	return nil
-}
-
-// ClockOffset returns the offset JumpClock last set; 0 for a server without
-// a fake clock.
-func (s *Server) ClockOffset() time.Duration {
-	if s.dir == "" {
-		return 0
-	}
-	b, err := os.ReadFile(filepath.Join(s.dir, clockFile))
-	if err != nil {
-		return 0
-	}
-	d, err := time.ParseDuration(strings.TrimSpace(string(b)) + "s")
-	if err != nil {
-		return 0
-	}
-	return d
 }
 
 // writeClock replaces the clock file at path by a rename, so that

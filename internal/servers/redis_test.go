@@ -101,8 +101,8 @@ func TestFakeClock(t *testing.T) {
 	if err := s.JumpClock(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.ClockOffset(); got != 10*time.Second {
-		t.Errorf("ClockOffset() = %v after JumpClock(10s)", got)
+	if got := s.clockOffset(); got != 10*time.Second {
+		t.Errorf("clockOffset() = %v after JumpClock(10s)", got)
 	}
 	if got := skew(ctx, t, r); got < 9*time.Second {
 		t.Errorf("the server's clock is %v ahead after JumpClock(10s), want ≥ 9 s", got)
@@ -152,8 +152,8 @@ func TestNoFakeClock(t *testing.T) {
 	if err := s.JumpClock(time.Second); !errors.Is(err, ErrNoFakeClock) {
 		t.Errorf("JumpClock on a real clock: %v, want ErrNoFakeClock", err)
 	}
-	if got := s.ClockOffset(); got != 0 {
-		t.Errorf("ClockOffset() = %v on a real clock", got)
+	if got := s.clockOffset(); got != 0 {
+		t.Errorf("clockOffset() = %v on a real clock", got)
 	}
 
 	_, err := fakeClockPreload(s.bin, []string{t.TempDir()})
