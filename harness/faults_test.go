@@ -184,9 +184,11 @@ func TestRunNetworkFaults(t *testing.T) {
 			slow := (c.Work + c.Delay) / 2 // past the work, short of the delay
 			c.TimeLimit = 3 * time.Second
 			for _, at := range []time.Duration{700 * time.Millisecond, 1500 * time.Millisecond, 2300 * time.Millisecond} {
+				// The drop as the delay ends: a replay begins a fault after
+				// those that ended before it in the plan.
 				c.Plan = append(c.Plan,
 					nemesis.Planned{Kind: nemesis.KindDelayPostgres, Worker: nemesis.On(0), At: at, Length: slow},
-					nemesis.Planned{Kind: nemesis.KindDropPostgres, Worker: nemesis.On(0), At: at, Length: faultLease / 3})
+					nemesis.Planned{Kind: nemesis.KindDropPostgres, Worker: nemesis.On(0), At: at + slow, Length: faultLease / 3})
 			}
 		}, effect: func(t *testing.T, r faultRun) {
 			r.eachWhole(t, nemesis.KindDropPostgres, func(w window) { r.broken(t, w) })
