@@ -98,11 +98,12 @@ func (c Case) Minimise(ctx context.Context, runs int, o Options, first func(Verd
 	}
 	jctx, cancel := context.WithTimeout(ctx, o.Budget)
 	v, err := o.Judge(jctx, c.Config)
+	expired := errors.Is(jctx.Err(), context.DeadlineExceeded) // before cancel, which would end it too
 	cancel()
 	switch {
 	case ctx.Err() != nil:
 		return Result{Config: c.Config, Verdict: v}, "", ctx.Err()
-	case jctx.Err() != nil:
+	case err != nil && expired:
 		return Result{Config: c.Config, Verdict: v, Spent: time.Since(start)}, "",
 			fmt.Errorf("%w after %v, while judging the run as it was (%d of %d replays so far failed, %d needed)",
 				ErrBudget, time.Since(start).Round(time.Second), v.Failed, v.Runs, o.Need)

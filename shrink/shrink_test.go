@@ -225,3 +225,27 @@ func TestReproducerFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestMinimise: a case judged within its budget is shrunk, and its
+// reproducer written; the budget stops only a judgement it cuts short.
+func TestMinimise(t *testing.T) {
+	cfg := harness.DefaultConfig()
+	cfg.Store = t.TempDir()
+	cfg.Plan = nemesis.Plan{{Kind: "sigstop", Worker: nemesis.On(1), At: 2 * time.Second, Length: 800 * ms}}
+	c := shrink.Case{Dir: "store/lock-counter/x", Config: cfg, Violated: []string{"linear"}}
+	judged := 0
+	judge := func(context.Context, harness.Config) (shrink.Verdict, error) {
+		judged++
+		return shrink.Verdict{Failed: 2, Runs: 2}, nil // everything fails
+	}
+	res, dir, err := c.Minimise(context.Background(), 2, shrink.Options{Judge: judge, Need: 2, Budget: time.Minute}, nil)
+	if err != nil || dir == "" || !res.Done || judged < 2 {
+		t.Fatalf("Minimise: %v, reproducer %q, done %v, %d judgements", err, dir, res.Done, judged)
+	}
+	if _, err := os.Stat(filepath.Join(dir, shrink.CommandFile)); err != nil {
+		t.Errorf("no %s: %v", shrink.CommandFile, err)
+	}
+	if len(res.Config.Plan) != 0 || res.Config.Workers != 2 {
+		t.Errorf("shrunk to %d faults, %d workers: want no fault and two workers, as every candidate fails", len(res.Config.Plan), res.Config.Workers)
+	}
+}
