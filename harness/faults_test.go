@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/stacks"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/store"
 )
@@ -877,17 +877,8 @@ func listeners(t *testing.T) int {
 // runGoroutines returns the stacks of the goroutines running code of a
 // run: its links, nemesis, servers or harness; "" when none is left.
 func runGoroutines() string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	var left []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range stacks.Goroutines() {
 		for _, pkg := range []string{"hiatus/topology.", "hiatus/nemesis.", "hiatus/internal/servers.", "hiatus/harness."} {
 			if strings.Contains(g, "github.com/hiatus-dev/"+pkg) {
 				left = append(left, g)

@@ -9,13 +9,14 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hiatus-dev/hiatus/internal/stacks"
 )
 
 // FuzzServe builds a store from tree — directories, files, FIFOs and
@@ -214,17 +215,8 @@ func pageLinks(page string) []string {
 // busy returns the stacks of the goroutines running serve's code: any
 // frame of this module's but in a test file.
 func busy() []string {
-	buf := make([]byte, 1<<16)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range stacks.Goroutines() {
 		lines := strings.Split(g, "\n")
 		for i := 1; i+1 < len(lines); i += 2 {
 			fn, file := lines[i], strings.TrimSpace(lines[i+1])
