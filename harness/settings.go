@@ -155,6 +155,9 @@ func nemesisSetting() Setting {
 			f := c.FaultNames()
 			switch {
 			case c.Plan != nil:
+				if len(c.Plan) == 1 {
+					return fmt.Sprintf("nemesis %s replaying 1 fault", strings.Join(f, "+"))
+				}
 				return fmt.Sprintf("nemesis %s replaying %d faults", strings.Join(f, "+"), len(c.Plan))
 			case c.Nemesis == Random:
 				return fmt.Sprintf("nemesis random (%s) for %v every %v, overlapping", strings.Join(f, ", "), c.Pause, c.Interval)

@@ -126,8 +126,8 @@ func shrinkCommand() *cli.Command {
 // runShrink shrinks the case, showing each candidate as it is judged.
 func runShrink(ctx context.Context, c *cli.Context, cs shrink.Case) error {
 	out, cfg := c.App.Writer, cs.Config
-	fmt.Fprintf(out, "shrinking %s: %d faults, %v, %d workers, work %v; %s violated; keeping what fails in %d of %d replays, for up to %v\n",
-		cs.Dir, len(cfg.Plan), cfg.TimeLimit, cfg.Workers, cfg.Work, strings.Join(cs.Violated, ", "), c.Int("need"), c.Int("runs"), c.Duration("budget"))
+	fmt.Fprintf(out, "shrinking %s: %s, %v, %d workers, work %v; %s violated; keeping what fails in %d of %d replays, for up to %v\n",
+		cs.Dir, faults(len(cfg.Plan)), cfg.TimeLimit, cfg.Workers, cfg.Work, strings.Join(cs.Violated, ", "), c.Int("need"), c.Int("runs"), c.Duration("budget"))
 	res, dir, err := cs.Minimise(ctx, c.Int("runs"), shrink.Options{Need: c.Int("need"), Budget: c.Duration("budget"),
 		Step: func(s shrink.Step) { showStep(out, s) }},
 		func(v shrink.Verdict) {
@@ -148,8 +148,8 @@ func runShrink(ctx context.Context, c *cli.Context, cs shrink.Case) error {
 	if !res.Done {
 		fmt.Fprintf(out, "\nthe budget ran out: what follows is the smallest failing case found in it\n")
 	}
-	fmt.Fprintf(out, "\nshrunk in %v (%d candidates): %d faults, %v, %d workers, work %v; failed %d of %d replays\n",
-		res.Spent.Round(time.Second), res.Tried, len(r.Plan), r.TimeLimit, r.Workers, r.Work, res.Verdict.Failed, res.Verdict.Runs)
+	fmt.Fprintf(out, "\nshrunk in %v (%d candidates): %s, %v, %d workers, work %v; failed %d of %d replays\n",
+		res.Spent.Round(time.Second), res.Tried, faults(len(r.Plan)), r.TimeLimit, r.Workers, r.Work, res.Verdict.Failed, res.Verdict.Runs)
 	fmt.Fprintf(out, "  %s\n", shrink.Command(r, filepath.Join(dir, store.Schedule)))
 	fmt.Fprintf(out, "reproducer: %s (%s, %s, %s, timeline.html)\n", dir, store.Schedule, shrink.CommandFile, shrink.TestFile)
 	switch {
@@ -168,4 +168,12 @@ func showStep(out io.Writer, s shrink.Step) {
 		word = "kept:"
 	}
 	fmt.Fprintf(out, "  %s %-60s failed %d of %d   (%v left)\n", word, s.What, s.Verdict.Failed, s.Verdict.Runs, s.Left)
+}
+
+// faults says how many faults a schedule holds.
+func faults(n int) string {
+	if n == 1 {
+		return "1 fault"
+	}
+	return fmt.Sprintf("%d faults", n)
 }
