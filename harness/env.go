@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
@@ -21,7 +22,7 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 	e := &env{}
 	defer func() {
 		if err != nil {
-			e.close()
+			err = errors.Join(err, e.close())
 		}
 	}()
 	net, pgHost, err := startNet(ctx, *cfg)
@@ -153,14 +154,18 @@ type env struct {
 	topo            *topo // the lock's own nodes, and the workers' links
 }
 
-func (e *env) close() {
+// close disconnects from the servers and undoes what startEnv made, last
+// first; its error says what it could not undo.
+func (e *env) close() error {
 	if e.rdb != nil {
 		e.rdb.Close()
 	}
 	if e.db != nil {
 		e.db.Close()
 	}
+	var errs []error
 	for i := len(e.stops) - 1; i >= 0; i-- {
-		_ = e.stops[i]()
+		errs = append(errs, e.stops[i]())
 	}
+	return errors.Join(errs...)
 }

@@ -42,6 +42,11 @@ type Result struct {
 	// Interrupted says the context ended the run before its time limit:
 	// the history holds what happened until then.
 	Interrupted bool
+	// Leftover is what the run could not undo after its verdict was
+	// reached (a network namespace, a server's directory), nil when all
+	// was undone. Namespaces of a process that has ended are removed by
+	// the next --hosts netns run.
+	Leftover error
 }
 
 // Watch is how a caller follows a run and cuts it short; none of it is
@@ -69,7 +74,7 @@ func RunWatched(ctx context.Context, cfg Config, watch Watch) (Result, error) {
 	return Lab{}.RunWatched(ctx, cfg, watch)
 }
 
-func runWatched(ctx context.Context, cfg Config, watch Watch) (Result, error) {
+func runWatched(ctx context.Context, cfg Config, watch Watch) (res Result, err error) {
 	if os.Getenv(workerEnv) != "" {
 		return Result{}, errors.New("this process was started as a hiatus worker, yet runs an experiment: " +
 			"call harness.ServeWorker first thing in main, or in TestMain before m.Run")
@@ -90,14 +95,20 @@ func runWatched(ctx context.Context, cfg Config, watch Watch) (Result, error) {
 	env, err := startEnv(ctx, bg, &cfg)
 	if ctx.Err() != nil {
 		if err == nil {
-			env.close()
+			return Result{Interrupted: true}, errors.Join(ErrInterrupted, env.close())
 		}
 		return Result{Interrupted: true}, ErrInterrupted
 	}
 	if err != nil {
 		return Result{}, err
 	}
-	defer env.close()
+	defer func() {
+		if cerr := env.close(); err != nil {
+			err = errors.Join(err, cerr)
+		} else {
+			res.Leftover = cerr
+		}
+	}()
 	hello, err := probeAdapter(bg, cfg)
 	if err != nil {
 		return Result{}, err
@@ -129,7 +140,7 @@ func runWatched(ctx context.Context, cfg Config, watch Watch) (Result, error) {
 		return Result{Dir: run.Dir, Config: cfg}, err
 	}
 	rs, err := finish(bg, cfg, env, run, col, lg)
-	res := Result{Dir: run.Dir, Config: cfg, Results: rs, Interrupted: ctx.Err() != nil}
+	res = Result{Dir: run.Dir, Config: cfg, Results: rs, Interrupted: ctx.Err() != nil}
 	if err != nil {
 		return res, err
 	}

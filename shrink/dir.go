@@ -60,6 +60,9 @@ func (c Case) Replay(ctx context.Context, n int, each func(i int, res harness.Re
 	recurred := 0
 	for i := 1; i <= n; i++ {
 		res, err := harness.Run(ctx, c.Config)
+		if err == nil {
+			err = res.Leftover
+		}
 		if err != nil {
 			return recurred, err
 		}

@@ -15,6 +15,9 @@ func Replays(violated []string, runs, need int, done func(harness.Result)) Judge
 		var v Verdict
 		for v.Runs < runs && v.Failed < need && v.Failed+runs-v.Runs >= need {
 			res, err := harness.Run(ctx, cfg)
+			if err == nil {
+				err = res.Leftover
+			}
 			if err != nil {
 				return v, err
 			}

@@ -586,26 +586,60 @@ func ipBatch(ctx context.Context, ns string, lines ...string) error {
 }
 
 // run runs a command, input lines on its stdin; its error names the
-// command, its input and its output.
+// command, its input and its output. A command killed by a terminal's
+// signal is run again (see caughtInFork).
 func run(ctx context.Context, input []string, name string, args ...string) error {
-	cmd := exec.CommandContext(ctx, name, args...)
-	// A group of its own, as the servers': a terminal's Ctrl-C reaches
-	// hiatus alone, which then undoes the Net whole; killed with it, this
-	// command would leave its work half done.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if len(input) > 0 {
-		cmd.Stdin = strings.NewReader(strings.Join(input, "\n") + "\n")
+	for try := 1; ; try++ {
+		cmd := exec.CommandContext(ctx, name, args...)
+		// A group of its own, as the servers': a terminal's Ctrl-C reaches
+		// hiatus alone, which then undoes the Net whole; killed with it,
+		// this command would leave its work half done.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if len(input) > 0 {
+			cmd.Stdin = strings.NewReader(strings.Join(input, "\n") + "\n")
+		}
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() == nil && caughtInFork(err) && try < maxForkRetries {
+			continue
+		}
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		what := strings.Join(cmd.Args, " ")
+		if len(input) > 0 {
+			what += " <<< " + strings.Join(input, "; ")
+		}
+		return fmt.Errorf("topology: %s: %w: %s", what, err, bytes.TrimSpace(out))
 	}
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		return nil
+}
+
+// maxForkRetries bounds the runs of a command that signals keep ending, in
+// case what sends them is not a terminal.
+const maxForkRetries = 100
+
+// caughtInFork tells whether a command ended by SIGINT, SIGTERM or SIGHUP:
+// one sent to this process's group (a terminal's Ctrl-C) while the child,
+// forked but not yet in a group of its own, still belonged to it. Go's
+// fork blocks signals until after setpgid, and the child then takes the
+// pending one by default, before it runs the command, so the command did
+// nothing and is run again. (Under a storm of SIGINT to the group, a third
+// of such children died so: a Net's teardown among them, leaving its
+// namespaces behind.)
+func caughtInFork(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
 	}
-	if ctx.Err() != nil {
-		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return false
 	}
-	what := strings.Join(cmd.Args, " ")
-	if len(input) > 0 {
-		what += " <<< " + strings.Join(input, "; ")
+	switch ws.Signal() {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP:
+		return true
 	}
-	return fmt.Errorf("topology: %s: %w: %s", what, err, bytes.TrimSpace(out))
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"regexp"
 	"slices"
 	"strings"
@@ -20,8 +21,8 @@ import (
 	"github.com/hiatus-dev/hiatus/topology"
 )
 
-// helperEnv makes the test binary a helper process: echo, probe, relay or
-// orphan (see helper), its arguments after the program's name.
+// helperEnv makes the test binary a helper process: echo, probe, relay,
+// orphan or storm (see helper), its arguments after the program's name.
 const helperEnv = "HIATUS_TOPOLOGY_HELPER"
 
 // probeTimeout bounds a probe's dial and answer. A host that can be
@@ -44,8 +45,9 @@ func TestMain(m *testing.M) {
 // helper is a process the tests start, often on a host. echo ADDR serves
 // lines back on ADDR; probe ADDR... prints each ADDR and how a line sent to
 // it came back (probeOne); relay ADDR dials ADDR, then copies stdin to it
-// and it to stdout; orphan makes a Net for its parent to kill. echo, relay
-// and orphan print "ready" once set up.
+// and it to stdout; orphan makes a Net for its parent to kill; storm makes
+// and removes Nets under a storm of SIGINT (see storm). echo, relay and
+// orphan print "ready" once set up.
 func helper(mode string, args []string) (int, error) {
 	switch mode {
 	case "echo":
@@ -81,6 +83,8 @@ func helper(mode string, args []string) (int, error) {
 		go func() { _, _ = io.Copy(c, os.Stdin) }()
 		_, err = io.Copy(os.Stdout, c)
 		return 1, err
+	case "storm":
+		return storm()
 	case "orphan":
 		ctx := context.Background()
 		n, err := topology.NewNet(ctx, "orph")
@@ -422,6 +426,66 @@ func TestRemoveOrphans(t *testing.T) {
 	if ns, ls := namespaces(t, mine), links(t, mine); len(ns) != 2 || len(ls) != 1 {
 		t.Errorf("after RemoveOrphans: the live Net has namespaces %v, links %v, want 2 and 1", ns, ls)
 	}
+}
+
+// TestSigintStorm: a terminal's Ctrl-C, sent to hiatus's process group
+// again and again while a Net is made and removed, ends none of the
+// commands that make and undo it: each Net is made whole and removed
+// whole (before caughtInFork, a third of those commands died of the
+// SIGINT and a Net's namespaces were left).
+func TestSigintStorm(t *testing.T) {
+	needNetns(t)
+	cmd := helperCmd(topology.Local{}, "storm")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its storm reaches its group alone
+	t.Cleanup(func() { _ = topology.RemoveOrphans() })
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("%v:\n%s", err, out)
+	}
+	prefix := fmt.Sprintf("hz%d-", cmd.Process.Pid)
+	if ns, ls := namespaces(t, prefix), links(t, prefix); len(ns) > 0 || len(ls) > 0 {
+		t.Errorf("left after the storm: namespaces %v, links %v", ns, ls)
+	}
+}
+
+// storm makes and removes Nets of two hosts while it sends SIGINT to its
+// own process group every millisecond, as a terminal does on each Ctrl-C
+// (a hand does not press it that often); it takes the signals itself, as
+// hiatus does.
+func storm() (int, error) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-sigs:
+			case <-tick.C:
+				_ = syscall.Kill(0, syscall.SIGINT)
+			}
+		}
+	}()
+	ctx := context.Background()
+	for range 5 {
+		n, err := topology.NewNet(ctx, "st")
+		if err != nil {
+			return 1, err
+		}
+		for _, name := range []string{"a", "b"} {
+			if _, err := n.AddHost(ctx, name); err != nil {
+				return 1, errors.Join(err, n.Close())
+			}
+		}
+		if err := n.Close(); err != nil {
+			return 1, err
+		}
+	}
+	return 0, nil
 }
 
 // TestNetTiming reports how long a Net of 8 hosts takes to set up, to

@@ -106,6 +106,9 @@ func runOnce(ctx context.Context, cfg harness.Config, c *cli.Context) error {
 		return runError(err)
 	}
 	printSummary(c.App.Writer, res.Dir, res.Results)
+	if res.Leftover != nil { // the verdict stands; what is left is said
+		fmt.Fprintf(c.App.ErrWriter, "hiatus: the run could not undo everything: %v\n", res.Leftover)
+	}
 	if res.Interrupted {
 		return &exitError{code: exitInterrupted, err: fmt.Errorf("run interrupted; the history up to then is in %s", res.Dir)}
 	}

@@ -106,6 +106,9 @@ func Make(ctx context.Context, p Plan, w Watch) (dir string, t *Table, err error
 	runErr := Run(ctx, t, p.Setups, func(ctx context.Context, s Setup, i int) (Figures, error) {
 		cfg := p.Config(s, i)
 		res, err := harness.Run(ctx, cfg)
+		if err == nil {
+			err = res.Leftover // what it left would pile up, run after run
+		}
 		if err != nil {
 			return Figures{}, err
 		}
