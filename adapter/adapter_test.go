@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -167,6 +168,36 @@ func TestConform(t *testing.T) {
 			}
 			if !strings.Contains(out.String(), tc.want) {
 				t.Errorf("Conform said:\n%s\nwant %q in it", out.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestConformRedsync: redsync v4.0.4 passes every check, renewals too;
+// v4.0.3, whose Unlock and Extend say ok of a lock another process took
+// (docs/findings.md), passes the protocol with a warn for each.
+func TestConformRedsync(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		version, modfile string
+		want             []string
+	}{
+		{"v4.0.4", "", []string{"ok    lapsed renewal", "all 10 checks passed"}},
+		{"v4.0.3", "v4.0.3.mod", []string{"warn  expired release", "warn  lapsed renewal", "\n8 checks passed, 2 warned"}},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			bin := filepath.Join(dir, "redsync-"+tc.version)
+			if err := adaptertest.BuildGo("../adapters/go-redsync", tc.modfile, bin); err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := adapter.Conform(context.Background(), bin, redisURL, &out, false); err != nil {
+				t.Errorf("Conform: %v\n%s", err, out.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("Conform said:\n%s\nwant %q in it", out.String(), w)
+				}
 			}
 		})
 	}

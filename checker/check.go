@@ -374,7 +374,7 @@ func detect(fs map[history.Keyword]bool) (string, error) {
 	switch {
 	case len(fs) == 0:
 		return "", fmt.Errorf("%w: the history has no client ops to tell a model by; pass --model", ErrUnknownModel)
-	case fs[history.FAcquire] && (fs[history.FRead] || fs[history.FWrite]) && only(history.FAcquire, history.FRelease, history.FRead, history.FWrite):
+	case fs[history.FAcquire] && (fs[history.FRead] || fs[history.FWrite]) && only(history.FAcquire, history.FRelease, history.FRead, history.FWrite, history.FExtend):
 		return ModelLockCounter, nil
 	case fs["cas"] && only("cas", history.FRead, history.FWrite):
 		return ModelCASRegister, nil

@@ -20,6 +20,7 @@ func TestDetect(t *testing.T) {
 		{"lock-counter", build(sec(0, 10, 40, 0, history.Ok, 0), finalRead(200, 1)), ModelLockCounter},
 		{"lock-counter cut short", build(sec(0, 10, 40, 0, history.Ok, 0)), ModelLockCounter},
 		{"lock-counter with pauses", build(sec(0, 10, 40, 0, history.Ok, 0), pause(0, 20, 30)), ModelLockCounter},
+		{"lock-counter with extends", append(build(sec(0, 10, 40, 0, history.Ok, 0)), inv(0, "extend", nil)), ModelLockCounter},
 		{"cas-register", h(inv(0, "cas", pair(int64(1), int64(2))), inv(1, "read", nil)), ModelCASRegister},
 		{"multi-register", h(inv(0, "txn", txn(r("x", nil)))), ModelMultiRegister},
 		{"mutex", h(inv(0, "acquire", nil), inv(1, "release", nil)), ModelMutex},

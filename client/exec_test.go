@@ -143,6 +143,7 @@ func TestLockLabel(t *testing.T) {
 		"exec:env A=1 /tmp/go-setnx --verbose":  "exec-go-setnx",
 		"exec:java -jar 'my lock.jar'":          "exec-lock",
 		"exec:/opt/locks/résumé":                "exec-r-sum-",
+		"exec:bin/redsync-v4.0.3":               "exec-redsync-v4.0.3",
 	} {
 		if got := client.LockLabel(name); got != want {
 			t.Errorf("LockLabel(%q) = %q, want %q", name, got, want)

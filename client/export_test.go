@@ -1,5 +1,7 @@
 package client
 
+import "syscall"
+
 // FreezeRenewal stops l's watchdogs from renewing until thaw is called: what
 // a stopped process does to them, without stopping the test's own process.
 func (l *Renew) FreezeRenewal() (thaw func()) { return l.dogs.freeze() }
@@ -11,3 +13,7 @@ func (d *watchdogs) freeze() (thaw func()) {
 	d.frozen.Lock()
 	return d.frozen.Unlock
 }
+
+// Thaw resumes an adapter Freeze stopped, as the end of a pause of its
+// worker's process group would.
+func (l *Exec) Thaw() { _ = l.p.Signal(syscall.SIGCONT) }

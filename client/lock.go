@@ -19,6 +19,21 @@ type Lock interface {
 	Release(ctx context.Context, g Grant) error
 }
 
+// An Extender is a lock whose holder can ask, at any time, that its grant
+// last another lease from now, and learn that it is no longer held: what
+// the documentation of a renewing lock tells a careful user to ask before
+// acting on it (redsync's Extend, a renewal's answer).
+type Extender interface {
+	// Extend returns nil when the grant was extended; ErrNotHeld,
+	// ErrStolen or ErrLost when the lock says it is not the holder's any
+	// more; another error when the answer is not known.
+	Extend(ctx context.Context, g Grant) error
+}
+
+// ErrLost is returned by Extend when the lock says the grant is not the
+// holder's any more, and cannot say whether it expired or was taken.
+var ErrLost = errors.New("lock: no longer held")
+
 // A Grant is what an acquisition returns.
 type Grant struct {
 	Token string        // the holder's random token

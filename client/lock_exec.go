@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/hiatus-dev/hiatus/adapter"
 )
@@ -46,6 +47,9 @@ type Exec struct {
 	fence     fencer
 	watch     sync.WaitGroup
 	stop      chan struct{} // closes to end the watchdog of the grant held
+	// renewing keeps the watchdog's renewals and Extend's apart: the
+	// adapter is asked one thing at a time.
+	renewing sync.Mutex
 }
 
 // execWait is how long an acquire asks the adapter to keep trying before
@@ -56,7 +60,7 @@ const execWait = 500 * time.Millisecond
 // adapter is told (LockConfig.RedisURL). Its start is bounded by the
 // hello's own timeout, not by the run's end.
 func execKind(name, command string) LockKind {
-	return LockKind{Name: name, About: "a lock adapter's command", Store: OnRedis,
+	return LockKind{Name: name, About: "a lock adapter's command", Store: OnRedis, Extends: true,
 		New: func(ctx context.Context, cfg LockConfig) (Lock, error) {
 			return NewExec(context.WithoutCancel(ctx), command, cfg, os.Stderr)
 		}}
@@ -152,6 +156,24 @@ func (l *Exec) Release(ctx context.Context, g Grant) error {
 	return l.answered(a)
 }
 
+// Extend implements Extender with a renew request; an adapter whose hello
+// said renewal: false takes none.
+func (l *Exec) Extend(ctx context.Context, g Grant) error {
+	if !l.p.Hello.Renewal {
+		return &Refused{Reason: fmt.Sprintf("adapter %q takes no renew requests (its hello said renewal: false)", l.p.Command)}
+	}
+	a, err := l.renew(ctx, g)
+	switch {
+	case err != nil:
+		return l.failed(err)
+	case a.Type == adapter.TypeOK:
+		return nil
+	case a.Type == adapter.TypeFail && a.Reason != adapter.ReasonNotHeld && a.Reason != adapter.ReasonStolen:
+		return fmt.Errorf("%w: %s", ErrLost, a.Reason)
+	}
+	return l.answered(a)
+}
+
 // startWatch renews g every lease/3 until stopWatch, or until a renewal
 // fails: the lock is lost, and its release will say so.
 func (l *Exec) startWatch(g Grant) {
@@ -167,12 +189,19 @@ func (l *Exec) startWatch(g Grant) {
 				return
 			case <-t.C:
 			}
-			req := adapter.Request{Type: "renew", Lock: l.key, Token: g.Token, LeaseMS: g.Lease.Milliseconds()}
-			if a, err := l.p.Request(context.Background(), req, l.timeout()); err != nil || a.Type != adapter.TypeOK {
+			if a, err := l.renew(context.Background(), g); err != nil || a.Type != adapter.TypeOK {
 				return
 			}
 		}
 	}(l.stop)
+}
+
+// renew asks the adapter to renew g, and waits for its answer.
+func (l *Exec) renew(ctx context.Context, g Grant) (adapter.Answer, error) {
+	l.renewing.Lock()
+	defer l.renewing.Unlock()
+	req := adapter.Request{Type: "renew", Lock: l.key, Token: g.Token, LeaseMS: g.Lease.Milliseconds()}
+	return l.p.Request(context.WithoutCancel(ctx), req, l.timeout())
 }
 
 func (l *Exec) stopWatch() {
@@ -243,7 +272,10 @@ func LockLabel(name string) string {
 			base = f
 		}
 	}
-	base = strings.TrimSuffix(filepath.Base(base), filepath.Ext(base))
+	base = filepath.Base(base)
+	if ext := filepath.Ext(base); strings.ContainsFunc(ext, unicode.IsLetter) {
+		base = strings.TrimSuffix(base, ext) // a script's .py or .js, not a version's .3
+	}
 	base = strings.Map(func(r rune) rune {
 		if r == '-' || r == '_' || r == '.' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' {
 			return r

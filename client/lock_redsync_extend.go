@@ -23,7 +23,7 @@ type RedsyncExtend struct {
 
 func redsyncExtendKind() LockKind {
 	return LockKind{Name: "redsync-extend", About: "redsync on one Redis, extended every lease/3 with Extend until Extend says the lock is gone",
-		Store: OnRedis, Failover: true,
+		Store: OnRedis, Failover: true, Extends: true,
 		New: func(_ context.Context, cfg LockConfig) (Lock, error) {
 			return &RedsyncExtend{Redsync: newRedsync([]*redis.Client{cfg.node()}, cfg.Key, cfg.Lease, cfg.Retry, cfg.fencer())}, nil
 		}}
@@ -35,16 +35,28 @@ func (l *RedsyncExtend) Acquire(ctx context.Context) (Grant, error) {
 	if err != nil {
 		return g, err
 	}
-	m := l.rs.NewMutex(l.key, redsync.WithExpiry(l.lease), redsync.WithValue(g.Token))
 	l.dogs.start(ctx, g.Token, l.lease/3, func(ctx context.Context) (bool, error) {
-		ok, err := m.ExtendContext(ctx)
-		var unreached *redsync.RedisError
-		if !ok && !errors.As(err, &unreached) {
-			return false, nil // redsync says the lock is not ours: taken, expired, or extended too late
+		err := l.Extend(ctx, g)
+		if errors.Is(err, ErrLost) {
+			return false, nil
 		}
-		return ok, err // a node not reached: the lock may still be ours
+		return err == nil, err
 	})
 	return g, nil
+}
+
+// Extend implements Extender: redsync's Extend, heeded.
+func (l *RedsyncExtend) Extend(ctx context.Context, g Grant) error {
+	m := l.rs.NewMutex(l.key, redsync.WithExpiry(l.lease), redsync.WithValue(g.Token))
+	ok, err := m.ExtendContext(ctx)
+	var unreached *redsync.RedisError
+	switch {
+	case ok:
+		return nil
+	case errors.As(err, &unreached):
+		return err // a node not reached: the lock may still be ours
+	}
+	return ErrLost // redsync says the lock is not ours: taken, expired, or extended too late
 }
 
 // Release implements Lock. The watchdog has sent its last Extend before

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -22,7 +23,7 @@ type Renew struct {
 }
 
 func renewKind() LockKind {
-	return LockKind{Name: "renew", About: "setnx's lease, extended every lease/3 by a watchdog goroutine", Store: OnRedis, Failover: true,
+	return LockKind{Name: "renew", About: "setnx's lease, extended every lease/3 by a watchdog goroutine", Store: OnRedis, Failover: true, Extends: true,
 		New: func(_ context.Context, cfg LockConfig) (Lock, error) { return &Renew{SetNX: *newSetNX(cfg)}, nil }}
 }
 
@@ -45,10 +46,26 @@ func (l *Renew) Acquire(ctx context.Context) (Grant, error) {
 		every = l.Lease / 3
 	}
 	l.dogs.start(ctx, g.Token, every, func(ctx context.Context) (bool, error) {
-		n, err := extend.Run(ctx, l.Redis, []string{l.Key}, g.Token, l.Lease.Milliseconds()).Int()
-		return n == 1, err
+		err := l.Extend(ctx, g)
+		if errors.Is(err, ErrLost) {
+			return false, nil
+		}
+		return err == nil, err
 	})
 	return g, nil
+}
+
+// Extend implements Extender: the watchdog's compare-and-pexpire, asked
+// once more.
+func (l *Renew) Extend(ctx context.Context, g Grant) error {
+	n, err := extend.Run(ctx, l.Redis, []string{l.Key}, g.Token, l.Lease.Milliseconds()).Int()
+	switch {
+	case err != nil:
+		return err
+	case n != 1:
+		return ErrLost
+	}
+	return nil
 }
 
 // Release implements Lock. The watchdog is stopped, and has sent its last

@@ -84,6 +84,10 @@ type LockKind struct {
 	// Failover says the lock can be kept on a primary its sentinels fail
 	// over (--nemesis failover): it takes one Redis, and follows it.
 	Failover bool
+	// Extends says its locks are Extenders: a holder can ask before its
+	// write whether it still holds the lock (Worker.ExtendBeforeWrite).
+	// An adapter's are when its hello says renewal.
+	Extends bool
 	// New builds one worker's lock from what the run hands every lock;
 	// ctx bounds what it does to start (etcd's first answer).
 	New func(ctx context.Context, cfg LockConfig) (Lock, error)

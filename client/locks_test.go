@@ -23,7 +23,7 @@ func sharedLocks() []string {
 // lockWorker is rig.worker with the lock called name.
 func (r *rig) lockWorker(t *testing.T, p history.Process, name string, lease time.Duration, fenced bool, hook client.Hook) (*client.Worker, client.Lock) {
 	t.Helper()
-	l, err := client.NewLock(context.Background(), name, client.LockConfig{Redis: r.rdb, Postgres: r.db, Key: "lock:" + r.name,
+	l, err := client.NewLock(context.Background(), name, client.LockConfig{Redis: r.rdb, RedisURL: redisURL, Postgres: r.db, Key: "lock:" + r.name,
 		FenceKey: "fence:" + r.name, Lease: lease, Retry: time.Millisecond, Fenced: fenced})
 	if err != nil {
 		t.Fatal(err)

@@ -65,6 +65,10 @@ type Worker struct {
 	Work      time.Duration // simulated work between read and write
 	OpTimeout time.Duration // bound on each read, write and release; default 5 s
 	Hook      Hook          // optional
+	// ExtendBeforeWrite has the holder, right before its write, ask its
+	// lock (an Extender) to extend the grant, and write only when it did:
+	// what a careful user of a renewing lock does. The ask is an :extend op.
+	ExtendBeforeWrite bool
 
 	sections int
 	failures int // acquires in a row that failed with an error
@@ -161,6 +165,9 @@ func (w *Worker) step(ctx context.Context, g Grant) {
 	if w.Hook != nil {
 		w.Hook(ctx, Section{Process: w.Process, N: w.sections, Grant: g})
 	}
+	if w.ExtendBeforeWrite && !w.extend(ctx, g) {
+		return
+	}
 
 	// :section names the write in the audit table, where an :info write is
 	// looked up after the run.
@@ -183,6 +190,30 @@ func (w *Worker) step(ctx context.Context, g Grant) {
 	default:
 		w.complete(ctx, outcome(err), history.FWrite, v+1, err.Error(), extra)
 	}
+}
+
+// extend asks the lock to extend g, and says whether it did.
+func (w *Worker) extend(ctx context.Context, g Grant) bool {
+	w.invoke(ctx, history.FExtend, nil, nil)
+	var err error = &Refused{Reason: "the lock cannot extend a grant (it is no Extender)"}
+	if e, ok := w.Lock.(Extender); ok {
+		ectx, cancel := w.opContext(ctx)
+		err = e.Extend(ectx, g)
+		cancel()
+	}
+	switch {
+	case err == nil:
+		w.complete(ctx, history.Ok, history.FExtend, nil, nil, nil)
+	case errors.Is(err, ErrNotHeld):
+		w.complete(ctx, history.Fail, history.FExtend, nil, history.ErrExpired, nil)
+	case errors.Is(err, ErrStolen):
+		w.complete(ctx, history.Fail, history.FExtend, nil, history.ErrStolen, nil)
+	case errors.Is(err, ErrLost):
+		w.complete(ctx, history.Fail, history.FExtend, nil, history.ErrLost, nil)
+	default:
+		w.complete(ctx, outcome(err), history.FExtend, nil, err.Error(), nil)
+	}
+	return err == nil
 }
 
 func (w *Worker) release(ctx context.Context, g Grant) error {

@@ -29,6 +29,9 @@ func probeAdapter(ctx context.Context, cfg Config) (*adapter.Hello, error) {
 		return nil, setupErrorf("--lock: %v", err)
 	}
 	p.Close()
+	if cfg.ExtendBeforeWrite && !p.Hello.Renewal {
+		return nil, setupErrorf("--extend-before-write: adapter %q takes no renew requests (its hello said renewal: false)", command)
+	}
 	return &p.Hello, nil
 }
 

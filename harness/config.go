@@ -67,6 +67,10 @@ type Config struct {
 	Store       string          // directory where runs are kept
 	CounterID   int64           // row of the counter table (runs sharing a server need distinct rows and names)
 
+	// ExtendBeforeWrite has each holder extend its grant right before its
+	// write, and write only when the lock said it still held it.
+	ExtendBeforeWrite bool
+
 	// Plan, when not nil, is the nemesis's schedule to replay (a run's
 	// schedule.edn) instead of one drawn from Seed; Nemesis must name its
 	// kinds of fault.
@@ -154,6 +158,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--lock %q: exec: needs the adapter's command, as exec:'python3 my_adapter.py'", c.Lock)
 	case c.lockKind().Store == client.Elsewhere && !slices.Contains(c.lockNames(), c.Lock):
 		return fmt.Errorf("--lock %q: want one of %s, or exec:COMMAND (a lock adapter)", c.Lock, strings.Join(c.lockNames(), ", "))
+	case c.ExtendBeforeWrite && !c.lockKind().Extends:
+		return fmt.Errorf("--extend-before-write: --lock %s cannot extend a grant (those that can: renew, redsync-extend, an adapter whose hello says renewal)", c.Lock)
 	case c.Guard != "" && !slices.Contains(client.Guards(), c.Guard):
 		return fmt.Errorf("--guard %q: want one of %v", c.Guard, client.Guards())
 	case c.Nodes < 0 || c.ClockStrobe < 0 || c.Delay < 0:

@@ -80,6 +80,7 @@ func Settings() []Setting {
 		{Flag: "lock", Key: "lock", keyword: true, Usage: "the lock under test: " + strings.Join(client.LockNames(), ", ") + ", or exec:COMMAND (a lock adapter)",
 			goName: "Lock", get: func(c Config) any { return c.Lock }, set: setString(func(c *Config) *string { return &c.Lock })},
 		guardSetting(),
+		extendSetting(),
 		{Flag: "nodes", Key: "lock-nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant)", DefaultText: fmt.Sprint(DefaultNodes),
 			goName: "Nodes", get: func(c Config) any { return c.Nodes }, set: setTo(func(c *Config) *int { return &c.Nodes }),
 			kept:     func(c Config) bool { return c.lockKind().Store == client.OnRedisNodes },
@@ -165,6 +166,18 @@ func nemesisSetting() Setting {
 				return fmt.Sprintf("nemesis %s for %v every %v", strings.Join(f, "+"), c.Pause, c.Interval)
 			}
 			return "no nemesis"
+		}}
+}
+
+func extendSetting() Setting {
+	return Setting{Flag: "extend-before-write", Key: "extend-before-write?", Usage: "each holder extends its grant right before its write, and writes only when the lock says it still holds it, as a careful user of a renewing lock does (an :extend op)",
+		goName: "ExtendBeforeWrite", get: func(c Config) any { return c.ExtendBeforeWrite }, set: setTo(func(c *Config) *bool { return &c.ExtendBeforeWrite }),
+		kept: func(c Config) bool { return c.ExtendBeforeWrite },
+		describe: func(c Config) string {
+			if !c.ExtendBeforeWrite {
+				return ""
+			}
+			return "extended before each write"
 		}}
 }
 

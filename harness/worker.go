@@ -100,6 +100,7 @@ type workerConfig struct {
 	Fenced             bool // the lock hands out fencing tokens
 	Guard              client.Guard
 	InjectEvery        int
+	ExtendBeforeWrite  bool
 	PauseKind          string
 	Lock               string
 	Process, Stride    int64
@@ -176,7 +177,7 @@ func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, own []cli
 		Lock:    lock,
 		Counter: &client.Counter{DB: db, ID: wc.CounterID, Guard: wc.Guard},
 		Clock:   clock, Record: rec.record, Process: history.Process(wc.Process), Stride: wc.Stride,
-		Work: wc.Work, OpTimeout: wc.OpTimeout,
+		Work: wc.Work, OpTimeout: wc.OpTimeout, ExtendBeforeWrite: wc.ExtendBeforeWrite,
 	}
 	if wc.InjectEvery > 0 {
 		in := &nemesis.InSection{Every: wc.InjectEvery, Pause: wc.Pause, Kind: history.Keyword(wc.PauseKind),

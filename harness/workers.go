@@ -172,7 +172,7 @@ func (ws *workerSet) workerConfig(slot int, process, deadline int64) workerConfi
 		RedisURL: redis, PostgresURL: postgres, NodeURLs: nodes, LockKey: lockKey(cfg.Name),
 		FenceKey: fenceKey(cfg.Name), CounterID: cfg.CounterID, Lease: cfg.Lease, Retry: cfg.Retry,
 		Work: cfg.Work, OpTimeout: cfg.OpTimeout, Pause: cfg.Pause, Fenced: cfg.guard().Fenced(), Guard: cfg.guard(),
-		InjectEvery: cfg.InjectEvery, PauseKind: string(cfg.PauseKind), Lock: cfg.Lock,
+		InjectEvery: cfg.InjectEvery, PauseKind: string(cfg.PauseKind), Lock: cfg.Lock, ExtendBeforeWrite: cfg.ExtendBeforeWrite,
 		Process: process, Stride: int64(cfg.Workers),
 		Sentinels: ws.topo.sentinels(), Direct: ws.topo.direct(), Endpoints: ws.topo.endpoints(),
 		StartUnixNano: ws.start.UnixNano(), DeadlineUnixNano: deadline,

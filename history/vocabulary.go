@@ -11,6 +11,10 @@ const (
 	FRead    Keyword = "read"
 	FWrite   Keyword = "write"
 	FRelease Keyword = "release"
+	// FExtend is a holder asking, before its write, that its grant last
+	// another lease (--extend-before-write): :ok, it writes; :fail, the
+	// lock said it is not the holder's any more, and it does not.
+	FExtend  Keyword = "extend"
 	FPause   Keyword = "pause"
 	FResume  Keyword = "resume"
 	FKill    Keyword = "kill"
@@ -44,5 +48,6 @@ const (
 	ErrChanged    Keyword = "value-changed" // a write Postgres rejected: the counter changed since the read (cas)
 	ErrExpired    Keyword = "expired"       // a release that found no lock: the lease had lapsed
 	ErrStolen     Keyword = "stolen"        // a release that found another holder's token
+	ErrLost       Keyword = "lost"          // an extend the lock refused: the grant is not the holder's (expired or taken)
 	ErrKilled     Keyword = "killed"        // the op of a worker the nemesis killed
 )

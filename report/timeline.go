@@ -83,6 +83,7 @@ type tlSection struct {
 	wValue, wIdx int64 // wIdx -1 if no write completed
 	wType        history.Type
 	rel          history.Keyword // the release's outcome: "" ok, or its :error, or "info"
+	ext          history.Keyword // an :extend's outcome: "" none, "ok", or its :error, or its type
 	top          int64           // a stale write: the counter's value when it was sent
 	seq          int             // its number in the history, as the check numbers sections
 	flags        uint8
@@ -215,6 +216,11 @@ func (t *Timeline) inside(s *tlSection, o history.Op) {
 		s.wValue, _ = history.Int(o.Value)
 	case o.F == history.FWrite:
 		s.wIdx, s.wType = o.Index, o.Type
+	case o.F == history.FExtend && o.Type != history.Invoke:
+		s.ext = history.Keyword(o.Type.String())
+		if e, ok := o.Error.(history.Keyword); ok {
+			s.ext = e
+		}
 	case o.F == history.FRelease && o.Type != history.Invoke:
 		s.closed = true
 		if o.Type != history.Ok {

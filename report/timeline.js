@@ -286,6 +286,7 @@
         (S.fence[i] ? ", fence " + S.fence[i] : ""),
       "held " + fmt(t0[i]) + " – " + fmt(t1[i]) + " (" + fmt(t1[i] - t0[i]) + ")" + (lease ? ", lease " + lease + " ms" : ""),
       S.ra[i] >= 0 ? "read " + S.r[i] + " at " + fmt(t0[i] + S.ra[i]) : "no read",
+      ...(S.ext[i] ? ["extend before the write: " + RELS[S.ext[i]]] : []),
       S.wt[i] ? "write " + S.wv[i] + " sent at " + fmt(t0[i] + S.wi[i]) + ": " + wt +
         (S.wx[i] >= 0 ? " (op " + (acq[i] + S.wx[i]) + ")" : "") : "no write",
       "release: " + (RELS[S.rel[i]] || "ok"),

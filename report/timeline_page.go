@@ -101,6 +101,7 @@ type tlColumns struct {
 	WT    []int   `json:"wt"`  // 0 no write, 1 ok, 2 fail, 3 info
 	WX    []int64 `json:"wx"`  // the write's completion index less the acquire's; -1 if none
 	Rel   []int   `json:"rel"` // index into rels: how the release ended
+	Ext   []int   `json:"ext"` // index into rels: how the extend before the write ended; 0 none
 	Flags []int   `json:"fl"`  // flag bits; not []uint8, which JSON would make base64
 	Top   []int64 `json:"top"` // a stale write: the counter's value when it was sent
 }
@@ -152,12 +153,17 @@ func (t *Timeline) data() tlData {
 			wx = s.wIdx - s.acq
 		}
 		c.WI, c.WV, c.WT, c.WX = append(c.WI, wi), append(c.WV, s.wValue), append(c.WT, wt), append(c.WX, wx)
-		r, ok := rel[s.rel]
-		if !ok {
-			r = len(d.Rels)
-			rel[s.rel] = r
-			d.Rels = append(d.Rels, s.rel)
+		code := func(k history.Keyword) int {
+			r, ok := rel[k]
+			if !ok {
+				r = len(d.Rels)
+				rel[k] = r
+				d.Rels = append(d.Rels, k)
+			}
+			return r
 		}
+		r := code(s.rel)
+		c.Ext = append(c.Ext, code(s.ext))
 		c.Rel, c.Flags, c.Top = append(c.Rel, r), append(c.Flags, int(s.flags)), append(c.Top, s.top) // top is set on stale writes only
 	}
 	return d

@@ -354,3 +354,39 @@ func TestTimelineReviewedEdges(t *testing.T) {
 		t.Errorf("marks %+v, want the unguarded write", tl.marks)
 	}
 }
+
+// TestTimelineExtends: a section's extend before its write is in the
+// page's data as its outcome, and a section without one says none.
+func TestTimelineExtends(t *testing.T) {
+	h := `{:time 1, :type :invoke, :process 0, :f :acquire, :value nil}
+{:time 2, :type :ok, :process 0, :f :acquire, :value nil, :lease-ms 500}
+{:time 3, :type :invoke, :process 0, :f :read, :value nil}
+{:time 4, :type :ok, :process 0, :f :read, :value 0}
+{:time 5, :type :invoke, :process 0, :f :extend, :value nil}
+{:time 6, :type :fail, :process 0, :f :extend, :value nil, :error :lost}
+{:time 7, :type :invoke, :process 0, :f :release, :value nil}
+{:time 8, :type :ok, :process 0, :f :release, :value nil}
+{:time 9, :type :invoke, :process 1, :f :acquire, :value nil}
+{:time 10, :type :ok, :process 1, :f :acquire, :value nil, :lease-ms 500}
+{:time 11, :type :invoke, :process 1, :f :extend, :value nil}
+{:time 12, :type :ok, :process 1, :f :extend, :value nil}
+{:time 13, :type :invoke, :process 1, :f :release, :value nil}
+{:time 14, :type :ok, :process 1, :f :release, :value nil}
+{:time 15, :type :invoke, :process 2, :f :acquire, :value nil}
+{:time 16, :type :ok, :process 2, :f :acquire, :value nil, :lease-ms 500}
+`
+	ops, err := history.ReadAll(strings.NewReader(h), "h.edn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := timelineOf(ops, 3)
+	tl.finish()
+	d := tl.data()
+	var got []history.Keyword
+	for _, e := range d.S.Ext {
+		got = append(got, d.Rels[e])
+	}
+	if want := []history.Keyword{"lost", "ok", ""}; !slices.Equal(got, want) {
+		t.Errorf("the sections' extends: %q, want %q", got, want)
+	}
+}

@@ -21,11 +21,12 @@ import (
 func compareFlags() []cli.Flag {
 	return append([]cli.Flag{
 		&cli.IntFlag{Name: "runs", Value: 3, Usage: "runs of each row; each cell of the table is min–max over them"},
-		&cli.StringFlag{Name: "locks", Aliases: []string{"lock"}, Usage: "locks to compare, comma-separated: " + strings.Join(client.LockNames(), ", ") + " (default setnx)"},
+		&cli.StringFlag{Name: "locks", Aliases: []string{"lock"}, Usage: "locks to compare, comma-separated: " + strings.Join(client.LockNames(), ", ") + ", or exec:COMMAND (a lock adapter) (default setnx)"},
 		&cli.StringFlag{Name: "pauses", Usage: "pause kinds to compare, comma-separated: none, sigstop, sleep, stop (default sigstop,sleep,stop; sigstop for --sweep)"},
 		&cli.StringFlag{Name: "fencing", Usage: "off, on or both (default off; both for --sweep)"},
-		&cli.StringFlag{Name: "scenario", Usage: "run scenarios of the Redlock debate, each under every guard (none, fence, fence-rmw, cas), comma-separated: " +
-			strings.Join(compare.ScenarioNames(), ", ") + " (all of them); see docs/redlock.md"},
+		&cli.StringFlag{Name: "scenario", Usage: "run scenarios of the Redlock debate, each under every guard (none, fence, fence-rmw, cas), " +
+			"or findings (bugs lock libraries shipped), each affected and fixed version on one schedule; comma-separated: " +
+			strings.Join(compare.ScenarioNames(), ", ") + "; see docs/redlock.md and docs/findings.md"},
 		&cli.StringFlag{Name: "sweep", Usage: "sweep the pause/lease ratio over a range, as pause/lease=0.25..4: the pause stays --pause, the lease is pause/ratio"},
 		&cli.IntFlag{Name: "steps", Value: 5, Usage: "ratios of a sweep, evenly spaced on a log scale (0.25..4 in 5 steps: 0.25, 0.5, 1, 2, 4)"},
 		&cli.DurationFlag{Name: "lease", Value: harness.DefaultLease, Usage: "the lease of --locks/--pauses rows (the reference grid fixes its own; a sweep makes it --pause/ratio)"},
@@ -87,6 +88,9 @@ func compareArgsOf(c *cli.Context) (compare.Plan, error) {
 	a := compare.Plan{Runs: c.Int("runs"), Name: c.String("name"), Command: commandLine(c), Base: base}
 	if a.Kind, a.Setups, err = ch.Setups(); err != nil {
 		return a, err
+	}
+	if m := compare.MissingAdapters(a.Setups); m != "" {
+		return a, errors.New(m)
 	}
 	return a, a.Validate()
 }

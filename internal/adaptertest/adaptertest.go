@@ -12,6 +12,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -132,4 +133,20 @@ func Leftovers(mark string) map[int]string {
 		}
 	}
 	return found
+}
+
+// BuildGo builds the Go lock adapter in dir, a module of its own, into out:
+// with its go.mod, or with modfile when not "" (a second pin of its
+// libraries, as adapters/go-redsync's v4.0.3.mod).
+func BuildGo(dir, modfile, out string) error {
+	args := []string{"build", "-o", out}
+	if modfile != "" {
+		args = append(args, "-modfile", modfile)
+	}
+	cmd := exec.Command("go", append(args, ".")...)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s in %s: %w\n%s", strings.Join(args, " "), dir, err, b)
+	}
+	return nil
 }

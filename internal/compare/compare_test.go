@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -303,6 +304,39 @@ func TestLostText(t *testing.T) {
 // TestScenarios: the pack is every scenario under every guard, each row a
 // run configuration that validates; names are checked, and a scenario
 // fixes what the grid flags would set.
+// TestFindings: each finding is two rows, its affected and fixed versions,
+// whose runs differ in the lock alone, unguarded and extending before the
+// write; and a missing adapter is said before any run.
+func TestFindings(t *testing.T) {
+	rows, err := ScenarioSetups(FindingsName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2*len(Findings()) {
+		t.Fatalf("%d rows for %d findings", len(rows), len(Findings()))
+	}
+	p := Plan{Runs: 1, Name: "findings", Base: harness.DefaultConfig(), Setups: rows}
+	for i := 0; i < len(rows); i += 2 {
+		affected, fixed := p.Config(rows[i], 0), p.Config(rows[i+1], 0)
+		if rows[i].Side != "affected" || rows[i+1].Side != "fixed" || affected.Lock == fixed.Lock {
+			t.Errorf("%s: rows %q (%s) and %q (%s): want affected, then fixed, on two locks", rows[i].Scenario,
+				rows[i].Side, affected.Lock, rows[i+1].Side, fixed.Lock)
+		}
+		fixed.Lock, fixed.Name = affected.Lock, affected.Name
+		if !reflect.DeepEqual(affected, fixed) {
+			t.Errorf("%s: the two sides' runs differ in more than the lock:\n%+v\n%+v", rows[i].Scenario, affected, fixed)
+		}
+		if !affected.ExtendBeforeWrite || affected.Resolved().Guard != client.GuardNone || affected.Nemesis != "none" {
+			t.Errorf("%s: extend %v, guard %s, nemesis %s: want extending, unguarded, no nemesis but the schedule's",
+				rows[i].Scenario, affected.ExtendBeforeWrite, affected.Resolved().Guard, affected.Nemesis)
+		}
+	}
+	missing := []Setup{{Lock: "exec:" + filepath.Join(t.TempDir(), "redsync-v0"), Side: "affected"}}
+	if m := MissingAdapters(missing); !strings.Contains(m, "redsync-v0") || !strings.Contains(m, "scripts/setup --adapters") {
+		t.Errorf("MissingAdapters = %q: want the adapter named, and how to build it", m)
+	}
+}
+
 func TestScenarios(t *testing.T) {
 	all, err := ScenarioSetups(DebateName)
 	if err != nil {

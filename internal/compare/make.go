@@ -37,7 +37,10 @@ func (p Plan) Config(s Setup, i int) harness.Config {
 		cfg.InjectEvery, cfg.PauseKind = s.Every, history.Keyword(s.Pause)
 	}
 	if s.Scenario != "" {
-		cfg.Nemesis, cfg.Guard = harness.Nemesis(s.Nemesis), s.Guard
+		cfg.Guard, cfg.ExtendBeforeWrite = s.Guard, s.Extend
+		if s.Nemesis != "" {
+			cfg.Nemesis = harness.Nemesis(s.Nemesis) // a finding's may have none but its in-section pauses
+		}
 		if s.Work > 0 {
 			cfg.Work = s.Work
 		}

@@ -57,17 +57,24 @@ func Scenarios() []Scenario {
 	}
 }
 
-// ScenarioNames lists what --scenario takes.
+// ScenarioNames lists what --scenario takes: the debate's scenarios, and
+// the findings.
 func ScenarioNames() []string {
 	names := []string{DebateName}
 	for _, s := range Scenarios() {
 		names = append(names, s.Name)
 	}
+	names = append(names, FindingsName)
+	for _, f := range Findings() {
+		names = append(names, f.Name)
+	}
 	return names
 }
 
 // ScenarioSetups returns the rows of the scenarios list names (comma-
-// separated; redlock-debate for all): each scenario under every guard.
+// separated; redlock-debate for all the debate's, findings for all
+// findings): each scenario under every guard, each finding's affected and
+// fixed versions.
 func ScenarioSetups(list string) ([]Setup, error) {
 	want := map[string]bool{}
 	for _, n := range strings.Split(list, ",") {
@@ -86,6 +93,11 @@ func ScenarioSetups(list string) ([]Setup, error) {
 			s := sc.Setup
 			s.Scenario, s.Guard = sc.Name, g
 			out = append(out, s)
+		}
+	}
+	for _, f := range Findings() {
+		if want[f.Name] || want[FindingsName] {
+			out = append(out, findingSetups(f)...)
 		}
 	}
 	return out, nil

@@ -44,11 +44,19 @@ type Setup struct {
 	Nemesis     string
 	Guard       client.Guard
 	Work, Limit time.Duration
+	// A finding's row (Findings) says which side of it it is (affected or
+	// fixed) and the library's version; Extend has each holder extend its
+	// grant before it writes.
+	Side, Version string
+	Extend        bool
 }
 
 // Slug names the setup in run names: setnx-500ms-sigstop-fenced.
 func (s Setup) Slug() string {
-	if s.Scenario != "" {
+	switch {
+	case s.Side != "":
+		return s.Scenario + "-" + s.Side
+	case s.Scenario != "":
 		return s.Scenario + "-" + string(s.Guard)
 	}
 	parts := []string{client.LockLabel(s.Lock), s.Lease.String(), s.Pause}
@@ -60,7 +68,10 @@ func (s Setup) Slug() string {
 
 // Short is a compact label, for plots.
 func (s Setup) Short() string {
-	if s.Scenario != "" {
+	switch {
+	case s.Side != "":
+		return fmt.Sprintf("%s %s (%s)", s.Scenario, s.Side, s.Version)
+	case s.Scenario != "":
 		return fmt.Sprintf("%s %s guard %s", s.Scenario, client.LockLabel(s.Lock), s.Guard)
 	}
 	label := fmt.Sprintf("%s %s %s", client.LockLabel(s.Lock), duration(s.Lease), s.Pause)

@@ -276,7 +276,7 @@ func (t *Table) CSV() []byte {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	head := []string{"lock", "lease_ms", "leased", "pause", "pause_ms", "interval_ms", "every", "fenced", "ratio", "runs",
-		"scenario", "nemesis", "guard"}
+		"scenario", "nemesis", "guard", "side", "version", "extend_before_write"}
 	// The figures under their one name, spelt as CSV readers (R, pandas)
 	// take a column's: lost-min is lost_min.
 	for _, f := range csvFigures() {
@@ -288,7 +288,8 @@ func (t *Table) CSV() []byte {
 	for _, r := range t.Rows {
 		rec := []string{r.Lock, ms(r.Lease), strconv.FormatBool(r.leaseText() != "none"), r.Pause,
 			ms(r.PauseLen), ms(r.Interval), strconv.Itoa(r.Every), strconv.FormatBool(r.Fenced),
-			strconv.FormatFloat(r.Ratio, 'g', -1, 64), strconv.Itoa(len(r.Runs)), r.Scenario, r.Nemesis, string(r.Guard)}
+			strconv.FormatFloat(r.Ratio, 'g', -1, 64), strconv.Itoa(len(r.Runs)), r.Scenario, r.Nemesis, string(r.Guard),
+			r.Side, r.Version, strconv.FormatBool(r.Extend)}
 		for _, f := range csvFigures() {
 			rg := r.Range(f.pick)
 			rec = append(rec, strconv.FormatInt(rg.Min, 10), strconv.FormatInt(rg.Max, 10))
@@ -323,6 +324,9 @@ func (t *Table) JSON() ([]byte, error) {
 		Scenario    string    `json:"scenario,omitempty"`
 		Nemesis     string    `json:"nemesis,omitempty"`
 		Guard       string    `json:"guard,omitempty"`
+		Side        string    `json:"side,omitempty"`
+		Version     string    `json:"version,omitempty"`
+		Extend      bool      `json:"extend_before_write,omitempty"`
 		Label       string    `json:"label"`
 		Runs        []Figures `json:"runs"`
 		Writes      Range     `json:"writes"`
@@ -358,7 +362,7 @@ func (t *Table) JSON() ([]byte, error) {
 		}
 		out.Rows = append(out.Rows, row{Lock: r.Lock, LeaseMS: r.Lease.Milliseconds(), Leased: r.leaseText() != "none",
 			Pause: r.Pause, PauseMS: r.PauseLen.Milliseconds(), IntervalMS: r.Interval.Milliseconds(), Every: r.Every,
-			Fenced: r.Fenced, Ratio: r.Ratio, Scenario: r.Scenario, Nemesis: r.Nemesis, Guard: string(r.Guard), Label: r.Short() + ", " + r.PauseLabel(), Runs: runs,
+			Fenced: r.Fenced, Ratio: r.Ratio, Scenario: r.Scenario, Nemesis: r.Nemesis, Guard: string(r.Guard), Side: r.Side, Version: r.Version, Extend: r.Extend, Label: r.Short() + ", " + r.PauseLabel(), Runs: runs,
 			Writes: r.Range(writes), LostMin: r.Range(lostMin), LostMax: r.Range(lostMax), Overlapping: r.Range(overlapping), Rejected: r.Range(rejected),
 			Sections: r.Range(sections), LostPer1000: r.LostPer1000(), Valid: v, Invalid: i, Unknown: u})
 	}
@@ -396,7 +400,11 @@ func (t *Table) scenarioMarkdown() []byte {
 		if len(own) > 0 {
 			fault += " (" + strings.Join(own, ", ") + ")"
 		}
-		cells := []string{r.Scenario, client.LockLabel(r.Lock), r.leaseText(), fault, string(r.Guard)}
+		scenario := r.Scenario
+		if r.Side != "" {
+			scenario = fmt.Sprintf("%s: %s, %s", r.Scenario, r.Side, r.Version)
+		}
+		cells := []string{scenario, client.LockLabel(r.Lock), r.leaseText(), fault, string(r.Guard)}
 		if len(r.Runs) == 0 {
 			cells = append(cells, "", "", "", "", "not run")
 		} else {

@@ -34,6 +34,9 @@ func Config(t *rapid.T) harness.Config {
 		c.Nodes = rapid.IntRange(1, 7).Draw(t, "nodes")
 	}
 	c.Guard = rapid.SampledFrom(append(client.Guards(), "")).Draw(t, "guard")
+	if k, _ := client.LockKindOf(c.Lock, nil); k.Extends {
+		c.ExtendBeforeWrite = rapid.Bool().Draw(t, "extend-before-write")
+	}
 	c.Hosts = rapid.SampledFrom([]harness.Hosts{"", harness.HostsLocal, harness.HostsNetns}).Draw(t, "hosts")
 	c.Nemesis = harness.Nemesis(nemesisOf(t, c))
 	c.Pause = duration(t, "pause", 1, 2000)

@@ -1,0 +1,92 @@
+package compare
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/client"
+)
+
+// A Finding is a bug a lock library shipped, made runs: the version that
+// shipped it and the version that fixed it, each an adapter of its own,
+// on one schedule aimed at the bug's window. It counts only when the
+// affected version fails where the fixed one passes (docs/findings.md).
+type Finding struct {
+	Name      string // as --scenario names it
+	Upstream  string // the report and the fix
+	Mechanism string // what goes wrong, in a sentence or two
+	Anomaly   string // what the affected version's runs show
+	// Use is how the workload uses the library, as its documentation
+	// tells a careful user to.
+	Use             string
+	Affected, Fixed Version
+	// Schedule is the runs' setup but for the lock: the same for both.
+	Schedule Setup
+}
+
+// A Version is one side of a finding: the library at one version, as a
+// lock hiatus can run.
+type Version struct {
+	Library string // the library and its version, as the table says it
+	Lock    string // exec:PROGRAM, which scripts/setup --adapters builds
+}
+
+// FindingsName names every finding at once.
+const FindingsName = "findings"
+
+// Findings are the bugs hiatus reproduces, each beside its fix.
+func Findings() []Finding {
+	return []Finding{{
+		Name:     "redsync-extend",
+		Upstream: "https://github.com/go-redsync/redsync/pull/61 (commit 5e3c32b, \"Fix extend and unlock\")",
+		Mechanism: "Extend and Unlock compare the script's reply, an int64, with the untyped constant 0 (and Unlock with \"ERR\"): " +
+			"never equal, so both say true whatever the script did. A holder whose lease lapsed is told its lock was extended.",
+		Anomaly:  "lost updates: a holder frozen past its lease extends, is told yes, and writes over the next holder's update",
+		Use:      "each holder calls Extend right before its write and writes only when Extend returned true (--extend-before-write)",
+		Affected: Version{Library: "redsync v4.0.3", Lock: "exec:bin/redsync-v4.0.3"},
+		Fixed:    Version{Library: "redsync v4.0.4", Lock: "exec:bin/redsync-v4.0.4"},
+		// Every other section of each holder stops its whole process
+		// (adapter and renewals too) for two leases between its read and
+		// its extend: the next holder takes the lock meanwhile. The rest
+		// write, so the fixed version's runs are not valid for want of
+		// writes.
+		Schedule: Setup{Lease: 300 * time.Millisecond, Pause: PauseStop, PauseLen: 600 * time.Millisecond, Every: 2,
+			Extend: true, Limit: 4 * time.Second},
+	}}
+}
+
+// findingSetups are the rows of the finding f: affected, then fixed,
+// unguarded (a guard would hide what the library does).
+func findingSetups(f Finding) []Setup {
+	var out []Setup
+	for _, side := range []struct {
+		name string
+		v    Version
+	}{{"affected", f.Affected}, {"fixed", f.Fixed}} {
+		s := f.Schedule
+		s.Scenario, s.Side, s.Version, s.Lock, s.Guard = f.Name, side.name, side.v.Library, side.v.Lock, client.GuardNone
+		out = append(out, s)
+	}
+	return out
+}
+
+// MissingAdapters says which adapters of setups are not built, and how to
+// build them; "" when all are.
+func MissingAdapters(setups []Setup) string {
+	var missing []string
+	for _, s := range setups {
+		cmd, ok := strings.CutPrefix(s.Lock, client.ExecPrefix)
+		if !ok || s.Side == "" {
+			continue
+		}
+		if _, err := os.Stat(strings.Fields(cmd)[0]); err != nil {
+			missing = append(missing, cmd)
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the findings' adapters %s are not built: run scripts/setup --adapters in hiatus's directory", strings.Join(missing, ", "))
+}
