@@ -168,10 +168,8 @@ func (l *Exec) Extend(ctx context.Context, g Grant) error {
 		return l.failed(err)
 	case a.Type == adapter.TypeOK:
 		return nil
-	case a.Type == adapter.TypeFail && a.Reason != adapter.ReasonNotHeld && a.Reason != adapter.ReasonStolen:
-		return fmt.Errorf("%w: %s", ErrLost, a.Reason)
 	}
-	return l.answered(a)
+	return l.answered(a) // any fail: not extended, and its reason as given
 }
 
 // startWatch renews g every lease/3 until stopWatch, or until a renewal

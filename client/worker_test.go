@@ -137,7 +137,10 @@ func TestPausedHolder(t *testing.T) {
 				close(inside)
 				<-resume
 			})
-			b := r.worker(1, lease, tc.fenced, nil)
+			// Only A's lease is to lapse: B's outlasts its section however
+			// slowly a loaded machine runs it, so that B's release finds
+			// its own key.
+			b := r.worker(1, time.Minute, tc.fenced, nil)
 
 			done := make(chan struct{})
 			go func() { a.Section(ctx); close(done) }()

@@ -70,6 +70,9 @@ type Config struct {
 	// ExtendBeforeWrite has each holder extend its grant right before its
 	// write, and write only when the lock said it still held it.
 	ExtendBeforeWrite bool
+	// NodeAOF has the lock's own Redis nodes log each write and fsync it
+	// before answering: a node restarted after a crash keeps its keys.
+	NodeAOF bool
 
 	// Plan, when not nil, is the nemesis's schedule to replay (a run's
 	// schedule.edn) instead of one drawn from Seed; Nemesis must name its
@@ -158,6 +161,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--lock %q: exec: needs the adapter's command, as exec:'python3 my_adapter.py'", c.Lock)
 	case c.lockKind().Store == client.Elsewhere && !slices.Contains(c.lockNames(), c.Lock):
 		return fmt.Errorf("--lock %q: want one of %s, or exec:COMMAND (a lock adapter)", c.Lock, strings.Join(c.lockNames(), ", "))
+	case c.NodeAOF && c.lockNodes() == 0:
+		return fmt.Errorf("--node-aof: --lock %s has no Redis nodes of its own here (redlock has; one that a node fault acts on has one)", c.Lock)
 	case c.ExtendBeforeWrite && !c.lockKind().Extends:
 		return fmt.Errorf("--extend-before-write: --lock %s cannot extend a grant (those that can: renew, redsync-extend, an adapter whose hello says renewal)", c.Lock)
 	case c.Guard != "" && !slices.Contains(client.Guards(), c.Guard):

@@ -21,13 +21,16 @@ func nodeFaults() []faultKind {
 				}
 				return &nemesis.ClockJump{Nodes: nodes, Offset: e.cfg.clockJump(), Strobe: e.cfg.ClockStrobe}
 			}},
-		{name: nemesis.KindRestart, about: "SIGKILL one of the lock's Redis nodes, restart it empty", needs: needLockServers | needRedisNodes,
+		{name: nemesis.KindRestart, about: "SIGKILL one of the lock's Redis nodes, restart it (empty, unless --node-aof)", needs: needLockServers | needRedisNodes | sequenceable,
 			build: func(e faultEnv) nemesis.Fault {
 				var nodes []nemesis.Restartable
 				for _, s := range e.env.topo.nodes {
 					nodes = append(nodes, s)
 				}
-				return &nemesis.RestartNode{Nodes: nodes}
+				// After a partition, aimed at a bare majority's node; a
+				// holder takes one within a section or two.
+				holding := bareMajority(e.env.topo.nodeURLs, lockKey(e.cfg.Name), e.cfg.Lease+e.cfg.Work)
+				return &nemesis.RestartNode{Nodes: nodes, Holding: holding}
 			}},
 		{name: nemesis.KindPauseNode, about: "SIGSTOP one of the lock's own servers: a Redis node, or etcd's", needs: needLockServers,
 			build: func(e faultEnv) nemesis.Fault {

@@ -81,6 +81,7 @@ func Settings() []Setting {
 			goName: "Lock", get: func(c Config) any { return c.Lock }, set: setString(func(c *Config) *string { return &c.Lock })},
 		guardSetting(),
 		extendSetting(),
+		nodeAOFSetting(),
 		{Flag: "nodes", Key: "lock-nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant)", DefaultText: fmt.Sprint(DefaultNodes),
 			goName: "Nodes", get: func(c Config) any { return c.Nodes }, set: setTo(func(c *Config) *int { return &c.Nodes }),
 			kept:     func(c Config) bool { return c.lockKind().Store == client.OnRedisNodes },
@@ -178,6 +179,18 @@ func extendSetting() Setting {
 				return ""
 			}
 			return "extended before each write"
+		}}
+}
+
+func nodeAOFSetting() Setting {
+	return Setting{Flag: "node-aof", Key: "node-aof?", Usage: "the lock's own Redis nodes log each write to an append-only file and fsync it before answering (appendfsync always): a node restarted after a crash keeps its keys",
+		goName: "NodeAOF", get: func(c Config) any { return c.NodeAOF }, set: setTo(func(c *Config) *bool { return &c.NodeAOF }),
+		kept: func(c Config) bool { return c.NodeAOF },
+		describe: func(c Config) string {
+			if !c.NodeAOF {
+				return ""
+			}
+			return "nodes fsync every write (AOF)"
 		}}
 }
 

@@ -90,7 +90,7 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, pgHost *topol
 	if n := cfg.lockNodes(); n > 0 {
 		t.nodeURLs = nil
 		for i := range n {
-			opt := servers.RedisOptions{FakeClock: cfg.needs()&needFakeClock != 0}
+			opt := servers.RedisOptions{FakeClock: cfg.needs()&needFakeClock != 0, AppendFsyncAlways: cfg.NodeAOF}
 			if net != nil {
 				h, err := t.addHost(ctx, fmt.Sprintf("n%d", i), fmt.Sprintf("the lock's Redis node %d", i))
 				if err != nil {

@@ -139,17 +139,28 @@ func (n *ClockJump) End(context.Context) error {
 type RestartNode struct {
 	killEvents
 	Nodes []Restartable
-	node  Restartable
-	aim   Slot  // as ClockJump's
-	avoid []int // as ClockJump's
+	// Holding, when set, aims a restart that follows a partition in a
+	// sequence: it waits until a holder cut off from the partition's
+	// nodes holds a bare majority of the others, and names one of its
+	// nodes (false: none did in time, and a node is drawn).
+	Holding func(ctx context.Context, avoid []int) (node int, ok bool)
+	node    Restartable
+	aim     Slot  // as ClockJump's
+	avoid   []int // as ClockJump's
 }
 
 // Kind implements Fault.
 func (*RestartNode) Kind() history.Keyword { return KindRestart }
 
 // Begin implements Fault.
-func (n *RestartNode) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
-	i, err := pickNode(len(n.Nodes), r, n.aim, n.avoid)
+func (n *RestartNode) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
+	aim := n.aim
+	if n.Holding != nil && aim.IsNone() && len(n.avoid) > 0 {
+		if i, ok := n.Holding(ctx, n.avoid); ok {
+			aim = On(i)
+		}
+	}
+	i, err := pickNode(len(n.Nodes), r, aim, n.avoid)
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ func compareFlags() []cli.Flag {
 		&cli.StringFlag{Name: "scenario", Usage: "run scenarios of the Redlock debate, each under every guard (none, fence, fence-rmw, cas), " +
 			"or findings (bugs lock libraries shipped), each affected and fixed version on one schedule; comma-separated: " +
 			strings.Join(compare.ScenarioNames(), ", ") + "; see docs/redlock.md and docs/findings.md"},
+		&cli.StringFlag{Name: "guards", Usage: "with --scenario: the guards its rows run under, comma-separated (default all: none, fence, fence-rmw, cas)"},
 		&cli.StringFlag{Name: "sweep", Usage: "sweep the pause/lease ratio over a range, as pause/lease=0.25..4: the pause stays --pause, the lease is pause/ratio"},
 		&cli.IntFlag{Name: "steps", Value: 5, Usage: "ratios of a sweep, evenly spaced on a log scale (0.25..4 in 5 steps: 0.25, 0.5, 1, 2, 4)"},
 		&cli.DurationFlag{Name: "lease", Value: harness.DefaultLease, Usage: "the lease of --locks/--pauses rows (the reference grid fixes its own; a sweep makes it --pause/ratio)"},
@@ -76,7 +77,7 @@ func compareArgsOf(c *cli.Context) (compare.Plan, error) {
 		Locks: c.String("locks"), Pauses: c.String("pauses"), Fencing: c.String("fencing"), Sweep: c.String("sweep"),
 		Steps: c.Int("steps"), StepsGiven: c.IsSet("steps"), Lease: c.Duration("lease"), LeaseGiven: c.IsSet("lease"),
 		Faults:   compare.Faults{Pause: c.Duration("pause"), Interval: c.Duration("interval"), Every: c.Int("inject-every")},
-		Scenario: c.String("scenario"),
+		Scenario: c.String("scenario"), Guards: c.String("guards"),
 	}
 	base, err := settingsConfig(c)
 	if err != nil {

@@ -21,6 +21,7 @@ type Choices struct {
 	LeaseGiven    bool
 	Faults        Faults
 	Scenario      string // scenarios to run (ScenarioNames), comma-separated; "" for none
+	Guards        string // the guards a scenario's rows run under, comma-separated; "" for all
 }
 
 // Setups returns the kind of comparison the choices make — a sweep, a grid
@@ -36,7 +37,19 @@ func (ch Choices) Setups() (kind string, setups []Setup, err error) {
 	}
 	if kind == "scenario" {
 		setups, err := ScenarioSetups(ch.Scenario)
-		return kind, setups, err
+		if err != nil || ch.Guards == "" {
+			return kind, setups, err
+		}
+		all := make([]string, len(client.Guards()))
+		for i, g := range client.Guards() {
+			all[i] = string(g)
+		}
+		guards, err := names(ch.Guards, "", all, "--guards")
+		if err != nil {
+			return "", nil, err
+		}
+		setups = slices.DeleteFunc(setups, func(s Setup) bool { return s.Side == "" && !slices.Contains(guards, string(s.Guard)) })
+		return kind, setups, nil
 	}
 	locks, err := names(ch.Locks, "setnx", client.LockNames(), "--locks")
 	if err != nil {
@@ -76,6 +89,9 @@ func (ch Choices) Setups() (kind string, setups []Setup, err error) {
 // kind is the kind of comparison the choices ask for.
 func (ch Choices) kind() (string, error) {
 	kind := "reference"
+	if ch.Guards != "" && ch.Scenario == "" {
+		return "", fmt.Errorf("--guards chooses the guards of --scenario's rows: it needs --scenario")
+	}
 	if ch.Scenario != "" {
 		if ch.Sweep != "" || ch.Locks != "" || ch.Pauses != "" || ch.Fencing != "" || ch.LeaseGiven {
 			return "", fmt.Errorf("--scenario fixes its rows' lock, lease, faults and guards: it cannot go with --sweep, --locks, --pauses, --fencing or --lease")

@@ -301,9 +301,6 @@ func TestLostText(t *testing.T) {
 	}
 }
 
-// TestScenarios: the pack is every scenario under every guard, each row a
-// run configuration that validates; names are checked, and a scenario
-// fixes what the grid flags would set.
 // TestFindings: each finding is two rows, its affected and fixed versions,
 // whose runs differ in the lock alone, unguarded and extending before the
 // write; and a missing adapter is said before any run.
@@ -337,6 +334,9 @@ func TestFindings(t *testing.T) {
 	}
 }
 
+// TestScenarios: the pack is every scenario under every guard, each row a
+// run configuration that validates; names are checked, and a scenario
+// fixes what the grid flags would set.
 func TestScenarios(t *testing.T) {
 	all, err := ScenarioSetups(DebateName)
 	if err != nil {

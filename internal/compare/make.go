@@ -37,7 +37,7 @@ func (p Plan) Config(s Setup, i int) harness.Config {
 		cfg.InjectEvery, cfg.PauseKind = s.Every, history.Keyword(s.Pause)
 	}
 	if s.Scenario != "" {
-		cfg.Guard, cfg.ExtendBeforeWrite = s.Guard, s.Extend
+		cfg.Guard, cfg.ExtendBeforeWrite, cfg.NodeAOF = s.Guard, s.Extend, s.NodeAOF
 		if s.Nemesis != "" {
 			cfg.Nemesis = harness.Nemesis(s.Nemesis) // a finding's may have none but its in-section pauses
 		}
@@ -46,6 +46,9 @@ func (p Plan) Config(s Setup, i int) harness.Config {
 		}
 		if s.Limit > 0 {
 			cfg.TimeLimit = s.Limit
+		}
+		if s.Workers > 0 {
+			cfg.Workers = s.Workers
 		}
 	}
 	return cfg

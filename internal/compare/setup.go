@@ -49,6 +49,8 @@ type Setup struct {
 	// grant before it writes.
 	Side, Version string
 	Extend        bool
+	NodeAOF       bool // the lock's nodes fsync every write (--node-aof)
+	Workers       int  // when not zero, the scenario's own number of workers
 }
 
 // Slug names the setup in run names: setnx-500ms-sigstop-fenced.

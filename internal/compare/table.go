@@ -276,20 +276,20 @@ func (t *Table) CSV() []byte {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	head := []string{"lock", "lease_ms", "leased", "pause", "pause_ms", "interval_ms", "every", "fenced", "ratio", "runs",
-		"scenario", "nemesis", "guard", "side", "version", "extend_before_write"}
+		"scenario", "nemesis", "guard"}
 	// The figures under their one name, spelt as CSV readers (R, pandas)
 	// take a column's: lost-min is lost_min.
 	for _, f := range csvFigures() {
 		name := strings.ReplaceAll(f.name, "-", "_")
 		head = append(head, name+"_min", name+"_max")
 	}
-	head = append(head, "lost_per_1000_mean", "lost_per_1000_min", "lost_per_1000_max", "valid", "invalid", "unknown")
+	head = append(head, "lost_per_1000_mean", "lost_per_1000_min", "lost_per_1000_max", "valid", "invalid", "unknown",
+		"side", "version", "extend_before_write", "node_aof") // last: a reader by position keeps its columns
 	w.Write(head)
 	for _, r := range t.Rows {
 		rec := []string{r.Lock, ms(r.Lease), strconv.FormatBool(r.leaseText() != "none"), r.Pause,
 			ms(r.PauseLen), ms(r.Interval), strconv.Itoa(r.Every), strconv.FormatBool(r.Fenced),
-			strconv.FormatFloat(r.Ratio, 'g', -1, 64), strconv.Itoa(len(r.Runs)), r.Scenario, r.Nemesis, string(r.Guard),
-			r.Side, r.Version, strconv.FormatBool(r.Extend)}
+			strconv.FormatFloat(r.Ratio, 'g', -1, 64), strconv.Itoa(len(r.Runs)), r.Scenario, r.Nemesis, string(r.Guard)}
 		for _, f := range csvFigures() {
 			rg := r.Range(f.pick)
 			rec = append(rec, strconv.FormatInt(rg.Min, 10), strconv.FormatInt(rg.Max, 10))
@@ -297,7 +297,7 @@ func (t *Table) CSV() []byte {
 		l := r.LostPer1000()
 		v, i, u := r.Verdicts()
 		rec = append(rec, fmtFloat(l.Mean), fmtFloat(l.Min), fmtFloat(l.Max),
-			strconv.Itoa(v), strconv.Itoa(i), strconv.Itoa(u))
+			strconv.Itoa(v), strconv.Itoa(i), strconv.Itoa(u), r.Side, r.Version, strconv.FormatBool(r.Extend), strconv.FormatBool(r.NodeAOF))
 		w.Write(rec)
 	}
 	w.Flush()
@@ -327,6 +327,7 @@ func (t *Table) JSON() ([]byte, error) {
 		Side        string    `json:"side,omitempty"`
 		Version     string    `json:"version,omitempty"`
 		Extend      bool      `json:"extend_before_write,omitempty"`
+		NodeAOF     bool      `json:"node_aof,omitempty"`
 		Label       string    `json:"label"`
 		Runs        []Figures `json:"runs"`
 		Writes      Range     `json:"writes"`
@@ -362,7 +363,7 @@ func (t *Table) JSON() ([]byte, error) {
 		}
 		out.Rows = append(out.Rows, row{Lock: r.Lock, LeaseMS: r.Lease.Milliseconds(), Leased: r.leaseText() != "none",
 			Pause: r.Pause, PauseMS: r.PauseLen.Milliseconds(), IntervalMS: r.Interval.Milliseconds(), Every: r.Every,
-			Fenced: r.Fenced, Ratio: r.Ratio, Scenario: r.Scenario, Nemesis: r.Nemesis, Guard: string(r.Guard), Side: r.Side, Version: r.Version, Extend: r.Extend, Label: r.Short() + ", " + r.PauseLabel(), Runs: runs,
+			Fenced: r.Fenced, Ratio: r.Ratio, Scenario: r.Scenario, Nemesis: r.Nemesis, Guard: string(r.Guard), Side: r.Side, Version: r.Version, Extend: r.Extend, NodeAOF: r.NodeAOF, Label: r.Short() + ", " + r.PauseLabel(), Runs: runs,
 			Writes: r.Range(writes), LostMin: r.Range(lostMin), LostMax: r.Range(lostMax), Overlapping: r.Range(overlapping), Rejected: r.Range(rejected),
 			Sections: r.Range(sections), LostPer1000: r.LostPer1000(), Valid: v, Invalid: i, Unknown: u})
 	}
@@ -396,6 +397,12 @@ func (t *Table) scenarioMarkdown() []byte {
 		}
 		if r.Limit > 0 {
 			own = append(own, duration(r.Limit)+" runs")
+		}
+		if r.Workers > 0 {
+			own = append(own, fmt.Sprintf("%d workers", r.Workers))
+		}
+		if r.NodeAOF {
+			own = append(own, "nodes fsync every write")
 		}
 		if len(own) > 0 {
 			fault += " (" + strings.Join(own, ", ") + ")"

@@ -22,6 +22,12 @@ type RedisOptions struct {
 	// real clock is stepped. False by default.
 	FakeClock bool
 
+	// AppendFsyncAlways has the server log every write to an append-only
+	// file and fsync it before it answers (appendonly yes, appendfsync
+	// always): a restart after Crash loads every key it had, with its
+	// expiry. False by default: the server keeps nothing.
+	AppendFsyncAlways bool
+
 	// ReplicaOf is the "host:port" of a primary for the server to
 	// replicate; "" (the default) for none.
 	ReplicaOf string
@@ -68,6 +74,10 @@ func StartRedisWith(ctx context.Context, opt RedisOptions) (*Server, error) {
 		// protected mode would turn away (it has no password).
 		extra = append(extra, "--protected-mode", "no")
 	}
+	persist := []string{"--appendonly", "no"}
+	if opt.AppendFsyncAlways {
+		persist = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
 	var preload string
 	if opt.FakeClock {
 		if preload, err = fakeClockPreload(bin, libDirs()); err != nil {
@@ -98,9 +108,9 @@ func StartRedisWith(ctx context.Context, opt RedisOptions) (*Server, error) {
 		addr = net.JoinHostPort(s.ip(), strconv.Itoa(port))
 		s.URL, s.Addr = "redis://"+addr+"/0", addr
 		s.args = slices.Concat(wrap, []string{"--port", strconv.Itoa(port), "--bind", s.ip(),
-			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", s.log, "--daemonize", "no",
+			"--save", "", "--dir", dir, "--logfile", s.log, "--daemonize", "no",
 			// A replica's first sync starts at once, not 5 s later.
-			"--repl-diskless-sync-delay", "0"}, extra)
+			"--repl-diskless-sync-delay", "0"}, persist, extra)
 	})
 	if err != nil {
 		os.RemoveAll(dir)

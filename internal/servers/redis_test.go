@@ -291,3 +291,38 @@ func TestSentinelFailover(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestRedisRestartKeeps: a server restarted after a crash is empty, unless
+// it fsyncs every write to its append-only file: then it has the key it
+// acknowledged just before the crash, with its expiry.
+func TestRedisRestartKeeps(t *testing.T) {
+	for _, aof := range []bool{false, true} {
+		t.Run(fmt.Sprintf("aof=%v", aof), func(t *testing.T) {
+			ctx := context.Background()
+			s, err := StartRedisWith(ctx, RedisOptions{AppendFsyncAlways: aof})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Stop()
+			r := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+			defer r.Close()
+			if err := r.Set(ctx, "lock", "token", time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Crash(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			v, err := r.Get(ctx, "lock").Result()
+			ttl, _ := r.PTTL(ctx, "lock").Result()
+			switch {
+			case aof && (err != nil || v != "token" || ttl <= 0 || ttl > time.Minute):
+				t.Errorf("after the restart: %q, %v, ttl %v; want the key back, expiring within its minute", v, err, ttl)
+			case !aof && err != redis.Nil:
+				t.Errorf("after the restart: %q, %v; want no key (nothing kept)", v, err)
+			}
+		})
+	}
+}
