@@ -10,6 +10,7 @@ import (
 
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/shellquote"
 )
 
 // A Setting is one field of Config, declared once: the flag that sets it,
@@ -415,13 +416,13 @@ func (c Config) CommandLine(schedule string) string {
 				args = append(args, "--"+s.Flag)
 			}
 		case string:
-			args = append(args, "--"+s.Flag, shellQuote(x))
+			args = append(args, "--"+s.Flag, shellquote.Quote(x))
 		default:
 			args = append(args, "--"+s.Flag, fmt.Sprint(x))
 		}
 	}
 	if schedule != "" {
-		args = append(args, "--schedule", shellQuote(schedule))
+		args = append(args, "--schedule", shellquote.Quote(schedule))
 	}
 	return strings.Join(args, " ")
 }
@@ -455,18 +456,4 @@ func goValue(v any) string {
 		return strconv.Quote(x)
 	}
 	return fmt.Sprint(v)
-}
-
-// shellQuote quotes s for a shell unless it is made only of what a shell
-// leaves alone.
-func shellQuote(s string) string {
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:=,@%+-", r)) {
-			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-		}
-	}
-	if s == "" {
-		return "''"
-	}
-	return s
 }

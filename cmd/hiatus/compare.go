@@ -15,6 +15,7 @@ import (
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/internal/compare"
 	"github.com/hiatus-dev/hiatus/internal/progress"
+	"github.com/hiatus-dev/hiatus/internal/shellquote"
 	"github.com/urfave/cli/v2"
 )
 
@@ -105,7 +106,7 @@ func commandLine(c *cli.Context) string {
 		if !c.IsSet(name) || name == "redis-url" || name == "postgres-url" {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("--%s %v", name, c.Value(name)))
+		parts = append(parts, "--"+name, shellquote.Quote(fmt.Sprint(c.Value(name))))
 	}
 	return strings.Join(parts, " ")
 }

@@ -116,11 +116,22 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	for _, cmd := range app.Commands {
 		cmd.HideHelp = true
 		cmd.Flags = append(cmd.Flags, helpFlag())
-		cmd.OnUsageError = func(c *cli.Context, err error, _ bool) error {
-			return usageErrorf("%s: %v (see hiatus %s --help)", c.Command.Name, flagWords(c.Command, err), c.Command.Name)
-		}
+		usageErrors(cmd, "")
 	}
 	return app
+}
+
+// usageErrors makes a bad flag of cmd, or of its subcommands (adapter
+// check), a usage error: exit 254, as each command's help promises.
+// parent is the command cmd is a subcommand of, "" for none.
+func usageErrors(cmd *cli.Command, parent string) {
+	name := strings.TrimSpace(parent + " " + cmd.Name)
+	cmd.OnUsageError = func(c *cli.Context, err error, _ bool) error {
+		return usageErrorf("%s: %v (see hiatus %s --help)", name, flagWords(c.Command, err), name)
+	}
+	for _, sub := range cmd.Subcommands {
+		usageErrors(sub, name)
+	}
 }
 
 // helpTopic reads `hiatus help [CMD]` (or h, and any -h, --help or help

@@ -82,6 +82,7 @@ func TestCLIWords(t *testing.T) {
 		{[]string{"run", "--workers", "three"}, `--workers takes a whole number, not "three"`},
 		{[]string{"run", "--time-limit", "99999999999h"}, `--time-limit: "99999999999h" is not a duration such as 500ms`},
 		{[]string{"check", "--model", "foo", "../../docs/examples/unsettled.edn"}, `--model: unknown model "foo"`},
+		{[]string{"adapter", "check", "--store", "x", "true"}, "adapter check: flag provided but not defined: -store (see hiatus adapter check --help)"},
 		// A store that cannot be written is refused before any server is
 		// asked for: the unreachable Redis is never reached.
 		{[]string{"run", "--store", "/proc/nope", "--redis-url", "redis://127.0.0.1:1"}, "store /proc/nope: mkdir /proc/nope"},
