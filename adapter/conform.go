@@ -166,19 +166,27 @@ func (c *conformance) contention(a, b *Process) {
 	}
 }
 
+// lapse has a take the lock for lease, waits two leases, and has b ask
+// for it: g is a's grant, x b's answer; false when either could not be
+// asked (said already) or a was not granted the lock (said here).
+func (c *conformance) lapse(a, b *Process, check string, lease time.Duration) (g, x Answer, ok bool) {
+	g, ok = c.acquire(a, check, lease, time.Second)
+	if !ok || g.Type != TypeOK {
+		c.fail(check, fmt.Sprintf("could not acquire: %s %q", g.Type, g.Reason))
+		return g, x, false
+	}
+	time.Sleep(2 * lease)
+	x, ok = c.acquire(b, check, lease, time.Millisecond)
+	return g, x, ok
+}
+
 // expiry: a release after the lease lapsed says so, as not-held or
 // stolen. An adapter that keeps its lease alive itself (a library's own
 // watchdog) still holds the lock then, and its release is rightly ok.
 func (c *conformance) expiry(a, b *Process) {
 	const lease = 200 * time.Millisecond
 	const check = "expired release"
-	g, ok := c.acquire(a, check, lease, time.Second)
-	if !ok || g.Type != TypeOK {
-		c.fail(check, fmt.Sprintf("could not acquire: %s %q", g.Type, g.Reason))
-		return
-	}
-	time.Sleep(2 * lease)
-	x, ok := c.acquire(b, check, lease, time.Millisecond)
+	g, x, ok := c.lapse(a, b, check, lease)
 	if !ok {
 		return
 	}
@@ -259,13 +267,7 @@ func (c *conformance) renewal(a, b *Process) {
 func (c *conformance) lapsedRenewal(a, b *Process) {
 	const lease = 200 * time.Millisecond
 	const check = "lapsed renewal"
-	g, ok := c.acquire(a, check, lease, time.Second)
-	if !ok || g.Type != TypeOK {
-		c.fail(check, fmt.Sprintf("could not acquire: %s %q", g.Type, g.Reason))
-		return
-	}
-	time.Sleep(2 * lease)
-	x, ok := c.acquire(b, check, lease, time.Millisecond)
+	g, x, ok := c.lapse(a, b, check, lease)
 	if !ok {
 		return
 	}
