@@ -182,8 +182,14 @@ func TestRunNetworkFaults(t *testing.T) {
 			c.Workers, c.Work, c.Delay = 1, 250*time.Millisecond, 600*time.Millisecond
 			c.Nemesis = "delay-postgres,drop-postgres"
 			slow := (c.Work + c.Delay) / 2 // past the work, short of the delay
-			c.TimeLimit = 3 * time.Second
-			for _, at := range []time.Duration{700 * time.Millisecond, 1500 * time.Millisecond, 2300 * time.Millisecond} {
+			// Each pair begins a delay after the drop before it ends: the
+			// worker connects again over a link no longer slowed, even when
+			// a loaded machine begins the faults late (a replay begins a
+			// fault after those that ended before it, so lateness adds up).
+			apart := slow + faultLease/3 + c.Delay
+			c.TimeLimit = 700*time.Millisecond + 3*apart
+			for i := range 3 {
+				at := 700*time.Millisecond + time.Duration(i)*apart
 				// The drop as the delay ends: a replay begins a fault after
 				// those that ended before it in the plan.
 				c.Plan = append(c.Plan,
