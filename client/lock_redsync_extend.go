@@ -35,13 +35,7 @@ func (l *RedsyncExtend) Acquire(ctx context.Context) (Grant, error) {
 	if err != nil {
 		return g, err
 	}
-	l.dogs.start(ctx, g.Token, l.lease/3, func(ctx context.Context) (bool, error) {
-		err := l.Extend(ctx, g)
-		if errors.Is(err, ErrLost) {
-			return false, nil
-		}
-		return err == nil, err
-	})
+	l.dogs.start(ctx, g.Token, l.lease/3, renewal(l, g))
 	return g, nil
 }
 

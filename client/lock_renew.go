@@ -45,13 +45,7 @@ func (l *Renew) Acquire(ctx context.Context) (Grant, error) {
 	if every <= 0 {
 		every = l.Lease / 3
 	}
-	l.dogs.start(ctx, g.Token, every, func(ctx context.Context) (bool, error) {
-		err := l.Extend(ctx, g)
-		if errors.Is(err, ErrLost) {
-			return false, nil
-		}
-		return err == nil, err
-	})
+	l.dogs.start(ctx, g.Token, every, renewal(l, g))
 	return g, nil
 }
 
@@ -128,6 +122,18 @@ func (d *watchdogs) start(ctx context.Context, token string, every time.Duration
 			}
 		}
 	}()
+}
+
+// renewal is a watchdog's renewal of g by l's Extend: not ours once l says
+// the grant is lost; an error is a renewal that may not have happened.
+func renewal(l Extender, g Grant) func(context.Context) (ours bool, err error) {
+	return func(ctx context.Context) (bool, error) {
+		err := l.Extend(ctx, g)
+		if errors.Is(err, ErrLost) {
+			return false, nil
+		}
+		return err == nil, err
+	}
 }
 
 // stop stops the watchdog of token and waits until it has sent its last

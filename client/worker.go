@@ -201,19 +201,26 @@ func (w *Worker) extend(ctx context.Context, g Grant) bool {
 		err = e.Extend(ectx, g)
 		cancel()
 	}
+	t, e := heldOutcome(err)
+	w.complete(ctx, t, history.FExtend, nil, e, nil)
+	return err == nil
+}
+
+// heldOutcome is how a release or an extend ended: :ok, a :fail that says
+// the grant was not the holder's any more (:expired, :stolen, :lost), or
+// the error's own outcome.
+func heldOutcome(err error) (history.Type, any) {
 	switch {
 	case err == nil:
-		w.complete(ctx, history.Ok, history.FExtend, nil, nil, nil)
+		return history.Ok, nil
 	case errors.Is(err, ErrNotHeld):
-		w.complete(ctx, history.Fail, history.FExtend, nil, history.ErrExpired, nil)
+		return history.Fail, history.ErrExpired
 	case errors.Is(err, ErrStolen):
-		w.complete(ctx, history.Fail, history.FExtend, nil, history.ErrStolen, nil)
+		return history.Fail, history.ErrStolen
 	case errors.Is(err, ErrLost):
-		w.complete(ctx, history.Fail, history.FExtend, nil, history.ErrLost, nil)
-	default:
-		w.complete(ctx, outcome(err), history.FExtend, nil, err.Error(), nil)
+		return history.Fail, history.ErrLost
 	}
-	return err == nil
+	return outcome(err), err.Error()
 }
 
 func (w *Worker) release(ctx context.Context, g Grant) error {
@@ -221,18 +228,10 @@ func (w *Worker) release(ctx context.Context, g Grant) error {
 	rctx, cancel := w.opContext(ctx)
 	err := w.Lock.Release(rctx, g)
 	cancel()
-	switch {
-	case err == nil:
-		w.complete(ctx, history.Ok, history.FRelease, nil, nil, nil)
-	case errors.Is(err, ErrNotHeld):
-		w.complete(ctx, history.Fail, history.FRelease, nil, history.ErrExpired, nil)
-	case errors.Is(err, ErrStolen):
-		w.complete(ctx, history.Fail, history.FRelease, nil, history.ErrStolen, nil)
-	default:
-		w.complete(ctx, outcome(err), history.FRelease, nil, err.Error(), nil)
-		if errors.Is(err, ErrLockGone) {
-			return err
-		}
+	t, e := heldOutcome(err)
+	w.complete(ctx, t, history.FRelease, nil, e, nil)
+	if errors.Is(err, ErrLockGone) {
+		return err
 	}
 	return nil
 }

@@ -164,7 +164,7 @@ func (c Config) validate() error {
 	case c.NodeAOF && c.lockNodes() == 0:
 		return fmt.Errorf("--node-aof: --lock %s has no Redis nodes of its own here (redlock has; one that a node fault acts on has one)", c.Lock)
 	case c.ExtendBeforeWrite && !c.lockKind().Extends:
-		return fmt.Errorf("--extend-before-write: --lock %s cannot extend a grant (those that can: renew, redsync-extend, an adapter whose hello says renewal)", c.Lock)
+		return fmt.Errorf("--extend-before-write: --lock %s cannot extend a grant (those that can: %s, an adapter whose hello says renewal)", c.Lock, strings.Join(extenders(), ", "))
 	case c.Guard != "" && !slices.Contains(client.Guards(), c.Guard):
 		return fmt.Errorf("--guard %q: want one of %v", c.Guard, client.Guards())
 	case c.Nodes < 0 || c.ClockStrobe < 0 || c.Delay < 0:
@@ -269,6 +269,17 @@ func (c Config) redisLock() bool {
 // majority lock's --nodes; one when a fault acts on the lock's node, or
 // when it runs on a host of its own (--hosts netns); none otherwise: the
 // run's Redis, or with failover the replicated one.
+// extenders are hiatus's locks that can extend a grant.
+func extenders() []string {
+	var names []string
+	for _, k := range client.LockKinds() {
+		if k.Extends {
+			names = append(names, k.Name)
+		}
+	}
+	return names
+}
+
 func (c Config) lockNodes() int {
 	switch {
 	case c.lockKind().Store == client.OnRedisNodes:

@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 
+	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
 )
 
@@ -15,12 +16,12 @@ func pauseFaults() []faultKind {
 				return &nemesis.SigStop{Targets: e.workers.Targets, Freezer: e.freezer}
 			}},
 		{name: nemesis.KindPauseRedis, about: "SIGSTOP the run's redis-server", needs: needRunRedis,
-			check: givenPID("pause-redis", "--redis-url", "--redis-pid", func(c Config) bool { return c.RedisURL != "" && c.RedisPID == 0 }),
+			check: givenPID(nemesis.KindPauseRedis, "--redis-url", "--redis-pid", func(c Config) bool { return c.RedisURL != "" && c.RedisPID == 0 }),
 			build: func(e faultEnv) nemesis.Fault {
 				return &nemesis.PauseServer{Which: nemesis.KindPauseRedis, PID: pid(e.env.redis, e.cfg.RedisPID), Freezer: e.freezer}
 			}},
 		{name: nemesis.KindPausePostgres, about: "SIGSTOP PostgreSQL's postmaster and backends",
-			check: givenPID("pause-postgres", "--postgres-url", "--postgres-pid (the postmaster's)", func(c Config) bool { return c.PostgresURL != "" && c.PostgresPID == 0 }),
+			check: givenPID(nemesis.KindPausePostgres, "--postgres-url", "--postgres-pid (the postmaster's)", func(c Config) bool { return c.PostgresURL != "" && c.PostgresPID == 0 }),
 			build: func(e faultEnv) nemesis.Fault {
 				return &nemesis.PauseServer{Which: nemesis.KindPausePostgres, PID: pid(e.env.postgres, e.cfg.PostgresPID), Freezer: e.freezer}
 			}},
@@ -29,7 +30,7 @@ func pauseFaults() []faultKind {
 
 // givenPID is the check of a pause of a server: one given by URL needs its
 // PID, which missing says is missing.
-func givenPID(kind, url, pid string, missing func(Config) bool) func(Config) error {
+func givenPID(kind history.Keyword, url, pid string, missing func(Config) bool) func(Config) error {
 	return func(c Config) error {
 		if missing(c) {
 			return fmt.Errorf("--nemesis %s with %s needs %s", kind, url, pid)

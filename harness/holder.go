@@ -61,7 +61,7 @@ func heldBare(ctx context.Context, rdbs []*redis.Client, key string, avoid []int
 				cut = cut || slices.Contains(avoid, j)
 			}
 		}
-		if n > len(rdbs)/2 && !cut && !slices.Contains(avoid, i) {
+		if n > len(rdbs)/2 && !cut { // i holds t, so is not one of avoid
 			return i, true
 		}
 	}

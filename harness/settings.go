@@ -81,8 +81,10 @@ func Settings() []Setting {
 		{Flag: "lock", Key: "lock", keyword: true, Usage: "the lock under test: " + strings.Join(client.LockNames(), ", ") + ", or exec:COMMAND (a lock adapter)",
 			goName: "Lock", get: func(c Config) any { return c.Lock }, set: setString(func(c *Config) *string { return &c.Lock })},
 		guardSetting(),
-		extendSetting(),
-		nodeAOFSetting(),
+		boolSetting("extend-before-write", "ExtendBeforeWrite", "each holder extends its grant right before its write, and writes only when the lock says it still holds it, as a careful user of a renewing lock does (an :extend op)",
+			"extended before each write", func(c *Config) *bool { return &c.ExtendBeforeWrite }),
+		boolSetting("node-aof", "NodeAOF", "the lock's own Redis nodes log each write to an append-only file and fsync it before answering (appendfsync always): a node restarted after a crash keeps its keys",
+			"nodes fsync every write (AOF)", func(c *Config) *bool { return &c.NodeAOF }),
 		{Flag: "nodes", Key: "lock-nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant)", DefaultText: fmt.Sprint(DefaultNodes),
 			goName: "Nodes", get: func(c Config) any { return c.Nodes }, set: setTo(func(c *Config) *int { return &c.Nodes }),
 			kept:     func(c Config) bool { return c.lockKind().Store == client.OnRedisNodes },
@@ -171,27 +173,17 @@ func nemesisSetting() Setting {
 		}}
 }
 
-func extendSetting() Setting {
-	return Setting{Flag: "extend-before-write", Key: "extend-before-write?", Usage: "each holder extends its grant right before its write, and writes only when the lock says it still holds it, as a careful user of a renewing lock does (an :extend op)",
-		goName: "ExtendBeforeWrite", get: func(c Config) any { return c.ExtendBeforeWrite }, set: setTo(func(c *Config) *bool { return &c.ExtendBeforeWrite }),
-		kept: func(c Config) bool { return c.ExtendBeforeWrite },
+// boolSetting is a switch test.edn keeps as FLAG? only when it is on,
+// and Describe says as words.
+func boolSetting(flag, goName, usage, words string, p func(*Config) *bool) Setting {
+	return Setting{Flag: flag, Key: history.Keyword(flag + "?"), Usage: usage, goName: goName,
+		get: func(c Config) any { return *p(&c) }, set: setTo(p),
+		kept: func(c Config) bool { return *p(&c) },
 		describe: func(c Config) string {
-			if !c.ExtendBeforeWrite {
+			if !*p(&c) {
 				return ""
 			}
-			return "extended before each write"
-		}}
-}
-
-func nodeAOFSetting() Setting {
-	return Setting{Flag: "node-aof", Key: "node-aof?", Usage: "the lock's own Redis nodes log each write to an append-only file and fsync it before answering (appendfsync always): a node restarted after a crash keeps its keys",
-		goName: "NodeAOF", get: func(c Config) any { return c.NodeAOF }, set: setTo(func(c *Config) *bool { return &c.NodeAOF }),
-		kept: func(c Config) bool { return c.NodeAOF },
-		describe: func(c Config) string {
-			if !c.NodeAOF {
-				return ""
-			}
-			return "nodes fsync every write (AOF)"
+			return words
 		}}
 }
 

@@ -33,8 +33,8 @@ type SortOptions struct {
 // ops with their maps in memory, and a day's run of 300 million ops, 3,000
 // chunks, merged in two passes.
 const (
-	DefaultSortChunk = 100_000
-	DefaultSortFanIn = 64
+	defaultSortChunk = 100_000
+	defaultSortFanIn = 64
 )
 
 // SortFile reads the history at path, a run's journal, and hands its ops
@@ -48,15 +48,17 @@ func SortFile(ctx context.Context, path string, o SortOptions, emit func(Op) err
 	}
 	defer f.Close()
 	r := NewReader(f, path)
-	chunk, partial, fanIn := cmp.Or(o.Chunk, DefaultSortChunk), o.Partial, max(cmp.Or(o.FanIn, DefaultSortFanIn), 2)
+	chunk, fanIn := cmp.Or(o.Chunk, defaultSortChunk), cmp.Or(o.FanIn, defaultSortFanIn)
 	tmp, err := os.MkdirTemp(o.Dir, "sort-")
 	if err != nil {
 		return fmt.Errorf("sort the journal: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	var runs []string
+	var ops []Op // each chunk in the last one's array: written out before the next is read
 	for {
-		ops, end, err := readChunk(ctx, r, chunk, partial)
+		var end bool
+		ops, end, err = readChunk(ctx, r, ops[:0], chunk, o.Partial)
 		if err != nil {
 			return err
 		}
@@ -112,7 +114,7 @@ func mergeInto(ctx context.Context, runs []string, path string) error {
 
 // readChunk reads up to n ops; end says the journal is done, at its end or,
 // with partial, inside its last op.
-func readChunk(ctx context.Context, r *Reader, n int, partial bool) (ops []Op, end bool, err error) {
+func readChunk(ctx context.Context, r *Reader, ops []Op, n int, partial bool) (_ []Op, end bool, err error) {
 	for len(ops) < n {
 		o, err := r.Next()
 		if err == io.EOF || partial && errors.Is(err, ErrTruncated) {

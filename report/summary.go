@@ -170,7 +170,10 @@ func checks(res map[history.Keyword]any) ([]Check, string) {
 		c := Check{Name: k, Verdict: verdict(m["valid?"])}
 		c.Explanation, _ = m["explanation"].(string)
 		out = append(out, c)
-		if f, ok := checker.ReadLockCounterFigures(m); ok && k == "lock-counter" {
+		if k != checker.ModelLockCounter {
+			continue
+		}
+		if f, ok := checker.ReadLockCounterFigures(m); ok {
 			lost := "nil"
 			if f.Counted {
 				lost = fmt.Sprint(f.LostMin)

@@ -17,6 +17,7 @@ import (
 	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/gen"
 )
 
@@ -328,6 +329,15 @@ func TestFindings(t *testing.T) {
 				rows[i].Scenario, affected.ExtendBeforeWrite, affected.Resolved().Guard, affected.Nemesis)
 		}
 	}
+	tab := &Table{Kind: "scenario", Runs: 1}
+	for _, s := range rows {
+		tab.Rows = append(tab.Rows, Row{Setup: s})
+	}
+	for _, f := range Findings() {
+		if md := string(tab.Markdown()); !strings.Contains(md, f.Upstream) || !strings.Contains(md, f.Mechanism) {
+			t.Errorf("the table does not say what %s is (its report and mechanism):\n%s", f.Name, md)
+		}
+	}
 	missing := []Setup{{Lock: "exec:" + filepath.Join(t.TempDir(), "redsync-v0"), Side: "affected"}}
 	if m := MissingAdapters(missing); !strings.Contains(m, "redsync-v0") || !strings.Contains(m, "scripts/setup --adapters") {
 		t.Errorf("MissingAdapters = %q: want the adapter named, and how to build it", m)
@@ -387,6 +397,20 @@ func TestScenarios(t *testing.T) {
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("table.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// TestCSVFigureNames: each CSV column is named after the figure its values
+// are, as results.edn names it: a figure read back by that name is the one
+// the column picks.
+func TestCSVFigureNames(t *testing.T) {
+	for i, c := range csvFigures() {
+		check := map[history.Keyword]any{"lost-min": int64(0)} // a final read
+		check[history.Keyword(c.name)] = int64(1000 + i)
+		f, ok := checker.ReadLockCounterFigures(check)
+		if got := c.pick(Figures{LockCounterFigures: f}); !ok || got != int64(1000+i) {
+			t.Errorf("column %s picks %d, not the figure %q (%d)", c.name, got, c.name, 1000+i)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -374,6 +375,20 @@ func (t *Table) JSON() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
+// findingNotes says, under a table with findings' rows, what each finding
+// is: its report, its mechanism, how the runs use the library, and what
+// the affected version is expected to show.
+func (t *Table) findingNotes() []byte {
+	var b bytes.Buffer
+	for _, f := range Findings() {
+		if slices.ContainsFunc(t.Rows, func(r Row) bool { return r.Scenario == f.Name && r.Side != "" }) {
+			fmt.Fprintf(&b, "\n**%s** (%s): %s The runs: %s. Expected of the affected version: %s.\n",
+				f.Name, f.Upstream, f.Mechanism, f.Use, f.Anomaly)
+		}
+	}
+	return b.Bytes()
+}
+
 // scenarioMarkdown renders a scenario pack: per scenario and guard, what
 // the lock did (double grants) and what the resource kept (lost updates,
 // writes refused).
@@ -424,5 +439,6 @@ func (t *Table) scenarioMarkdown() []byte {
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
+	b.Write(t.findingNotes())
 	return b.Bytes()
 }

@@ -25,9 +25,9 @@ const MasterName = "hiatus"
 // netns), everyone dials the node's host, and the cut is a rule in its
 // filter.
 type Replicated struct {
-	Nodes     []*Server
-	links     []*topology.Link      // links[i] is how sentinels and replicas reach Nodes[i]; none on hosts
-	hosts     []*topology.NetnsHost // hosts[i] is Nodes[i]'s, then the sentinels'; none on this machine
+	nodes     []*Server
+	links     []*topology.Link      // links[i] is how sentinels and replicas reach nodes[i]; none on hosts
+	hosts     []*topology.NetnsHost // hosts[i] is nodes[i]'s, then the sentinels'; none on this machine
 	sentinels []*Server
 }
 
@@ -67,7 +67,7 @@ func StartReplicated(ctx context.Context, newHost func(name, what string) (*topo
 		if err != nil {
 			return nil, fmt.Errorf("the lock's Redis node %d: %w", i+1, err)
 		}
-		r.Nodes = append(r.Nodes, s)
+		r.nodes = append(r.nodes, s)
 		if h == nil {
 			if err := r.link(ctx, i); err != nil {
 				return nil, err
@@ -94,7 +94,7 @@ func StartReplicated(ctx context.Context, newHost func(name, what string) (*topo
 // link puts a link in front of node i, has it announce the link's address
 // as its own, and makes node 1 a replica of node 0 through node 0's link.
 func (r *Replicated) link(ctx context.Context, i int) error {
-	s := r.Nodes[i]
+	s := r.nodes[i]
 	l, err := topology.Listen(s.Addr)
 	if err != nil {
 		return fmt.Errorf("a link to Redis node %d: %v", i+1, err)
@@ -123,7 +123,7 @@ func (r *Replicated) addr(i int) string {
 	if r.links != nil {
 		return r.links[i].Addr()
 	}
-	return r.Nodes[i].Addr
+	return r.nodes[i].Addr
 }
 
 // awaitReady polls every 50 ms, for 30 s at most, until every sentinel
@@ -182,7 +182,7 @@ func (r *Replicated) Direct() map[string]string {
 	}
 	m := map[string]string{}
 	for i, l := range r.links {
-		m[l.Addr()] = r.Nodes[i].Addr
+		m[l.Addr()] = r.nodes[i].Addr
 	}
 	return m
 }
@@ -196,7 +196,7 @@ func (r *Replicated) primary(ctx context.Context) (int, error) {
 		return -1, fmt.Errorf("ask sentinel for the primary: %w", err)
 	}
 	at := net.JoinHostPort(addr[0], addr[1])
-	for i := range r.Nodes {
+	for i := range r.nodes {
 		if r.addr(i) == at {
 			return i, nil
 		}
@@ -212,7 +212,7 @@ func (r *Replicated) Close() {
 	for _, l := range r.links {
 		l.Close()
 	}
-	for _, s := range r.Nodes {
+	for _, s := range r.nodes {
 		s.Stop()
 	}
 }
