@@ -122,12 +122,13 @@ func (c *collector) take(slot int, o history.Op) {
 
 func (c *collector) wait() { c.wg.Wait() }
 
-// holds reports whether the worker in slot holds the lock now, and
-// whether it has sent its write.
-func (c *collector) holds(slot int) (holding, written bool) {
+// holds reports whether the worker in slot holds the lock now, whether it
+// has sent its write, and whether that write is still unanswered.
+func (c *collector) holds(slot int) (holding, written, writing bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.holding[slot], c.written[slot]
+	p := c.pending[slot]
+	return c.holding[slot], c.written[slot], p != nil && p.F == history.FWrite
 }
 
 // crashed completes the open invocation of the worker in slot, killed at

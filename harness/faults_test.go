@@ -167,34 +167,24 @@ func TestRunNetworkFaults(t *testing.T) {
 				count(r.ops, func(o history.Op) bool { return o.Get(history.KeyResolved) != nil }))
 		}},
 		{name: "drop-postgres-write-in-flight", edit: func(c *harness.Config) {
-			// A drop finds a write in flight only by chance: a write sent
-			// after it fails before it is sent (:fail). So the link is
-			// slowed first, then broken while the write waits in it. One
-			// worker, which works most of its section: at each fault it is
-			// between its read and its write, nearly always; its write,
-			// sent within the work, waits --delay in the link; the drop
-			// comes after the work and before the delay has passed, and
-			// the write, sent but unanswered, is :info. Three such pairs,
-			// far enough apart that the worker connects again between them
-			// (a connection made under a slowed link is not made in time):
-			// the first may come before the worker has started, or find it
-			// in its first read.
-			c.Workers, c.Work, c.Delay = 1, 250*time.Millisecond, 600*time.Millisecond
+			// A drop finds a write in flight only when aimed at one: a
+			// write sent after it fails unsent (:fail), and under load a
+			// drop timed by the clock found the worker reconnecting for a
+			// read. So worker 0's link is slowed once it holds the lock
+			// (connected, in its section), and the drop waits for its write
+			// sent and unanswered (Planned.InFlight), which the slowed link
+			// holds for --delay, a hundred times what the nemesis takes to
+			// see the write's invocation (it polls every 100 µs). The link
+			// stays slowed to the run's end: one write cut is the case.
+			// Each aimed fault waits up to a second (nemesis.holderWait);
+			// the write comes within the read's delay and the work.
+			c.Workers, c.Work, c.Delay = 1, faultLease/6, 500*time.Millisecond
 			c.Nemesis = "delay-postgres,drop-postgres"
-			slow := (c.Work + c.Delay) / 2 // past the work, short of the delay
-			// Each pair begins a delay after the drop before it ends: the
-			// worker connects again over a link no longer slowed, even when
-			// a loaded machine begins the faults late (a replay begins a
-			// fault after those that ended before it, so lateness adds up).
-			apart := slow + faultLease/3 + c.Delay
-			c.TimeLimit = 700*time.Millisecond + 3*apart
-			for i := range 3 {
-				at := 700*time.Millisecond + time.Duration(i)*apart
-				// The drop as the delay ends: a replay begins a fault after
-				// those that ended before it in the plan.
-				c.Plan = append(c.Plan,
-					nemesis.Planned{Kind: nemesis.KindDelayPostgres, Worker: nemesis.On(0), At: at, Length: slow},
-					nemesis.Planned{Kind: nemesis.KindDropPostgres, Worker: nemesis.On(0), At: at + slow, Length: faultLease / 3})
+			at := time.Second
+			c.TimeLimit = at + 2*time.Second + c.Delay
+			c.Plan = nemesis.Plan{
+				{Kind: nemesis.KindDelayPostgres, Worker: nemesis.On(0), At: at, Length: c.TimeLimit - at, Holder: true},
+				{Kind: nemesis.KindDropPostgres, Worker: nemesis.On(0), At: at + time.Millisecond, Length: faultLease / 3, InFlight: true},
 			}
 		}, effect: func(t *testing.T, r faultRun) {
 			r.eachWhole(t, nemesis.KindDropPostgres, func(w window) { r.broken(t, w) })
@@ -446,15 +436,15 @@ func (r faultRun) checkFields(t *testing.T, w window) {
 	}
 }
 
-// faultWindows pairs the nemesis's events into faults, and fails the test
-// unless each is of one of kinds, begun without error (but for one the
-// run's end cut short as it began) and ended by the
-// event of its kind, with the same fields. The nemesis injects one fault
-// at a time.
+// faultWindows pairs the nemesis's events into faults, in the order they
+// ended, and fails the test unless each is of one of kinds, begun without
+// error (but for one the run's end cut short as it began) and ended by the
+// event of its kind, with the same fields. Faults of one kind take turns;
+// faults of two kinds may overlap (a drop aimed at a write a delay holds).
 func faultWindows(t *testing.T, ops []history.Op, kinds ...history.Keyword) []window {
 	t.Helper()
 	var ws []window
-	var open *history.Op
+	open := map[history.Keyword]history.Op{}
 	for _, o := range ops {
 		if o.Process != history.Nemesis || o.F == history.FOpsMissing {
 			continue
@@ -468,30 +458,31 @@ func faultWindows(t *testing.T, ops []history.Op, kinds ...history.Keyword) []wi
 		case nemesis.KindPauseNode:
 			begin, end = history.FPause, history.FResume
 		}
+		began, isOpen := open[kind]
 		switch {
 		case !slices.Contains(kinds, kind):
 			t.Errorf("nemesis op %d: %s of kind %v, want one of %v", o.Index, o.F, v["kind"], kinds)
-		case o.F == begin && open == nil && cutByRunEnd(v["error"]):
+		case o.F == begin && !isOpen && cutByRunEnd(v["error"]):
 			// Drawn just before the run's end, its begin outlasted the
 			// run (a loaded machine's iptables-restore takes tens of ms):
 			// a fault that never began, and says so.
 			t.Logf("nemesis op %d: %s cut short by the run's end: %v", o.Index, o.F, v["error"])
 		case v["error"] != nil:
 			t.Errorf("nemesis op %d: %s failed: %v", o.Index, o.F, v["error"])
-		case o.F == begin && open == nil:
-			open = &o
-		case o.F == end && open != nil && open.Value.(map[history.Keyword]any)["kind"] == kind:
-			if a, b := history.AppendValue(nil, open.Value), history.AppendValue(nil, o.Value); !bytes.Equal(a, b) {
+		case o.F == begin && !isOpen:
+			open[kind] = o
+		case o.F == end && isOpen:
+			if a, b := history.AppendValue(nil, began.Value), history.AppendValue(nil, o.Value); !bytes.Equal(a, b) {
 				t.Errorf("fault begun as %s, ended as %s", a, b)
 			}
-			ws = append(ws, window{*open, o})
-			open = nil
+			ws = append(ws, window{began, o})
+			delete(open, kind)
 		default:
 			t.Errorf("nemesis op %d: %s of %s, want %s then %s", o.Index, o.F, kind, begin, end)
 		}
 	}
-	if open != nil {
-		t.Errorf("the fault begun at op %d never ended", open.Index)
+	for _, o := range open {
+		t.Errorf("the fault begun at op %d never ended", o.Index)
 	}
 	return ws
 }

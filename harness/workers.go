@@ -225,9 +225,9 @@ func (ws *workerSet) Targets() []nemesis.Target {
 		if p == nil || exited(p) {
 			continue
 		}
-		holding, written := ws.col.holds(p.slot)
+		holding, written, writing := ws.col.holds(p.slot)
 		ts = append(ts, nemesis.Target{Worker: p.slot, PID: p.cmd.Process.Pid,
-			Process: history.Process(ws.col.current[p.slot].Load()), Holding: holding, Written: written})
+			Process: history.Process(ws.col.current[p.slot].Load()), Holding: holding, Written: written, Writing: writing})
 	}
 	return ts
 }

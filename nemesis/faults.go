@@ -19,6 +19,7 @@ type Target struct {
 	Process history.Process // the process number it records ops under now
 	Holding bool            // it holds the lock, as far as its ops say
 	Written bool            // it has sent the write of the section it holds
+	Writing bool            // that write is sent and not yet answered
 }
 
 // ErrNoTarget is returned by a fault that finds nothing to act on.
@@ -29,17 +30,19 @@ var ErrNoTarget = errors.New("nemesis: no target")
 const holderWait = time.Second
 
 // awaitHolder waits until the worker in slot holds the lock and has not
-// yet sent its write, holderWait at most: a replayed fault that hit a lock
-// holder hits one again where a pause costs an update, whatever the phase
-// of the worker's loop at its moment. (A holder stopped after its write
-// loses nothing, and with little work that is half its time.) It polls
-// every 100 µs: the window is the read and the work, a few milliseconds
-// at the least. It reports false when ctx ended first.
-func awaitHolder(ctx context.Context, targets func() []Target, slot int) bool {
+// yet sent its write (inFlight: has sent it, and has no answer yet),
+// holderWait at most: a replayed fault that hit a lock holder hits one
+// again where a pause costs an update, and one that found a write in
+// flight finds one again, whatever the phase of the worker's loop at its
+// moment. (A holder stopped after its write loses nothing, and with little
+// work that is half its time.) It polls every 100 µs: the window is the
+// read and the work, a few milliseconds at the least. It reports false
+// when ctx ended first.
+func awaitHolder(ctx context.Context, targets func() []Target, slot int, inFlight bool) bool {
 	deadline := time.Now().Add(holderWait)
 	for time.Now().Before(deadline) {
 		for _, t := range targets() {
-			if t.Worker == slot && t.Holding && !t.Written {
+			if t.Worker == slot && (inFlight && t.Writing || !inFlight && t.Holding && !t.Written) {
 				return true
 			}
 		}

@@ -216,6 +216,24 @@ type LinkFault struct {
 	aimNodes []int // the lock nodes to act on; nil to choose
 }
 
+// A holdingLink can tell whether it holds a request a worker sent and its
+// server has not yet been given (a proxy's can; the kernel's cannot).
+type holdingLink interface{ Holding() bool }
+
+// A flightAimer is a fault that a replay can aim at a request in flight
+// on the links of the worker in slot: awaitInFlight waits until they hold
+// one. The worker's write is sent by the time its invocation is seen, but
+// its bytes may not yet be in the link: a drop then would fail it unsent,
+// not leave it in flight.
+type flightAimer interface {
+	awaitInFlight(ctx context.Context, slot int) bool
+}
+
+func (n *LinkFault) awaitInFlight(ctx context.Context, slot int) bool {
+	links, _, _ := n.Links(slot, n.aimNodes, rand.New(rand.NewSource(1)))
+	return awaitHolding(ctx, links)
+}
+
 func (n *LinkFault) aimAt(worker Slot)      { n.aim = worker }
 func (n *LinkFault) aimAtNodes(nodes []int) { n.aimNodes = nodes }
 func (n *LinkFault) targets() []Target      { return n.Workers() }
@@ -257,6 +275,27 @@ func (n *LinkFault) Begin(ctx context.Context, r *rand.Rand) (map[history.Keywor
 		}
 	}
 	return v, nil
+}
+
+// awaitHolding waits until one of links holds a request, holderWait at
+// most; at once when none can tell. False when ctx ended first.
+func awaitHolding(ctx context.Context, links []Link) bool {
+	var hs []holdingLink
+	for _, l := range links {
+		if h, ok := l.(holdingLink); ok {
+			hs = append(hs, h)
+		}
+	}
+	deadline := time.Now().Add(holderWait)
+	for len(hs) > 0 && time.Now().Before(deadline) {
+		if slices.ContainsFunc(hs, holdingLink.Holding) {
+			return true
+		}
+		if !sleep(ctx, 100*time.Microsecond) {
+			return false
+		}
+	}
+	return true
 }
 
 // End implements Fault.

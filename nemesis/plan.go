@@ -26,6 +26,11 @@ type Planned struct {
 	// the lock again, since the same instant finds it elsewhere in its
 	// loop.
 	Holder bool
+	// InFlight says the worker's write was sent and not yet answered when
+	// the fault began: a replay waits (up to a second) for a write of its
+	// in flight again. A link fault that finds one leaves its outcome
+	// unknown (:info), where one a moment earlier fails it unsent.
+	InFlight bool
 }
 
 // A Plan is a schedule of faults, in the order they begin.
@@ -94,7 +99,11 @@ func (s *Schedule) aim(ctx context.Context, f Fault, p Planned) bool {
 	if a, ok := f.(aimer); ok {
 		a.aimAt(p.Worker) // none: one drawn, as the run did
 		// Before the fault's event is stamped: the wait is no part of it.
-		if slot, ok := p.Worker.Index(); p.Holder && ok && !awaitHolder(ctx, a.targets, slot) {
+		slot, ok := p.Worker.Index()
+		if (p.Holder || p.InFlight) && ok && !awaitHolder(ctx, a.targets, slot, p.InFlight) {
+			return false
+		}
+		if w, isLink := f.(flightAimer); p.InFlight && ok && isLink && !w.awaitInFlight(ctx, slot) {
 			return false
 		}
 	}
@@ -131,6 +140,9 @@ func (p Plan) AppendEDN(b []byte) []byte {
 		if f.Holder {
 			m["holder?"] = true
 		}
+		if f.InFlight {
+			m["in-flight?"] = true
+		}
 		fs[i] = m
 	}
 	b = history.AppendValue(b, map[history.Keyword]any{"faults": fs})
@@ -162,7 +174,7 @@ func ParsePlan(edn string) (Plan, error) {
 			return nil, fmt.Errorf("schedule: fault %d: %w", i, err)
 		}
 		p = append(p, Planned{Kind: kind, Worker: slotOf(f["worker"]), Node: slotOf(f["node"]), Nodes: nodes, At: time.Duration(at) * time.Millisecond,
-			Length: time.Duration(ms) * time.Millisecond, Holder: f["holder?"] == true})
+			Length: time.Duration(ms) * time.Millisecond, Holder: f["holder?"] == true, InFlight: f["in-flight?"] == true})
 	}
 	slices.SortStableFunc(p, func(a, b Planned) int { return cmp.Compare(a.At, b.At) })
 	return p, nil
@@ -175,13 +187,14 @@ type PlanRecorder struct {
 	plan      Plan
 	pairs     history.FaultPairer      // the faults under way, by index into plan
 	holding   map[history.Process]bool // processes that hold the lock
+	writing   map[history.Process]bool // processes whose write is in flight
 	acquiring map[history.Process]int  // processes whose acquire is in flight -> the fault that froze it, or -1
 }
 
 // Add takes the next op of the history.
 func (r *PlanRecorder) Add(o history.Op) {
 	if r.holding == nil {
-		r.holding, r.acquiring = map[history.Process]bool{}, map[history.Process]int{}
+		r.holding, r.writing, r.acquiring = map[history.Process]bool{}, map[history.Process]bool{}, map[history.Process]int{}
 	}
 	switch {
 	case o.IsClient() && o.F == history.FAcquire && o.Type == history.Invoke:
@@ -199,6 +212,8 @@ func (r *PlanRecorder) Add(o history.Op) {
 		}
 	case o.IsClient() && o.F == history.FRelease && o.Type != history.Invoke:
 		delete(r.holding, o.Process)
+	case o.IsClient() && o.F == history.FWrite:
+		r.writing[o.Process] = o.Type == history.Invoke
 	}
 	e, ok := history.ReadFaultEvent(o)
 	if !ok || e.Kind == KindSleep || e.Kind == KindStop || e.Failed {
@@ -230,7 +245,7 @@ func (r *PlanRecorder) begin(o history.Op, e history.FaultEvent) {
 	}
 	nodes, _ := readNodes(v["nodes"]) // one the nemesis wrote reads
 	r.plan = append(r.plan, Planned{Kind: e.Kind, Worker: w, Node: node, Nodes: nodes, At: time.Duration(o.Time),
-		Length: time.Duration(ms) * time.Millisecond, Holder: !w.IsNone() && r.holding[proc]})
+		Length: time.Duration(ms) * time.Millisecond, Holder: !w.IsNone() && r.holding[proc], InFlight: !w.IsNone() && r.writing[proc]})
 	if _, ok := r.acquiring[proc]; ok && !w.IsNone() {
 		r.acquiring[proc] = len(r.plan) - 1
 	}
@@ -267,6 +282,9 @@ func (f Planned) GoString() string {
 	s += fmt.Sprintf("At: %s, Length: %s", goDuration(f.At), goDuration(f.Length))
 	if f.Holder {
 		s += ", Holder: true"
+	}
+	if f.InFlight {
+		s += ", InFlight: true"
 	}
 	return s + "}"
 }

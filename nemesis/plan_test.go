@@ -10,7 +10,7 @@ import (
 
 // TestPlanRecorder: a history's nemesis events become the plan that was
 // executed — in-section pauses and faults that failed to begin left out,
-// whether the worker held the lock noted — and the plan survives
+// whether the worker held the lock or had a write in flight noted — and the plan survives
 // schedule.edn whole.
 func TestPlanRecorder(t *testing.T) {
 	const ms = int64(time.Millisecond)
@@ -39,6 +39,12 @@ func TestPlanRecorder(t *testing.T) {
 			"links": "nodes 1,3", "nodes": []any{int64(1), int64(3)}, "ms": int64(100)}),
 		ev(3850, history.FStop, map[history.Keyword]any{"kind": KindPartitionRedis, "worker": int64(0), "process": int64(0),
 			"links": "nodes 1,3", "nodes": []any{int64(1), int64(3)}, "ms": int64(100)}),
+		client(3860, 0, history.FWrite, history.Invoke),
+		ev(3870, history.FStart, map[history.Keyword]any{"kind": KindDropPostgres, "worker": int64(0), "process": int64(0),
+			"links": "postgres", "ms": int64(20)}), // its write in flight
+		ev(3890, history.FStop, map[history.Keyword]any{"kind": KindDropPostgres, "worker": int64(0), "process": int64(0),
+			"links": "postgres", "ms": int64(20)}),
+		client(3890, 0, history.FWrite, history.Info),
 		client(3900, 5, history.FAcquire, history.Invoke),
 		ev(4000, history.FPause, stop(2, 5)),          // never ended: the history stops
 		client(4810, 5, history.FAcquire, history.Ok), // its grant came in the freeze
@@ -53,6 +59,7 @@ func TestPlanRecorder(t *testing.T) {
 		{Kind: KindKillRedis, At: 2500 * time.Millisecond, Length: 800 * time.Millisecond},
 		{Kind: KindClock, Node: On(2), At: 3400 * time.Millisecond, Length: 300 * time.Millisecond},
 		{Kind: KindPartitionRedis, Worker: On(0), Nodes: []int{1, 3}, At: 3750 * time.Millisecond, Length: 100 * time.Millisecond},
+		{Kind: KindDropPostgres, Worker: On(0), At: 3870 * time.Millisecond, Length: 20 * time.Millisecond, InFlight: true},
 		{Kind: KindSigStop, Worker: On(2), At: 4000 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
 	}
 	got := r.Plan()
@@ -63,7 +70,7 @@ func TestPlanRecorder(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(back, want) {
 		t.Errorf("through schedule.edn: %+v, %v", back, err)
 	}
-	if k := got.Kinds(); !reflect.DeepEqual(k, []string{"sigstop", "kill-redis", "clock", "partition-redis"}) {
+	if k := got.Kinds(); !reflect.DeepEqual(k, []string{"sigstop", "kill-redis", "clock", "partition-redis", "drop-postgres"}) {
 		t.Errorf("kinds %q", k)
 	}
 	for _, bad := range []string{"{:faults [{:kind :sigstop :at-ms 10}]}", "[]", "{:faults [{:kind :partition-redis :at-ms 1 :ms 5 :nodes [-1]}]}", "{:faults [{:kind :sigstop :at-ms -1 :ms 5}]}", "{:faults"} {

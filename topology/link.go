@@ -186,6 +186,20 @@ func (l *Link) Close() error {
 	return l.closeErr
 }
 
+// Holding reports whether a connection the link forwards holds bytes its
+// client sent and the target has not yet been given: a request in flight,
+// held by a delay or a cut.
+func (l *Link) Holding() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.conns {
+		if c.held.Load() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Stats returns the link's counts now.
 func (l *Link) Stats() Stats {
 	l.mu.Lock()
@@ -272,6 +286,9 @@ type conn struct {
 	cancel context.CancelFunc // cancels the dial
 	once   sync.Once
 	halves atomic.Int32 // directions whose EOF has been passed on
+	// held counts the client's bytes read and not yet delivered: a
+	// request the link holds (a delay's, a cut's).
+	held atomic.Int64
 
 	// Guarded by l.mu:
 	server   net.Conn // nil until dialed
@@ -329,6 +346,9 @@ func (c *conn) read(src net.Conn, q chan<- chunk, f *counts) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			f.read.Add(int64(n))
+			if src == c.client {
+				c.held.Add(int64(n))
+			}
 			select {
 			case q <- chunk{bytes.Clone(buf[:n]), c.l.due()}:
 			case <-c.done:
@@ -395,6 +415,9 @@ func (c *conn) write(dst net.Conn, q <-chan chunk, f *counts) {
 			return
 		}
 		f.written.Add(int64(len(ch.b)))
+		if dst != c.client {
+			c.held.Add(-int64(len(ch.b)))
+		}
 	}
 }
 

@@ -193,6 +193,27 @@ func TestSlow(t *testing.T) {
 	}
 }
 
+// TestHolding: a link holds a request from when a cut takes its bytes to
+// when they are delivered, and only then; the answer's bytes, on the way
+// back, are not a request.
+func TestHolding(t *testing.T) {
+	l := listen(t, echo(t))
+	c := dial(t, l.Addr())
+	send(t, c, "warm")
+	expect(t, c, "warm")
+	if l.Holding() {
+		t.Fatal("holding with nothing sent")
+	}
+	l.Cut()
+	send(t, c, "held")
+	waitFor(t, "the request to enter the link", l.Holding)
+	l.Heal()
+	expect(t, c, "held")
+	if l.Holding() {
+		t.Error("holding a request delivered and answered")
+	}
+}
+
 // TestDrop: Drop resets open connections on both sides, mid-request, and
 // resets new ones without reaching the target, until Heal.
 func TestDrop(t *testing.T) {

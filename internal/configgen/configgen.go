@@ -162,6 +162,7 @@ func planOf(t *rapid.T, c harness.Config) nemesis.Plan {
 		if rapid.Bool().Draw(t, "worker") {
 			f.Worker = nemesis.On(rapid.IntRange(0, c.Workers-1).Draw(t, "slot"))
 			f.Holder = rapid.Bool().Draw(t, "holder")
+			f.InFlight = rapid.Bool().Draw(t, "in flight")
 		}
 		if rapid.Bool().Draw(t, "node") {
 			f.Node = nemesis.On(rapid.IntRange(0, 4).Draw(t, "node index"))
