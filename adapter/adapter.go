@@ -11,6 +11,7 @@ package adapter
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,6 +55,7 @@ type Setup struct {
 	Lock     string
 	Lease    time.Duration
 	Retry    time.Duration // the wait between attempts, for adapters that poll
+	Hello    time.Duration // the wait for the hello; 0 for HelloTimeout
 	// Trace, if set, takes every line sent and received, marked -> and
 	// <-: a transcript of the exchange. It is not sent.
 	Trace io.Writer
@@ -131,6 +133,23 @@ var (
 	ErrGone     = errors.New("the adapter is gone") // it exited or broke the protocol; see the wrapped reason
 )
 
+// A goneError is ErrGone with its reason: the adapter exited, or broke the
+// protocol and was stopped (it was still running: "gone" alone would
+// send its author looking for a crash).
+type goneError struct {
+	stopped bool
+	why     error
+}
+
+func (e goneError) Error() string {
+	if e.stopped {
+		return fmt.Sprintf("hiatus stopped the adapter: %v", e.why)
+	}
+	return fmt.Sprintf("%v: %v", ErrGone, e.why)
+}
+
+func (e goneError) Is(target error) bool { return target == ErrGone }
+
 // A Process is a running adapter.
 type Process struct {
 	Command string
@@ -160,7 +179,7 @@ type pending struct {
 }
 
 // Start starts the adapter command (run by /bin/sh, as a shell would),
-// sends it init and waits up to HelloTimeout for its hello. Its standard
+// sends it init and waits up to s.Hello (HelloTimeout if 0) for its hello. Its standard
 // error goes to stderr; so do complaints about its answers. It is killed
 // if this process dies.
 func Start(ctx context.Context, command string, s Setup, stderr io.Writer) (*Process, error) {
@@ -187,7 +206,7 @@ func Start(ctx context.Context, command string, s Setup, stderr io.Writer) (*Pro
 		done: map[int64]string{}, late: map[int64]pending{}, gone: make(chan struct{}), exited: make(chan struct{})}
 	go p.read(stdout)
 	a, err := p.Request(ctx, Request{Type: "init", Protocol: Protocol, RedisURL: s.RedisURL, Lock: s.Lock,
-		LeaseMS: s.Lease.Milliseconds(), RetryMS: s.Retry.Milliseconds()}, HelloTimeout)
+		LeaseMS: s.Lease.Milliseconds(), RetryMS: s.Retry.Milliseconds()}, cmp.Or(s.Hello, HelloTimeout))
 	switch {
 	case err != nil:
 		p.Close()
@@ -351,7 +370,8 @@ func (p *Process) read(stdout io.Reader) {
 	if why == nil && sc.Err() != nil {
 		why = fmt.Errorf("reading its output: %v", sc.Err())
 	}
-	if why != nil {
+	stopped := why != nil
+	if stopped {
 		_ = p.cmd.Process.Kill() // it broke the protocol: nothing it says can be trusted
 		_ = p.stdout.Close()     // a child of its own may hold the pipe open
 	}
@@ -360,7 +380,7 @@ func (p *Process) read(stdout io.Reader) {
 		why = fmt.Errorf("it exited (%v)", exitWords(err))
 	}
 	p.mu.Lock()
-	p.broken = fmt.Errorf("%w: %v", ErrGone, why)
+	p.broken = goneError{stopped: stopped, why: why}
 	p.mu.Unlock()
 	close(p.gone)
 	close(p.exited)

@@ -50,10 +50,10 @@ func TestStartFailures(t *testing.T) {
 		name, command string
 		want          []string // in the error, or in what it wrote
 	}{
-		{"exits", adaptertest.Command("exit"), []string{"did not say hello", "exited (status 3)", "exiting at start, as asked"}},
+		{"exits", adaptertest.Command("exit"), []string{"did not say hello", "the adapter is gone: it exited (status 3)", "exiting at start, as asked"}},
 		{"not found", "/nonexistent/adapter --flag", []string{"exited (status 127)", "not found"}},
 		{"silent", adaptertest.Command("hang"), []string{"did not say hello", "context deadline exceeded"}},
-		{"garbage", adaptertest.Command("garbage-hello"), []string{`wrote "hello there", which is no answer`}},
+		{"garbage", adaptertest.Command("garbage-hello"), []string{`hiatus stopped the adapter: it wrote "hello there", which is no answer`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -157,6 +157,10 @@ func TestConform(t *testing.T) {
 		{"setnx", true, "all 8 checks passed"},
 		{"twice", false, "FAIL  answers                it answered acquire request 1 twice"},
 		{"garbage-after=3", false, `wrote "{not json", which is no answer`},
+		// Each process's third acquire: the second process's, after the
+		// holder's lease lapsed (expired release); its refusal's grant
+		// is not taken for a lease kept alive.
+		{"late-grant-after=3", false, "FAIL  expired release        asked 400ms after the holder's 200ms grant, the second process answered fail \"busy\", yet asked again it was granted"},
 		{"exit", false, "exiting at start, as asked"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {

@@ -168,10 +168,14 @@ func (c *conformance) contention(a, b *Process) {
 
 // lapse has a take the lock for lease, waits two leases, and has b ask
 // for it, waiting up to a lease: g is a's grant, x b's answer; false when
-// either could not be asked (said already) or a was not granted the lock
-// (said here). b's wait is a lease, not a moment: an adapter that gives
-// up on its first SET when the machine is slow would answer busy for a
-// lock that lapsed, and the check would say a kept it.
+// either could not be asked (said already), a was not granted the lock,
+// or b's refusal left a grant behind (said here). b's wait is a lease,
+// not a moment: an adapter that gives up on its first SET when the
+// machine is slow would answer busy for a lock that lapsed, and the check
+// would say a kept it. A refusal is asked again, for two leases: a that
+// keeps its lease alive refuses it again; a grant b's refusal left behind
+// (a SET that landed after its library gave up) lapses, and b gets the
+// lock while a has not released it.
 func (c *conformance) lapse(a, b *Process, check string, lease time.Duration) (g, x Answer, ok bool) {
 	g, ok = c.acquire(a, check, lease, time.Second)
 	if !ok || g.Type != TypeOK {
@@ -180,6 +184,18 @@ func (c *conformance) lapse(a, b *Process, check string, lease time.Duration) (g
 	}
 	time.Sleep(2 * lease)
 	x, ok = c.acquire(b, check, lease, lease)
+	if !ok || x.Type == TypeOK {
+		return g, x, ok
+	}
+	y, ok := c.acquire(b, check, lease, 2*lease)
+	if ok && y.Type == TypeOK {
+		c.fail(check, fmt.Sprintf("asked %v after the holder's %v grant, the second process answered %s %q, yet asked again it was granted "+
+			"the lock within %v, the holder not having released it: its refusal left a grant behind that nobody holds "+
+			"(a SET that landed after its library gave up), and the lock was taken for nobody", 2*lease, lease, x.Type, x.Reason, 2*lease))
+		c.release(b, check, y.Token)
+		c.release(a, check, g.Token)
+		return g, x, false
+	}
 	return g, x, ok
 }
 
@@ -198,7 +214,7 @@ func (c *conformance) expiry(a, b *Process) {
 	switch {
 	case !ok:
 	case !lapsed && r.Type == TypeOK:
-		c.pass(check, fmt.Sprintf("it kept its %v lease alive itself (held %v later, another process refused for %v), and released it", lease, 2*lease, lease))
+		c.pass(check, fmt.Sprintf("it kept its %v lease alive itself (%v later another process was refused for %v, and again for %v), and released it", lease, 2*lease, lease, 2*lease))
 	case !lapsed:
 		c.fail(check, fmt.Sprintf("it kept the lock %v past its %v lease, yet its release answered %s %q", 2*lease, lease, r.Type, r.Reason))
 	case r.Type == TypeFail && r.Reason == ReasonStolen:
@@ -275,7 +291,7 @@ func (c *conformance) lapsedRenewal(a, b *Process) {
 		return
 	}
 	if x.Type != TypeOK {
-		c.pass(check, fmt.Sprintf("it kept its %v lease alive itself: nothing to renew late", lease))
+		c.pass(check, fmt.Sprintf("it kept its %v lease alive itself (another process was refused %v later, and again for %v): nothing to renew late", lease, 2*lease, 2*lease))
 		c.release(a, check, g.Token)
 		return
 	}

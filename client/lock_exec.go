@@ -70,7 +70,7 @@ func execKind(name, command string) LockKind {
 // standard error, and complaints about its answers, go to stderr.
 func NewExec(ctx context.Context, command string, cfg LockConfig, stderr io.Writer) (*Exec, error) {
 	p, err := adapter.Start(ctx, command, adapter.Setup{RedisURL: cfg.RedisURL, Lock: cfg.Key, Lease: cfg.Lease,
-		Retry: cfg.Retry}, stderr)
+		Retry: cfg.Retry, Hello: cfg.Hello}, stderr)
 	if err != nil {
 		return nil, err
 	}

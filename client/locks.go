@@ -32,9 +32,11 @@ type LockConfig struct {
 	Retry     time.Duration // wait between attempts, for locks that poll
 	Fenced    bool          // hand out fencing tokens with each grant
 	// RedisURL is the server Redis holds, for an adapter (exec:) to
-	// connect to; OpTimeout bounds each of its answers.
+	// connect to; OpTimeout bounds each of its answers, and Hello its
+	// start (0: adapter.HelloTimeout).
 	RedisURL  string
 	OpTimeout time.Duration
+	Hello     time.Duration
 }
 
 // node is the one Redis a lock kept on one server is kept on: the lock's

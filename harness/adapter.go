@@ -21,7 +21,7 @@ func probeAdapter(ctx context.Context, cfg Config) (*adapter.Hello, error) {
 	}
 	var stderr adapter.Tail
 	p, err := adapter.Start(ctx, command, adapter.Setup{RedisURL: cfg.RedisURL, Lock: lockKey(cfg.Name),
-		Lease: cfg.Lease, Retry: cfg.Retry}, &stderr)
+		Lease: cfg.Lease, Retry: cfg.Retry, Hello: cfg.AdapterHello}, &stderr)
 	if err != nil {
 		if t := stderr.String(); t != "" {
 			return nil, setupErrorf("--lock: %v; it wrote on stderr:\n%s", err, t)

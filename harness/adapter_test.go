@@ -81,6 +81,14 @@ func TestRunAdapterMisbehaves(t *testing.T) {
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "exiting at start, as asked") || !strings.Contains(err.Error(), "did not say hello") {
 		t.Errorf("an adapter that exits at start: %v, want a SetupError with its words", err)
 	}
+	command, mark = adaptertest.Marked(adaptertest.Command("hang"))
+	_, _, err = adapterRun(t, command, func(c *harness.Config) { c.AdapterHello = time.Second })
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "did not say hello: no answer in time (1s)") {
+		t.Errorf("an adapter that never says hello, with --adapter-hello 1s: %v, want a SetupError that says so", err)
+	}
+	if left := adaptertest.Leftovers(mark); len(left) > 0 {
+		t.Errorf("hang: processes left behind: %v", left)
+	}
 	for _, tc := range []struct{ mode, said string }{
 		{"die-after=4", "exited (status 4)"},
 		{"garbage-after=4", "which is no answer"},

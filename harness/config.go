@@ -19,20 +19,21 @@ import (
 // The defaults of a run, which `hiatus run` and `hiatus compare` flags
 // both show.
 const (
-	DefaultName              = "lock-counter"
-	DefaultWorkers           = 3
-	DefaultTimeLimit         = 10 * time.Second
-	DefaultLease             = 500 * time.Millisecond
-	DefaultWork              = 20 * time.Millisecond
-	DefaultRetry             = 5 * time.Millisecond
-	DefaultOpTimeout         = 5 * time.Second
-	DefaultNemesis   Nemesis = "sigstop"
-	DefaultPause             = 800 * time.Millisecond
-	DefaultInterval          = 700 * time.Millisecond
-	DefaultPauseKind         = nemesis.KindSleep
-	DefaultLock              = "setnx"
-	DefaultStore             = "store"
-	DefaultCounterID         = 1
+	DefaultName                 = "lock-counter"
+	DefaultWorkers              = 3
+	DefaultTimeLimit            = 10 * time.Second
+	DefaultLease                = 500 * time.Millisecond
+	DefaultWork                 = 20 * time.Millisecond
+	DefaultRetry                = 5 * time.Millisecond
+	DefaultOpTimeout            = 5 * time.Second
+	DefaultAdapterHello         = 30 * time.Second
+	DefaultNemesis      Nemesis = "sigstop"
+	DefaultPause                = 800 * time.Millisecond
+	DefaultInterval             = 700 * time.Millisecond
+	DefaultPauseKind            = nemesis.KindSleep
+	DefaultLock                 = "setnx"
+	DefaultStore                = "store"
+	DefaultCounterID            = 1
 )
 
 // Config is everything a run is made of. Each field is a Setting (Settings
@@ -40,32 +41,35 @@ const (
 // a schedule that schedule.edn keeps; test.edn keeps every setting a replay
 // takes, and the servers' URLs with their passwords hidden.
 type Config struct {
-	Name        string          // the test's name: runs go to Store/Name/START-TIME/
-	Workers     int             // worker processes contending for the lock
-	TimeLimit   time.Duration   // how long workers start new critical sections
-	Lease       time.Duration   // the lock's lease, whole milliseconds
-	Work        time.Duration   // simulated work between the read and the write
-	Retry       time.Duration   // wait between attempts to acquire the lock
-	OpTimeout   time.Duration   // bound on each read, write and release; a timeout is an :info op
-	Nemesis     Nemesis         // the faults, one every Interval for Pause; "" or "none" for none
-	RedisPID    int             // of an external Redis, for pause-redis
-	PostgresPID int             // of an external PostgreSQL's postmaster, for pause-postgres
-	Pause       time.Duration   // how long each pause lasts (the nemesis's and in-section)
-	Interval    time.Duration   // between the end of one nemesis pause and the start of the next
-	InjectEvery int             // pause each worker in its every Nth section; 0 = never
-	PauseKind   history.Keyword // of the in-section pause: nemesis.KindSleep or KindStop
-	Lock        string          // the lock under test: one of client.LockNames, an adapter's exec:COMMAND, or a Lab's
-	Guard       client.Guard    // what Postgres checks before a write lands; "" as client.GuardNone
-	Nodes       int             // redlock's independent Redis nodes; 0 is DefaultNodes
-	ClockJump   time.Duration   // how far the clock fault steps a node's clock, forward or (negative) back; 0 is the lease forward
-	ClockStrobe time.Duration   // with the clock fault, step the clock back and forth this often while it lasts; 0 for one step
-	Delay       time.Duration   // what the delay faults add to each byte's trip; 0 is the lease
-	Hosts       Hosts           // where workers and servers run: HostsLocal ("" too) or HostsNetns
-	Seed        int64           // seed of the nemesis's choices
-	RedisURL    string          // "" starts a throwaway redis-server
-	PostgresURL string          // "" starts a throwaway PostgreSQL
-	Store       string          // directory where runs are kept
-	CounterID   int64           // row of the counter table (runs sharing a server need distinct rows and names)
+	Name      string        // the test's name: runs go to Store/Name/START-TIME/
+	Workers   int           // worker processes contending for the lock
+	TimeLimit time.Duration // how long workers start new critical sections
+	Lease     time.Duration // the lock's lease, whole milliseconds
+	Work      time.Duration // simulated work between the read and the write
+	Retry     time.Duration // wait between attempts to acquire the lock
+	OpTimeout time.Duration // bound on each read, write and release; a timeout is an :info op
+	// AdapterHello bounds an exec: adapter's start, to its hello: an
+	// interpreter's start and imports, slow on a loaded machine.
+	AdapterHello time.Duration
+	Nemesis      Nemesis         // the faults, one every Interval for Pause; "" or "none" for none
+	RedisPID     int             // of an external Redis, for pause-redis
+	PostgresPID  int             // of an external PostgreSQL's postmaster, for pause-postgres
+	Pause        time.Duration   // how long each pause lasts (the nemesis's and in-section)
+	Interval     time.Duration   // between the end of one nemesis pause and the start of the next
+	InjectEvery  int             // pause each worker in its every Nth section; 0 = never
+	PauseKind    history.Keyword // of the in-section pause: nemesis.KindSleep or KindStop
+	Lock         string          // the lock under test: one of client.LockNames, an adapter's exec:COMMAND, or a Lab's
+	Guard        client.Guard    // what Postgres checks before a write lands; "" as client.GuardNone
+	Nodes        int             // redlock's independent Redis nodes; 0 is DefaultNodes
+	ClockJump    time.Duration   // how far the clock fault steps a node's clock, forward or (negative) back; 0 is the lease forward
+	ClockStrobe  time.Duration   // with the clock fault, step the clock back and forth this often while it lasts; 0 for one step
+	Delay        time.Duration   // what the delay faults add to each byte's trip; 0 is the lease
+	Hosts        Hosts           // where workers and servers run: HostsLocal ("" too) or HostsNetns
+	Seed         int64           // seed of the nemesis's choices
+	RedisURL     string          // "" starts a throwaway redis-server
+	PostgresURL  string          // "" starts a throwaway PostgreSQL
+	Store        string          // directory where runs are kept
+	CounterID    int64           // row of the counter table (runs sharing a server need distinct rows and names)
 
 	// ExtendBeforeWrite has each holder extend its grant right before its
 	// write, and write only when the lock said it still held it.
@@ -104,7 +108,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Name: DefaultName, Workers: DefaultWorkers, TimeLimit: DefaultTimeLimit, Lease: DefaultLease,
-		Work: DefaultWork, Retry: DefaultRetry, OpTimeout: DefaultOpTimeout, Nemesis: DefaultNemesis,
+		Work: DefaultWork, Retry: DefaultRetry, OpTimeout: DefaultOpTimeout, AdapterHello: DefaultAdapterHello, Nemesis: DefaultNemesis,
 		Pause: DefaultPause, Interval: DefaultInterval, PauseKind: DefaultPauseKind, Lock: DefaultLock,
 		Store: DefaultStore, CounterID: DefaultCounterID, Seed: time.Now().UnixNano(), Hosts: HostsLocal, Guard: client.GuardNone,
 	}
@@ -149,6 +153,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--work, --retry, --pause and --interval cannot be negative")
 	case c.OpTimeout <= 0:
 		return fmt.Errorf("--op-timeout must be positive, not %v", c.OpTimeout)
+	case c.AdapterHello <= 0:
+		return fmt.Errorf("--adapter-hello must be positive, not %v", c.AdapterHello)
 	case c.Pause > c.TimeLimit:
 		return fmt.Errorf("--pause %v is longer than --time-limit %v", c.Pause, c.TimeLimit)
 	case c.InjectEvery < 0:

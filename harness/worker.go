@@ -97,6 +97,7 @@ type workerConfig struct {
 	CounterID          int64
 	Lease, Retry, Work time.Duration
 	OpTimeout, Pause   time.Duration
+	AdapterHello       time.Duration
 	Fenced             bool // the lock hands out fencing tokens
 	Guard              client.Guard
 	InjectEvery        int
@@ -240,7 +241,7 @@ func workerLock(ctx context.Context, wc workerConfig, rdb *redis.Client, db *pgx
 		return nil, nil, fmt.Errorf("worker: no lock %q: hand it to the Lab whose ServeWorker this process calls", wc.Lock)
 	}
 	lc := client.LockConfig{Redis: rdb, Postgres: db, Key: wc.LockKey, FenceKey: wc.FenceKey, Lease: wc.Lease,
-		Retry: wc.Retry, Fenced: wc.Fenced, RedisURL: wc.RedisURL, OpTimeout: wc.OpTimeout, Endpoints: wc.Endpoints}
+		Retry: wc.Retry, Fenced: wc.Fenced, RedisURL: wc.RedisURL, OpTimeout: wc.OpTimeout, Hello: wc.AdapterHello, Endpoints: wc.Endpoints}
 	var closers []func() error
 	close = func() {
 		for _, c := range closers {

@@ -76,7 +76,9 @@ func startWorkers(ctx context.Context, cfg Config, start time.Time, col *collect
 // readyBound is how long the first workers may take to get ready: to
 // connect, start their lock (an adapter's hello is bounded by its own
 // timeout) and say so. Past it the run begins without those not ready.
-func (c Config) readyBound() time.Duration { return max(30*time.Second, 4*c.OpTimeout) }
+func (c Config) readyBound() time.Duration {
+	return max(30*time.Second, 4*c.OpTimeout, c.AdapterHello+5*time.Second)
+}
 
 // waitReady waits until every worker is ready or has exited, ctx ends or
 // the ready bound passes.
@@ -171,7 +173,7 @@ func (ws *workerSet) workerConfig(slot int, process, deadline int64) workerConfi
 	return workerConfig{
 		RedisURL: redis, PostgresURL: postgres, NodeURLs: nodes, LockKey: lockKey(cfg.Name),
 		FenceKey: fenceKey(cfg.Name), CounterID: cfg.CounterID, Lease: cfg.Lease, Retry: cfg.Retry,
-		Work: cfg.Work, OpTimeout: cfg.OpTimeout, Pause: cfg.Pause, Fenced: cfg.guard().Fenced(), Guard: cfg.guard(),
+		Work: cfg.Work, OpTimeout: cfg.OpTimeout, AdapterHello: cfg.AdapterHello, Pause: cfg.Pause, Fenced: cfg.guard().Fenced(), Guard: cfg.guard(),
 		InjectEvery: cfg.InjectEvery, PauseKind: string(cfg.PauseKind), Lock: cfg.Lock, ExtendBeforeWrite: cfg.ExtendBeforeWrite,
 		Process: process, Stride: int64(cfg.Workers),
 		Sentinels: ws.topo.sentinels(), Direct: ws.topo.direct(), Endpoints: ws.topo.endpoints(),

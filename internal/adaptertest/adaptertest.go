@@ -16,8 +16,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
+	"github.com/redis/go-redis/v9"
 )
 
 // Env names the behaviour a test binary started as an adapter takes.
@@ -27,7 +29,10 @@ const Env = "HIATUS_TEST_ADAPTER"
 // behaving as mode: setnx (well behaved: client.SetNX over the protocol),
 // exit (exits at start), hang (never answers), garbage-hello, twice
 // (answers each acquire twice), garbage-after=N, mute-after=N and
-// die-after=N (at the Nth acquire: writes garbage, stops answering, exits).
+// die-after=N (at the Nth acquire: writes garbage, stops answering, exits),
+// and late-grant-after=N (at the Nth acquire: answers busy at once, then
+// takes the lock all the same, for nobody, as a library whose SET lands
+// after it gave up: npm simple-redis-mutex 3.0.0's failAfter).
 func Command(mode string) string {
 	return fmt.Sprintf("env %s=%s %s", Env, mode, os.Args[0])
 }
@@ -79,15 +84,30 @@ func serve(mode string) error {
 	}()
 	answers := bufio.NewScanner(ansR)
 	acquires := 0
+	var redisURL string
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
-		var req struct{ Type string }
+		var req struct {
+			Type     string `json:"type"`
+			ID       int64  `json:"id"`
+			Lock     string `json:"lock"`
+			RedisURL string `json:"redis_url"`
+			LeaseMS  int64  `json:"lease_ms"`
+			WaitMS   int64  `json:"wait_ms"`
+		}
 		_ = json.Unmarshal(sc.Bytes(), &req)
 		if req.Type == "acquire" {
 			acquires++
 		}
+		if req.Type == "init" {
+			redisURL = req.RedisURL
+		}
 		due := req.Type == "acquire" && acquires >= n
 		switch {
+		case due && name == "late-grant-after" && acquires == n:
+			fmt.Printf(`{"type":"fail","in_reply_to":%d,"reason":"busy"}`+"\n", req.ID)
+			go grantLate(redisURL, req.Lock, req.LeaseMS, req.WaitMS)
+			continue
 		case due && name == "garbage-after":
 			fmt.Println("{not json")
 			continue
@@ -110,6 +130,25 @@ func serve(mode string) error {
 	}
 	reqW.Close()
 	return sc.Err()
+}
+
+// grantLate takes the lock for nobody: SET NX PX, every 5 ms for wait_ms,
+// until it lands.
+func grantLate(redisURL, lock string, leaseMS, waitMS int64) {
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Duration(waitMS) * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if ok, _ := rdb.SetNX(ctx, lock, "nobody", time.Duration(leaseMS)*time.Millisecond).Result(); ok {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // Marked returns command run with an environment variable no other

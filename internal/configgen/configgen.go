@@ -28,6 +28,7 @@ func Config(t *rapid.T) harness.Config {
 	c.Work = duration(t, "work", 0, 100)
 	c.Retry = duration(t, "retry", 0, 50)
 	c.OpTimeout = duration(t, "op-timeout", 1, 10000)
+	c.AdapterHello = duration(t, "adapter-hello", 1, 60000)
 	c.Interval = duration(t, "interval", 0, 2000)
 	c.Lock = rapid.SampledFrom(append(client.LockNames(), `exec:node "my lock.js" --it's`, "exec:python3 a.py")).Draw(t, "lock")
 	if c.Lock == "redlock" && rapid.Bool().Draw(t, "nodes given") {
