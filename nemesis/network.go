@@ -63,7 +63,7 @@ func (n *RestartNode) avoidNodes(nodes []int) { n.avoid = nodes }
 type cutFollower interface{ followCut(worker Slot) }
 
 func (n *RestartNode) followCut(worker Slot) { n.cut = worker }
-func (n *LinkFault) cutNodes() []int          { return n.nodes }
+func (n *LinkFault) cutNodes() []int         { return n.nodes }
 
 // pickNode chooses one of n nodes at random but those in avoid, or the one
 // aimed at.
