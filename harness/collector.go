@@ -27,7 +27,6 @@ type collector struct {
 	pending    []*history.Op    // per worker slot: its open invocation, if any
 	holding    []bool           // per worker slot: it holds the lock (acquired, release not completed)
 	written    []bool           // per worker slot: it has sent the write of the section it holds
-	token      []string         // per worker slot: the token of its last grant
 	resume     func(slot int)   // sends SIGCONT to the worker in slot
 	wg         sync.WaitGroup   // the workers' readers
 	protocol   []error          // worker output that was not ops
@@ -35,7 +34,7 @@ type collector struct {
 
 func newCollector(journal io.Writer, workers int) *collector {
 	c := &collector{journal: history.NewWriter(journal), current: make([]atomic.Int64, workers),
-		pending: make([]*history.Op, workers), holding: make([]bool, workers), written: make([]bool, workers), token: make([]string, workers), maxProcess: -1}
+		pending: make([]*history.Op, workers), holding: make([]bool, workers), written: make([]bool, workers), maxProcess: -1}
 	for i := range c.current {
 		c.current[i].Store(int64(i))
 	}
@@ -109,7 +108,6 @@ func (c *collector) take(slot int, o history.Op) {
 		switch {
 		case o.F == history.FAcquire && o.Type == history.Ok:
 			c.holding[slot], c.written[slot] = true, false
-			c.token[slot], _ = o.Get("token").(string)
 		case o.F == history.FWrite && o.Type == history.Invoke:
 			c.written[slot] = true
 		case o.F == history.FRelease && o.Type != history.Invoke:
@@ -131,17 +129,6 @@ func (c *collector) holds(slot int) (holding, written, writing bool) {
 	defer c.mu.Unlock()
 	p := c.pending[slot]
 	return c.holding[slot], c.written[slot], p != nil && p.F == history.FWrite
-}
-
-// grant returns the token of the grant the worker in slot holds now; false
-// when it holds none.
-func (c *collector) grant(slot int) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if slot < 0 || slot >= len(c.holding) || !c.holding[slot] {
-		return "", false
-	}
-	return c.token[slot], true
 }
 
 // crashed completes the open invocation of the worker in slot, killed at

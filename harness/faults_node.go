@@ -27,10 +27,10 @@ func nodeFaults() []faultKind {
 				for _, s := range e.env.topo.nodes {
 					nodes = append(nodes, s)
 				}
-				// After a partition, aimed at a node of the cut worker's
-				// bare majority: it takes one within a few sections, once
-				// its keys on the cut nodes have lapsed.
-				holding := bareMajority(e.env.topo.nodeURLs, lockKey(e.cfg.Name), 3*(e.cfg.Lease+e.cfg.Work), e.workers.col.grant)
+				// After a partition, aimed at a bare majority's node; a
+				// holder takes one within a few sections (the cut worker's
+				// keys on the cut nodes lapse a lease after its grant).
+				holding := bareMajority(e.env.topo.nodeURLs, lockKey(e.cfg.Name), 3*(e.cfg.Lease+e.cfg.Work))
 				return &nemesis.RestartNode{Nodes: nodes, Holding: holding}
 			}},
 		{name: nemesis.KindPauseNode, about: "SIGSTOP one of the lock's own servers: a Redis node, or etcd's", needs: needLockServers,

@@ -9,18 +9,14 @@ import (
 )
 
 // bareMajority is how a restart in a sequence after a partition finds its
-// node (nemesis.RestartNode.Holding): it polls the lock's nodes until the
-// worker the partition cut off holds a bare majority — its grant's token
-// on a majority of the nodes the partition left alone, and on none of
-// those it cut — and names a node of it. That is the window of Kleppmann's
-// restart: a holder of all the nodes loses nothing to one restart, and
-// another worker's bare majority (its key kept off the cut nodes by the
-// cut worker's stale one) is no window at all, since the cut worker cannot
-// reach the nodes that would give it a majority. grant says the token of
-// the grant the worker in a slot holds. It gives up after wait, or when
-// ctx ends.
-func bareMajority(urls []string, key string, wait time.Duration, grant func(slot int) (string, bool)) func(context.Context, []int, int) (int, bool) {
-	return func(ctx context.Context, avoid []int, cut int) (int, bool) {
+// node (nemesis.RestartNode.Holding): it polls the lock's nodes until one
+// holder holds a bare majority — the lock's key under one token on a
+// majority of the nodes the partition left alone, and on none of those it
+// cut — and names a node of it. That is the window of Kleppmann's restart:
+// a holder of all the nodes loses nothing to one restart. It gives up
+// after wait, or when ctx ends.
+func bareMajority(urls []string, key string, wait time.Duration) func(context.Context, []int) (int, bool) {
+	return func(ctx context.Context, avoid []int) (int, bool) {
 		var rdbs []*redis.Client
 		for _, u := range urls {
 			rdb, err := redisClient(u, 1, 100*time.Millisecond)
@@ -35,10 +31,8 @@ func bareMajority(urls []string, key string, wait time.Duration, grant func(slot
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if token, ok := grant(cut); ok {
-				if i, ok := heldBare(ctx, rdbs, key, avoid, token); ok {
-					return i, true
-				}
+			if i, ok := heldBare(ctx, rdbs, key, avoid); ok {
+				return i, true
 			}
 			select {
 			case <-ctx.Done():
@@ -49,21 +43,27 @@ func bareMajority(urls []string, key string, wait time.Duration, grant func(slot
 	}
 }
 
-// heldBare reads the key on every node and names the first node where it
-// holds token, if token is on a majority of them and on none of avoid.
-func heldBare(ctx context.Context, rdbs []*redis.Client, key string, avoid []int, token string) (int, bool) {
-	first, n := -1, 0
+// heldBare reads the key on every node and names the first node of a
+// holder that has a majority of them, none of avoid's among them.
+func heldBare(ctx context.Context, rdbs []*redis.Client, key string, avoid []int) (int, bool) {
+	tokens := make([]string, len(rdbs))
 	for i, rdb := range rdbs {
-		if t, _ := rdb.Get(ctx, key).Result(); t != token { // "" when absent or not answered
+		tokens[i], _ = rdb.Get(ctx, key).Result() // "" when absent or not answered
+	}
+	for i, t := range tokens {
+		if t == "" {
 			continue
 		}
-		if slices.Contains(avoid, i) {
-			return 0, false
+		n, cut := 0, false
+		for j, u := range tokens {
+			if u == t {
+				n++
+				cut = cut || slices.Contains(avoid, j)
+			}
 		}
-		if first < 0 {
-			first = i
+		if n > len(rdbs)/2 && !cut { // i holds t, so is not one of avoid
+			return i, true
 		}
-		n++
 	}
-	return first, n > len(rdbs)/2
+	return 0, false
 }

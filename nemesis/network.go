@@ -57,13 +57,7 @@ type nodeAvoider interface{ avoidNodes(nodes []int) }
 
 func (n *ClockJump) avoidNodes(nodes []int)   { n.avoid = nodes }
 func (n *RestartNode) avoidNodes(nodes []int) { n.avoid = nodes }
-
-// A cutFollower is a fault that, after a link fault in a Sequence, acts
-// on what the worker that fault cut off holds.
-type cutFollower interface{ followCut(worker Slot) }
-
-func (n *RestartNode) followCut(worker Slot) { n.cut = worker }
-func (n *LinkFault) cutNodes() []int         { return n.nodes }
+func (n *LinkFault) cutNodes() []int          { return n.nodes }
 
 // pickNode chooses one of n nodes at random but those in avoid, or the one
 // aimed at.
@@ -146,14 +140,15 @@ type RestartNode struct {
 	killEvents
 	Nodes []Restartable
 	// Holding, when set, aims a restart that follows a partition in a
-	// sequence: it waits until the worker in slot cut, cut off from the
-	// nodes in avoid, holds a bare majority of the others, and names one
-	// of its nodes (false: it did not in time, and a node is drawn).
-	Holding func(ctx context.Context, avoid []int, cut int) (node int, ok bool)
+	// sequence: it waits until a holder holds a bare majority of the
+	// nodes not in avoid, none of those in it, and names one of its nodes
+	// (false: none did in time, and a node is drawn). Once the partition
+	// heals, the restarted node and the cut ones make a majority for
+	// another worker while the holder still holds.
+	Holding func(ctx context.Context, avoid []int) (node int, ok bool)
 	node    Restartable
 	aim     Slot  // as ClockJump's
 	avoid   []int // as ClockJump's
-	cut     Slot  // the worker the parts before it cut off (see Sequence)
 }
 
 // Kind implements Fault.
@@ -162,11 +157,11 @@ func (*RestartNode) Kind() history.Keyword { return KindRestart }
 // Begin implements Fault.
 func (n *RestartNode) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword]any, error) {
 	aim := n.aim
-	if slot, ok := n.cut.Index(); ok && n.Holding != nil && len(n.avoid) > 0 {
-		// A replay aims at the node the run crashed, one of the cut
-		// worker's bare majority then: it waits, as the run did, for the
-		// worker to have one again, or the crash finds a majority whole.
-		if i, ok := n.Holding(ctx, n.avoid, slot); ok && aim.IsNone() {
+	if n.Holding != nil && len(n.avoid) > 0 {
+		// A replay aims at the node the run crashed, one of a holder's
+		// bare majority then: it waits, as the run did, for a holder to
+		// have one again, or the crash finds a majority whole.
+		if i, ok := n.Holding(ctx, n.avoid); ok && aim.IsNone() {
 			aim = On(i)
 		}
 	}
@@ -433,7 +428,6 @@ func (n *Sequence) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword
 	v := map[history.Keyword]any{}
 	var kinds []any
 	var avoid []int
-	var cut Slot
 	for i, p := range n.Parts {
 		if i > 0 && !sleep(ctx, n.Step) {
 			v["part-error"] = fmt.Sprintf("%s: %v", p.Kind(), ctx.Err())
@@ -441,9 +435,6 @@ func (n *Sequence) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword
 		}
 		if a, ok := p.(nodeAvoider); ok {
 			a.avoidNodes(avoid)
-		}
-		if f, ok := p.(cutFollower); ok {
-			f.followCut(cut)
 		}
 		pv, err := p.Begin(ctx, r)
 		if err != nil && i == 0 {
@@ -455,7 +446,6 @@ func (n *Sequence) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyword
 		}
 		if c, ok := p.(nodeCutter); ok {
 			avoid = append(avoid, c.cutNodes()...)
-			cut = slotOf(pv["worker"])
 		}
 		n.begun = append(n.begun, p)
 		kinds = append(kinds, p.Kind())
