@@ -176,7 +176,7 @@ func TestRunNetworkFaults(t *testing.T) {
 			// holds for --delay, a hundred times what the nemesis takes to
 			// see the write's invocation (it polls every 100 µs). The link
 			// stays slowed to the run's end: one write cut is the case.
-			// Each aimed fault waits up to a second (nemesis.holderWait);
+			// Each aimed fault waits up to a second (Schedule.HolderWait);
 			// the write comes within the read's delay and the work.
 			c.Workers, c.Work, c.Delay = 1, faultLease/6, 500*time.Millisecond
 			c.Nemesis = "delay-postgres,drop-postgres"

@@ -172,8 +172,12 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 	defer freezer.ResumeAll()
 	nemDone := make(chan error, 1)
 	if faults := env.faults(cfg, workers, freezer); len(faults) > 0 {
+		// A replayed fault that hit a holder waits for its worker to hold
+		// again for five sections at the least: with 1 s of work, a
+		// second found the other worker holding turn after turn.
 		sched := &nemesis.Schedule{Faults: faults, Pause: cfg.Pause, Interval: cfg.Interval, Plan: cfg.Plan, Overlap: cfg.Nemesis == Random,
-			Rand: rand.New(rand.NewSource(cfg.Seed)), Clock: clock, Record: func(o history.Op) {
+			HolderWait: max(time.Second, 5*(cfg.Work+cfg.Retry)),
+			Rand:       rand.New(rand.NewSource(cfg.Seed)), Clock: clock, Record: func(o history.Op) {
 				lg.logf("nemesis: %s %s", o.F, history.AppendValue(nil, o.Value))
 				col.record(o)
 			}}

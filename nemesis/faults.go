@@ -25,21 +25,20 @@ type Target struct {
 // ErrNoTarget is returned by a fault that finds nothing to act on.
 var ErrNoTarget = errors.New("nemesis: no target")
 
-// holderWait bounds how long a replayed fault that hit a holder waits for
-// its worker to hold the lock again: a few sections' time.
+// holderWait is Schedule.HolderWait's default.
 const holderWait = time.Second
 
 // awaitHolder waits until the worker in slot holds the lock and has not
-// yet sent its write (inFlight: has sent it, and has no answer yet),
-// holderWait at most: a replayed fault that hit a lock holder hits one
+// yet sent its write (inFlight: has sent it, and has no answer yet), wait
+// at most: a replayed fault that hit a lock holder hits one
 // again where a pause costs an update, and one that found a write in
 // flight finds one again, whatever the phase of the worker's loop at its
 // moment. (A holder stopped after its write loses nothing, and with little
 // work that is half its time.) It polls every 100 µs: the window is the
 // read and the work, a few milliseconds at the least. It reports false
 // when ctx ended first.
-func awaitHolder(ctx context.Context, targets func() []Target, slot int, inFlight bool) bool {
-	deadline := time.Now().Add(holderWait)
+func awaitHolder(ctx context.Context, targets func() []Target, slot int, inFlight bool, wait time.Duration) bool {
+	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		for _, t := range targets() {
 			if t.Worker == slot && (inFlight && t.Writing || !inFlight && t.Holding && !t.Written) {

@@ -114,6 +114,11 @@ type Schedule struct {
 	// target no other holds, and lasts Pause, whatever is under way
 	// meanwhile (see overlap).
 	Overlap bool
+	// HolderWait bounds how long a replayed fault that hit a holder (or a
+	// write in flight) waits for its worker to be there again: a few
+	// sections' time, since another worker may take the lock turn after
+	// turn. 0: a second.
+	HolderWait time.Duration
 }
 
 // Run injects faults until ctx ends, or replays Plan when it has one. A

@@ -231,12 +231,12 @@ type holdingLink interface{ Holding() bool }
 // its bytes may not yet be in the link: a drop then would fail it unsent,
 // not leave it in flight.
 type flightAimer interface {
-	awaitInFlight(ctx context.Context, slot int) bool
+	awaitInFlight(ctx context.Context, slot int, wait time.Duration) bool
 }
 
-func (n *LinkFault) awaitInFlight(ctx context.Context, slot int) bool {
+func (n *LinkFault) awaitInFlight(ctx context.Context, slot int, wait time.Duration) bool {
 	links, _, _ := n.Links(slot, n.aimNodes, rand.New(rand.NewSource(1)))
-	return awaitHolding(ctx, links)
+	return awaitHolding(ctx, links, wait)
 }
 
 func (n *LinkFault) aimAt(worker Slot)      { n.aim = worker }
@@ -282,16 +282,16 @@ func (n *LinkFault) Begin(ctx context.Context, r *rand.Rand) (map[history.Keywor
 	return v, nil
 }
 
-// awaitHolding waits until one of links holds a request, holderWait at
-// most; at once when none can tell. False when ctx ended first.
-func awaitHolding(ctx context.Context, links []Link) bool {
+// awaitHolding waits until one of links holds a request, wait at most; at
+// once when none can tell. False when ctx ended first.
+func awaitHolding(ctx context.Context, links []Link, wait time.Duration) bool {
 	var hs []holdingLink
 	for _, l := range links {
 		if h, ok := l.(holdingLink); ok {
 			hs = append(hs, h)
 		}
 	}
-	deadline := time.Now().Add(holderWait)
+	deadline := time.Now().Add(wait)
 	for len(hs) > 0 && time.Now().Before(deadline) {
 		if slices.ContainsFunc(hs, holdingLink.Holding) {
 			return true

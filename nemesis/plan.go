@@ -22,12 +22,12 @@ type Planned struct {
 	At     time.Duration // when it began, after the run's start on the history's clock
 	Length time.Duration // how long it lasted
 	// Holder says the worker held the lock when the fault began, or was
-	// taking it and got it: a replay waits (up to a second) for it to hold
+	// taking it and got it: a replay waits (Schedule.HolderWait) for it to hold
 	// the lock again, since the same instant finds it elsewhere in its
 	// loop.
 	Holder bool
 	// InFlight says the worker's write was sent and not yet answered when
-	// the fault began: a replay waits (up to a second) for a write of its
+	// the fault began: a replay waits (Schedule.HolderWait) for a write of its
 	// in flight again. A link fault that finds one leaves its outcome
 	// unknown (:info), where one a moment earlier fails it unsent.
 	InFlight bool
@@ -100,10 +100,11 @@ func (s *Schedule) aim(ctx context.Context, f Fault, p Planned) bool {
 		a.aimAt(p.Worker) // none: one drawn, as the run did
 		// Before the fault's event is stamped: the wait is no part of it.
 		slot, ok := p.Worker.Index()
-		if (p.Holder || p.InFlight) && ok && !awaitHolder(ctx, a.targets, slot, p.InFlight) {
+		wait := cmp.Or(s.HolderWait, holderWait)
+		if (p.Holder || p.InFlight) && ok && !awaitHolder(ctx, a.targets, slot, p.InFlight, wait) {
 			return false
 		}
-		if w, isLink := f.(flightAimer); p.InFlight && ok && isLink && !w.awaitInFlight(ctx, slot) {
+		if w, isLink := f.(flightAimer); p.InFlight && ok && isLink && !w.awaitInFlight(ctx, slot, wait) {
 			return false
 		}
 	}
