@@ -187,3 +187,84 @@ func versionAtLeast(v string, major, minor int) bool {
 	}
 	return ma > major || ma == major && mi >= minor
 }
+
+// TestEtcdLockRPC is, for the Lock RPC, what lock_etcd_test.go asks of the
+// etcd lock: while A holds the lock B waits, and acquires once A releases;
+// an Acquire given up leaves no key in line; the release of a grant whose
+// lease ran out says whether another holds the lock; nothing is left.
+func TestEtcdLockRPC(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e := newEtcdRig(t)
+	lock := func() client.Lock {
+		l, err := client.NewLock(ctx, "etcd-v3lock", client.LockConfig{Endpoints: []string{e.url}, Key: e.key,
+			Lease: time.Second, Retry: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.(interface{ Close() error }).Close() })
+		return l
+	}
+	a, b := lock(), lock()
+
+	ga, err := a.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ga.Lease != 2*time.Second || ga.Fence != 0 {
+		t.Errorf("grant %+v: want etcd 3.4's 2 s lease for 1 s, unfenced", ga)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	if g, err := b.Acquire(short); !errors.Is(err, client.ErrGaveUp) {
+		t.Fatalf("B's acquire while A holds: %+v, %v; want ErrGaveUp", g, err)
+	}
+	if keys := e.keys(t); len(keys) != 1 || keys[0] != ga.Token {
+		t.Errorf("keys %v after B gave up, want A's %s alone", keys, ga.Token)
+	}
+	got := make(chan error, 1)
+	var gb client.Grant
+	go func() {
+		var err error
+		gb, err = b.Acquire(ctx)
+		got <- err
+	}()
+	e.awaitKeys(ctx, t, func(k []string) bool { return len(k) == 2 })
+	select {
+	case err := <-got:
+		t.Fatalf("B acquired (%v) while A held the lock", err)
+	default:
+	}
+	if err := a.Release(ctx, ga); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if err := e.revokeKey(ctx, gb.Token); err != nil { // B's lease runs out
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx, gb); !errors.Is(err, client.ErrNotHeld) {
+		t.Errorf("B's release after its lease ran out: %v, want ErrNotHeld", err)
+	}
+	ga, err = a.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.revokeKey(ctx, ga.Token); err != nil {
+		t.Fatal(err)
+	}
+	if gb, err = b.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, ga); !errors.Is(err, client.ErrStolen) {
+		t.Errorf("A's release after its lease ran out and B acquired: %v, want ErrStolen", err)
+	}
+	if err := b.Release(ctx, gb); err != nil {
+		t.Fatal(err)
+	}
+	if keys := e.keys(t); len(keys) != 0 {
+		t.Errorf("keys %v left", keys)
+	}
+}
