@@ -97,7 +97,7 @@ type LockKind struct {
 
 // LockKinds are hiatus's own locks.
 func LockKinds() []LockKind {
-	return []LockKind{setnxKind(), renewKind(), redsyncKind(), redisLockKind(), pgAdvisoryKind(), redlockKind(), etcdKind(), redsyncExtendKind()}
+	return []LockKind{setnxKind(), renewKind(), redsyncKind(), redisLockKind(), pgAdvisoryKind(), redlockKind(), etcdKind(), redsyncExtendKind(), etcdLockRPCKind()}
 }
 
 // LockNames lists hiatus's own locks.

@@ -14,10 +14,16 @@ import (
 )
 
 // sharedLocks are the locks kept on the rig's Redis or PostgreSQL: not
-// redlock (nodes of its own: lock_redlock_test.go) nor etcd
-// (lock_etcd_test.go).
+// redlock (nodes of its own: lock_redlock_test.go) nor etcd's
+// (lock_etcd_test.go, lock_etcd_v3lock_test.go).
 func sharedLocks() []string {
-	return slices.DeleteFunc(client.LockNames(), func(n string) bool { return n == "redlock" || n == "etcd" })
+	var out []string
+	for _, k := range client.LockKinds() {
+		if k.Store != client.OnRedisNodes && k.Store != client.OnEtcd {
+			out = append(out, k.Name)
+		}
+	}
+	return out
 }
 
 // lockWorker is rig.worker with the lock called name.

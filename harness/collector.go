@@ -28,8 +28,11 @@ type collector struct {
 	holding    []bool           // per worker slot: it holds the lock (acquired, release not completed)
 	written    []bool           // per worker slot: it has sent the write of the section it holds
 	resume     func(slot int)   // sends SIGCONT to the worker in slot
-	wg         sync.WaitGroup   // the workers' readers
-	protocol   []error          // worker output that was not ops
+	// stopWaiters stops, for d, the workers waiting for the lock but the
+	// one in slot (nemesis.StopsWaiters).
+	stopWaiters func(slot int, d time.Duration)
+	wg          sync.WaitGroup // the workers' readers
+	protocol    []error        // worker output that was not ops
 }
 
 func newCollector(journal io.Writer, workers int) *collector {
@@ -118,6 +121,18 @@ func (c *collector) take(slot int, o history.Op) {
 	if d, ok := nemesis.SelfStopped(o); ok && c.resume != nil {
 		time.AfterFunc(d, func() { c.resume(slot) })
 	}
+	if d, ok := nemesis.StopsWaiters(o); ok && c.stopWaiters != nil {
+		c.stopWaiters(slot, d)
+	}
+}
+
+// waiting reports whether the worker in slot is waiting for the lock: its
+// acquire invoked, and not completed.
+func (c *collector) waiting(slot int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inv := c.pending[slot]
+	return inv != nil && inv.F == history.FAcquire
 }
 
 func (c *collector) wait() { c.wg.Wait() }

@@ -57,7 +57,7 @@ type Config struct {
 	Pause        time.Duration   // how long each pause lasts (the nemesis's and in-section)
 	Interval     time.Duration   // between the end of one nemesis pause and the start of the next
 	InjectEvery  int             // pause each worker in its every Nth section; 0 = never
-	PauseKind    history.Keyword // of the in-section pause: nemesis.KindSleep or KindStop
+	PauseKind    history.Keyword // of the in-section pause: nemesis.KindSleep, KindStop or KindStopWaiters
 	Lock         string          // the lock under test: one of client.LockNames, an adapter's exec:COMMAND, or a Lab's
 	Guard        client.Guard    // what Postgres checks before a write lands; "" as client.GuardNone
 	Nodes        int             // redlock's independent Redis nodes; 0 is DefaultNodes
@@ -161,8 +161,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--inject-every cannot be negative")
 	case c.InjectEvery > 0 && c.Pause <= 0:
 		return fmt.Errorf("--inject-every needs a positive --pause")
-	case c.PauseKind != nemesis.KindSleep && c.PauseKind != nemesis.KindStop:
-		return fmt.Errorf("--pause-kind %q: want sleep or stop", c.PauseKind)
+	case !slices.Contains(pauseKinds(), c.PauseKind):
+		return fmt.Errorf("--pause-kind %q: want sleep, stop or stop-waiters", c.PauseKind)
 	case strings.HasPrefix(c.Lock, client.ExecPrefix) && strings.TrimSpace(strings.TrimPrefix(c.Lock, client.ExecPrefix)) == "":
 		return fmt.Errorf("--lock %q: exec: needs the adapter's command, as exec:'python3 my_adapter.py'", c.Lock)
 	case c.lockKind().Store == client.Elsewhere && !slices.Contains(c.lockNames(), c.Lock):

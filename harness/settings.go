@@ -71,7 +71,7 @@ func Settings() []Setting {
 		durationSetting("interval", "Interval", "time between the end of one fault and the start of the next", true, func(c *Config) *time.Duration { return &c.Interval }),
 		{Flag: "inject-every", Key: "inject-every", Usage: "pause each worker inside its every Nth critical section (after the read, before the write) for --pause; 0 = never",
 			goName: "InjectEvery", get: func(c Config) any { return c.InjectEvery }, set: setTo(func(c *Config) *int { return &c.InjectEvery })},
-		{Flag: "pause-kind", Key: "pause-kind", keyword: true, Usage: "the in-section pause: sleep (only the worker's goroutine blocks) or stop (the worker SIGSTOPs its whole process)",
+		{Flag: "pause-kind", Key: "pause-kind", keyword: true, Usage: "the in-section pause: sleep (only the worker's goroutine blocks), stop (the worker SIGSTOPs its whole process) or stop-waiters (it blocks as with sleep, and every worker then waiting for the lock is SIGSTOPped as long)",
 			goName: "PauseKind", get: func(c Config) any { return string(c.PauseKind) }, set: setString(func(c *Config) *history.Keyword { return &c.PauseKind }),
 			describe: func(c Config) string {
 				if c.InjectEvery <= 0 {

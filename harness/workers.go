@@ -33,6 +33,8 @@ type workerSet struct {
 	mu    sync.Mutex
 	slots []*workerProc // the worker in each slot now
 	all   []*workerProc // every worker started
+
+	stops waiterStops // the stops of waiters under way (stop-waiters)
 }
 
 type workerProc struct {
@@ -57,7 +59,7 @@ func startWorkers(ctx context.Context, cfg Config, start time.Time, col *collect
 	}
 	ws := &workerSet{cfg: cfg, start: start, self: self,
 		col: col, clock: clock, topo: t, lg: lg, slots: make([]*workerProc, cfg.Workers)}
-	col.resume = ws.resume
+	col.resume, col.stopWaiters = ws.resume, ws.stopWaiters
 	for i := range cfg.Workers {
 		if err := ws.spawn(i, int64(i)); err != nil {
 			return ws, err
@@ -271,7 +273,8 @@ func (ws *workerSet) Replace(_ context.Context, slot int) error {
 }
 
 // wait waits up to grace, or until abort is closed, for the workers to
-// finish their last sections, then ends those still running.
+// finish their last sections, then ends those still running, and the
+// stops of waiters with them.
 func (ws *workerSet) wait(abort <-chan struct{}, grace time.Duration) {
 	t := time.NewTimer(grace)
 	defer t.Stop()
@@ -291,6 +294,7 @@ func (ws *workerSet) wait(abort <-chan struct{}, grace time.Duration) {
 			return
 		}
 	}
+	ws.stops.endAll() // none is left: a stopped waiter does not exit
 }
 
 // resume sends SIGCONT to the worker in slot, if it still runs.
@@ -330,6 +334,7 @@ func group(p *workerProc, sig syscall.Signal) error {
 // stopped process is sent SIGCONT first, so that none is ever left stopped.
 func (ws *workerSet) kill() {
 	ws.signal(syscall.SIGKILL)
+	ws.stops.endAll()
 	ws.mu.Lock()
 	all := append([]*workerProc(nil), ws.all...)
 	ws.mu.Unlock()

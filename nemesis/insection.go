@@ -17,10 +17,14 @@ import (
 // stops its whole process with SIGSTOP, as a stop-the-world GC pause or a
 // frozen container would, and its parent resumes it after the pause: the
 // parent learns of it from the :pause event, which is recorded first.
+// KindStopWaiters blocks the worker as KindSleep does, and its parent,
+// told so by the same event, stops the whole process of every other worker
+// waiting for the lock for as long (StopsWaiters): a holder that keeps the
+// lock, and waiters frozen in line behind it, past their leases.
 type InSection struct {
 	Every  int
 	Pause  time.Duration
-	Kind   history.Keyword // KindSleep (the default) or KindStop
+	Kind   history.Keyword // KindSleep (the default), KindStop or KindStopWaiters
 	Clock  Clock
 	Record Recorder
 	// Freeze, if set, stops the rest of the application before KindStop
@@ -61,6 +65,20 @@ func stopSelf() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
+}
+
+// StopsWaiters reports whether o is the :pause event an InSection of kind
+// KindStopWaiters records as it begins to block, and for how long: whoever
+// runs the workers stops, for d, every other worker then waiting for the
+// lock, and records each stop as a :pause and a :resume of kind
+// KindStopWaiters whose value names the worker (:worker), as SigStop's do.
+func StopsWaiters(o history.Op) (d time.Duration, ok bool) {
+	v, isMap := o.Value.(map[history.Keyword]any)
+	if !isMap || o.F != history.FPause || v["kind"] != KindStopWaiters || v["worker"] != nil {
+		return 0, false
+	}
+	ms, _ := history.Int(v["ms"])
+	return time.Duration(ms) * time.Millisecond, true
 }
 
 // SelfStopped reports whether o is the :pause event an InSection of kind

@@ -217,7 +217,7 @@ func (r *PlanRecorder) Add(o history.Op) {
 		r.writing[o.Process] = o.Type == history.Invoke
 	}
 	e, ok := history.ReadFaultEvent(o)
-	if !ok || e.Kind == KindSleep || e.Kind == KindStop || e.Failed {
+	if !ok || e.Kind == KindSleep || e.Kind == KindStop || e.Kind == KindStopWaiters || e.Failed {
 		// In-section pauses come of the configuration, not the schedule;
 		// a fault that failed to begin froze no one: nothing to replay.
 		return

@@ -303,8 +303,9 @@ func TestLostText(t *testing.T) {
 }
 
 // TestFindings: each finding is two rows, its affected and fixed versions,
-// whose runs differ in the lock alone, unguarded and extending before the
-// write; and a missing adapter is said before any run.
+// whose runs differ in the lock alone, unguarded, and extending before the
+// write where the finding's careful use does; and a missing adapter is
+// said before any run.
 func TestFindings(t *testing.T) {
 	rows, err := ScenarioSetups(FindingsName)
 	if err != nil {
@@ -324,9 +325,12 @@ func TestFindings(t *testing.T) {
 		if !reflect.DeepEqual(affected, fixed) {
 			t.Errorf("%s: the two sides' runs differ in more than the lock:\n%+v\n%+v", rows[i].Scenario, affected, fixed)
 		}
-		if !affected.ExtendBeforeWrite || affected.Resolved().Guard != client.GuardNone || affected.Nemesis != "none" {
-			t.Errorf("%s: extend %v, guard %s, nemesis %s: want extending, unguarded, no nemesis but the schedule's",
-				rows[i].Scenario, affected.ExtendBeforeWrite, affected.Resolved().Guard, affected.Nemesis)
+		if affected.ExtendBeforeWrite != rows[i].Extend || affected.Resolved().Guard != client.GuardNone || affected.Nemesis != "none" {
+			t.Errorf("%s: extend %v, guard %s, nemesis %s: want extending as the finding says (%v), unguarded, no nemesis but the schedule's",
+				rows[i].Scenario, affected.ExtendBeforeWrite, affected.Resolved().Guard, affected.Nemesis, rows[i].Extend)
+		}
+		if err := affected.Validate(); err != nil {
+			t.Errorf("%s: %v", rows[i].Scenario, err)
 		}
 	}
 	tab := &Table{Kind: "scenario", Runs: 1}

@@ -54,6 +54,26 @@ func Findings() []Finding {
 		// writes.
 		Schedule: Setup{Lease: 300 * time.Millisecond, Pause: PauseStop, PauseLen: 600 * time.Millisecond, Every: 2,
 			Extend: true, Limit: 4 * time.Second},
+	}, {
+		Name:     "etcd-waiter",
+		Upstream: "https://github.com/etcd-io/etcd/issues/11456 (and #9921; fixed in 3.5 by https://github.com/etcd-io/etcd/pull/11408)",
+		Mechanism: "etcd 3.4's concurrency.Mutex, which the server runs for its Lock RPC, waits for the keys put before the caller's to go " +
+			"and never looks at the caller's own: a waiter whose lease ran out while it waited (its key deleted with it) is told it holds the lock " +
+			"once the holder releases, and so is the next in line. From 3.5 the Mutex reads its key after the wait and returns ErrSessionExpired.",
+		Anomaly: "lost updates: waiters frozen in line past their leases are granted the lock when the holder releases it, beside the next holder, and all write",
+		Use: "each acquisition grants a lease and keeps it alive (keep-alives from before Lock, while it waits and holds, until the release), " +
+			"checks what Lock returns, and holds the lock Lock said it holds until its release; the same for both versions",
+		Affected: Version{Library: "etcd-server 3.4.23 (Debian), its Lock RPC", Lock: "etcd-v3lock"},
+		Fixed:    Version{Library: "etcd client/v3 v3.7.3 Mutex, same server", Lock: "etcd"},
+		// The holder of every 2nd section of each worker blocks for two
+		// leases (its keep-alives run on: it keeps the lock), and every
+		// worker waiting for the lock then is stopped as long: a waiter's
+		// lease runs out at most a lease after its stop began (its last
+		// keep-alive was before it), etcd revokes an expired lease within
+		// 500 ms, and the holder releases two leases after the stop
+		// began. The lease is etcd 3.4's shortest with its default timings.
+		Schedule: Setup{Lease: 2 * time.Second, Pause: PauseStopWaiters, PauseLen: 4 * time.Second, Every: 2,
+			Limit: 10 * time.Second},
 	}}
 }
 

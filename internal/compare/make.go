@@ -33,7 +33,7 @@ func (p Plan) Config(s Setup, i int) harness.Config {
 	switch s.Pause {
 	case PauseSigStop:
 		cfg.Nemesis = "sigstop"
-	case PauseSleep, PauseStop:
+	case PauseSleep, PauseStop, PauseStopWaiters:
 		cfg.InjectEvery, cfg.PauseKind = s.Every, history.Keyword(s.Pause)
 	}
 	if s.Scenario != "" {

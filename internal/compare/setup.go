@@ -20,10 +20,15 @@ const (
 	PauseSigStop = "sigstop" // the nemesis SIGSTOPs a random worker every Interval
 	PauseSleep   = "sleep"   // a worker blocks inside its every Every-th section
 	PauseStop    = "stop"    // a worker SIGSTOPs its own process inside its every Every-th section
+	// PauseStopWaiters: a worker blocks inside its every Every-th section,
+	// and the workers waiting for the lock meanwhile are SIGSTOPped as long.
+	PauseStopWaiters = "stop-waiters"
 )
 
 // PauseKinds lists the pause kinds, in the order tables show them.
-func PauseKinds() []string { return []string{PauseNone, PauseSigStop, PauseSleep, PauseStop} }
+func PauseKinds() []string {
+	return []string{PauseNone, PauseSigStop, PauseSleep, PauseStop, PauseStopWaiters}
+}
 
 // A Setup is what the runs of one row are made of, apart from what every row
 // of a grid shares (workers, time limit, work).
@@ -95,6 +100,8 @@ func (s Setup) PauseLabel() string {
 		return fmt.Sprintf("blocking %s pause in every %s section", duration(s.PauseLen), ordinal(s.Every))
 	case PauseStop:
 		return fmt.Sprintf("self-SIGSTOP %s in every %s section", duration(s.PauseLen), ordinal(s.Every))
+	case PauseStopWaiters:
+		return fmt.Sprintf("waiters SIGSTOPped %s while the holder blocks, in every %s section", duration(s.PauseLen), ordinal(s.Every))
 	}
 	return "no faults"
 }

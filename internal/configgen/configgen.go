@@ -47,7 +47,7 @@ func Config(t *rapid.T) harness.Config {
 	c.TimeLimit = c.Pause + duration(t, "time-limit past the pause", 0, 20000)
 	if rapid.Bool().Draw(t, "in-section") {
 		c.InjectEvery = rapid.IntRange(1, 30).Draw(t, "inject-every")
-		c.PauseKind = rapid.SampledFrom([]history.Keyword{nemesis.KindSleep, nemesis.KindStop}).Draw(t, "pause-kind")
+		c.PauseKind = rapid.SampledFrom([]history.Keyword{nemesis.KindSleep, nemesis.KindStop, nemesis.KindStopWaiters}).Draw(t, "pause-kind")
 	}
 	parts := strings.FieldsFunc(string(c.Nemesis), func(r rune) bool { return r == ',' || r == '+' })
 	if slices.Contains(parts, "clock") {

@@ -1,0 +1,129 @@
+package harness
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/nemesis"
+)
+
+// pauseKinds are the in-section pauses --pause-kind may name: the worker
+// pauses itself inside its every --inject-every-th section, after the read
+// and before the write (nemesis.InSection). Of the configuration, not the
+// nemesis's schedule: a replay has them from test.edn.
+//
+//   - sleep: the worker's goroutine blocks; its lock's renewals run on.
+//   - stop: the worker stops its whole process (SIGSTOP), renewals and
+//     adapter too; the run resumes it after --pause.
+//   - stop-waiters: the worker blocks as with sleep, keeping the lock, and
+//     the run stops every other worker then waiting for the lock, whole,
+//     for as long (stopWaiters): waiters frozen in line past their leases
+//     while the holder keeps the lock, as a lock's queue must survive.
+func pauseKinds() []history.Keyword {
+	return []history.Keyword{nemesis.KindSleep, nemesis.KindStop, nemesis.KindStopWaiters}
+}
+
+// stopWaiters stops, for d, the process group of every worker but the one
+// in holder that is waiting for the lock (its acquire invoked and not
+// completed), and records each stop as a :pause and a :resume of kind
+// :stop-waiters on the nemesis's process, naming the worker as SigStop's
+// events do. With a lock that keeps its holder's lease alive none of them
+// can hold the lock meanwhile: the one in holder does.
+func (ws *workerSet) stopWaiters(holder int, d time.Duration) {
+	ws.mu.Lock()
+	var waiting []*workerProc
+	for _, p := range ws.slots {
+		if p != nil && p.slot != holder && !exited(p) && ws.col.waiting(p.slot) {
+			waiting = append(waiting, p)
+		}
+	}
+	ws.mu.Unlock()
+	type stopped struct {
+		p *workerProc
+		v map[history.Keyword]any
+	}
+	var all []stopped
+	for _, p := range waiting {
+		v := map[history.Keyword]any{"kind": nemesis.KindStopWaiters, "worker": p.slot, "pid": p.cmd.Process.Pid,
+			"process": ws.col.current[p.slot].Load(), "ms": d.Milliseconds()}
+		at := ws.clock.Now(context.Background()) // before the stop, so that the events' window covers it
+		if err := group(p, syscall.SIGSTOP); err != nil {
+			ws.lg.logf("stop-waiters: worker %d: %v", p.slot, err) // it exited meanwhile
+			continue
+		}
+		ws.event(at, history.FPause, v)
+		all = append(all, stopped{p, v})
+	}
+	if len(all) == 0 {
+		return
+	}
+	ws.stops.add(d, func() {
+		for _, s := range all {
+			_ = group(s.p, syscall.SIGCONT)
+			ws.event(ws.clock.Now(context.Background()), history.FResume, s.v)
+		}
+	})
+}
+
+// event records an event of the nemesis's process at time at.
+func (ws *workerSet) event(at int64, f history.Keyword, v map[history.Keyword]any) {
+	ws.lg.logf("nemesis: %s %s", f, history.AppendValue(nil, v))
+	ws.col.record(history.Op{Index: history.Unset, Time: at, Type: history.Info, Process: history.Nemesis, F: f, Value: v})
+}
+
+// waiterStops are the stops of waiters under way, each ended by a timer
+// or, when the run ends first, by endAll, so that no worker is left stopped
+// and every :resume is recorded before the journal is closed.
+type waiterStops struct {
+	mu   sync.Mutex
+	ends map[int]func() // what ends each stop under way, by its number
+	next int
+	wg   sync.WaitGroup // ends running
+}
+
+// add begins to time a stop that end ends, d from now.
+func (s *waiterStops) add(d time.Duration, end func()) {
+	s.mu.Lock()
+	if s.ends == nil {
+		s.ends = map[int]func(){}
+	}
+	id := s.next
+	s.next++
+	s.ends[id] = end
+	s.mu.Unlock()
+	time.AfterFunc(d, func() { s.end(id) })
+}
+
+// end ends the stop id, unless it has been ended already.
+func (s *waiterStops) end(id int) {
+	s.mu.Lock()
+	f := s.ends[id]
+	delete(s.ends, id)
+	if f != nil {
+		s.wg.Add(1)
+	}
+	s.mu.Unlock()
+	if f != nil {
+		defer s.wg.Done()
+		f()
+	}
+}
+
+// endAll ends every stop under way now, and waits for every end begun.
+func (s *waiterStops) endAll() {
+	s.mu.Lock()
+	var ids []int
+	for id := range s.ends {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	slices.Sort(ids)
+	for _, id := range ids {
+		s.end(id)
+	}
+	s.wg.Wait()
+}

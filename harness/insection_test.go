@@ -1,0 +1,104 @@
+package harness_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// TestRunStopWaiters: with --pause-kind stop-waiters, the holder of every
+// 2nd section blocks, and each worker then waiting for the lock is stopped
+// as long: a :pause and a :resume of kind :stop-waiters naming it, its
+// acquire invoked before the stop and completed after it, while the holder
+// holds. On a lock without a lease (pg-advisory) that loses nothing. The
+// stops come of the configuration: schedule.edn has none to replay.
+func TestRunStopWaiters(t *testing.T) {
+	t.Parallel()
+	const pause = 200 * time.Millisecond
+	cfg := harness.DefaultConfig()
+	cfg.Lock, cfg.Store, cfg.Workers, cfg.TimeLimit, cfg.Nemesis = "pg-advisory", t.TempDir(), 3, time.Second, "none"
+	cfg.InjectEvery, cfg.PauseKind, cfg.Pause = 2, nemesis.KindStopWaiters, pause
+	res, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Results.Valid != checker.Valid {
+		t.Errorf("valid? %v: %s", res.Results.Valid, res.Results.AppendEDN(nil))
+	}
+	ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := map[history.Process]history.Op{} // open acquires, by process
+	holder := history.Process(-1)               // the process in a stop-waiters pause of its own
+	type stop struct {
+		begin   history.Op
+		waiting history.Process
+		resumed bool
+	}
+	stops := map[int64]*stop{} // by worker
+	holders, waiters := 0, 0
+	for _, o := range ops {
+		switch {
+		case o.IsClient() && o.F == history.FAcquire && o.Type == history.Invoke:
+			pending[o.Process] = o
+		case o.IsClient() && o.F == history.FAcquire:
+			delete(pending, o.Process)
+			// Its stamp is taken once it runs again.
+			if s := stops[int64(o.Process)%int64(cfg.Workers)]; s != nil && s.waiting == o.Process && o.Time < s.begin.Time+int64(pause) {
+				t.Errorf("op %d: process %d's acquire completed while it was stopped", o.Index, o.Process)
+			}
+		}
+		e, ok := history.ReadFaultEvent(o)
+		if !ok || e.Kind != nemesis.KindStopWaiters {
+			continue
+		}
+		w, isWaiter := history.Int(e.Value["worker"])
+		switch {
+		case !isWaiter && e.Begin:
+			holders++
+			holder = history.Process(e.Process)
+		case !isWaiter:
+			holder = -1
+		case e.Begin:
+			waiters++
+			p := history.Process(e.Process)
+			if _, ok := pending[p]; !ok {
+				t.Errorf("op %d stopped worker %d (process %d), which was not waiting for the lock", o.Index, w, p)
+			}
+			if holder < 0 || holder == p {
+				t.Errorf("op %d stopped worker %d with no other holder in its stop-waiters pause (holder %d)", o.Index, w, holder)
+			}
+			stops[w] = &stop{begin: o, waiting: p}
+		default:
+			s := stops[w]
+			if s == nil || s.resumed {
+				t.Errorf("op %d resumes worker %d, which no stop-waiters stopped", o.Index, w)
+				continue
+			}
+			s.resumed = true
+			if got := time.Duration(o.Time - s.begin.Time); got < pause {
+				t.Errorf("worker %d stopped %v, want %v", w, got, pause)
+			}
+		}
+	}
+	for w, s := range stops {
+		if !s.resumed {
+			t.Errorf("worker %d stopped by op %d and never resumed", w, s.begin.Index)
+		}
+	}
+	if holders == 0 || waiters == 0 {
+		t.Errorf("%d stop-waiters pauses stopped %d waiters: want some of each", holders, waiters)
+	}
+	t.Logf("%d stop-waiters pauses stopped %d waiters", holders, waiters)
+	if plan := readPlan(t, res.Dir); len(plan) != 0 {
+		t.Errorf("schedule.edn holds %d faults, want none: in-section pauses come of the configuration", len(plan))
+	}
+}
