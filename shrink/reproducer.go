@@ -3,6 +3,7 @@ package shrink
 import (
 	"bytes"
 	"fmt"
+	"go/format"
 	"io"
 	"os"
 	"path/filepath"
@@ -44,7 +45,12 @@ func Write(dir, source string, violated []string, r Result) error {
 	if err := testFile.Execute(&test, data); err != nil {
 		return fmt.Errorf("reproducer test: %w", err)
 	}
-	if err := run.WriteFile(TestFile, test.Bytes()); err != nil {
+	// As gofmt would leave it: an empty plan, say, on one line.
+	src, err := format.Source(test.Bytes())
+	if err != nil {
+		return fmt.Errorf("reproducer test: %w", err)
+	}
+	if err := run.WriteFile(TestFile, src); err != nil {
 		return err
 	}
 	if r.Verdict.Dir == "" {
@@ -84,7 +90,8 @@ var testFile = template.Must(template.New("repro").Parse(`// Reproduces the viol
 // github.com/hiatus-dev/hiatus, and run go test from the directory the run
 // was made in (an exec: lock's command is run from there). TestUnsafe fails
 // while a replay shows the violation again{{if not .Guarded}}; TestFenced replays the
-// same schedule with a fencing token on the write and passes{{end}}. Each
+// same schedule with a fencing token on the write and fails if an update
+// is lost{{end}}. Each
 // replay starts its own throwaway redis-server and PostgreSQL. A lock of a
 // Go program's own needs its harness.Lab: its ServeWorker and Run in place
 // of harness's.

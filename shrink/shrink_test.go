@@ -1,7 +1,9 @@
 package shrink_test
 
 import (
+	"bytes"
 	"context"
+	"go/format"
 	"go/parser"
 	"go/token"
 	"os"
@@ -174,8 +176,8 @@ func TestShrinkRealRun(t *testing.T) {
 
 // TestReproducerFiles: the reproducer of cases that stretch its templates
 // (no fault left, an adapter's command with quotes, a fenced run, a pause
-// longer than the default) is Go that parses, and a command line a shell
-// reads back as the same words.
+// longer than the default) is Go that parses, as gofmt would leave it, and
+// a command line a shell reads back as the same words.
 func TestReproducerFiles(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -202,6 +204,9 @@ func TestReproducerFiles(t *testing.T) {
 			}
 			if _, err := parser.ParseFile(token.NewFileSet(), shrink.TestFile, src, 0); err != nil {
 				t.Errorf("repro_test.go does not parse: %v\n%s", err, src)
+			}
+			if formatted, err := format.Source(src); err != nil || !bytes.Equal(formatted, src) {
+				t.Errorf("repro_test.go is not as gofmt would leave it (%v):\n%s", err, src)
 			}
 			if has, fenced := strings.Contains(string(src), "func TestFenced"), cfg.Guard == client.GuardFence; has == fenced {
 				t.Errorf("TestFenced there: %v, for a run fenced: %v", has, fenced)
