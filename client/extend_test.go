@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +22,9 @@ import (
 // Extend says yes of a lock another holder took (go-redsync/redsync
 // commit 5e3c32b, "Fix extend and unlock", released in v4.0.4), so A
 // writes over B's update; v4.0.4, on the same choreography, does not.
+// redis-semaphore 5.3.0's refresh finds the key gone (B released it) and
+// SETs it again, saying refreshed (swarthy/redis-semaphore#175, fixed in
+// 5.3.1 by PR #177): A writes over B's update; 5.3.1 says lost.
 func TestExtendBeforeWrite(t *testing.T) {
 	const lease = 200 * time.Millisecond
 	adapters := t.TempDir()
@@ -28,6 +32,16 @@ func TestExtendBeforeWrite(t *testing.T) {
 		if err := adaptertest.BuildGo("../adapters/go-redsync", v.modfile, filepath.Join(adapters, v.out)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	semaphore := func(v string) string {
+		root, err := filepath.Abs("..")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(root, "adapters/node-redis-semaphore", v, "node_modules/redis-semaphore")); err != nil {
+			t.Fatalf("the redis-semaphore %s adapter needs its npm packages (scripts/setup --tests installs them): %v", v, err)
+		}
+		return "exec:node " + filepath.Join(root, "adapters/node-redis-semaphore/main.js") + " " + v
 	}
 	kept := pausedWant{writes: 1, final: 1, overlapping: 2, bAcquire: history.Ok, releaseA: history.ErrExpired}
 	lost := pausedWant{writes: 2, final: 1, lost: 1, overlapping: 2, bAcquire: history.Ok}
@@ -40,8 +54,14 @@ func TestExtendBeforeWrite(t *testing.T) {
 		{"redsync-extend", kept, history.Fail},
 		{"exec:" + filepath.Join(adapters, "redsync-v4.0.4"), kept, history.Fail},
 		{"exec:" + filepath.Join(adapters, "redsync-v4.0.3"), lost, history.Ok},
+		{semaphore("v5.3.1"), kept, history.Fail},
+		{semaphore("v5.3.0"), lost, history.Ok},
 	} {
-		t.Run(strings.TrimPrefix(filepath.Base(tc.lock), "exec:"), func(t *testing.T) {
+		name := strings.TrimPrefix(filepath.Base(tc.lock), "exec:")
+		if strings.Contains(tc.lock, "node-redis-semaphore") {
+			name = "redis-semaphore-" + name[len(name)-6:]
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			r := newRig(t)
 			inside, resume := make(chan struct{}), make(chan struct{})

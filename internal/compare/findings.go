@@ -74,6 +74,25 @@ func Findings() []Finding {
 		// began. The lease is etcd 3.4's shortest with its default timings.
 		Schedule: Setup{Lease: 2 * time.Second, Pause: PauseStopWaiters, PauseLen: 4 * time.Second, Every: 2,
 			Limit: 10 * time.Second},
+	}, {
+		Name:     "redis-semaphore-refresh",
+		Upstream: "https://github.com/swarthy/redis-semaphore/issues/175, fix https://github.com/swarthy/redis-semaphore/pull/177 (5.3.1, \"Fixed reacquire expired resource in refresh\")",
+		Mechanism: "Mutex's refresh script SETs the key again when it finds it gone (`elseif value == false then set … return 1`), and says refreshed: " +
+			"a holder whose lease lapsed while another holder took the lock and released it is told it still holds it, and onLockLost never fires. 5.3.1 returns 0.",
+		Anomaly: "lost updates: a holder frozen past its lease refreshes after the next holder's section, is told yes, and writes over its update",
+		Use: "each grant is a Mutex with its own refresh (every 0.8 lease) and onLockLost; right before its write each holder has the library refresh the grant " +
+			"(a Mutex of its identifier, externallyAcquiredIdentifier, whose acquire refreshes) and writes only when the refresh said yes and onLockLost has not fired (--extend-before-write)",
+		Affected: Version{Library: "redis-semaphore 5.3.0", Lock: "exec:bin/redis-semaphore-v5.3.0"},
+		Fixed:    Version{Library: "redis-semaphore 5.3.1", Lock: "exec:bin/redis-semaphore-v5.3.1"},
+		// Two workers, every other section of each stopped (adapter and
+		// its refresh timer too) for three leases between its read and its
+		// extend: the other worker takes the lock, writes, releases, takes
+		// it again for its own stopped section, and that lease lapses too,
+		// so the key is gone when the first wakes, which is the only case
+		// 5.3.0's refresh gets wrong (a key another holder has is refused
+		// by both). A third worker would hold the key at the wake.
+		Schedule: Setup{Lease: 300 * time.Millisecond, Pause: PauseStop, PauseLen: 900 * time.Millisecond, Every: 2,
+			Extend: true, Limit: 4 * time.Second, Workers: 2},
 	}}
 }
 
