@@ -35,21 +35,31 @@ const holderWait = time.Second
 // flight finds one again, whatever the phase of the worker's loop at its
 // moment. (A holder stopped after its write loses nothing, and with little
 // work that is half its time.) It polls every 100 µs: the window is the
-// read and the work, a few milliseconds at the least. It reports false
-// when ctx ended first.
-func awaitHolder(ctx context.Context, targets func() []Target, slot int, inFlight bool, wait time.Duration) bool {
+// read and the work, a few milliseconds at the least. It returns the
+// worker to aim at: slot's; or, when another worker held the lock turn
+// after turn for the whole wait, one there now (the workers are alike,
+// and what the fault hit in the run was a holder, not a slot: two workers
+// with long sections, one re-taking the lock at each release, starved the
+// other for seconds). False when ctx ended first.
+func awaitHolder(ctx context.Context, targets func() []Target, slot int, inFlight bool, wait time.Duration) (int, bool) {
+	there := func(t Target) bool { return inFlight && t.Writing || !inFlight && t.Holding && !t.Written }
 	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		for _, t := range targets() {
-			if t.Worker == slot && (inFlight && t.Writing || !inFlight && t.Holding && !t.Written) {
-				return true
+			if t.Worker == slot && there(t) {
+				return slot, true
 			}
 		}
 		if !sleep(ctx, 100*time.Microsecond) {
-			return false
+			return 0, false
 		}
 	}
-	return true
+	for _, t := range targets() {
+		if there(t) {
+			return t.Worker, true
+		}
+	}
+	return slot, true
 }
 
 // pick chooses a target at random, or the worker a replayed schedule

@@ -86,9 +86,9 @@ func (s *Schedule) awaitBefore(ctx context.Context, done []chan struct{}, p Plan
 	return true
 }
 
-// aim aims f at p's targets; a fault that hit the lock's holder waits (up
-// to a second) for its worker to hold the lock again. False when ctx ends
-// first.
+// aim aims f at p's targets; a fault that hit the lock's holder waits
+// (HolderWait) for its worker to hold the lock again (see awaitHolder).
+// False when ctx ends first.
 func (s *Schedule) aim(ctx context.Context, f Fault, p Planned) bool {
 	if a, ok := f.(nodeAimer); ok {
 		a.aimAtNode(p.Node)
@@ -97,13 +97,16 @@ func (s *Schedule) aim(ctx context.Context, f Fault, p Planned) bool {
 		a.aimAtNodes(p.Nodes)
 	}
 	if a, ok := f.(aimer); ok {
-		a.aimAt(p.Worker) // none: one drawn, as the run did
 		// Before the fault's event is stamped: the wait is no part of it.
+		worker, wait := p.Worker, cmp.Or(s.HolderWait, holderWait)
 		slot, ok := p.Worker.Index()
-		wait := cmp.Or(s.HolderWait, holderWait)
-		if (p.Holder || p.InFlight) && ok && !awaitHolder(ctx, a.targets, slot, p.InFlight, wait) {
-			return false
+		if (p.Holder || p.InFlight) && ok {
+			if slot, ok = awaitHolder(ctx, a.targets, slot, p.InFlight, wait); !ok {
+				return false
+			}
+			worker = On(slot)
 		}
+		a.aimAt(worker) // none: one drawn, as the run did
 		if w, isLink := f.(flightAimer); p.InFlight && ok && isLink && !w.awaitInFlight(ctx, slot, wait) {
 			return false
 		}

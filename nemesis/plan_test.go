@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"context"
 	"reflect"
 	"testing"
 	"time"
@@ -77,5 +78,34 @@ func TestPlanRecorder(t *testing.T) {
 		if _, err := ParsePlan(bad); err == nil {
 			t.Errorf("ParsePlan(%q) took it", bad)
 		}
+	}
+}
+
+// TestAwaitHolder: a replayed fault that hit a holder is aimed at its own
+// worker once that one holds (or, for a write in flight, writes); when
+// another holds the lock for the whole wait, at that one; when none does,
+// at its own.
+func TestAwaitHolder(t *testing.T) {
+	holding := Target{Worker: 0, Holding: true}
+	writing := Target{Worker: 0, Holding: true, Written: true, Writing: true}
+	for _, tc := range []struct {
+		name     string
+		targets  []Target
+		inFlight bool
+		want     int
+	}{
+		{"its own holds", []Target{holding, {Worker: 1, Holding: true}}, false, 1},
+		{"another holds", []Target{holding, {Worker: 1}}, false, 0},
+		{"another has written", []Target{{Worker: 0, Holding: true, Written: true}, {Worker: 1}}, false, 1},
+		{"none holds", []Target{{Worker: 0}, {Worker: 1}}, false, 1},
+		{"its own writes", []Target{writing, {Worker: 1, Holding: true, Written: true, Writing: true}}, true, 1},
+		{"another writes", []Target{writing, {Worker: 1, Holding: true}}, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := awaitHolder(context.Background(), func() []Target { return tc.targets }, 1, tc.inFlight, 5*time.Millisecond)
+			if !ok || got != tc.want {
+				t.Errorf("aimed at worker %d (%v), want %d", got, ok, tc.want)
+			}
+		})
 	}
 }
