@@ -36,27 +36,29 @@ const holderWait = time.Second
 // moment. (A holder stopped after its write loses nothing, and with little
 // work that is half its time.) It polls every 100 µs: the window is the
 // read and the work, a few milliseconds at the least. It returns the
-// worker to aim at: slot's; or, when another worker held the lock turn
-// after turn for the whole wait, one there now (the workers are alike,
-// and what the fault hit in the run was a holder, not a slot: two workers
-// with long sections, one re-taking the lock at each release, starved the
-// other for seconds). False when ctx ended first.
+// worker to aim at: slot's; or, when slot's did not get there within the
+// wait, the next worker to get there, within another (the workers are
+// alike, and what the fault hit in the run was a holder at the start of
+// its section, not a slot: two workers with long sections, one re-taking
+// the lock at each release, starved the other for seconds); else slot's.
+// False when ctx ended first.
 func awaitHolder(ctx context.Context, targets func() []Target, slot int, inFlight bool, wait time.Duration) (int, bool) {
 	there := func(t Target) bool { return inFlight && t.Writing || !inFlight && t.Holding && !t.Written }
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
-		for _, t := range targets() {
-			if t.Worker == slot && there(t) {
-				return slot, true
+	was := map[int]bool{} // after the first wait: who was there at the last look
+	for round, deadline := 0, time.Now().Add(wait); round < 2; round, deadline = round+1, time.Now().Add(wait) {
+		for time.Now().Before(deadline) {
+			for _, t := range targets() {
+				switch {
+				case round == 0 && t.Worker == slot && there(t):
+					return slot, true
+				case round == 1 && there(t) && !was[t.Worker]:
+					return t.Worker, true
+				}
+				was[t.Worker] = there(t)
 			}
-		}
-		if !sleep(ctx, 100*time.Microsecond) {
-			return 0, false
-		}
-	}
-	for _, t := range targets() {
-		if there(t) {
-			return t.Worker, true
+			if !sleep(ctx, 100*time.Microsecond) {
+				return 0, false
+			}
 		}
 	}
 	return slot, true

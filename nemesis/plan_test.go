@@ -82,27 +82,37 @@ func TestPlanRecorder(t *testing.T) {
 }
 
 // TestAwaitHolder: a replayed fault that hit a holder is aimed at its own
-// worker once that one holds (or, for a write in flight, writes); when
-// another holds the lock for the whole wait, at that one; when none does,
-// at its own.
+// worker once that one holds (or, for a write in flight, writes); when it
+// does not within the wait, at the next worker that comes to hold (not one
+// that held all along, near its section's end); when none does, at its own.
 func TestAwaitHolder(t *testing.T) {
+	const wait = 50 * time.Millisecond // the switch, 25 ms from each end of the second wait
 	holding := Target{Worker: 0, Holding: true}
 	writing := Target{Worker: 0, Holding: true, Written: true, Writing: true}
+	free := Target{Worker: 0}
 	for _, tc := range []struct {
-		name     string
-		targets  []Target
-		inFlight bool
-		want     int
+		name          string
+		before, after []Target // until two waits have passed, and after
+		inFlight      bool
+		want          int
 	}{
-		{"its own holds", []Target{holding, {Worker: 1, Holding: true}}, false, 1},
-		{"another holds", []Target{holding, {Worker: 1}}, false, 0},
-		{"another has written", []Target{{Worker: 0, Holding: true, Written: true}, {Worker: 1}}, false, 1},
-		{"none holds", []Target{{Worker: 0}, {Worker: 1}}, false, 1},
-		{"its own writes", []Target{writing, {Worker: 1, Holding: true, Written: true, Writing: true}}, true, 1},
-		{"another writes", []Target{writing, {Worker: 1, Holding: true}}, true, 0},
+		{"its own holds", []Target{holding, {Worker: 1, Holding: true}}, nil, false, 1},
+		{"another holds throughout", []Target{holding, {Worker: 1}}, nil, false, 1},
+		{"another takes it after the wait", []Target{free, {Worker: 1}}, []Target{holding, {Worker: 1}}, false, 0},
+		{"another takes it anew", []Target{holding, {Worker: 1}}, []Target{free, {Worker: 1}}, false, 1},
+		{"none holds", []Target{free, {Worker: 1}}, nil, false, 1},
+		{"its own writes", []Target{writing, {Worker: 1, Holding: true, Written: true, Writing: true}}, nil, true, 1},
+		{"another writes after the wait", []Target{holding, {Worker: 1, Holding: true}}, []Target{writing, {Worker: 1, Holding: true}}, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := awaitHolder(context.Background(), func() []Target { return tc.targets }, 1, tc.inFlight, 5*time.Millisecond)
+			start := time.Now()
+			targets := func() []Target {
+				if tc.after != nil && time.Since(start) > 3*wait/2 {
+					return tc.after
+				}
+				return tc.before
+			}
+			got, ok := awaitHolder(context.Background(), targets, 1, tc.inFlight, wait)
 			if !ok || got != tc.want {
 				t.Errorf("aimed at worker %d (%v), want %d", got, ok, tc.want)
 			}
