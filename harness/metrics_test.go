@@ -1,0 +1,122 @@
+package harness_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/guard"
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/hiatus-dev/hiatus/store"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// TestRunGuardMetrics: what the workers' guards counted, in the run's
+// metrics files as Prometheus's own text parser reads them, is what the
+// checker counted from the history: rejections by reason equal to
+// stale-rejected and change-rejected, attempts equal to the guarded ops
+// invoked. Holders SIGSTOP themselves inside every other section for four
+// leases, and the nemesis SIGSTOPs workers besides: a paused holder's
+// lease lapses, another holder reads and writes meanwhile (a section takes
+// a few milliseconds of the three leases left), and the paused one's write
+// is refused when it wakes.
+func TestRunGuardMetrics(t *testing.T) {
+	for _, g := range []client.Guard{client.GuardFence, client.GuardFenceRMW, client.GuardCAS} {
+		t.Run(string(g), func(t *testing.T) {
+			cfg := harness.DefaultConfig()
+			cfg.Store, cfg.Guard = t.TempDir(), g
+			cfg.Lease, cfg.Work, cfg.TimeLimit = 300*time.Millisecond, 5*time.Millisecond, 4*time.Second
+			cfg.Pause, cfg.InjectEvery, cfg.PauseKind = 4*cfg.Lease, 2, nemesis.KindStop
+			res, err := lab.Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, _ := res.Results.LockCounter()
+			got := scrape(t, filepath.Join(res.Dir, store.Metrics))
+			want := invoked(t, res.Dir)
+			want[series{guard.RejectionsName, guard.ReasonStale}] = f.StaleRejected
+			want[series{guard.RejectionsName, guard.ReasonChanged}] = f.ChangeRejected
+			if f.StaleRejected+f.ChangeRejected == 0 {
+				t.Errorf("no rejections: the run did not exercise the guard (figures %+v)", f)
+			}
+			for s, n := range want {
+				if got[s] != n {
+					t.Errorf("%s %s: the metrics say %d, the history %d", s.name, s.label, got[s], n)
+				}
+			}
+			t.Logf("%s: stale-rejected %d, change-rejected %d, metrics %v", g, f.StaleRejected, f.ChangeRejected, got)
+		})
+	}
+}
+
+// A series is a metric's name and its op (attempts) or reason (rejections).
+type series struct{ name, label string }
+
+// scrape sums, over the workers' files in dir, the guard's counters of the
+// run's lock.
+func scrape(t *testing.T, dir string) map[series]int64 {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "worker-*.prom"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no worker metrics in %s (%v)", dir, err)
+	}
+	out := map[series]int64{}
+	for _, name := range files {
+		fh, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		mfs, err := p.TextToMetricFamilies(fh)
+		fh.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["lock"] != "hiatus:lock:"+harness.DefaultName {
+					t.Errorf("%s: a series of lock %q", name, labels["lock"])
+				}
+				label := labels["op"]
+				if mf.GetName() == guard.RejectionsName {
+					label = labels["reason"]
+				}
+				out[series{mf.GetName(), label}] += int64(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return out
+}
+
+// invoked counts the guarded ops the history of the run in dir invoked: its
+// writes, and its reads under fence-rmw (the reads it records a fence on).
+func invoked(t *testing.T, dir string) map[series]int64 {
+	t.Helper()
+	ops, err := history.ReadFile(filepath.Join(dir, store.History))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[series]int64{}
+	for _, o := range ops {
+		if !o.IsClient() || o.Type != history.Invoke {
+			continue
+		}
+		switch _, fenced := o.Extra[history.KeyFence]; {
+		case o.F == history.FWrite:
+			out[series{guard.AttemptsName, "write"}]++
+		case o.F == history.FRead && fenced:
+			out[series{guard.AttemptsName, "read"}]++
+		}
+	}
+	return out
+}
