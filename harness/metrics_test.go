@@ -71,8 +71,8 @@ func TestRunGuardMetrics(t *testing.T) {
 // A series is a metric's name and its op (attempts) or reason (rejections).
 type series struct{ name, label string }
 
-// scrape sums, over the workers' files in dir, the guard's counters of the
-// run's lock.
+// scrape sums, over the workers' files in dir, the guard's counters, all
+// of one lock.
 func scrape(t *testing.T, dir string) map[series]int64 {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "worker-*.prom"))
@@ -80,6 +80,7 @@ func scrape(t *testing.T, dir string) map[series]int64 {
 		t.Fatalf("no worker metrics in %s (%v)", dir, err)
 	}
 	out := map[series]int64{}
+	var locks string // the lock label, the same on every series
 	for _, name := range files {
 		fh, err := os.Open(name)
 		if err != nil {
@@ -97,9 +98,10 @@ func scrape(t *testing.T, dir string) map[series]int64 {
 				for _, l := range m.GetLabel() {
 					labels[l.GetName()] = l.GetValue()
 				}
-				if labels["lock"] != "hiatus:lock:"+harness.DefaultName {
-					t.Errorf("%s: a series of lock %q", name, labels["lock"])
+				if lock := labels["lock"]; lock == "" || (locks != "" && lock != locks) {
+					t.Errorf("%s: a series of lock %q, besides %q: want one lock, named", name, lock, locks)
 				}
+				locks = labels["lock"]
 				label := labels["op"]
 				if mf.GetName() == guard.RejectionsName {
 					label = labels["reason"]
