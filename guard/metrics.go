@@ -3,7 +3,7 @@ package guard
 import (
 	"errors"
 	"expvar"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,8 +27,8 @@ const (
 //	guard_rejections_total{lock, guard, op, reason} those the guard refused: reason stale-fence or value-changed
 //
 // A rejection is a holder that wrote after its lock had been granted to
-// another: each one is a lost update the guard prevented. The zero of a
-// nil *Metrics counts nothing.
+// another: each one is a lost update the guard prevented. A nil *Metrics
+// counts nothing.
 type Metrics struct {
 	attempts, rejections *prometheus.CounterVec
 	own                  *prometheus.Registry // the same counters, for Expvar
@@ -94,7 +94,7 @@ func (m *Metrics) Expvar() expvar.Var {
 				for _, l := range s.GetLabel() {
 					ls = append(ls, l.GetName()+"="+`"`+l.GetValue()+`"`)
 				}
-				sort.Strings(ls)
+				slices.Sort(ls)
 				out[mf.GetName()+"{"+strings.Join(ls, ",")+"}"] = s.GetCounter().GetValue()
 			}
 		}
