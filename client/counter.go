@@ -5,48 +5,34 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hiatus-dev/hiatus/guard"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // ErrStale is returned by a fenced write (or, under GuardFenceRMW, a read)
 // that Postgres refused because a larger fence had already been seen.
-var ErrStale = errors.New("counter: stale fence, rejected")
+var ErrStale = guard.ErrStale
 
 // ErrChanged is returned by a write under GuardCAS that Postgres refused
 // because the counter no longer held the value the writer had read.
-var ErrChanged = errors.New("counter: value changed since the read, write rejected")
+var ErrChanged = guard.ErrChanged
 
 // A Guard is what the resource itself checks before it lets a write land:
-// the last line of defence when the lock has granted twice.
-type Guard string
+// the last line of defence when the lock has granted twice. The guards are
+// package guard's, which a service imports; the Counter writes through it.
+type Guard = guard.Kind
 
-// The guards a Counter can enforce.
+// The guards a Counter can enforce: see package guard.
 const (
-	// GuardNone checks nothing: the lock alone keeps writers apart.
-	GuardNone Guard = "none"
-	// GuardFence lands a write only when its fencing token is larger than
-	// every token landed before (UPDATE … WHERE fence < $token). It orders
-	// writes, not read-modify-writes: a stale holder's write that lands
-	// before the newer holder's still overwrites what that one had read.
-	GuardFence Guard = "fence"
-	// GuardFenceRMW checks the token at the read too: the read records its
-	// token in the row and is refused when a larger one was recorded; the
-	// write lands only when the row still holds the writer's token, so no
-	// holder with a larger one has read or written since. The whole
-	// read-modify-write is fenced, as Kleppmann's storage that checks the
-	// token on every access.
-	GuardFenceRMW Guard = "fence-rmw"
-	// GuardCAS lands a write only when the counter still holds the value
-	// the writer read (UPDATE … WHERE value = $read): no token needed.
-	GuardCAS Guard = "cas"
+	GuardNone     = guard.None
+	GuardFence    = guard.Fence
+	GuardFenceRMW = guard.FenceRMW
+	GuardCAS      = guard.CAS
 )
 
 // Guards lists the guards, for flags and tables.
-func Guards() []Guard { return []Guard{GuardNone, GuardFence, GuardFenceRMW, GuardCAS} }
-
-// Fenced reports whether g needs a fencing token with each grant.
-func (g Guard) Fenced() bool { return g == GuardFence || g == GuardFenceRMW }
+func Guards() []Guard { return guard.Kinds() }
 
 // GuardOf returns GuardFence when fenced and GuardNone when not: the guard
 // of --fenced, the flag that came before --guard.
@@ -66,6 +52,15 @@ type Counter struct {
 	DB    *pgxpool.Pool
 	ID    int64
 	Guard Guard // "" is GuardNone
+	// Lock and Metrics, when Metrics is set, count the guarded writes (and
+	// fence-rmw reads) under the lock label Lock: see guard.Metrics.
+	Lock    string
+	Metrics *guard.Metrics
+}
+
+// guard is the guard the counter's writes go through.
+func (c *Counter) guard() guard.Guard {
+	return guard.Guard{Kind: c.Guard, Lock: c.Lock, Metrics: c.Metrics}
 }
 
 // A WriteID names one write in the audit table: the process that sent it
@@ -133,9 +128,9 @@ func (c *Counter) ReadAs(ctx context.Context, fence int64) (int64, error) {
 		return v, err
 	}
 	var v int64
-	err := c.DB.QueryRow(ctx, `UPDATE counter SET fence = $2 WHERE id = $1 AND fence <= $2 RETURNING value`,
-		c.ID, fence).Scan(&v)
-	if errors.Is(err, pgx.ErrNoRows) {
+	err := c.guard().Read(ctx, c.DB, `UPDATE counter SET fence = $2 WHERE id = $1 AND `+guard.ReadCond("fence", "$2")+` RETURNING value`,
+		[]any{c.ID, fence}, &v)
+	if errors.Is(err, ErrStale) {
 		return 0, ErrStale
 	}
 	if err != nil {
@@ -150,33 +145,15 @@ func (c *Counter) ReadAs(ctx context.Context, fence int64) (int64, error) {
 // still holds fence (see ReadAs), under GuardCAS when the counter still
 // holds read. A refused write returns ErrStale or ErrChanged.
 func (c *Counter) Write(ctx context.Context, value, read, fence int64, id WriteID) error {
-	args := []any{value, c.ID, fence, id.Process, id.Section}
-	var where string
-	switch c.Guard {
-	case GuardFence:
-		where = ` AND fence < $3`
-	case GuardFenceRMW:
-		where = ` AND fence = $3`
-	case GuardCAS:
-		where, args = ` AND value = $6`, append(args, read)
-	}
-	tag, err := c.DB.Exec(ctx, `WITH w AS (
-		UPDATE counter SET value = $1, fence = GREATEST(fence, $3) WHERE id = $2`+where+` RETURNING id)
+	cond, cargs := c.Guard.Cond("fence", "value", 6, fence, read)
+	err := c.guard().Write(ctx, c.DB, `WITH w AS (
+		UPDATE counter SET value = $1, fence = GREATEST(fence, $3) WHERE id = $2 AND `+cond+` RETURNING id)
 		INSERT INTO counter_audit (counter_id, process, section, value, fence)
-		SELECT id, $4, $5, $1, $3 FROM w`, args...)
-	if err != nil {
+		SELECT id, $4, $5, $1, $3 FROM w`, append([]any{value, c.ID, fence, id.Process, id.Section}, cargs...)...)
+	if err != nil && !errors.Is(err, ErrStale) && !errors.Is(err, ErrChanged) {
 		return fmt.Errorf("write counter %d: %w", c.ID, err)
 	}
-	if tag.RowsAffected() == 0 {
-		switch c.Guard {
-		case GuardFence, GuardFenceRMW:
-			return ErrStale
-		case GuardCAS:
-			return ErrChanged
-		}
-		return fmt.Errorf("write counter %d: %w", c.ID, pgx.ErrNoRows)
-	}
-	return nil
+	return err
 }
 
 // Audited returns which of ids the audit table holds for the counter: the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/guard"
 	"github.com/hiatus-dev/hiatus/history"
 )
 
@@ -113,5 +114,13 @@ func TestGuardRMWRefusesStaleRead(t *testing.T) {
 	}
 	if _, err := c.ReadAs(ctx, 5); err != nil {
 		t.Fatalf("the same holder reads again: %v", err)
+	}
+}
+
+// TestGuardReasons: the metrics' reason label says a refusal with the word
+// the history's :error does, so that a dashboard and a run read alike.
+func TestGuardReasons(t *testing.T) {
+	if guard.ReasonStale != string(history.ErrStaleFence) || guard.ReasonChanged != string(history.ErrChanged) {
+		t.Errorf("reasons %q, %q; the history's errors %q, %q", guard.ReasonStale, guard.ReasonChanged, history.ErrStaleFence, history.ErrChanged)
 	}
 }

@@ -160,7 +160,12 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 	col := newCollector(journal, cfg.Workers)
 	clock := client.NewRedisClock(env.rdb, start)
 
-	workers, err := startWorkers(ctx, cfg, start, col, clock, env.topo, lg)
+	// Made here, not by the workers: a worker in a network namespace may
+	// run as another user, and the run directory must stay removable.
+	if err := os.MkdirAll(run.Path(store.Metrics), 0o755); err != nil {
+		return nil, fmt.Errorf("make the metrics directory: %w", err)
+	}
+	workers, err := startWorkers(ctx, cfg, start, col, clock, env.topo, lg, run.Path(store.Metrics))
 	defer workers.kill() // on every path: resume and end them
 	if err != nil {
 		return nil, err

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/guard"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sys/unix"
 )
@@ -109,6 +111,9 @@ type workerConfig struct {
 	// DeadlineUnixNano is when to stop starting sections, on the local
 	// clock; 0 to say ready on fd 3 and then read a workerStart on stdin.
 	DeadlineUnixNano int64
+	// MetricsFile is where the worker writes its guard's metrics (see
+	// store.Metrics); "" for none.
+	MetricsFile string
 }
 
 // warm opens the worker's connections to the run's Redis and to
@@ -174,15 +179,17 @@ func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, own []cli
 		return err
 	}
 	defer closeLock()
+	counter := &client.Counter{DB: db, ID: wc.CounterID, Guard: wc.Guard}
+	record, dump := guardMetrics(wc, counter, rec.record)
+	defer dump()
 	w := &client.Worker{
-		Lock:    lock,
-		Counter: &client.Counter{DB: db, ID: wc.CounterID, Guard: wc.Guard},
-		Clock:   clock, Record: rec.record, Process: history.Process(wc.Process), Stride: wc.Stride,
+		Lock: lock, Counter: counter,
+		Clock: clock, Record: record, Process: history.Process(wc.Process), Stride: wc.Stride,
 		Work: wc.Work, OpTimeout: wc.OpTimeout, ExtendBeforeWrite: wc.ExtendBeforeWrite,
 	}
 	if wc.InjectEvery > 0 {
 		in := &nemesis.InSection{Every: wc.InjectEvery, Pause: wc.Pause, Kind: history.Keyword(wc.PauseKind),
-			Clock: clock, Record: rec.record}
+			Clock: clock, Record: record}
 		if e, ok := lock.(*client.Exec); ok {
 			in.Freeze = e.Freeze // the adapter is part of the application the pause freezes
 		}
@@ -201,6 +208,42 @@ func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, own []cli
 		return fmt.Errorf("worker: write ops: %w", err)
 	}
 	return lerr
+}
+
+// guardMetrics has counter count its guarded ops in a registry of the
+// worker's own, under the lock label wc.LockKey, and returns record, which
+// records an op and, after a read or write the guard refused, writes the
+// registry to wc.MetricsFile (atomically: a new file renamed over the
+// old); dump writes it too, for the worker's end. The file follows the op:
+// a worker killed between the two leaves a file one refusal short of its
+// history. A file, not a /metrics endpoint: the worker may sit in a
+// network namespace the run cannot reach, a stopped worker answers no
+// scrape, and a killed one's counts would be gone.
+func guardMetrics(wc workerConfig, counter *client.Counter, rec func(history.Op)) (record func(history.Op), dump func()) {
+	if wc.MetricsFile == "" {
+		return rec, func() {}
+	}
+	reg := prometheus.NewRegistry()
+	m, err := guard.NewMetrics(reg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hiatus worker: guard metrics: %v\n", err)
+		return rec, func() {}
+	}
+	counter.Lock, counter.Metrics = wc.LockKey, m
+	var said bool
+	dump = func() {
+		if err := prometheus.WriteToTextfile(wc.MetricsFile, reg); err != nil && !said {
+			said = true
+			fmt.Fprintf(os.Stderr, "hiatus worker: write the guard metrics: %v\n", err)
+		}
+	}
+	record = func(o history.Op) {
+		rec(o)
+		if o.Type == history.Fail && (o.Error == history.ErrStaleFence || o.Error == history.ErrChanged) {
+			dump()
+		}
+	}
+	return record, dump
 }
 
 // An opWriter writes a worker's ops as they are recorded, each flushed at

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -29,6 +30,7 @@ type workerSet struct {
 	clock    client.Clock
 	lg       *runLog
 	topo     *topo
+	metrics  string // the directory the workers write their guard metrics to
 
 	mu    sync.Mutex
 	slots []*workerProc // the worker in each slot now
@@ -52,13 +54,13 @@ type workerProc struct {
 // ready or a bound has passed, gives them the run's deadline: cfg.TimeLimit
 // from then. Counted from the spawn instead, a loaded machine's slow
 // worker start would eat a short run, which would then show nothing.
-func startWorkers(ctx context.Context, cfg Config, start time.Time, col *collector, clock client.Clock, t *topo, lg *runLog) (*workerSet, error) {
+func startWorkers(ctx context.Context, cfg Config, start time.Time, col *collector, clock client.Clock, t *topo, lg *runLog, metrics string) (*workerSet, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return &workerSet{}, fmt.Errorf("find own binary: %w", err)
 	}
 	ws := &workerSet{cfg: cfg, start: start, self: self,
-		col: col, clock: clock, topo: t, lg: lg, slots: make([]*workerProc, cfg.Workers)}
+		col: col, clock: clock, topo: t, lg: lg, metrics: metrics, slots: make([]*workerProc, cfg.Workers)}
 	col.resume, col.stopWaiters = ws.resume, ws.stopWaiters
 	for i := range cfg.Workers {
 		if err := ws.spawn(i, int64(i)); err != nil {
@@ -180,6 +182,7 @@ func (ws *workerSet) workerConfig(slot int, process, deadline int64) workerConfi
 		Process: process, Stride: int64(cfg.Workers),
 		Sentinels: ws.topo.sentinels(), Direct: ws.topo.direct(), Endpoints: ws.topo.endpoints(),
 		StartUnixNano: ws.start.UnixNano(), DeadlineUnixNano: deadline,
+		MetricsFile: filepath.Join(ws.metrics, fmt.Sprintf("worker-%d.prom", process)),
 	}
 }
 

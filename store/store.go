@@ -30,6 +30,10 @@ const (
 	// Schedule is the faults the nemesis injected, as they happened:
 	// `hiatus run --schedule` and `hiatus replay` inject them again.
 	Schedule = "schedule.edn"
+	// Metrics is the directory of the workers' guard metrics: each worker
+	// process writes metrics/worker-<process>.prom, in Prometheus's text
+	// format, after each write its guard refused and when it ends.
+	Metrics = "metrics"
 
 	// The logs of the throwaway servers a run started, kept when they go.
 	RedisLog    = "redis-server.log"

@@ -153,7 +153,7 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 		// planted in the store runs nothing.
 		w.Header().Set("Content-Security-Policy", s.timelineCSP)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	case ".edn", ".log", ".txt", ".md":
+	case ".edn", ".log", ".txt", ".md", ".prom":
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	}
 	http.ServeContent(w, r, fi.Name(), fi.ModTime(), f)
@@ -257,6 +257,14 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 			for _, t := range sub {
 				if cell := path.Join(name, e.Name(), t.Name()); t.IsDir() && s.fsys.regular(path.Join(cell, store.Test)) {
 					ri.Children = append(ri.Children, s.info(cell))
+				}
+			}
+		case e.IsDir() && e.Name() == store.Metrics:
+			// The workers' guard metrics: metrics/worker-N.prom.
+			sub, _ := fs.ReadDir(s.fsys, path.Join(name, e.Name()))
+			for _, m := range sub {
+				if m.Type().IsRegular() {
+					ri.Files = append(ri.Files, path.Join(e.Name(), m.Name()))
 				}
 			}
 		case e.Type().IsRegular():

@@ -33,6 +33,7 @@ func fixture(t *testing.T) (root, run string) {
  :overlapping-sections 46, :explanation "4 updates lost <script>alert(1)</script>"}, :stats {:valid? true, :count 9}}`)
 	write(filepath.Join(root, run, "history.edn"), "{:index 0, :type :invoke, :process 0, :f :read}\n")
 	write(filepath.Join(root, run, "rate.png"), "not really a png")
+	write(filepath.Join(root, run, "metrics", "worker-0.prom"), "guard_rejections_total{lock=\"l\"} 3\n")
 	writeTimeline(t, filepath.Join(root, run, report.TimelineFile))
 	cmp := "compare/20261201T085208.487Z"
 	write(filepath.Join(root, cmp, "runs.txt"), "1\t1\tsetnx 3.2 s sigstop\t...\n")
@@ -135,9 +136,10 @@ func TestPages(t *testing.T) {
 		{"/?sort=verdict", []string{run}, nil},
 		{"/run/" + run, []string{"4 updates lost &lt;script&gt;alert(1)&lt;/script&gt;", `<img src="/file/` + run + `/rate.png"`,
 			`<iframe class="timeline" src="/file/` + run + `/timeline.html"`,
-			`href="/file/` + run + `/history.edn"`}, []string{"<script>alert"}},
+			`href="/file/` + run + `/history.edn"`, `href="/file/` + run + `/metrics/worker-0.prom"`}, []string{"<script>alert"}},
 		{"/run/compare/20261201T085208.487Z", []string{"| setnx | 0 |", "compare-setnx-3.2s-sigstop", `class="verdict true"`}, nil},
 		{"/file/" + run + "/history.edn", []string{":f :read"}, nil},
+		{"/file/" + run + "/metrics/worker-0.prom", []string{"guard_rejections_total"}, nil},
 	} {
 		code, body := get(t, srv, http.MethodGet, tc.path)
 		if code != http.StatusOK {
