@@ -73,8 +73,43 @@ func TestShrinkConverges(t *testing.T) {
 	if got.TimeLimit != 1900*ms || got.Workers != 2 || got.Work != 5*ms {
 		t.Errorf("time limit %v, %d workers, work %v; want 1.9s, 2, 5ms", got.TimeLimit, got.Workers, got.Work)
 	}
-	if !fails(got) || res.Tried != len(steps) {
+	if !fails(got) || res.Tried != len(steps)-1 || !steps[len(steps)-1].Confirm || !res.Confirmed {
 		t.Errorf("the result does not fail, or %d tried against %d steps", res.Tried, len(steps))
+	}
+}
+
+// TestShrinkConfirms: a candidate kept on one lucky judgement (less work
+// than the window needs, which fails the first time it is judged and
+// never again) does not stand: the result, judged again, gives way to the
+// candidates kept before it until one fails again.
+func TestShrinkConfirms(t *testing.T) {
+	judged := map[time.Duration]int{}
+	judge := func(_ context.Context, c harness.Config) (shrink.Verdict, error) {
+		judged[c.Work]++
+		if c.Work >= 3*ms || judged[c.Work] == 1 {
+			return shrink.Verdict{Failed: 3, Runs: 3}, nil
+		}
+		return shrink.Verdict{Runs: 3}, nil
+	}
+	cfg := harness.DefaultConfig()
+	cfg.Plan, cfg.Work = nemesis.Plan{}, 20*ms
+	var steps []shrink.Step
+	res, err := shrink.Shrink(context.Background(), cfg, shrink.Verdict{Failed: 3, Runs: 3},
+		shrink.Options{Judge: judge, Need: 2, Budget: time.Minute, Step: func(s shrink.Step) { steps = append(steps, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Config.Work != 3*ms || !res.Confirmed || res.Verdict.Failed != 6 || res.Verdict.Runs != 6 {
+		t.Errorf("work %v, confirmed %v, failed %d of %d: want 3ms, confirmed, 6 of 6", res.Config.Work, res.Confirmed, res.Verdict.Failed, res.Verdict.Runs)
+	}
+	confirms := 0
+	for _, s := range steps {
+		if s.Confirm {
+			confirms++
+		}
+	}
+	if confirms != 3 {
+		t.Errorf("%d confirmations, want 3: 1ms and 2ms given up, 3ms held", confirms)
 	}
 }
 

@@ -111,7 +111,7 @@ func shrinkCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "runs", Value: 5, Usage: "replays of each candidate"},
 			&cli.IntFlag{Name: "need", Value: 4, Usage: "replays of --runs that must show the violation for a candidate to be kept (4 of 5: a reproducer that recurs four times in five)"},
-			&cli.DurationFlag{Name: "budget", Value: 10 * time.Minute, Usage: "time to spend; the smallest failing case so far is the result"},
+			&cli.DurationFlag{Name: "budget", Value: 10 * time.Minute, Usage: "time to spend; the smallest failing case so far is the result, judged once more (up to three times) past it"},
 			&cli.StringFlag{Name: "store", Value: "store", Usage: "directory where runs are kept"},
 		},
 		Action: func(c *cli.Context) error {
@@ -164,7 +164,14 @@ func runShrink(ctx context.Context, c *cli.Context, cs shrink.Case) error {
 
 func showStep(out io.Writer, s shrink.Step) {
 	word := "no: "
-	if s.Kept {
+	switch {
+	case s.Confirm && s.Kept:
+		fmt.Fprintf(out, "  held: judged again, the result failed %d of %d\n", s.Verdict.Failed, s.Verdict.Runs)
+		return
+	case s.Confirm:
+		fmt.Fprintf(out, "  gave way: judged again, the result failed %d of %d; back to the case kept before it\n", s.Verdict.Failed, s.Verdict.Runs)
+		return
+	case s.Kept:
 		word = "kept:"
 	}
 	fmt.Fprintf(out, "  %s %-60s failed %d of %d   (%v left)\n", word, s.What, s.Verdict.Failed, s.Verdict.Runs, s.Left)
