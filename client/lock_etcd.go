@@ -58,6 +58,10 @@ type etcdHold struct {
 	ttl time.Duration // the lease the server gave
 }
 
+// EtcdPrefix is where the etcd locks named key keep their line: the
+// holder's key and each waiter's, under EtcdPrefix(key)+"/".
+func EtcdPrefix(key string) string { return "/hiatus/" + key }
+
 func etcdKind() LockKind {
 	return LockKind{Name: "etcd", About: "etcd's concurrency.Mutex on a session whose lease its client keeps alive; fenced by the key's revision",
 		Store: OnEtcd,
@@ -86,7 +90,7 @@ func NewEtcd(ctx context.Context, endpoints []string, key string, lease, retry t
 		return nil, fmt.Errorf("etcd lock %s %s: %w", key, where, err)
 	}
 	ttl := int((lease + time.Second - 1) / time.Second)
-	l := &Etcd{cli: cli, where: where, key: key, prefix: "/hiatus/" + key, ttl: max(ttl, 1),
+	l := &Etcd{cli: cli, where: where, key: key, prefix: EtcdPrefix(key), ttl: max(ttl, 1),
 		retry: retryOr(retry), fenced: fenced, held: map[string]*etcdHold{}}
 	l.ctx, l.stop = context.WithCancel(context.Background())
 	// Without this a wrong endpoint would be found by the first Acquire,

@@ -90,7 +90,7 @@ func NewEtcdLockRPC(ctx context.Context, endpoints []string, key string, lease, 
 		return nil, fmt.Errorf("etcd lock RPC %s %s: %w", key, where, err)
 	}
 	ttl := int((lease + time.Second - 1) / time.Second)
-	l := &EtcdLockRPC{cli: cli, where: where, key: key, name: "/hiatus/" + key, ttl: max(ttl, 1),
+	l := &EtcdLockRPC{cli: cli, where: where, key: key, name: EtcdPrefix(key), ttl: max(ttl, 1),
 		retry: retryOr(retry), fencer: f, held: map[string]*rpcHold{}}
 	l.ctx, l.stop = context.WithCancel(context.Background())
 	if _, err := cli.Get(ctx, l.name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {

@@ -75,6 +75,7 @@ func TestRunAdapterFrozenWithWorker(t *testing.T) {
 // flight :info, and the run goes on to a history that checks; nothing it
 // started is left behind.
 func TestRunAdapterMisbehaves(t *testing.T) {
+	t.Parallel() // it waits on adapters that die, hang and say nothing, as the other parallel tests sleep
 	command, mark := adaptertest.Marked(adaptertest.Command("exit"))
 	_, _, err := adapterRun(t, command, func(*harness.Config) {})
 	var se *harness.SetupError

@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,7 +32,14 @@ import (
 // With kill-worker besides, a killed worker's file holds its counts as of
 // its last refusal: the files' sums are at most the history's.
 func TestRunGuardMetrics(t *testing.T) {
-	for _, tc := range []struct {
+	t.Parallel() // its runs sleep through their pauses, as do the other parallel tests'
+	shared := harness.DefaultConfig()
+	stop, err := harness.StartServers(context.Background(), &shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	for i, tc := range []struct {
 		guard   client.Guard
 		nemesis harness.Nemesis
 	}{
@@ -41,8 +49,12 @@ func TestRunGuardMetrics(t *testing.T) {
 		{client.GuardFence, "sigstop,kill-worker"},
 	} {
 		t.Run(string(tc.guard)+"/"+string(tc.nemesis), func(t *testing.T) {
+			t.Parallel()
 			cfg := harness.DefaultConfig()
 			cfg.Store, cfg.Guard, cfg.Nemesis = t.TempDir(), tc.guard, tc.nemesis
+			// One pair of servers, a counter row and lock of its own a run.
+			cfg.RedisURL, cfg.PostgresURL = shared.RedisURL, shared.PostgresURL
+			cfg.Name, cfg.CounterID = fmt.Sprintf("metrics-%d", i), int64(800+i)
 			cfg.Lease, cfg.Work, cfg.TimeLimit = 300*time.Millisecond, 5*time.Millisecond, 4*time.Second
 			cfg.Pause, cfg.InjectEvery, cfg.PauseKind = 4*cfg.Lease, 2, nemesis.KindStop
 			res, err := lab.Run(context.Background(), cfg)

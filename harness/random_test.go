@@ -76,6 +76,7 @@ func overlapping(t *testing.T, spans []faultSpan) int {
 // node and the workers' proxies: the lock's node faults, the links', the
 // workers'.
 func TestRunRandom(t *testing.T) {
+	t.Parallel() // its runs sleep through their faults, as do the other parallel tests'
 	shared := harness.DefaultConfig()
 	stop, err := harness.StartServers(context.Background(), &shared)
 	if err != nil {
