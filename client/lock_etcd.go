@@ -126,18 +126,7 @@ func (l *Etcd) Close() error {
 // waiting retry after a try that failed (the server down, say), and then
 // returns ErrGaveUp. Every try that did not end with the lock is undone.
 func (l *Etcd) Acquire(ctx context.Context) (Grant, error) {
-	for {
-		if ctx.Err() != nil {
-			return Grant{}, ErrGaveUp
-		}
-		g, err := l.try(ctx)
-		if err == nil {
-			return g, nil
-		}
-		if ctx.Err() != nil || !wait(ctx, l.retry) {
-			return Grant{}, fmt.Errorf("%w (%v)", ErrGaveUp, err)
-		}
-	}
+	return retryTries(ctx, l.retry, l.try)
 }
 
 // try makes one acquisition with a session of its own, and undoes it unless

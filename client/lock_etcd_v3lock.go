@@ -121,18 +121,7 @@ func (l *EtcdLockRPC) Close() error {
 // Acquire implements Lock. It tries until the lock is had or ctx ends,
 // waiting retry after a try that failed, and then returns ErrGaveUp.
 func (l *EtcdLockRPC) Acquire(ctx context.Context) (Grant, error) {
-	for {
-		if ctx.Err() != nil {
-			return Grant{}, ErrGaveUp
-		}
-		g, err := l.try(ctx)
-		if err == nil {
-			return g, nil
-		}
-		if ctx.Err() != nil || !wait(ctx, l.retry) {
-			return Grant{}, fmt.Errorf("%w (%v)", ErrGaveUp, err)
-		}
-	}
+	return retryTries(ctx, l.retry, l.try)
 }
 
 // try makes one acquisition on a lease of its own, and undoes it unless it

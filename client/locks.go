@@ -169,6 +169,24 @@ func newToken() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
+// retryTries calls try until it returns a grant or ctx ends, waiting
+// retry after each that failed; then it returns ErrGaveUp, with the last
+// try's error. Each try undoes what it did unless it returns a grant.
+func retryTries(ctx context.Context, retry time.Duration, try func(context.Context) (Grant, error)) (Grant, error) {
+	for {
+		if ctx.Err() != nil {
+			return Grant{}, ErrGaveUp
+		}
+		g, err := try(ctx)
+		if err == nil {
+			return g, nil
+		}
+		if ctx.Err() != nil || !wait(ctx, retry) {
+			return Grant{}, fmt.Errorf("%w (%v)", ErrGaveUp, err)
+		}
+	}
+}
+
 // wait waits d, and reports false when ctx ended first.
 func wait(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

@@ -264,6 +264,17 @@ func redactErr(err error) error {
 func (c Config) clockJump() time.Duration { return cmp.Or(c.ClockJump, c.Lease) }
 func (c Config) delay() time.Duration     { return cmp.Or(c.Delay, c.Lease) }
 
+// section is about what a section takes but for pauses: its work and a
+// retry, and, in a run with a delay fault, two round trips (the read and
+// the write) across a delayed link.
+func (c Config) section() time.Duration {
+	d := c.Work + c.Retry
+	if slices.ContainsFunc(c.FaultNames(), func(f string) bool { return strings.HasPrefix(f, "delay-") }) {
+		d += 4 * c.delay()
+	}
+	return d
+}
+
 // redisLock reports whether the lock is kept on Redis, so that the nodes'
 // faults can reach it.
 func (c Config) redisLock() bool {

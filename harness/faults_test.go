@@ -181,7 +181,7 @@ func TestRunNetworkFaults(t *testing.T) {
 			c.Workers, c.Work, c.Delay = 1, faultLease/6, 500*time.Millisecond
 			c.Nemesis = "delay-postgres,drop-postgres"
 			at := time.Second
-			c.TimeLimit = at + 2*time.Second + c.Delay
+			c.TimeLimit = at + 4*time.Second + c.Delay
 			c.Plan = nemesis.Plan{
 				{Kind: nemesis.KindDelayPostgres, Worker: nemesis.On(0), At: at, Length: c.TimeLimit - at, Holder: true},
 				{Kind: nemesis.KindDropPostgres, Worker: nemesis.On(0), At: at + time.Millisecond, Length: faultLease / 3, InFlight: true},

@@ -181,7 +181,7 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 		// again for five sections at the least: with 1 s of work, a
 		// second found the other worker holding turn after turn.
 		sched := &nemesis.Schedule{Faults: faults, Pause: cfg.Pause, Interval: cfg.Interval, Plan: cfg.Plan, Overlap: cfg.Nemesis == Random,
-			HolderWait: max(time.Second, 5*(cfg.Work+cfg.Retry)),
+			HolderWait: max(time.Second, 5*cfg.section()),
 			Rand:       rand.New(rand.NewSource(cfg.Seed)), Clock: clock, Record: func(o history.Op) {
 				lg.logf("nemesis: %s %s", o.F, history.AppendValue(nil, o.Value))
 				col.record(o)
