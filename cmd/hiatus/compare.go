@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +37,11 @@ func compareFlags() []cli.Flag {
 		&cli.IntFlag{Name: "inject-every", Value: 20, Usage: "sleep and stop: pause each worker inside its every Nth critical section"},
 		&cli.Int64Flag{Name: "seed", Usage: "run i of every row uses seed SEED+i, so that rows see the same nemesis choices", DefaultText: "from the clock"},
 		&cli.StringFlag{Name: "name", Value: "compare", Usage: "the comparison goes to STORE/NAME/START-TIME/, and its runs inside it, to NAME-ROW/START-TIME/"},
+		&cli.BoolFlag{Name: "list-cells", Usage: "list the grid's cells, one run each, a line per cell: index, row and run, setup; start nothing"},
+		&cli.StringFlag{Name: "cell", Usage: "make only cell N of the grid (from 0; see --list-cells) into --grid-dir; " +
+			"job: the index a Kubernetes Indexed Job gives its pod, $" + jobIndexEnv + " (needs --seed)"},
+		&cli.StringFlag{Name: "grid-dir", Usage: "with --cell: the directory every cell of the grid shares; cell N goes to DIR/cell-N/"},
+		&cli.StringFlag{Name: "collect", Usage: "tabulate the cells made in DIR by --cell into DIR's table.md, table.csv and table.json, as one process makes them; alone"},
 	}, settingFlags(true)...)
 }
 
@@ -54,6 +61,13 @@ func compareCommand() *cli.Command {
 			"  hiatus compare\n" +
 			"  hiatus compare --runs 5 --locks setnx,renew,redsync,redislock,pg-advisory --pauses sigstop,sleep,stop\n" +
 			"  hiatus compare --sweep pause/lease=0.25..4 --lock setnx --runs 3\n\n" +
+			"A grid may be made as separate processes, a cell (one run) each, as the pods of a\n" +
+			"Kubernetes Indexed Job do (docs/cluster.md): --list-cells lists the cells, --cell N\n" +
+			"--grid-dir DIR makes cell N into DIR/cell-N/, and --collect DIR tabulates them into\n" +
+			"the table one process would have made.\n" +
+			"  hiatus compare --locks setnx,renew --runs 2 --seed 7 --list-cells\n" +
+			"  hiatus compare --locks setnx,renew --runs 2 --seed 7 --cell 3 --grid-dir /grid\n" +
+			"  hiatus compare --collect /grid\n\n" +
 			"Exit status: 0 when every run was made (whatever their verdicts), 130 interrupted,\n" +
 			"254 bad arguments or servers, 255 internal error.",
 		Flags: compareFlags(),
@@ -61,12 +75,24 @@ func compareCommand() *cli.Command {
 			if c.NArg() > 0 {
 				return usageErrorf("compare takes flags only, not %q (see hiatus compare --help)", c.Args().Slice())
 			}
+			if c.IsSet("collect") {
+				return runCollect(c)
+			}
 			a, err := compareArgsOf(c)
 			if err != nil {
 				return usageError(err)
 			}
+			if c.Bool("list-cells") {
+				for _, cell := range a.Cells() {
+					fmt.Fprintln(c.App.Writer, a.Describe(cell))
+				}
+				return nil
+			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if c.IsSet("cell") {
+				return runCell(ctx, c, a)
+			}
 			return runCompare(ctx, a, c.App.Writer, c.App.ErrWriter)
 		},
 	}
@@ -87,6 +113,9 @@ func compareArgsOf(c *cli.Context) (compare.Plan, error) {
 	if c.IsSet("seed") {
 		base.Seed = c.Int64("seed")
 	}
+	if err := cellFlagsOf(c); err != nil {
+		return compare.Plan{}, err
+	}
 	a := compare.Plan{Runs: c.Int("runs"), Name: c.String("name"), Command: commandLine(c), Base: base}
 	if a.Kind, a.Setups, err = ch.Setups(); err != nil {
 		return a, err
@@ -97,13 +126,19 @@ func compareArgsOf(c *cli.Context) (compare.Plan, error) {
 	return a, a.Validate()
 }
 
+// machineFlags say where a grid is made, not what it is: a command line
+// that names the grid leaves them out.
+var machineFlags = []string{"redis-url", "postgres-url", "counter-id", "store", "list-cells", "cell", "grid-dir", "collect"}
+
 // commandLine writes the command as the flags that were set, in the order
-// of the flags, leaving out the server URLs (they are the machine's).
+// of the flags, leaving out those that say where it is made (the servers
+// and the counter's row are the machine's; a cell's flags, its pod's): every cell of a grid
+// made apart, and the grid made in one process, have the one command line.
 func commandLine(c *cli.Context) string {
 	parts := []string{"hiatus", "compare"}
 	for _, f := range compareFlags() {
 		name := f.Names()[0]
-		if !c.IsSet(name) || name == "redis-url" || name == "postgres-url" {
+		if !c.IsSet(name) || slices.Contains(machineFlags, name) {
 			continue
 		}
 		parts = append(parts, "--"+name, shellquote.Quote(fmt.Sprint(c.Value(name))))
@@ -143,4 +178,89 @@ func runCompare(ctx context.Context, a compare.Plan, stdout, stderr io.Writer) e
 		return err
 	}
 	return nil
+}
+
+// jobIndexEnv is where a Kubernetes Indexed Job puts the index of the pod's
+// completion: --cell job reads it; nothing else does, so that a stray one
+// never turns a comparison into one cell of it.
+const jobIndexEnv = "JOB_COMPLETION_INDEX"
+
+// cellFlagsOf checks that the flags of a cell go together.
+func cellFlagsOf(c *cli.Context) error {
+	cell := c.IsSet("cell")
+	switch {
+	case cell && c.Bool("list-cells"):
+		return errors.New("--list-cells lists the cells: it cannot go with --cell")
+	case cell && c.String("grid-dir") == "":
+		return errors.New("--cell needs --grid-dir DIR, the directory every cell of the grid shares")
+	case !cell && c.IsSet("grid-dir"):
+		return errors.New("--grid-dir is where --cell puts its cell; --collect DIR tabulates the cells there")
+	case cell && !c.IsSet("seed"):
+		return errors.New("--cell needs --seed: the cells of a grid made apart must draw their faults from one seed (run i of every row uses SEED+i)")
+	case cell && c.IsSet("store"):
+		return errors.New("--cell makes its run in --grid-dir DIR/cell-N/, not in --store")
+	}
+	return nil
+}
+
+// cellIndex is the cell --cell names: a number, or job for the index
+// $JOB_COMPLETION_INDEX holds.
+func cellIndex(c *cli.Context) (int, error) {
+	v, what := c.String("cell"), "--cell"
+	if v == "job" {
+		what = "--cell job: $" + jobIndexEnv
+		var ok bool
+		if v, ok = os.LookupEnv(jobIndexEnv); !ok {
+			return 0, fmt.Errorf("%s is not set: a Kubernetes Indexed Job sets it in each pod; elsewhere, give --cell N", what)
+		}
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s %q: want a cell's index, a whole number from 0 (hiatus compare --list-cells lists them)", what, v)
+	}
+	return n, nil
+}
+
+// runCell makes one cell of the grid a, and prints where its run went and
+// its verdict.
+func runCell(ctx context.Context, c *cli.Context, a compare.Plan) error {
+	index, err := cellIndex(c)
+	if err != nil {
+		return usageError(err)
+	}
+	rec, err := compare.MakeCell(ctx, a, index, c.String("grid-dir"))
+	if err != nil {
+		if ctx.Err() != nil {
+			return &exitError{code: exitInterrupted, err: fmt.Errorf("cell %d interrupted: %w", index, err)}
+		}
+		return runError(err)
+	}
+	fmt.Fprintf(c.App.Writer, "%s\tvalid? %s\t%s\n", a.Describe(rec.Cell), rec.Figures.Valid, rec.Figures.Dir)
+	return nil
+}
+
+// runCollect tabulates the cells of the directory --collect names, which
+// takes no other flag: the cells' records say what their grid is.
+func runCollect(c *cli.Context) error {
+	for _, f := range compareFlags() {
+		// The server URLs, which it does not use, may come from the
+		// environment.
+		name := f.Names()[0]
+		if name != "collect" && name != "redis-url" && name != "postgres-url" && c.IsSet(name) {
+			return usageErrorf("--collect reads its grid from the cells' records: it takes no --%s", name)
+		}
+	}
+	dir := c.String("collect")
+	t, err := compare.Collect(dir)
+	if t == nil {
+		return usageError(err)
+	}
+	c.App.Writer.Write(t.Markdown())
+	fmt.Fprintf(c.App.Writer, "\n%s: %s, %s, %s, %s, %s, %s\n", dir, compare.TableMarkdown, compare.TableCSV,
+		compare.TableJSON, compare.PlotPNG, compare.PlotSVG, compare.RunList)
+	var missing *compare.MissingError
+	if errors.As(err, &missing) {
+		return usageError(err)
+	}
+	return err
 }

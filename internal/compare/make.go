@@ -100,8 +100,7 @@ func Make(ctx context.Context, p Plan, w Watch) (dir string, t *Table, err error
 	if dir, err = CreateDir(base.Store, p.Name, start); err != nil {
 		return "", nil, err
 	}
-	t = &Table{Kind: p.Kind, Command: p.Command, Started: start, Versions: versions,
-		Workers: base.Workers, Limit: base.TimeLimit, Work: base.Work, Runs: p.Runs}
+	t = p.Header().Table(start, versions)
 	// A run takes its time limit, plus the workers' start and the check.
 	guess := base.TimeLimit + time.Second
 	if w.Started != nil {
@@ -110,17 +109,7 @@ func Make(ctx context.Context, p Plan, w Watch) (dir string, t *Table, err error
 	p.Base = base
 	p.Base.Store = dir // the cells live in their comparison's directory, not among the store's runs
 	runErr := Run(ctx, t, p.Setups, func(ctx context.Context, s Setup, i int) (Figures, error) {
-		cfg := p.Config(s, i)
-		res, err := harness.Run(ctx, cfg)
-		if err == nil {
-			err = res.Leftover // what it left would pile up, run after run
-		}
-		if err != nil {
-			return Figures{}, err
-		}
-		f := FiguresOf(res.Results)
-		f.Dir, f.Seed = res.Dir, cfg.Seed
-		return f, nil
+		return runCell(ctx, p.Config(s, i), dir)
 	}, guess, w.progress)
 	if err := Write(dir, t); err != nil {
 		return dir, t, err

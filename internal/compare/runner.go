@@ -19,48 +19,44 @@ type Progress struct {
 	Finished    *Figures // the run just finished; nil when one is about to start
 }
 
-// Run makes t.Runs runs of every setup, one after another (runs are timing
-// experiments: two at once would disturb each other), and adds their figures
-// to t.Rows as they finish, so that an interrupted grid keeps what was done.
-// guess is how long a run is expected to take until one has been timed.
-// It stops at the first run that fails, or when ctx ends.
+// Run makes t.Runs runs of every setup — the cells of the grid, Cells —
+// one after another (runs are timing experiments: two at once would
+// disturb each other), and fills t.Rows with their figures (Table.Fill),
+// so that an interrupted grid keeps what was done. guess is how long a run
+// is expected to take until one has been timed. It stops at the first run
+// that fails, or when ctx ends.
 func Run(ctx context.Context, t *Table, setups []Setup, run RunFunc, guess time.Duration, report func(Progress)) error {
-	t.Rows = make([]Row, len(setups))
-	for i, s := range setups {
-		t.Rows[i].Setup = s
-	}
-	total := len(setups) * t.Runs
+	var results []Result
+	defer func() { t.Fill(setups, results) }()
+	cells := Cells(len(setups), t.Runs)
 	start := time.Now()
-	done := 0
 	left := func() time.Duration {
 		per := guess
-		if done > 0 {
-			per = time.Since(start) / time.Duration(done)
+		if len(results) > 0 {
+			per = time.Since(start) / time.Duration(len(results))
 		}
-		return per * time.Duration(total-done)
+		return per * time.Duration(len(cells)-len(results))
 	}
-	for i, s := range setups {
-		for j := range t.Runs {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			p := Progress{Row: i + 1, Rows: len(setups), Run: j + 1, Runs: t.Runs, Done: done, Total: total,
-				Setup: s, Left: left()}
-			report(p)
-			f, err := run(ctx, s, j)
-			if err != nil {
-				return fmt.Errorf("%s, run %d: %w", s.Short(), j+1, err)
-			}
-			if err := ctx.Err(); err != nil {
-				// The run was cut short: its figures are not comparable with
-				// the others' (its directory stays in the store).
-				return err
-			}
-			t.Rows[i].Runs = append(t.Rows[i].Runs, f)
-			done++
-			p.Done, p.Left, p.Finished = done, left(), &f
-			report(p)
+	for _, c := range cells {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
+		s := setups[c.Row]
+		p := Progress{Row: c.Row + 1, Rows: len(setups), Run: c.Run + 1, Runs: t.Runs, Done: len(results), Total: len(cells),
+			Setup: s, Left: left()}
+		report(p)
+		f, err := run(ctx, s, c.Run)
+		if err != nil {
+			return fmt.Errorf("%s, run %d: %w", s.Short(), c.Run+1, err)
+		}
+		if err := ctx.Err(); err != nil {
+			// The run was cut short: its figures are not comparable with
+			// the others' (its directory stays in the store).
+			return err
+		}
+		results = append(results, Result{Cell: c, Figures: f})
+		p.Done, p.Left, p.Finished = len(results), left(), &f
+		report(p)
 	}
 	return nil
 }

@@ -17,7 +17,10 @@ import (
 // Figures are what one run gives a table: its verdict, and the
 // lock-counter check's figures under their one name (results.edn's).
 type Figures struct {
-	Dir   string `json:"dir"`
+	Dir string `json:"dir"`
+	// Path is the run directory inside the comparison's directory,
+	// slash-separated: where `hiatus serve` finds it.
+	Path  string `json:"path,omitempty"`
 	Seed  int64  `json:"seed"`
 	Valid string `json:"valid"` // true, false or :unknown, as results.edn writes it
 	checker.LockCounterFigures
