@@ -317,11 +317,13 @@ func hashSource(text string) string {
 // TestHeaders: every response, whatever it is, says that it may be framed
 // by the server's own pages only, that its type is not to be guessed and
 // that no referrer leaves it, and carries a Content-Security-Policy that
-// loads nothing from elsewhere: the pages' own style and the timeline's own
-// script and style by their hashes, other files nothing at all, sandboxed.
+// loads nothing from elsewhere: the pages' own style and script (which
+// sorts a comparison's table) and the timeline's own script and style by
+// their hashes, other files nothing at all, sandboxed.
 func TestHeaders(t *testing.T) {
 	root, run := fixture(t)
 	mkfile(t, filepath.Join(root, run, "planted.html"), "<script>document.title='ran'</script>")
+	grid, _ := gridFixture(t, root)
 	h := newHandler(t, root)
 	for _, tc := range []struct {
 		method, target string
@@ -329,6 +331,7 @@ func TestHeaders(t *testing.T) {
 		kind           string // page, timeline or file
 	}{
 		{"GET", "/", 200, "page"},
+		{"GET", "/run/" + grid, 200, "page"},
 		{"GET", "/?q=x&sort=name", 200, "page"},
 		{"GET", "/run/" + run, 200, "page"},
 		{"HEAD", "/run/" + run, 200, "page"},
@@ -369,7 +372,13 @@ func TestHeaders(t *testing.T) {
 					t.Errorf("%s: the page's style is not allowed by %q", what, policy)
 				}
 			}
-			if len(p["script-src"]) > 0 || !slices.Equal(p["img-src"], []string{"'self'"}) || !slices.Equal(p["frame-src"], []string{"'self'"}) {
+			// One script, by its hash: the one that sorts a comparison's table.
+			for _, s := range inline(body, "script") {
+				if !slices.Contains(p["script-src"], hashSource(s)) {
+					t.Errorf("%s: the page's script is not allowed by %q", what, policy)
+				}
+			}
+			if len(p["script-src"]) != 1 || !slices.Equal(p["img-src"], []string{"'self'"}) || !slices.Equal(p["frame-src"], []string{"'self'"}) {
 				t.Errorf("%s: Content-Security-Policy %q", what, policy)
 			}
 		case "timeline":

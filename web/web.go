@@ -8,7 +8,8 @@
 // whatever symlinks it crosses, is read outside the store; a FIFO or a
 // device is never read nor waited on. Every answer carries a
 // Content-Security-Policy under which the only scripts that run are those
-// of the timelines hiatus makes.
+// of the timelines hiatus makes and the pages' own, which sorts a
+// comparison's table.
 package web
 
 import (
@@ -74,7 +75,7 @@ func Open(dir string) (*Server, error) {
 	s := &Server{
 		dir:  abs,
 		fsys: storeFS{root},
-		pageCSP: "default-src 'none'; style-src " + report.CSPHash(css) +
+		pageCSP: "default-src 'none'; script-src " + report.CSPHash(sortJS) + "; style-src " + report.CSPHash(css) +
 			"; img-src 'self'; frame-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'self'",
 		timelineCSP: report.TimelineCSP() + "; frame-ancestors 'self'",
 	}
@@ -168,6 +169,7 @@ type runInfo struct {
 	Files    []string
 	Plots    []string
 	Table    string // a comparison's table.md
+	Grid     *grid  // a comparison's table.json, on its page
 	Children []runInfo
 }
 
@@ -210,6 +212,11 @@ func (s *Server) info(name string) runInfo {
 	if ri.Compare {
 		ri.Config = "comparison"
 		ri.Table = s.fsys.readText(path.Join(name, "table.md"), maxTable)
+		if ri.Started.IsZero() {
+			// A grid collected from cells lies where its job put it,
+			// under any name: its table says when it started.
+			ri.Started = s.gridStarted(name)
+		}
 	}
 	return ri
 }
@@ -248,9 +255,16 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ri := s.info(name)
+	if ri.Compare {
+		ri.Grid = s.readGrid(name)
+	}
 	entries, _ := fs.ReadDir(s.fsys, name)
 	for _, e := range entries {
 		switch {
+		case e.IsDir() && ri.Compare && ri.Grid != nil:
+			// Its runs are those its table links, wherever they lie
+			// inside it (a grid collected from cells keeps them in
+			// cell-N/NAME-ROW/TIME/).
 		case e.IsDir() && ri.Compare:
 			// A comparison's cells: NAME-ROW/TIME/.
 			sub, _ := fs.ReadDir(s.fsys, path.Join(name, e.Name()))
@@ -271,6 +285,15 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 			ri.Files = append(ri.Files, e.Name())
 			if strings.HasSuffix(e.Name(), ".png") {
 				ri.Plots = append(ri.Plots, e.Name())
+			}
+		}
+	}
+	if ri.Grid != nil {
+		for _, r := range ri.Grid.Rows {
+			for _, run := range r.Runs {
+				if run.Link != "" {
+					ri.Children = append(ri.Children, s.info(run.rel))
+				}
 			}
 		}
 	}
