@@ -69,7 +69,8 @@ func compareCommand() *cli.Command {
 			"  hiatus compare --locks setnx,renew --runs 2 --seed 7 --cell 3 --grid-dir /grid\n" +
 			"  hiatus compare --collect /grid\n\n" +
 			"Exit status: 0 when every run was made (whatever their verdicts), 130 interrupted,\n" +
-			"254 bad arguments or servers, 255 internal error.",
+			"254 bad arguments or servers, or cells --collect did not find (the table is written\n" +
+			"all the same, marked incomplete), 255 internal error.",
 		Flags: compareFlags(),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {

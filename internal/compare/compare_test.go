@@ -418,3 +418,97 @@ func TestCSVFigureNames(t *testing.T) {
 		}
 	}
 }
+
+// TestCollect: cells made apart are tabulated as one process tabulates
+// them, their runs found where the grid's directory holds them now; a
+// record of another grid, in another cell's directory, naming a run
+// outside the grid, or unreadable, is refused naming its file, before
+// anything is written; cells missing leave the table incomplete, written,
+// and a MissingError naming them.
+func TestCollect(t *testing.T) {
+	p := Plan{Kind: "grid", Runs: 2, Command: "hiatus compare --locks setnx --pauses none,sigstop --runs 2",
+		Setups: Grid(faults, []string{"setnx"}, []string{PauseNone, PauseSigStop}, []bool{false}, 500*time.Millisecond)}
+	p.Base.Workers, p.Base.Seed = 3, 5
+	record := func(c Cell, grid Header) string {
+		rec := Record{Grid: grid, Started: time.Unix(int64(100-c.Index), 0), Versions: "Redis 7",
+			Result: Result{Cell: c, Figures: Figures{Valid: "true", Seed: 5 + int64(c.Run), Path: CellDir(c.Index) + "/run",
+				LockCounterFigures: checker.LockCounterFigures{Writes: int64(10 * (c.Index + 1))}}}}
+		b, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	other := p.Header()
+	other.Command += " --fencing on"
+	for _, tc := range []struct {
+		name  string
+		plant func(dir string) // what goes wrong, if anything
+		err   string
+	}{
+		{"whole", func(string) {}, ""},
+		{"missing", func(dir string) { os.Remove(filepath.Join(dir, CellDir(2), CellFile)) }, "1 of 4 cells have no cell.json (2)"},
+		{"other grid", func(dir string) { write(t, filepath.Join(dir, CellDir(3), CellFile), record(Cell{3, 1, 1}, other)) }, "cell-3/cell.json: a cell of another grid"},
+		{"moved", func(dir string) {
+			write(t, filepath.Join(dir, CellDir(3), CellFile), record(Cell{2, 1, 0}, p.Header()))
+		}, "the record of cell 2, in the directory of another"},
+		{"not a cell", func(dir string) {
+			write(t, filepath.Join(dir, CellDir(3), CellFile), record(Cell{3, 0, 1}, p.Header()))
+		}, "is not a cell of its 4-cell grid"},
+		{"outside", func(dir string) {
+			write(t, filepath.Join(dir, CellDir(3), CellFile), strings.Replace(record(Cell{3, 1, 1}, p.Header()), `"path":"cell-3/run"`, `"path":"../x"`, 1))
+		}, "outside the grid's directory"},
+		{"garbled", func(dir string) { write(t, filepath.Join(dir, CellDir(1), CellFile), "{") }, "cell-1/cell.json: unexpected end of JSON input"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, c := range p.Cells() {
+				write(t, filepath.Join(dir, CellDir(c.Index), CellFile), record(c, p.Header()))
+			}
+			tc.plant(dir)
+			tab, err := Collect(dir)
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("Collect: %v, want %q", err, tc.err)
+			}
+			var missing *MissingError
+			if tc.err != "" && !errors.As(err, &missing) {
+				if _, err := os.Stat(filepath.Join(dir, TableJSON)); err == nil || tab != nil {
+					t.Errorf("a refused collection wrote its table")
+				}
+				return
+			}
+			want := [][]int64{{10, 20}, {30, 40}}
+			if missing != nil {
+				want[1] = []int64{40}
+			}
+			for i, r := range tab.Rows {
+				var got []int64
+				for _, f := range r.Runs {
+					got = append(got, f.Writes)
+					if wantDir := filepath.Join(dir, filepath.FromSlash(f.Path)); f.Dir != wantDir {
+						t.Errorf("row %d: run dir %s, want %s", i+1, f.Dir, wantDir)
+					}
+				}
+				if !slices.Equal(got, want[i]) {
+					t.Errorf("row %d: writes %v, want %v", i+1, got, want[i])
+				}
+			}
+			if !tab.Started.Equal(time.Unix(97, 0)) || tab.Complete() != (missing == nil) || tab.Command != p.Command {
+				t.Errorf("started %v, complete %v, command %q; want the first cell's start, %v, %q", tab.Started, tab.Complete(), tab.Command, missing == nil, p.Command)
+			}
+			if _, err := os.Stat(filepath.Join(dir, TableJSON)); err != nil {
+				t.Errorf("no table.json: %v", err)
+			}
+		})
+	}
+}
+
+func write(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
