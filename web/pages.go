@@ -30,7 +30,7 @@ iframe.timeline { width: 100%; height: 760px; border: 1px solid #ddd; }
 table.grid th { cursor: pointer; user-select: none; }
 table.grid th[aria-sort=ascending]::after { content: " \25B2"; }
 table.grid th[aria-sort=descending]::after { content: " \25BC"; }
-td.num { text-align: right; }
+td.num { text-align: right; white-space: nowrap; }
 .run { padding: 0 0.4em; margin-right: 0.2em; color: #222; }
 `
 

@@ -135,6 +135,11 @@ func TestCompareCells(t *testing.T) {
 	if err != nil || !strings.Contains(out, string(md)) {
 		t.Errorf("--collect printed no table.md (%v):\n%s", err, out)
 	}
+	for _, name := range []string{compare.PlotPNG, compare.PlotSVG, compare.RunList} {
+		if fi, err := os.Stat(filepath.Join(gridDir, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("--collect wrote no %s: %v", name, err)
+		}
+	}
 
 	oneDir, err := filepath.EvalSymlinks(filepath.Join(root, "grid", "latest"))
 	if err != nil {

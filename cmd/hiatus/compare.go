@@ -133,8 +133,9 @@ var machineFlags = []string{"redis-url", "postgres-url", "counter-id", "store", 
 
 // commandLine writes the command as the flags that were set, in the order
 // of the flags, leaving out those that say where it is made (the servers
-// and the counter's row are the machine's; a cell's flags, its pod's): every cell of a grid
-// made apart, and the grid made in one process, have the one command line.
+// and the counter's row are the machine's; a cell's flags, its pod's):
+// every cell of a grid made apart, and the grid made in one process, have
+// the one command line.
 func commandLine(c *cli.Context) string {
 	parts := []string{"hiatus", "compare"}
 	for _, f := range compareFlags() {
