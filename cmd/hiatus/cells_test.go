@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/hiatus-dev/hiatus/internal/compare"
 	"github.com/hiatus-dev/hiatus/store"
+	"github.com/hiatus-dev/hiatus/web"
 )
 
 // cellGrid is the grid of TestCompareCells: 2 locks × 3 pause kinds × 2
@@ -190,6 +192,14 @@ func TestCompareCells(t *testing.T) {
 		t.Errorf("table.md: collected\n%s\none process\n%s", a, b)
 	}
 
+	// serve shows both as one table: 6 rows, a link to each of 12 runs.
+	for dir, name := range map[string]string{root: "grid/" + filepath.Base(oneDir), filepath.Dir(gridDir): "grid"} {
+		page := servePage(t, dir, "/run/"+name)
+		if rows, links := strings.Count(page, `<tr><td class="num" data-sort=`), strings.Count(page, `<a class="run `); rows != 6 || links != 12 {
+			t.Errorf("serve's page of %s: %d rows, %d links to runs; want 6 and 12", name, rows, links)
+		}
+	}
+
 	// A cell lost: the table is written all the same, incomplete, and the
 	// collector says which cell, with 254.
 	if err := os.Remove(filepath.Join(gridDir, "cell-7", compare.CellFile)); err != nil {
@@ -276,4 +286,20 @@ func TestCompareCellWords(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 {
 		t.Errorf("--list-cells beside a stray %s: exit %d, %q %q; want both cells", jobIndexEnv, code, out, errOut)
 	}
+}
+
+// servePage is serve's answer to a GET of target in the store root.
+func servePage(t *testing.T, root, target string) string {
+	t.Helper()
+	h, err := web.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
+	if rec.Code != 200 {
+		t.Fatalf("GET %s: %d", target, rec.Code)
+	}
+	return rec.Body.String()
 }
