@@ -214,12 +214,19 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 // :ops-missing event at its end, so that a check of it months later still
 // knows it is incomplete.
 func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *collector, lg *runLog) (checker.Results, error) {
-	rd := newReaders(cfg)
+	return finishWith(ctx, cfg, env, run, col, lg, newReaders(cfg))
+}
+
+// finishWith is finish with the readers rd: a run whose plots would say
+// nothing (a few ops, as a pause test's) has none drawn.
+func finishWith(ctx context.Context, cfg Config, env *env, run store.Run, col *collector, lg *runLog, rd *readers) (checker.Results, error) {
 	if err := writeHistory(ctx, cfg, env, run, col, lg, rd); err != nil {
 		return checker.Results{}, err
 	}
-	if err := rd.perf.WritePlots(run.Dir); err != nil {
-		lg.printf("plots: %v", err) // the pictures are not worth the verdict
+	if rd.perf != nil {
+		if err := rd.perf.WritePlots(run.Dir); err != nil {
+			lg.printf("plots: %v", err) // the pictures are not worth the verdict
+		}
 	}
 	rd.stream.FlagSections(rd.tl.Kept()) // the timeline colours what the check found
 	rs := analyze(rd.stream)
@@ -246,7 +253,8 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 }
 
 // readers are what reads the history as history.edn is written: the
-// check, the plots, the timeline and the schedule a replay injects.
+// check, the plots (none when perf is nil), the timeline and the schedule
+// a replay injects.
 type readers struct {
 	stream *checker.Stream
 	perf   *report.Perf
@@ -260,7 +268,9 @@ func newReaders(cfg Config) *readers {
 
 func (rd *readers) add(o history.Op) {
 	rd.stream.Add(o)
-	rd.perf.Add(o)
+	if rd.perf != nil {
+		rd.perf.Add(o)
+	}
 	rd.tl.Add(o)
 	rd.plan.Add(o)
 }
