@@ -113,22 +113,11 @@ func runWatched(ctx context.Context, cfg Config, watch Watch) (res Result, err e
 	if err != nil {
 		return Result{}, err
 	}
-	start, err := client.ServerTime(bg, env.rdb)
-	if err != nil {
-		return Result{}, setupErrorf("redis at %s: %v", Redact(cfg.RedisURL), err)
-	}
-	run, err := store.Create(cfg.Store, cfg.Name, start)
-	if err != nil {
-		return Result{}, err
-	}
-	lg, err := newRunLog(run, watch.Out)
+	run, start, lg, err := createRun(bg, cfg, env, watch.Out)
 	if err != nil {
 		return Result{}, err
 	}
 	defer lg.close()
-	if err := run.WriteFile(store.Test, testEDN(cfg, start)); err != nil {
-		return Result{}, err
-	}
 	lg.printf("run %s: %s", run.Dir, cfg.Describe())
 	if hello != nil {
 		lg.printf("lock adapter: %s", hello)
@@ -146,6 +135,26 @@ func runWatched(ctx context.Context, cfg Config, watch Watch) (res Result, err e
 	}
 	lg.logf("results: valid? %v", rs.Valid)
 	return res, nil
+}
+
+// createRun makes the run directory of a run of cfg starting now on the
+// clock of env's Redis, with its test.edn, and opens its log, whose
+// headlines go to out too.
+func createRun(ctx context.Context, cfg Config, env *env, out io.Writer) (run store.Run, start time.Time, lg *runLog, err error) {
+	if start, err = client.ServerTime(ctx, env.rdb); err != nil {
+		return run, start, nil, setupErrorf("redis at %s: %v", Redact(cfg.RedisURL), err)
+	}
+	if run, err = store.Create(cfg.Store, cfg.Name, start); err != nil {
+		return run, start, nil, err
+	}
+	if lg, err = newRunLog(run, out); err != nil {
+		return run, start, nil, err
+	}
+	if err := run.WriteFile(store.Test, testEDN(cfg, start)); err != nil {
+		lg.close()
+		return run, start, nil, err
+	}
+	return run, start, lg, nil
 }
 
 // experiment runs the workers and the nemesis until the time limit, or

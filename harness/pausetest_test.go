@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,4 +124,51 @@ func checkPauseVerdict(t *testing.T, v harness.PauseVerdict, w pauseWant) {
 		}
 	}
 	t.Logf("%s: B %s (+%v), %v", c, v.Taken, v.After.Round(time.Millisecond), v.Elapsed.Round(time.Millisecond))
+}
+
+// TestPauseTestLate: a B that takes the lock only well after A's lease
+// lapsed — a starved machine, here a lock whose second holder waits three
+// leases before it asks — does not make the case pass. A wakes a lease
+// past its lease and writes; its release finds the lease lapsed; the case
+// is run again, three times in all, and then said Late, not passed: the
+// sequence never happened, though no update was lost.
+func TestPauseTestLate(t *testing.T) {
+	t.Parallel()
+	const lease = 200 * time.Millisecond
+	var made atomic.Int32
+	late := harness.Lab{Locks: []client.LockKind{{Name: "late-taker", Store: client.OnRedis,
+		New: func(ctx context.Context, c client.LockConfig) (client.Lock, error) {
+			l, err := client.NewLock(ctx, "setnx", c)
+			if made.Add(1) == 2 { // holder B's
+				return slowAsker{l, 3 * c.Lease}, err
+			}
+			return l, err
+		}}}}
+	cfg := harness.DefaultConfig()
+	cfg.Store, cfg.Lease, cfg.Retry = t.TempDir(), lease, time.Millisecond
+	vs, err := late.PauseTest(context.Background(), cfg,
+		harness.PauseCases([]string{"late-taker"}, []client.Guard{client.GuardNone}, []history.Keyword{nemesis.KindSleep}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := vs[0]
+	if v.Taken != harness.Late || v.Attempts != 3 || v.Passed() || v.Figure("lost-min") != 0 {
+		t.Errorf("B %s after %d attempts, passed %v, lost %d: want late after 3, not passed, nothing lost (%s)",
+			v.Taken, v.Attempts, v.Passed(), v.Figure("lost-min"), v.Explanation())
+	}
+}
+
+// slowAsker is a lock whose every acquire waits before it asks.
+type slowAsker struct {
+	client.Lock
+	wait time.Duration
+}
+
+func (l slowAsker) Acquire(ctx context.Context) (client.Grant, error) {
+	select {
+	case <-ctx.Done():
+		return client.Grant{}, client.ErrGaveUp
+	case <-time.After(l.wait):
+	}
+	return l.Lock.Acquire(ctx)
 }

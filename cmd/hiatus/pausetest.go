@@ -189,7 +189,7 @@ func pauseTest(c *cli.Context, cfg harness.Config, cases []harness.PauseCase) er
 	if slices.ContainsFunc(vs, func(v harness.PauseVerdict) bool { return v.Case.Pause == nemesis.KindStop && !v.Froze }) {
 		fmt.Fprintln(c.App.Writer, "stop*: the lock has no work of its own (renewals, an adapter) for a stop to freeze: it is paused as by sleep")
 	}
-	fmt.Fprintf(c.App.Writer, "\n%d of %d cases lost no update (lease %v)\n", len(vs)-failed, len(vs), cfg.Lease)
+	fmt.Fprintf(c.App.Writer, "\n%d of %d cases passed: the sequence ran and no update was lost (lease %v)\n", len(vs)-failed, len(vs), cfg.Lease)
 	for _, v := range vs {
 		if !v.Passed() {
 			fmt.Fprintf(c.App.Writer, "  %s: %s\n", v.Case, v.Explanation())
@@ -205,7 +205,10 @@ func pauseTest(c *cli.Context, cfg harness.Config, cases []harness.PauseCase) er
 
 func printPauseVerdict(w io.Writer, v harness.PauseVerdict) {
 	verdict := "pass"
-	if !v.Passed() {
+	switch {
+	case v.Taken == harness.Late:
+		verdict = "unknown" // the sequence did not happen: no verdict on the lock
+	case !v.Passed():
 		verdict = "FAIL"
 	}
 	b := v.Taken.String()
@@ -231,10 +234,13 @@ func writeJUnit(file string, cfg harness.Config, vs []harness.PauseVerdict) erro
 	for _, v := range vs {
 		tc := junit.Testcase{Name: v.Case.String(), Classname: "hiatus.pause-test." + v.Case.Lock,
 			Time: fmt.Sprintf("%.3f", v.Elapsed.Seconds())}
-		out := fmt.Sprintf("run %s\nB %s the lock; writes %d, lost %d, stale-rejected %d, change-rejected %d\n", v.Dir, v.Taken,
-			v.Figure("writes"), v.Figure("lost-min"), v.Figure("stale-rejected"), v.Figure("change-rejected"))
+		out := fmt.Sprintf("run %s\nB %s the lock; writes %d, lost %d, stale-rejected %d, change-rejected %d; attempts %d\n", v.Dir, v.Taken,
+			v.Figure("writes"), v.Figure("lost-min"), v.Figure("stale-rejected"), v.Figure("change-rejected"), v.Attempts)
 		tc.SystemOut = &junit.Output{Data: out}
-		if !v.Passed() {
+		switch {
+		case v.Taken == harness.Late:
+			tc.Error = &junit.Result{Message: "inconclusive: the sequence did not happen", Type: "late", Data: v.Explanation()}
+		case !v.Passed():
 			tc.Failure = &junit.Result{Message: "an update was lost", Type: "lost-update", Data: v.Explanation()}
 		}
 		suite.AddTestcase(tc)
