@@ -142,8 +142,11 @@ func PauseTest(ctx context.Context, cfg Config, cases []PauseCase, each func(Pau
 // and hiatus's, and hands each verdict to each (if not nil) as it is
 // reached. cfg gives the servers (throwaway ones are started once for all
 // cases when it names none), the store, the lease, the retry and the
-// timeouts; each case is kept as a run of cfg.Name, lock, guard and pause
-// its own, with history, results and timeline. The holders run in this
+// timeouts; each case is kept as a run of cfg.Name (its test.edn names
+// the lock, guard and pause), with history, results and timeline. Runs on
+// servers shared with others at the same time need a Name and CounterID
+// of their own. A case whose B was Late runs again, up to three times in
+// all. The holders run in this
 // process (a lock of the lab's is built by its LockKind's New); an
 // adapter's lock is its own process, which a stop stops.
 func (l Lab) PauseTest(ctx context.Context, cfg Config, cases []PauseCase, each func(PauseVerdict)) ([]PauseVerdict, error) {
@@ -189,7 +192,7 @@ func (c PauseCase) config(cfg Config) Config {
 }
 
 // pauseLock runs cases, all of one lock, on one set of the lock's servers
-// (etcd's, redlock's nodes), and on one pair of its locks a fencing.
+// (etcd's, redlock's nodes), with one pair of locks fenced and one not.
 func pauseLock(ctx context.Context, cfg Config, cases []PauseCase, each func(PauseVerdict)) (_ []PauseVerdict, err error) {
 	lcfg := cases[0].config(cfg)
 	env, err := startEnv(ctx, context.WithoutCancel(ctx), &lcfg)
