@@ -366,8 +366,9 @@ func (p *pausedHolder) run(ctx context.Context, h *holders) PauseVerdict {
 
 // await holds A paused until B's section is done, or until the server's
 // clock is a lease past the end of A's lease, which began after asked (B
-// could not take the lock), and says which. B's acquisition, not its read, is what ends the wait: a
-// B that holds the lock is let finish its section before A goes on.
+// could not take the lock), and says which. B's acquisition, not its
+// read, decides: a B that holds the lock finishes its section before A
+// goes on.
 func (p *pausedHolder) await(ctx context.Context, g client.Grant, asked int64, bGot, bDone <-chan struct{}) Takeover {
 	lease, none := g.Lease, g.Lease <= 0
 	if none {
