@@ -309,13 +309,15 @@ type pausedHolder struct {
 // run runs A's section and B's, and says what B did while A was paused.
 func (p *pausedHolder) run(ctx context.Context, h *holders) PauseVerdict {
 	var v PauseVerdict
-	var askedA, grantedB atomic.Int64 // on the server's clock
-	var releasedA atomic.Value        // how A's release ended: its history.Type
+	var askedA, grantedA, grantedB atomic.Int64 // on the server's clock
+	var releasedA atomic.Value                  // how A's release ended: its history.Type
 	inside, resume := make(chan client.Grant, 1), make(chan struct{})
 	a := p.worker(h.a, 0, func(o history.Op) {
 		switch {
 		case o.F == history.FAcquire && o.Type == history.Invoke:
 			askedA.Store(o.Time)
+		case o.F == history.FAcquire && o.Type == history.Ok:
+			grantedA.Store(o.Time)
 		case o.F == history.FRelease && o.Type != history.Invoke:
 			releasedA.Store(o.Type)
 		}
@@ -351,7 +353,7 @@ func (p *pausedHolder) run(ctx context.Context, h *holders) PauseVerdict {
 	bctx, cancel := context.WithTimeout(ctx, 4*p.cfg.Lease+2*p.cfg.OpTimeout)
 	defer cancel()
 	go func() { defer close(bDone); _ = b.Section(bctx) }()
-	v.Taken = p.await(ctx, g, askedA.Load(), bGot, bDone)
+	v.Taken = p.await(ctx, g, grantedA.Load(), bGot, bDone)
 	if v.Taken == Took {
 		v.After = time.Duration(grantedB.Load() - askedA.Load())
 	}
@@ -365,16 +367,18 @@ func (p *pausedHolder) run(ctx context.Context, h *holders) PauseVerdict {
 }
 
 // await holds A paused until B's section is done, or until the server's
-// clock is a lease past the end of A's lease, which began after asked (B
-// could not take the lock), and says which. B's acquisition, not its
-// read, decides: a B that holds the lock finishes its section before A
-// goes on.
-func (p *pausedHolder) await(ctx context.Context, g client.Grant, asked int64, bGot, bDone <-chan struct{}) Takeover {
+// clock is a lease past the end of A's lease, which began before A was
+// told it had the lock, at granted (B could not take the lock), and says
+// which. The grant, not the ask: on a starved machine an acquire takes a
+// lease's time, and a lease counted from the ask is not over when A
+// wakes. B's acquisition, not its read, decides: a B that holds the lock
+// finishes its section before A goes on.
+func (p *pausedHolder) await(ctx context.Context, g client.Grant, granted int64, bGot, bDone <-chan struct{}) Takeover {
 	lease, none := g.Lease, g.Lease <= 0
 	if none {
 		lease = p.cfg.Lease
 	}
-	until := asked + 2*lease.Nanoseconds()
+	until := granted + 2*lease.Nanoseconds()
 	tick := time.NewTicker(max(time.Millisecond, lease/100))
 	defer tick.Stop()
 	for {
