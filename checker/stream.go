@@ -39,6 +39,9 @@ type Stream struct {
 	// (a journal, sorted by time).
 	fileDups *historyNote
 	done     bool // Check has finished the open calls
+	// memory is the bytes of records held in memory past which they go to
+	// disk; 0 once they are there, or if they never go.
+	memory int64
 
 	// What LockCounter reads.
 	builder sectionBuilder
@@ -88,23 +91,34 @@ type openCall struct {
 	late     bool // an :ok resolved after the fact: see lcCall
 }
 
-// NewStream returns an empty Stream. Past a quarter of a million counter
-// operations, it keeps them on disk, in unlinked temporary files under
-// $TMPDIR that nothing outlives.
-func NewStream() *Stream { return newStream(spillCalls, 0) }
+// NewStream returns an empty Stream. Past about 32 MB of records (some
+// 65,000 critical sections), it keeps them on disk, in unlinked temporary
+// files under $TMPDIR that nothing outlives.
+func NewStream() *Stream { return newStream(streamMemory, 0) }
 
-// newStream returns an empty Stream that moves its counter operations to
-// disk past spillAt of them, and its sections past a sorted run of them;
-// spillAt 0 keeps both in memory, for the checks that need them all there
-// (porcupine, the drawing). run, when not 0, is the records a sorted run
-// on disk holds (tests make it tiny).
-func newStream(spillAt, run int) *Stream {
+// NewStreamMemory returns an empty Stream that keeps its records in about
+// memory bytes (DefaultMemory when 0) before it moves them to disk. Where
+// they are changes no result, only how fast and in how much memory.
+func NewStreamMemory(memory int64) *Stream {
+	if memory <= 0 {
+		memory = DefaultMemory
+	}
+	return newStream(memory, 0)
+}
+
+// newStream returns an empty Stream that moves its records to disk once
+// they would take more than memory bytes; memory 0 keeps them in memory,
+// for the checks that need them all there (porcupine, the drawing). run,
+// when not 0, is the records a sorted run on disk holds (tests make it
+// tiny).
+func newStream(memory int64, run int) *Stream {
 	s := &Stream{
 		timed: true, sorted: true, fs: map[history.Keyword]bool{}, names: map[int]int64{},
 		open:        map[history.Process]openCall{},
 		sectionRead: map[history.Process]int64{}, badAt: -1, finalRead: -1,
-		calls: callStore{spillAt: spillAt, runSize: run},
-		secs:  newSectionSet(spillAt > 0, run),
+		memory: memory,
+		calls:  callStore{runSize: run},
+		secs:   newSectionSet(run),
 	}
 	s.builder.emit = s.secs.add
 	return s
@@ -112,14 +126,35 @@ func newStream(spillAt, run int) *Stream {
 
 // Grow makes room for a history of about n ops more, as strings.Builder's
 // Grow does: a caller that knows the size of a history (from its file's,
-// say) spares the Stream copying what it keeps as it grows. Room that is
-// never used costs address space, not memory.
+// say) spares the Stream copying what it keeps as it grows. It makes room
+// up to the Stream's memory, past which the records go to disk; room that
+// is never used costs address space, not memory.
 func (s *Stream) Grow(n int) {
 	// A critical section is eight ops, and makes one Section and two
 	// counter operations, its read and its write.
-	if s.calls.spillAt == 0 {
-		s.calls.mem = slices.Grow(s.calls.mem, n/4)
+	calls, secs := n/4, n/8
+	if s.memory > 0 {
+		fit := int(s.memory / (2*callBytes + sectionBytes)) // sections
+		calls, secs = min(calls, 2*fit), min(secs, fit)
 	}
+	if s.calls.file == nil {
+		s.calls.mem = slices.Grow(s.calls.mem, calls)
+		s.secs.grow(secs)
+	}
+}
+
+// spillIfFull moves the records to disk once they outgrow the Stream's
+// memory.
+func (s *Stream) spillIfFull() {
+	if s.memory <= 0 || int64(s.calls.len())*callBytes+int64(s.secs.n)*sectionBytes < s.memory {
+		return
+	}
+	if !s.calls.spill() {
+		s.memory = 0 // nowhere to put them: the check goes on in memory
+		return
+	}
+	s.secs.spill()
+	s.memory = 0 // on disk now, for good
 }
 
 // Ops returns the number of ops added.
@@ -156,6 +191,7 @@ func (s *Stream) Add(o history.Op) {
 	if o.IsClient() {
 		s.pair(i, o)
 	}
+	s.spillIfFull()
 }
 
 // pair follows pairCalls, and hands each call to addCall once it is
@@ -287,6 +323,7 @@ func (s *Stream) finish() {
 	clear(s.open)
 	s.builder.finish()
 	s.pauses.finish()
+	s.spillIfFull()
 }
 
 // name names the op at position i as opName does: by its :index, or as
