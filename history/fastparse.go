@@ -234,6 +234,9 @@ func (d *fastDec) value() (any, bool) {
 // number parses an EDN integer or float. Octal, hex, ratios and M decimals
 // are left to the library.
 func number(a []byte) (any, bool) {
+	if n, ok := decimal(a); ok {
+		return n, true
+	}
 	s := a
 	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
 		s = s[1:]
@@ -270,6 +273,30 @@ func number(a []byte) (any, bool) {
 		return nil, false
 	}
 	return normInt(n), true
+}
+
+// decimal parses the integers a history is mostly made of, in plain digits
+// with at most a minus sign and 18 digits, without strconv: on a generated
+// history, strconv's checks took a third of the time numbers took.
+func decimal(a []byte) (int64, bool) {
+	s := a
+	if len(s) > 0 && s[0] == '-' {
+		s = s[1:]
+	}
+	if len(s) == 0 || len(s) > 18 || s[0] == '0' && len(s) > 1 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if len(s) < len(a) {
+		n = -n
+	}
+	return n, true
 }
 
 // str reads a string that uses only the escapes AppendOp writes.
