@@ -126,6 +126,28 @@ func BenchmarkStream(b *testing.B) {
 	}
 }
 
+// BenchmarkSections times the lock-counter check alone (its sections and
+// figures: lost updates, overlaps, late writes, fencing, pauses) on a
+// finished Stream whose records are in memory.
+func BenchmarkSections(b *testing.B) {
+	_, ops := generated(b, gen.Config{Sections: 100000, Workers: 64, Seed: 1})
+	s := newStream(0, 0)
+	for _, o := range ops {
+		s.Add(o)
+	}
+	s.finish()
+	w, err := s.walk(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := s.lockCounter(0, w); r.Valid != Valid {
+			b.Fatalf("%v: %s", r.Valid, r.Explanation)
+		}
+	}
+}
+
 // BenchmarkCheckInfo times Check on a history with 1,000 writes of unknown
 // outcome among 64 workers, which no search decides in reasonable time.
 func BenchmarkCheckInfo(b *testing.B) {

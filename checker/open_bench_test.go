@@ -11,7 +11,9 @@ import (
 )
 
 // BenchmarkOpenCheck times what hiatus check does with a history file:
-// Open reads it into a Stream, then Check judges it.
+// Open reads it into a Stream, then Check judges it; with its records in
+// memory (the default budget), and with every record on disk, as a history
+// past the budget has them.
 func BenchmarkOpenCheck(b *testing.B) {
 	for _, sections := range []int{250000} {
 		path := filepath.Join(b.TempDir(), "history.edn")
@@ -19,8 +21,7 @@ func BenchmarkOpenCheck(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		n, err := gen.Write(f, gen.Config{Sections: sections, Workers: 64, Seed: 1})
-		_ = n
+		_, err = gen.Write(f, gen.Config{Sections: sections, Workers: 64, Seed: 1})
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -28,19 +29,21 @@ func BenchmarkOpenCheck(b *testing.B) {
 			b.Fatal(err)
 		}
 		fi, _ := os.Stat(path)
-		b.Run(fmt.Sprintf("sections=%d", sections), func(b *testing.B) {
-			b.SetBytes(fi.Size())
-			b.ReportAllocs()
-			for b.Loop() {
-				h, err := Open(context.Background(), path, Options{}, false, nil)
-				if err != nil {
-					b.Fatal(err)
+		for _, memory := range []int64{0, 1} {
+			b.Run(fmt.Sprintf("sections=%d/spill=%v", sections, memory == 1), func(b *testing.B) {
+				b.SetBytes(fi.Size())
+				b.ReportAllocs()
+				for b.Loop() {
+					h, err := Open(context.Background(), path, Options{Memory: memory}, false, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					rs, err := h.Check(context.Background(), Options{})
+					if err != nil || rs.Valid != Valid {
+						b.Fatalf("%v: %s", err, rs.AppendEDN(nil))
+					}
 				}
-				rs, err := h.Check(context.Background(), Options{})
-				if err != nil || rs.Valid != Valid {
-					b.Fatalf("%v: %s", err, rs.AppendEDN(nil))
-				}
-			}
-		})
+			})
+		}
 	}
 }

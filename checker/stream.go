@@ -58,14 +58,14 @@ type Stream struct {
 
 	// The pairing of invocations with completions, as pairCalls does it.
 	pairer        history.Pairer
-	open          map[history.Process]openCall
+	open          history.ProcessMap[openCall]
 	problems      int
 	firstProblems []string
 
 	// The counter operations of the lock-counter model.
 	calls       callStore
 	maybe       int                       // writes among calls of unknown outcome
-	sectionRead map[history.Process]int64 // the value the open section of each process read, until its write
+	sectionRead history.ProcessMap[int64] // the value the open section of each process read, until its write
 	unfinished  int                       // writes that never completed
 	finalRead   int                       // index into calls of the final read; -1 if none
 	fails       int
@@ -114,8 +114,7 @@ func NewStreamMemory(memory int64) *Stream {
 func newStream(memory int64, run int) *Stream {
 	s := &Stream{
 		timed: true, sorted: true, fs: map[history.Keyword]bool{}, names: map[int]int64{},
-		open:        map[history.Process]openCall{},
-		sectionRead: map[history.Process]int64{}, badAt: -1, finalRead: -1,
+		badAt: -1, finalRead: -1,
 		memory: memory,
 		calls:  callStore{runSize: run},
 		secs:   newSectionSet(run),
@@ -198,12 +197,12 @@ func (s *Stream) Add(o history.Op) {
 // complete or can no longer complete.
 func (s *Stream) pair(i int, o history.Op) {
 	done, abandoned, problem := s.pairer.Add(i, o)
-	invF := func(int) history.Keyword { return s.open[o.Process].f }
+	invF := func(int) history.Keyword { c, _ := s.open.Get(o.Process); return c.f }
 	if msg := pairProblem(problem, o, invF, s.name); msg != "" {
 		s.problem(msg)
 	}
 	if abandoned >= 0 {
-		c := s.open[o.Process]
+		c, _ := s.open.Get(o.Process)
 		c.done, c.typ = -1, history.Info
 		s.addCall(&c) // it never completes now
 	}
@@ -213,21 +212,21 @@ func (s *Stream) pair(i int, o history.Op) {
 			fence, _ = history.Int(o.Get(history.KeyFence))
 			fence = max(fence, 0) // a fence of 0 or less is none: INCR never hands one out
 		}
-		s.open[o.Process] = openCall{inv: i, invTime: o.Time, process: o.Process, f: o.F, arg: o.Value,
-			value: o.Value, fence: fence, final: o.Get(history.KeyFinal) == true}
+		s.open.Set(o.Process, openCall{inv: i, invTime: o.Time, process: o.Process, f: o.F, arg: o.Value,
+			value: o.Value, fence: fence, final: o.Get(history.KeyFinal) == true})
 		return
 	}
 	if done < 0 {
 		return
 	}
-	c := s.open[o.Process]
+	c, _ := s.open.Get(o.Process)
 	c.done, c.doneTime, c.typ = i, o.Time, o.Type
 	if o.Type == history.Ok {
 		c.value = o.Value
 		c.late = resolvedLate(o)
 	}
 	c.final = c.final || o.Get(history.KeyFinal) == true
-	delete(s.open, o.Process)
+	s.open.Delete(o.Process)
 	s.addCall(&c)
 }
 
@@ -246,10 +245,10 @@ func (s *Stream) problem(msg string) {
 func (s *Stream) addCall(c *openCall) {
 	switch c.f {
 	case history.FAcquire, history.FRelease:
-		delete(s.sectionRead, c.process)
+		s.sectionRead.Delete(c.process)
 	case history.FRead:
 		if c.typ != history.Ok {
-			delete(s.sectionRead, c.process)
+			s.sectionRead.Delete(c.process)
 			return
 		}
 		v, ok := history.Int(c.value)
@@ -261,10 +260,10 @@ func (s *Stream) addCall(c *openCall) {
 		if c.final {
 			s.finalRead = i
 		} else {
-			s.sectionRead[c.process] = v
+			s.sectionRead.Set(c.process, v)
 		}
 	case history.FWrite:
-		from, read := s.sectionRead[c.process] // kept for a second write of the section, which read it too
+		from, read := s.sectionRead.Get(c.process) // kept for a second write of the section, which read it too
 		if c.typ == history.Fail {
 			s.fails++
 			return
@@ -311,8 +310,8 @@ func (s *Stream) finish() {
 		return
 	}
 	s.done = true
-	open := make([]openCall, 0, len(s.open))
-	for _, c := range s.open {
+	open := make([]openCall, 0, s.open.Len())
+	for _, c := range s.open.All() {
 		open = append(open, c)
 	}
 	slices.SortFunc(open, func(a, b openCall) int { return a.inv - b.inv })
@@ -320,7 +319,7 @@ func (s *Stream) finish() {
 		c.done, c.typ = -1, history.Info
 		s.addCall(&c)
 	}
-	clear(s.open)
+	s.open.Clear()
 	s.builder.finish()
 	s.pauses.finish()
 	s.spillIfFull()
