@@ -20,8 +20,8 @@ import (
 // read as Next reads them, on the caller's goroutine, the input still read
 // ahead on another. When ctx ends, Each returns at once, even while a read
 // blocks (a terminal, a pipe with a quiet writer): that read's goroutine
-// ends with it, and r must not be used again. Call Each on a Reader from
-// which nothing has been read.
+// ends with it, and r must not be used again. A Reader already read from
+// is read on as Next reads it.
 func (r *Reader) Each(ctx context.Context, add func(Op)) error {
 	inner, cancel := context.WithCancel(ctx)
 	defer cancel() // the pipeline's goroutines end
