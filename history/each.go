@@ -141,7 +141,7 @@ func newPipeline(ctx context.Context, rd io.Reader, workers, size int) *pipeline
 	p := &pipeline{ctx: ctx, rd: rd, workers: workers, size: size, maxLine: max(maxLine*size/chunkSize, 16*size),
 		free: make(chan *chunk, n), todo: make(chan *chunk, n), order: make(chan *chunk, n)}
 	for range n {
-		p.free <- &chunk{data: make([]byte, 0, size), ready: make(chan struct{}, 1)}
+		p.free <- &chunk{ready: make(chan struct{}, 1)} // its data when first filled: most inputs are small
 	}
 	return p
 }
@@ -157,6 +157,9 @@ func (p *pipeline) split() {
 		case c = <-p.free:
 		case <-p.ctx.Done():
 			return
+		}
+		if c.data == nil {
+			c.data = make([]byte, 0, p.size)
 		}
 		c.data = append(c.data[:0], carry...)
 		p.fill(c)
