@@ -32,9 +32,9 @@ func generated(tb testing.TB, cfg gen.Config) ([]byte, []history.Op) {
 	return buf.Bytes(), ops
 }
 
-// streamOf returns the Stream of ops, finished.
+// streamOf returns the Stream of ops, finished, its records in memory.
 func streamOf(ops []history.Op) *Stream {
-	s := NewStream()
+	s := newStream(0, 0)
 	for _, o := range ops {
 		s.Add(o)
 	}
@@ -98,7 +98,8 @@ func BenchmarkCheck(b *testing.B) {
 }
 
 // BenchmarkStream times what hiatus check does with a lock-counter history:
-// read it op by op into a Stream and check it.
+// read it op by op into a Stream and check it (on one goroutine: Next, not
+// Each; BenchmarkOpenCheck times the whole).
 func BenchmarkStream(b *testing.B) {
 	for _, sections := range []int{100000} {
 		data, _ := generated(b, gen.Config{Sections: sections, Workers: 64, Seed: 1})
@@ -106,7 +107,7 @@ func BenchmarkStream(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			for b.Loop() {
-				s := NewStream()
+				s := NewStreamMemory(0)
 				r := history.NewReader(bytes.NewReader(data), "history.edn")
 				for {
 					o, err := r.Next()
@@ -123,6 +124,28 @@ func BenchmarkStream(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkSections times the lock-counter check alone (its sections and
+// figures: lost updates, overlaps, late writes, fencing, pauses) on a
+// finished Stream whose records are in memory.
+func BenchmarkSections(b *testing.B) {
+	_, ops := generated(b, gen.Config{Sections: 100000, Workers: 64, Seed: 1})
+	s := newStream(0, 0)
+	for _, o := range ops {
+		s.Add(o)
+	}
+	s.finish()
+	w, err := s.walk(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := s.lockCounter(0, w); r.Valid != Valid {
+			b.Fatalf("%v: %s", r.Valid, r.Explanation)
+		}
 	}
 }
 

@@ -36,6 +36,10 @@ type Options struct {
 	// against, which searches and so is bounded by Timeout. Other models
 	// have porcupine only.
 	Analyzer string
+	// Memory bounds the bytes of records a streamed check (Open) keeps in
+	// memory before it moves them to disk: DefaultMemory when 0. It changes
+	// no result, only the check's speed and memory.
+	Memory int64
 }
 
 // The analyzers of the :linear check.

@@ -162,8 +162,8 @@ func walkOf(t interface {
 	Cleanup(func())
 }, calls []lcCall, initial, end int64, timed, disk bool) *counterWalk {
 	cs := &callStore{runSize: 2}
-	if disk {
-		cs.spillAt = 1
+	if disk && !cs.spill() {
+		t.Fatalf("no temporary file for the calls")
 	}
 	for _, c := range calls {
 		cs.add(c)

@@ -78,7 +78,7 @@ func openStream(ctx context.Context, f *os.File, path string, opts Options, wrap
 	if opts.Analyzer == AnalyzerPorcupine || opts.Model != "" && opts.Model != ModelLockCounter {
 		return nil, ErrWholeHistory
 	}
-	h := &File{Path: path, Stream: NewStream()}
+	h := &File{Path: path, Stream: NewStreamMemory(opts.Memory)}
 	if fi, err := f.Stat(); err == nil {
 		// hiatus writes about 100 bytes an op; a little more room than
 		// needed is cheaper than growing.

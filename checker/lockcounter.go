@@ -56,7 +56,7 @@ func Sections(ops []history.Op) []Section {
 // :info), and the ones never closed at finish.
 type sectionBuilder struct {
 	emit func(Section)
-	open map[history.Process]*Section
+	open history.ProcessMap[*Section]
 	free []*Section // closed, for the next sections: millions of them need no allocation each
 	n    int64      // sections begun
 }
@@ -65,10 +65,7 @@ func (b *sectionBuilder) add(o history.Op) {
 	if !o.IsClient() {
 		return
 	}
-	if b.open == nil {
-		b.open = map[history.Process]*Section{}
-	}
-	s, ok := b.open[o.Process]
+	s, ok := b.open.Get(o.Process)
 	switch {
 	case o.F == history.FAcquire && o.Type == history.Ok:
 		if ok {
@@ -87,7 +84,7 @@ func (b *sectionBuilder) add(o history.Op) {
 		if f, ok := history.Int(o.Get(history.KeyFence)); ok {
 			s.Fence = f
 		}
-		b.open[o.Process] = s
+		b.open.Set(o.Process, s)
 		return
 	case !ok:
 		// Ops outside a section (a failed acquire, the final read).
@@ -120,16 +117,16 @@ func (b *sectionBuilder) add(o history.Op) {
 }
 
 func (b *sectionBuilder) close(p history.Process) {
-	s := b.open[p]
+	s, _ := b.open.Get(p)
 	b.emit(*s)
-	delete(b.open, p)
+	b.open.Delete(p)
 	b.free = append(b.free, s)
 }
 
 // finish hands over the sections never closed, in the order they began.
 func (b *sectionBuilder) finish() {
-	open := make([]*Section, 0, len(b.open))
-	for _, s := range b.open {
+	open := make([]*Section, 0, b.open.Len())
+	for _, s := range b.open.All() {
 		open = append(open, s)
 	}
 	slices.SortFunc(open, func(x, y *Section) int { return cmp.Compare(x.seq, y.seq) })

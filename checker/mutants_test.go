@@ -58,20 +58,16 @@ var mutants = []mutant{
 		file: "stream.go",
 		edits: [][2]string{
 			{
-				"		i := s.calls.add(lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, process: c.process})\n		if c.final {\n			s.finalRead = i\n		} else {\n			s.sectionRead[c.process] = v\n		}",
-				"		if c.final {\n			s.finalRead = s.calls.add(lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, process: c.process})\n		} else {\n			s.sectionRead[c.process] = v\n			s.readCall[c.process] = c.invTime\n		}",
+				"		i := s.calls.add(lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, process: c.process})\n		if c.final {\n			s.finalRead = i\n		} else {\n			s.sectionRead.Set(c.process, v)\n		}",
+				"		if c.final {\n			s.finalRead = s.calls.add(lcCall{inv: c.inv, done: c.done, call: c.invTime, ret: c.doneTime, value: v, process: c.process})\n		} else {\n			s.sectionRead.Set(c.process, v)\n			s.readCall.Set(c.process, c.invTime)\n		}",
 			},
 			{
 				"		if !read {\n			from = v - 1\n		}\n		s.calls.add(lcCall{inv: c.inv, done: c.done, call: c.invTime,",
-				"		from = v - 1\n		call := c.invTime\n		if read {\n			call = s.readCall[c.process]\n		}\n		s.calls.add(lcCall{inv: c.inv, done: c.done, call: call,",
-			},
-			{
-				"		sectionRead: map[history.Process]int64{}, badAt: -1,",
-				"		sectionRead: map[history.Process]int64{}, badAt: -1, readCall: map[history.Process]int64{},",
+				"		from = v - 1\n		call := c.invTime\n		if read {\n			call, _ = s.readCall.Get(c.process)\n		}\n		s.calls.add(lcCall{inv: c.inv, done: c.done, call: call,",
 			},
 			{
 				"	unfinished  int                       // writes that never completed",
-				"	unfinished  int\n	readCall    map[history.Process]int64",
+				"	unfinished  int\n	readCall    history.ProcessMap[int64]",
 			},
 		},
 	},

@@ -59,17 +59,33 @@ func sectionOrder(key func(*Section) int64) func(a, b Section) int {
 	return func(a, b Section) int { return cmp.Or(cmp.Compare(key(&a), key(&b)), cmp.Compare(a.seq, b.seq)) }
 }
 
-func newSectionSet(spill bool, run int) sectionSet {
+// newSectionSet returns an empty set, in memory until it spills; run,
+// when not 0, is the sections a sorted run on disk holds.
+func newSectionSet(run int) sectionSet {
 	run = cmp.Or(run, sectionRun)
 	list := func(key func(*Section) int64) *sortedList[Section] {
-		return newSortedList(sectionCodec, sectionOrder(key), spill, run)
+		return newSortedList(sectionCodec, sectionOrder(key), false, run)
 	}
 	byEnd := func(a, b writeEnd) int { return cmp.Or(cmp.Compare(a.end, b.end), cmp.Compare(a.seq, b.seq)) }
 	return sectionSet{
 		byStart: list(func(s *Section) int64 { return s.Start }),
 		byInv:   list(func(s *Section) int64 { return s.WriteInv }),
-		byEnd:   newSortedList(writeEndCodec, byEnd, spill, 4*run),
+		byEnd:   newSortedList(writeEndCodec, byEnd, false, 4*run),
 	}
+}
+
+// spill moves the lists to disk.
+func (ss *sectionSet) spill() {
+	ss.byStart.spill()
+	ss.byInv.spill()
+	ss.byEnd.spill()
+}
+
+// grow makes room for n sections more in memory.
+func (ss *sectionSet) grow(n int) {
+	ss.byStart.mem = slices.Grow(ss.byStart.mem, n)
+	ss.byInv.mem = slices.Grow(ss.byInv.mem, n)
+	ss.byEnd.mem = slices.Grow(ss.byEnd.mem, n)
 }
 
 // add takes a section once it is closed.

@@ -13,17 +13,32 @@ import (
 	"github.com/hiatus-dev/hiatus/history"
 )
 
-// This file keeps the counter operations of a long history on disk: the
-// calls in the order they were made, and the counter walk's items sorted
-// by value in runs merged as they are read. A Stream holds them in memory
-// until there are spillCalls of them; a history of 2,500,000 sections has
-// 5,000,000, which in memory were 360 MB of calls and 240 MB of items.
-// The files are unlinked as soon as they are made, so that no exit, not
-// even a SIGKILL, leaves them behind.
+// This file keeps the records of a long history on disk: the calls in the
+// order they were made, and the counter walk's items and the critical
+// sections sorted in runs merged as they are read. A Stream holds them in
+// memory until they would take more than its budget (callBytes and
+// sectionBytes each), then moves them all to disk at once; a history of
+// 2,500,000 sections has 5,000,000 calls, which in memory were 360 MB of
+// calls and 240 MB of items. The files are unlinked as soon as they are
+// made, so that no exit, not even a SIGKILL, leaves them behind.
 
-// spillCalls is the number of calls a Stream keeps in memory before it
-// moves them to disk: 18 MB of them.
-const spillCalls = 1 << 18
+// What a Stream's records take in memory: a call (72 bytes) and its walk
+// item (48); a section in two sorted lists (112 bytes each) and its write's
+// end in a third (40).
+const (
+	callBytes    = 72 + 48
+	sectionBytes = 2*112 + 40
+)
+
+// DefaultMemory is the memory a streamed check (Open) keeps its records in
+// before it moves them to disk: about 250,000 critical sections' worth. With
+// the parse's buffers and Go's own, the whole check of any history stays
+// under 256 MB (docs/performance.md).
+const DefaultMemory = 128 << 20
+
+// streamMemory is the budget of NewStream, the Stream a run ends with: a
+// run's end holds its timeline and plots beside it.
+const streamMemory = 32 << 20
 
 // sortRun is the number of walk items sorted in memory at a time, 12 MB,
 // before they are written out as one sorted run.
@@ -48,11 +63,10 @@ type spillError struct{ err error }
 
 func (e spillError) Error() string { return "counter records on disk: " + e.err.Error() }
 
-// A callStore holds a Stream's calls: in memory, then, past spillAt of
-// them, in a file of fixed-size records read back by index.
+// A callStore holds a Stream's calls: in memory, then, once the Stream
+// spills, in a file of fixed-size records read back by index.
 type callStore struct {
 	mem     []lcCall
-	spillAt int // 0: never spill
 	runSize int // walk items a sorted run holds on disk; sortRun when 0
 	file    *os.File
 	w       *bufio.Writer
@@ -72,29 +86,30 @@ func (cs *callStore) add(c lcCall) int {
 	cs.n++
 	if cs.file == nil {
 		cs.mem = append(cs.mem, c)
-		if cs.spillAt > 0 && len(cs.mem) >= cs.spillAt && cs.err == nil {
-			cs.spill()
-		}
 		return i
 	}
 	cs.write(c)
 	return i
 }
 
-// spill moves the calls in memory to disk.
-func (cs *callStore) spill() {
+// spill moves the calls in memory to disk, and those added after. It
+// reports false when there is nowhere to put them: the calls stay in
+// memory, where they are, and the check goes on without its bound on
+// memory.
+func (cs *callStore) spill() bool {
+	if cs.file != nil {
+		return true
+	}
 	f, err := tempFile()
 	if err != nil {
-		// The calls stay in memory, where they are: the check goes on,
-		// only without its bound on memory.
-		cs.spillAt = 0
-		return
+		return false
 	}
 	cs.file, cs.w = f, bufio.NewWriterSize(f, 1<<16)
 	for _, c := range cs.mem {
 		cs.write(c)
 	}
 	cs.mem = nil
+	return true
 }
 
 func (cs *callStore) write(c lcCall) {
@@ -217,6 +232,21 @@ func (l *sortedList[T]) add(x T) {
 	l.mem = append(l.mem, x)
 	if l.onDisk && len(l.mem) >= l.run {
 		l.writeRun()
+	}
+}
+
+// spill moves the list to disk: what it holds as one sorted run, and what
+// is added after in runs of l.run.
+func (l *sortedList[T]) spill() {
+	if l.onDisk {
+		return
+	}
+	l.onDisk = true
+	if len(l.mem) > 0 {
+		l.writeRun()
+	}
+	if l.onDisk && cap(l.mem) > l.run {
+		l.mem = nil // the memory the list held goes back
 	}
 }
 

@@ -39,6 +39,9 @@ type Stream struct {
 	// (a journal, sorted by time).
 	fileDups *historyNote
 	done     bool // Check has finished the open calls
+	// memory is the bytes of records held in memory past which they go to
+	// disk; 0 once they are there, or if they never go.
+	memory int64
 
 	// What LockCounter reads.
 	builder sectionBuilder
@@ -55,14 +58,14 @@ type Stream struct {
 
 	// The pairing of invocations with completions, as pairCalls does it.
 	pairer        history.Pairer
-	open          map[history.Process]openCall
+	open          history.ProcessMap[openCall]
 	problems      int
 	firstProblems []string
 
 	// The counter operations of the lock-counter model.
 	calls       callStore
 	maybe       int                       // writes among calls of unknown outcome
-	sectionRead map[history.Process]int64 // the value the open section of each process read, until its write
+	sectionRead history.ProcessMap[int64] // the value the open section of each process read, until its write
 	unfinished  int                       // writes that never completed
 	finalRead   int                       // index into calls of the final read; -1 if none
 	fails       int
@@ -88,23 +91,33 @@ type openCall struct {
 	late     bool // an :ok resolved after the fact: see lcCall
 }
 
-// NewStream returns an empty Stream. Past a quarter of a million counter
-// operations, it keeps them on disk, in unlinked temporary files under
-// $TMPDIR that nothing outlives.
-func NewStream() *Stream { return newStream(spillCalls, 0) }
+// NewStream returns an empty Stream. Past about 32 MB of records (some
+// 65,000 critical sections), it keeps them on disk, in unlinked temporary
+// files under $TMPDIR that nothing outlives.
+func NewStream() *Stream { return newStream(streamMemory, 0) }
 
-// newStream returns an empty Stream that moves its counter operations to
-// disk past spillAt of them, and its sections past a sorted run of them;
-// spillAt 0 keeps both in memory, for the checks that need them all there
-// (porcupine, the drawing). run, when not 0, is the records a sorted run
-// on disk holds (tests make it tiny).
-func newStream(spillAt, run int) *Stream {
+// NewStreamMemory returns an empty Stream that keeps its records in about
+// memory bytes (DefaultMemory when 0) before it moves them to disk. Where
+// they are changes no result, only how fast and in how much memory.
+func NewStreamMemory(memory int64) *Stream {
+	if memory <= 0 {
+		memory = DefaultMemory
+	}
+	return newStream(memory, 0)
+}
+
+// newStream returns an empty Stream that moves its records to disk once
+// they would take more than memory bytes; memory 0 keeps them in memory,
+// for the checks that need them all there (porcupine, the drawing). run,
+// when not 0, is the records a sorted run on disk holds (tests make it
+// tiny).
+func newStream(memory int64, run int) *Stream {
 	s := &Stream{
 		timed: true, sorted: true, fs: map[history.Keyword]bool{}, names: map[int]int64{},
-		open:        map[history.Process]openCall{},
-		sectionRead: map[history.Process]int64{}, badAt: -1, finalRead: -1,
-		calls: callStore{spillAt: spillAt, runSize: run},
-		secs:  newSectionSet(spillAt > 0, run),
+		badAt: -1, finalRead: -1,
+		memory: memory,
+		calls:  callStore{runSize: run},
+		secs:   newSectionSet(run),
 	}
 	s.builder.emit = s.secs.add
 	return s
@@ -112,14 +125,35 @@ func newStream(spillAt, run int) *Stream {
 
 // Grow makes room for a history of about n ops more, as strings.Builder's
 // Grow does: a caller that knows the size of a history (from its file's,
-// say) spares the Stream copying what it keeps as it grows. Room that is
-// never used costs address space, not memory.
+// say) spares the Stream copying what it keeps as it grows. It makes room
+// up to the Stream's memory, past which the records go to disk; room that
+// is never used costs address space, not memory.
 func (s *Stream) Grow(n int) {
 	// A critical section is eight ops, and makes one Section and two
 	// counter operations, its read and its write.
-	if s.calls.spillAt == 0 {
-		s.calls.mem = slices.Grow(s.calls.mem, n/4)
+	calls, secs := n/4, n/8
+	if s.memory > 0 {
+		fit := int(s.memory / (2*callBytes + sectionBytes)) // sections
+		calls, secs = min(calls, 2*fit), min(secs, fit)
 	}
+	if s.calls.file == nil {
+		s.calls.mem = slices.Grow(s.calls.mem, calls)
+		s.secs.grow(secs)
+	}
+}
+
+// spillIfFull moves the records to disk once they outgrow the Stream's
+// memory.
+func (s *Stream) spillIfFull() {
+	if s.memory <= 0 || int64(s.calls.len())*callBytes+int64(s.secs.n)*sectionBytes < s.memory {
+		return
+	}
+	if !s.calls.spill() {
+		s.memory = 0 // nowhere to put them: the check goes on in memory
+		return
+	}
+	s.secs.spill()
+	s.memory = 0 // on disk now, for good
 }
 
 // Ops returns the number of ops added.
@@ -156,18 +190,19 @@ func (s *Stream) Add(o history.Op) {
 	if o.IsClient() {
 		s.pair(i, o)
 	}
+	s.spillIfFull()
 }
 
 // pair follows pairCalls, and hands each call to addCall once it is
 // complete or can no longer complete.
 func (s *Stream) pair(i int, o history.Op) {
 	done, abandoned, problem := s.pairer.Add(i, o)
-	invF := func(int) history.Keyword { return s.open[o.Process].f }
+	invF := func(int) history.Keyword { c, _ := s.open.Get(o.Process); return c.f }
 	if msg := pairProblem(problem, o, invF, s.name); msg != "" {
 		s.problem(msg)
 	}
 	if abandoned >= 0 {
-		c := s.open[o.Process]
+		c, _ := s.open.Get(o.Process)
 		c.done, c.typ = -1, history.Info
 		s.addCall(&c) // it never completes now
 	}
@@ -177,21 +212,21 @@ func (s *Stream) pair(i int, o history.Op) {
 			fence, _ = history.Int(o.Get(history.KeyFence))
 			fence = max(fence, 0) // a fence of 0 or less is none: INCR never hands one out
 		}
-		s.open[o.Process] = openCall{inv: i, invTime: o.Time, process: o.Process, f: o.F, arg: o.Value,
-			value: o.Value, fence: fence, final: o.Get(history.KeyFinal) == true}
+		s.open.Set(o.Process, openCall{inv: i, invTime: o.Time, process: o.Process, f: o.F, arg: o.Value,
+			value: o.Value, fence: fence, final: o.Get(history.KeyFinal) == true})
 		return
 	}
 	if done < 0 {
 		return
 	}
-	c := s.open[o.Process]
+	c, _ := s.open.Get(o.Process)
 	c.done, c.doneTime, c.typ = i, o.Time, o.Type
 	if o.Type == history.Ok {
 		c.value = o.Value
 		c.late = resolvedLate(o)
 	}
 	c.final = c.final || o.Get(history.KeyFinal) == true
-	delete(s.open, o.Process)
+	s.open.Delete(o.Process)
 	s.addCall(&c)
 }
 
@@ -210,10 +245,10 @@ func (s *Stream) problem(msg string) {
 func (s *Stream) addCall(c *openCall) {
 	switch c.f {
 	case history.FAcquire, history.FRelease:
-		delete(s.sectionRead, c.process)
+		s.sectionRead.Delete(c.process)
 	case history.FRead:
 		if c.typ != history.Ok {
-			delete(s.sectionRead, c.process)
+			s.sectionRead.Delete(c.process)
 			return
 		}
 		v, ok := history.Int(c.value)
@@ -225,10 +260,10 @@ func (s *Stream) addCall(c *openCall) {
 		if c.final {
 			s.finalRead = i
 		} else {
-			s.sectionRead[c.process] = v
+			s.sectionRead.Set(c.process, v)
 		}
 	case history.FWrite:
-		from, read := s.sectionRead[c.process] // kept for a second write of the section, which read it too
+		from, read := s.sectionRead.Get(c.process) // kept for a second write of the section, which read it too
 		if c.typ == history.Fail {
 			s.fails++
 			return
@@ -275,8 +310,8 @@ func (s *Stream) finish() {
 		return
 	}
 	s.done = true
-	open := make([]openCall, 0, len(s.open))
-	for _, c := range s.open {
+	open := make([]openCall, 0, s.open.Len())
+	for _, c := range s.open.All() {
 		open = append(open, c)
 	}
 	slices.SortFunc(open, func(a, b openCall) int { return a.inv - b.inv })
@@ -284,9 +319,10 @@ func (s *Stream) finish() {
 		c.done, c.typ = -1, history.Info
 		s.addCall(&c)
 	}
-	clear(s.open)
+	s.open.Clear()
 	s.builder.finish()
 	s.pauses.finish()
+	s.spillIfFull()
 }
 
 // name names the op at position i as opName does: by its :index, or as

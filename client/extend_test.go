@@ -102,12 +102,9 @@ func (r *rig) extendingWorker(t *testing.T, p history.Process, name string, leas
 // freeze stops l's renewals, as a stop of its holder's process would, and
 // returns what resumes them.
 func freeze(l client.Lock) (thaw func()) {
-	switch l := l.(type) {
-	case *client.Exec:
-		l.Freeze()
-		return l.Thaw
-	case interface{ FreezeRenewal() func() }:
-		return l.FreezeRenewal()
+	f, ok := l.(client.Freezer)
+	if !ok {
+		panic(fmt.Sprintf("%T: no way to freeze its renewals", l))
 	}
-	panic(fmt.Sprintf("%T: no way to freeze its renewals", l))
+	return f.Freeze()
 }

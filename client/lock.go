@@ -30,6 +30,16 @@ type Extender interface {
 	Extend(ctx context.Context, g Grant) error
 }
 
+// A Freezer is a lock that works on its own while a grant is held — a
+// watchdog renewing the lease, an adapter's process, a client's
+// keep-alives — as a stopped process does not. Freeze stops that work, as
+// a SIGSTOP of the holder's whole process would, and thaw resumes what can
+// be resumed: a test that blocks a holder in its section and freezes its
+// lock has stopped the holder, though it runs in the test's own process.
+type Freezer interface {
+	Freeze() (thaw func())
+}
+
 // ErrLost is returned by Extend when the lock says the grant is not the
 // holder's any more, and cannot say whether it expired or was taken.
 var ErrLost = errors.New("lock: no longer held")

@@ -84,10 +84,14 @@ func NewExec(ctx context.Context, command string, cfg LockConfig, stderr io.Writ
 // PID is the adapter's process ID.
 func (l *Exec) PID() int { return l.p.PID() }
 
-// Freeze stops the adapter (SIGSTOP), for a worker about to stop itself
-// whole: the application is both. Whoever resumes the worker's process
-// group resumes it too. An adapter already gone is left alone.
-func (l *Exec) Freeze() { _ = l.p.Signal(syscall.SIGSTOP) }
+// Freeze implements Freezer: it stops the adapter (SIGSTOP), as a worker
+// about to stop itself whole does (the application is both; whoever
+// resumes the worker's process group resumes the adapter too), and thaw
+// resumes it (SIGCONT). An adapter already gone is left alone.
+func (l *Exec) Freeze() (thaw func()) {
+	_ = l.p.Signal(syscall.SIGSTOP)
+	return func() { _ = l.p.Signal(syscall.SIGCONT) }
+}
 
 // Close ends the adapter.
 func (l *Exec) Close() error {

@@ -61,3 +61,6 @@ func (l *RedsyncExtend) Release(ctx context.Context, g Grant) error {
 	}
 	return l.Redsync.Release(ctx, g)
 }
+
+// Freeze implements Freezer: no Extend is sent until thaw.
+func (l *RedsyncExtend) Freeze() (thaw func()) { return l.dogs.freeze() }

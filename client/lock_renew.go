@@ -76,8 +76,8 @@ func (l *Renew) Release(ctx context.Context, g Grant) error {
 type watchdogs struct {
 	mu       sync.Mutex
 	watching map[string]*watchdog // by grant token
-	// frozen is held by tests that stand for a stopped process: while it
-	// is held no renewal is sent (see export_test.go).
+	// frozen is held while the lock is frozen (Freezer): no renewal is
+	// sent meanwhile.
 	frozen sync.RWMutex
 }
 
@@ -150,3 +150,12 @@ func (d *watchdogs) stop(token string) bool {
 	<-w.done
 	return true
 }
+
+// freeze holds back every renewal until thaw.
+func (d *watchdogs) freeze() (thaw func()) {
+	d.frozen.Lock()
+	return d.frozen.Unlock
+}
+
+// Freeze implements Freezer: no renewal is sent until thaw.
+func (l *Renew) Freeze() (thaw func()) { return l.dogs.freeze() }

@@ -111,7 +111,7 @@ func TestLocksPausedHolder(t *testing.T) {
 			var lockA client.Lock
 			a, lockA := r.lockWorker(t, 0, tc.lock, lease, tc.fenced, func(context.Context, client.Section) {
 				if tc.stop {
-					thaw := lockA.(interface{ FreezeRenewal() func() }).FreezeRenewal()
+					thaw := lockA.(client.Freezer).Freeze()
 					defer thaw()
 				}
 				close(inside)

@@ -113,22 +113,11 @@ func runWatched(ctx context.Context, cfg Config, watch Watch) (res Result, err e
 	if err != nil {
 		return Result{}, err
 	}
-	start, err := client.ServerTime(bg, env.rdb)
-	if err != nil {
-		return Result{}, setupErrorf("redis at %s: %v", Redact(cfg.RedisURL), err)
-	}
-	run, err := store.Create(cfg.Store, cfg.Name, start)
-	if err != nil {
-		return Result{}, err
-	}
-	lg, err := newRunLog(run, watch.Out)
+	run, start, lg, err := createRun(bg, cfg, env, watch.Out)
 	if err != nil {
 		return Result{}, err
 	}
 	defer lg.close()
-	if err := run.WriteFile(store.Test, testEDN(cfg, start)); err != nil {
-		return Result{}, err
-	}
 	lg.printf("run %s: %s", run.Dir, cfg.Describe())
 	if hello != nil {
 		lg.printf("lock adapter: %s", hello)
@@ -146,6 +135,26 @@ func runWatched(ctx context.Context, cfg Config, watch Watch) (res Result, err e
 	}
 	lg.logf("results: valid? %v", rs.Valid)
 	return res, nil
+}
+
+// createRun makes the run directory of a run of cfg starting now on the
+// clock of env's Redis, with its test.edn, and opens its log, whose
+// headlines go to out too.
+func createRun(ctx context.Context, cfg Config, env *env, out io.Writer) (run store.Run, start time.Time, lg *runLog, err error) {
+	if start, err = client.ServerTime(ctx, env.rdb); err != nil {
+		return run, start, nil, setupErrorf("redis at %s: %v", Redact(cfg.RedisURL), err)
+	}
+	if run, err = store.Create(cfg.Store, cfg.Name, start); err != nil {
+		return run, start, nil, err
+	}
+	if lg, err = newRunLog(run, out); err != nil {
+		return run, start, nil, err
+	}
+	if err := run.WriteFile(store.Test, testEDN(cfg, start)); err != nil {
+		lg.close()
+		return run, start, nil, err
+	}
+	return run, start, lg, nil
 }
 
 // experiment runs the workers and the nemesis until the time limit, or
@@ -214,12 +223,19 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 // :ops-missing event at its end, so that a check of it months later still
 // knows it is incomplete.
 func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *collector, lg *runLog) (checker.Results, error) {
-	rd := newReaders(cfg)
+	return finishWith(ctx, cfg, env, run, col, lg, newReaders(cfg))
+}
+
+// finishWith is finish with the readers rd: a run whose plots would say
+// nothing (a few ops, as a pause test's) has none drawn.
+func finishWith(ctx context.Context, cfg Config, env *env, run store.Run, col *collector, lg *runLog, rd *readers) (checker.Results, error) {
 	if err := writeHistory(ctx, cfg, env, run, col, lg, rd); err != nil {
 		return checker.Results{}, err
 	}
-	if err := rd.perf.WritePlots(run.Dir); err != nil {
-		lg.printf("plots: %v", err) // the pictures are not worth the verdict
+	if rd.perf != nil {
+		if err := rd.perf.WritePlots(run.Dir); err != nil {
+			lg.printf("plots: %v", err) // the pictures are not worth the verdict
+		}
 	}
 	rd.stream.FlagSections(rd.tl.Kept()) // the timeline colours what the check found
 	rs := analyze(rd.stream)
@@ -246,7 +262,8 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 }
 
 // readers are what reads the history as history.edn is written: the
-// check, the plots, the timeline and the schedule a replay injects.
+// check, the plots (none when perf is nil), the timeline and the schedule
+// a replay injects.
 type readers struct {
 	stream *checker.Stream
 	perf   *report.Perf
@@ -260,7 +277,9 @@ func newReaders(cfg Config) *readers {
 
 func (rd *readers) add(o history.Op) {
 	rd.stream.Add(o)
-	rd.perf.Add(o)
+	if rd.perf != nil {
+		rd.perf.Add(o)
+	}
 	rd.tl.Add(o)
 	rd.plan.Add(o)
 }

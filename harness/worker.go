@@ -191,7 +191,7 @@ func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, own []cli
 		in := &nemesis.InSection{Every: wc.InjectEvery, Pause: wc.Pause, Kind: history.Keyword(wc.PauseKind),
 			Clock: clock, Record: record}
 		if e, ok := lock.(*client.Exec); ok {
-			in.Freeze = e.Freeze // the adapter is part of the application the pause freezes
+			in.Freeze = func() { e.Freeze() } // the adapter is part of the application the pause freezes
 		}
 		w.Hook = func(ctx context.Context, s client.Section) { in.Maybe(ctx, s.Process, s.N) }
 	}

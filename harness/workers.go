@@ -172,17 +172,23 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 
 // workerConfig is what the worker in slot, recording as process, is told.
 func (ws *workerSet) workerConfig(slot int, process, deadline int64) workerConfig {
-	cfg := ws.cfg
-	nodes, postgres, redis := ws.topo.urls(slot)
+	wc := ws.cfg.workerConfig(ws.topo, slot, process)
+	wc.StartUnixNano, wc.DeadlineUnixNano = ws.start.UnixNano(), deadline
+	wc.MetricsFile = filepath.Join(ws.metrics, fmt.Sprintf("worker-%d.prom", process))
+	return wc
+}
+
+// workerConfig is what c tells the worker in slot of topology t,
+// recording as process, of the run and its servers.
+func (c Config) workerConfig(t *topo, slot int, process int64) workerConfig {
+	nodes, postgres, redis := t.urls(slot)
 	return workerConfig{
-		RedisURL: redis, PostgresURL: postgres, NodeURLs: nodes, LockKey: lockKey(cfg.Name),
-		FenceKey: fenceKey(cfg.Name), CounterID: cfg.CounterID, Lease: cfg.Lease, Retry: cfg.Retry,
-		Work: cfg.Work, OpTimeout: cfg.OpTimeout, AdapterHello: cfg.AdapterHello, Pause: cfg.Pause, Fenced: cfg.guard().Fenced(), Guard: cfg.guard(),
-		InjectEvery: cfg.InjectEvery, PauseKind: string(cfg.PauseKind), Lock: cfg.Lock, ExtendBeforeWrite: cfg.ExtendBeforeWrite,
-		Process: process, Stride: int64(cfg.Workers),
-		Sentinels: ws.topo.sentinels(), Direct: ws.topo.direct(), Endpoints: ws.topo.endpoints(),
-		StartUnixNano: ws.start.UnixNano(), DeadlineUnixNano: deadline,
-		MetricsFile: filepath.Join(ws.metrics, fmt.Sprintf("worker-%d.prom", process)),
+		RedisURL: redis, PostgresURL: postgres, NodeURLs: nodes, LockKey: lockKey(c.Name),
+		FenceKey: fenceKey(c.Name), CounterID: c.CounterID, Lease: c.Lease, Retry: c.Retry,
+		Work: c.Work, OpTimeout: c.OpTimeout, AdapterHello: c.AdapterHello, Pause: c.Pause, Fenced: c.guard().Fenced(), Guard: c.guard(),
+		InjectEvery: c.InjectEvery, PauseKind: string(c.PauseKind), Lock: c.Lock, ExtendBeforeWrite: c.ExtendBeforeWrite,
+		Process: process, Stride: int64(c.Workers),
+		Sentinels: t.sentinels(), Direct: t.direct(), Endpoints: t.endpoints(),
 	}
 }
 

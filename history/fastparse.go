@@ -102,23 +102,22 @@ func typeOf(b []byte) Type {
 }
 
 func (d *fastDec) space() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ' ', ',', '\n', '\t', '\r':
-			d.i++
-		default:
-			return
-		}
+	b, i := d.b, d.i // locals: the compiler keeps them in registers
+	for i < len(b) && (b[i] == ' ' || b[i] == ',' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+		i++
 	}
+	d.i = i
 }
 
 // atom returns the bytes up to the next delimiter.
 func (d *fastDec) atom() []byte {
-	s := d.i
-	for d.i < len(d.b) && !delim[d.b[d.i]] {
-		d.i++
+	b, i := d.b, d.i
+	s := i
+	for i < len(b) && !delim[b[i]] {
+		i++
 	}
-	return d.b[s:d.i]
+	d.i = i
+	return b[s:i]
 }
 
 // kwChar marks the bytes EDN allows in a keyword after its colon.
@@ -134,15 +133,17 @@ var kwChar = func() (t [256]bool) {
 
 // keyword returns the name of the keyword at d.i.
 func (d *fastDec) keyword() ([]byte, bool) {
-	if d.i+1 >= len(d.b) || d.b[d.i] != ':' || d.b[d.i+1] == ':' || d.b[d.i+1] == '/' {
+	b, i := d.b, d.i
+	if i+1 >= len(b) || b[i] != ':' || b[i+1] == ':' || b[i+1] == '/' {
 		return nil, false
 	}
-	d.i++
-	s := d.i
-	for d.i < len(d.b) && kwChar[d.b[d.i]] {
-		d.i++
+	i++
+	s := i
+	for i < len(b) && kwChar[b[i]] {
+		i++
 	}
-	return d.b[s:d.i], d.i > s && d.atEnd()
+	d.i = i
+	return b[s:i], i > s && (i == len(b) || delim[b[i]])
 }
 
 // atEnd reports whether an atom may end at d.i.
@@ -166,13 +167,15 @@ func (r *Reader) intern(k []byte) Keyword {
 
 // count reads a non-negative int64 written in plain digits.
 func (d *fastDec) count() (int64, bool) {
+	b, i := d.b, d.i
 	var n int64
-	s := d.i
-	for ; d.i < len(d.b) && '0' <= d.b[d.i] && d.b[d.i] <= '9'; d.i++ {
-		n = n*10 + int64(d.b[d.i]-'0')
+	s := i
+	for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+		n = n*10 + int64(b[i]-'0')
 	}
-	k := d.i - s
-	return n, k > 0 && k <= 18 && (k == 1 || d.b[s] != '0') && d.atEnd()
+	d.i = i
+	k := i - s
+	return n, k > 0 && k <= 18 && (k == 1 || b[s] != '0') && d.atEnd()
 }
 
 func (d *fastDec) process() (Process, bool) {
@@ -234,6 +237,9 @@ func (d *fastDec) value() (any, bool) {
 // number parses an EDN integer or float. Octal, hex, ratios and M decimals
 // are left to the library.
 func number(a []byte) (any, bool) {
+	if n, ok := decimal(a); ok {
+		return n, true
+	}
 	s := a
 	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
 		s = s[1:]
@@ -270,6 +276,30 @@ func number(a []byte) (any, bool) {
 		return nil, false
 	}
 	return normInt(n), true
+}
+
+// decimal parses the integers a history is mostly made of, in plain digits
+// with at most a minus sign and 18 digits, without strconv: on a generated
+// history, strconv's checks took a third of the time numbers took.
+func decimal(a []byte) (int64, bool) {
+	s := a
+	if len(s) > 0 && s[0] == '-' {
+		s = s[1:]
+	}
+	if len(s) == 0 || len(s) > 18 || s[0] == '0' && len(s) > 1 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if len(s) < len(a) {
+		n = -n
+	}
+	return n, true
 }
 
 // str reads a string that uses only the escapes AppendOp writes.

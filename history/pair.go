@@ -115,9 +115,9 @@ func (p *PairProblem) describe(ops []Op) string {
 // pair a history as it streams in and go on past an op that breaks a rule.
 // The zero Pairer is ready to use.
 type Pairer struct {
-	open    map[Process]int // process -> position of its open invocation
-	openF   map[Process]Keyword
-	crashed map[Process]int // process -> position of its :info completion
+	open    ProcessMap[int] // process -> position of its open invocation
+	openF   ProcessMap[Keyword]
+	crashed ProcessMap[int] // process -> position of its :info completion
 }
 
 // Add takes the op at position i of a history. For a completion it returns
@@ -135,32 +135,30 @@ func (p *Pairer) Add(i int, o Op) (done, abandoned int, problem *PairProblem) {
 	if !o.IsClient() {
 		return done, abandoned, nil
 	}
-	if p.open == nil {
-		p.open, p.openF, p.crashed = map[Process]int{}, map[Process]Keyword{}, map[Process]int{}
-	}
-	prev, isOpen := p.open[o.Process]
+	prev, isOpen := p.open.Get(o.Process)
 	switch o.Type {
 	case Invoke:
 		if isOpen {
 			abandoned = prev
 			problem = &PairProblem{Kind: DoubleInvoke, At: i, Other: prev}
-		} else if at, ok := p.crashed[o.Process]; ok {
+		} else if at, ok := p.crashed.Get(o.Process); ok {
 			problem = &PairProblem{Kind: InvokeAfterInfo, At: i, Other: at}
-			delete(p.crashed, o.Process)
+			p.crashed.Delete(o.Process)
 		}
-		p.open[o.Process], p.openF[o.Process] = i, o.F
+		p.open.Set(o.Process, i)
+		p.openF.Set(o.Process, o.F)
 	case Ok, Fail, Info:
 		if !isOpen {
 			return done, abandoned, &PairProblem{Kind: Orphan, At: i, Other: -1}
 		}
-		if p.openF[o.Process] != o.F {
+		if f, _ := p.openF.Get(o.Process); f != o.F {
 			problem = &PairProblem{Kind: Mismatch, At: i, Other: prev}
 		}
 		done = prev
-		delete(p.open, o.Process)
-		delete(p.openF, o.Process)
+		p.open.Delete(o.Process)
+		p.openF.Delete(o.Process)
 		if o.Type == Info {
-			p.crashed[o.Process] = i
+			p.crashed.Set(o.Process, i)
 		}
 	default:
 		problem = &PairProblem{Kind: BadType, At: i, Other: -1}

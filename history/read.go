@@ -2,6 +2,7 @@ package history
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -69,6 +70,7 @@ type Reader struct {
 	rd    io.Reader
 	name  string
 	slow  bool // decode with the library only; tests check both paths agree
+	chunk int  // Each's chunk size in bytes; chunkSize when 0 (tests make it tiny)
 	buf   []byte
 	off   int   // start of unread input in buf
 	base  int64 // stream offset of buf[0]
@@ -104,21 +106,9 @@ func NewReader(r io.Reader, name string) *Reader {
 // before the one at fault, so a truncated history yields all its complete ops
 // together with an error wrapping ErrTruncated.
 func ReadAll(r io.Reader, name string) ([]Op, error) {
-	return readAll(NewReader(r, name))
-}
-
-func readAll(r *Reader) ([]Op, error) {
 	var ops []Op
-	for {
-		op, err := r.Next()
-		if err == io.EOF {
-			return ops, nil
-		}
-		if err != nil {
-			return ops, err
-		}
-		ops = append(ops, op)
-	}
+	err := NewReader(r, name).Each(context.Background(), func(o Op) { ops = append(ops, o) })
+	return ops, err
 }
 
 // ReadFile reads every op of the history file at path, as ReadAll does.

@@ -2,6 +2,7 @@ package history_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"testing"
 
@@ -28,6 +29,28 @@ func BenchmarkReadGenerated(b *testing.B) {
 			} else if err != nil {
 				b.Fatal(err)
 			}
+		}
+	}
+}
+
+// BenchmarkEachGenerated reads the same history with Each, as hiatus check
+// does: chunks parsed by GOMAXPROCS goroutines (-cpu sets how many).
+func BenchmarkEachGenerated(b *testing.B) {
+	var buf bytes.Buffer
+	if _, err := gen.Write(&buf, gen.Config{Sections: 100000, Workers: 64, Seed: 1}); err != nil {
+		b.Fatal(err)
+	}
+	data := buf.Bytes()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		r := history.NewReader(bytes.NewReader(data), "history.edn")
+		if err := r.Each(context.Background(), func(history.Op) { n++ }); err != nil {
+			b.Fatal(err)
+		}
+		if n != 800130 {
+			b.Fatalf("%d ops, want 800130", n)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package history
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -26,10 +28,49 @@ var paths = []struct {
 	slow bool
 }{{"fast", false}, {"library", true}}
 
+// readAll reads every op of r with Next.
+func readAll(r *Reader) ([]Op, error) {
+	var ops []Op
+	for {
+		op, err := r.Next()
+		if err == io.EOF {
+			return ops, nil
+		}
+		if err != nil {
+			return ops, err
+		}
+		ops = append(ops, op)
+	}
+}
+
+// readWith reads src op by op with Next, and checks that Each hands over
+// the same ops and error, with chunks of sizes from one byte (the
+// library's path, which Each reads as Next does, in its own chunks only):
+// a disagreement is the error it returns.
 func readWith(src string, slow bool) ([]Op, error) {
 	r := NewReader(strings.NewReader(src), "h.edn")
 	r.slow = slow
-	return readAll(r)
+	ops, err := readAll(r)
+	chunks := []int{0, 1, 7, 64}
+	if slow {
+		chunks = chunks[:1]
+	}
+	for _, chunk := range chunks {
+		e := NewReader(strings.NewReader(src), "h.edn")
+		e.slow, e.chunk = slow, chunk
+		var got []Op
+		eerr := e.Each(context.Background(), func(o Op) { got = append(got, o) })
+		if fmt.Sprint(eerr) != fmt.Sprint(err) || len(got) != len(ops) || !reflect.DeepEqual(e.Processes(), r.Processes()) {
+			return nil, fmt.Errorf("Each in chunks of %d: %d ops, %v, processes %v; Next: %d ops, %v, processes %v",
+				chunk, len(got), eerr, e.Processes(), len(ops), err, r.Processes())
+		}
+		for i := range got {
+			if !equalOp(got[i], ops[i]) {
+				return nil, fmt.Errorf("Each in chunks of %d: op %d is %s; Next: %s", chunk, i, AppendOp(nil, got[i]), AppendOp(nil, ops[i]))
+			}
+		}
+	}
+	return ops, err
 }
 
 func TestReadValues(t *testing.T) {

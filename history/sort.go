@@ -47,7 +47,6 @@ func SortFile(ctx context.Context, path string, o SortOptions, emit func(Op) err
 		return fmt.Errorf("sort the journal: %w", err)
 	}
 	defer f.Close()
-	r := NewReader(f, path)
 	chunk, fanIn := cmp.Or(o.Chunk, defaultSortChunk), cmp.Or(o.FanIn, defaultSortFanIn)
 	tmp, err := os.MkdirTemp(o.Dir, "sort-")
 	if err != nil {
@@ -55,29 +54,48 @@ func SortFile(ctx context.Context, path string, o SortOptions, emit func(Op) err
 	}
 	defer os.RemoveAll(tmp)
 	var runs []string
-	var ops []Op // each chunk in the last one's array: written out before the next is read
-	for {
-		var end bool
-		ops, end, err = readChunk(ctx, r, ops[:0], chunk, o.Partial)
-		if err != nil {
-			return err
+	ops := make([]Op, 0, min(chunk, 1<<16)) // each chunk in the last one's array: written out before the next is read
+	byTime := func(a, b Op) int { return cmp.Compare(a.Time, b.Time) }
+	// The journal is parsed in parallel (Each); a chunk is sorted and
+	// written out on this goroutine, the parse waiting for it.
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var werr error
+	err = NewReader(f, path).Each(rctx, func(op Op) {
+		if ops = append(ops, op); len(ops) < chunk || werr != nil {
+			return
 		}
-		slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.Time, b.Time) })
-		if end && len(runs) == 0 {
-			return emitAll(ops, emit) // the whole journal fitted in one chunk
+		slices.SortStableFunc(ops, byTime)
+		run := filepath.Join(tmp, fmt.Sprintf("run-%d.edn", len(runs)))
+		if werr = writeRun(run, ops); werr != nil {
+			cancel()
+			return
 		}
+		runs, ops = append(runs, run), ops[:0]
+	})
+	switch {
+	case werr != nil:
+		return werr
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil && !(o.Partial && errors.Is(err, ErrTruncated)):
+		return fmt.Errorf("sort the journal: %w", err)
+	}
+	slices.SortStableFunc(ops, byTime)
+	if len(runs) == 0 {
+		return emitAll(ops, emit) // the whole journal fitted in one chunk
+	}
+	if len(ops) > 0 {
 		run := filepath.Join(tmp, fmt.Sprintf("run-%d.edn", len(runs)))
 		if err := writeRun(run, ops); err != nil {
 			return err
 		}
 		runs = append(runs, run)
-		if end {
-			if runs, err = narrow(ctx, tmp, runs, fanIn); err != nil {
-				return err
-			}
-			return mergeRuns(ctx, runs, emit)
-		}
 	}
+	if runs, err = narrow(ctx, tmp, runs, fanIn); err != nil {
+		return err
+	}
+	return mergeRuns(ctx, runs, emit)
 }
 
 // narrow merges consecutive groups of runs into longer ones until at most
@@ -110,25 +128,6 @@ func narrow(ctx context.Context, tmp string, runs []string, fanIn int) ([]string
 // mergeInto merges sorted runs into one file at path.
 func mergeInto(ctx context.Context, runs []string, path string) error {
 	return writeOps(path, func(emit func(Op) error) error { return mergeRuns(ctx, runs, emit) })
-}
-
-// readChunk reads up to n ops; end says the journal is done, at its end or,
-// with partial, inside its last op.
-func readChunk(ctx context.Context, r *Reader, ops []Op, n int, partial bool) (_ []Op, end bool, err error) {
-	for len(ops) < n {
-		o, err := r.Next()
-		if err == io.EOF || partial && errors.Is(err, ErrTruncated) {
-			return ops, true, nil
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("sort the journal: %w", err)
-		}
-		ops = append(ops, o)
-		if len(ops)%4096 == 0 && ctx.Err() != nil {
-			return nil, false, ctx.Err()
-		}
-	}
-	return ops, false, nil
 }
 
 func emitAll(ops []Op, emit func(Op) error) error {

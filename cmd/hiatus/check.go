@@ -46,6 +46,7 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "html", Usage: "write porcupine's visualization of the linearizability search to `FILE`"},
 			&cli.StringFlag{Name: "out", Usage: "write results.edn to `FILE` instead of into the run directory"},
 			&cli.StringFlag{Name: "store", Value: "store", Usage: "directory where runs are kept"},
+			&cli.Int64Flag{Name: "memory", Value: checker.DefaultMemory >> 20, Usage: "keep up to `MB` megabytes of a lock-counter history's records in memory, and the rest on disk; the verdict does not depend on it"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {
@@ -57,7 +58,7 @@ func checkCommand() *cli.Command {
 				path: c.Args().First(), model: c.String("model"), initial: c.String("initial"),
 				timeout: c.Duration("timeout"), html: c.String("html"), out: c.String("out"),
 				store: c.String("store"), initialSet: c.IsSet("initial"), analyzer: c.String("analyzer"),
-				stdin: c.App.Reader,
+				stdin: c.App.Reader, memory: c.Int64("memory"),
 			}, c.App.Writer, c.App.ErrWriter)
 		},
 	}
@@ -68,6 +69,7 @@ type checkArgs struct {
 	path, model, initial, html, out, store, analyzer string
 	initialSet                                       bool
 	timeout                                          time.Duration
+	memory                                           int64     // megabytes of records in memory
 	stdin                                            io.Reader // the history, when path is "-"
 }
 
@@ -75,7 +77,10 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 	if a.timeout <= 0 {
 		return usageErrorf("--timeout must be positive, not %v", a.timeout)
 	}
-	opts := checker.Options{Model: a.model, Timeout: a.timeout, Analyzer: a.analyzer}
+	if a.memory < 0 || a.memory > 1<<30 {
+		return usageErrorf("--memory must be from 1 to %d MB, not %d", 1<<30, a.memory)
+	}
+	opts := checker.Options{Model: a.model, Timeout: a.timeout, Analyzer: a.analyzer, Memory: a.memory << 20} // 0: the default
 	if a.initialSet {
 		v, err := history.ParseValue(a.initial)
 		if err != nil {

@@ -118,6 +118,8 @@ func TestCheckCommand(t *testing.T) {
 			stderr: []string{"starts at an integer"}},
 		{name: "bad timeout", history: registerValid, args: []string{"--timeout", "-1s"}, code: exitUsage,
 			stderr: []string{"--timeout must be positive"}},
+		{name: "bad memory", history: registerValid, args: []string{"--memory", "-1"}, code: exitUsage,
+			stderr: []string{"--memory must be from 1 to"}},
 		{name: "lock-counter", history: lockCounterInvalid, code: exitInvalid,
 			stdout: []string{"model lock-counter (detected from :f), 20 ops, initial 0",
 				"linear: op 10 and op 15 both wrote 1 after reading 0; process 0 (op 15) was stopped by nemesis op 4 (sigstop) for 800 ms while holding a 500 ms lease"}},
@@ -243,6 +245,8 @@ func TestCheckStreamed(t *testing.T) {
 	}
 	valid := generated(gen.Config{Sections: 300, Workers: 8, Seed: 1})
 	lost := generated(gen.Config{Sections: 300, Workers: 8, Lost: 2, Info: 5, Seed: 2})
+	// 3,000 sections take 1.5 MB of records: past --memory 1, on disk.
+	big := generated(gen.Config{Sections: 3000, Workers: 16, Lost: 3, Info: 30, Seed: 3})
 	lines := bytes.SplitAfter(lost, []byte("\n"))
 	swapped := slices.Clone(lines)
 	swapped[100], swapped[101] = swapped[101], swapped[100]
@@ -258,6 +262,8 @@ func TestCheckStreamed(t *testing.T) {
 		{"initial", valid, []string{"--initial", "5"}, exitInvalid},
 		{"truncated", valid[:len(valid)/2], nil, exitUnknown},
 		{"out of time order", bytes.Join(swapped, nil), nil, exitInvalid},
+		{"records in memory", big, nil, exitInvalid},
+		{"records on disk", big, []string{"--memory", "1"}, exitInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, "history.edn", string(tc.history))

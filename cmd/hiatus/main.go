@@ -87,6 +87,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			adapterCommand(),
 			replayCommand(),
 			shrinkCommand(),
+			pauseTestCommand(),
 		},
 		Action: func(c *cli.Context) error {
 			if topic, ok := helpTopic(c.Args().Slice()); ok {

@@ -1,0 +1,418 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// The paused-holder test: holder A takes the lock and reads; it is paused
+// inside its section; holder B takes the lock as soon as the lock lets it,
+// reads, writes and releases; then A goes on and writes. A lease lock
+// unguarded loses B's update every time; a guard that works rejects A's
+// write every time. Nothing in it waits on a guess: B tries to acquire from
+// the moment A is paused, and A goes on when B's section is done — or, when
+// B cannot take the lock, once the lock server's clock is a whole lease
+// past A's lease (the lock kept the lease for A: a renewing lock's
+// watchdog, or a lock with no lease at all).
+
+// A PauseCase is one case of the paused-holder test: a lock, the guard of
+// its holders' writes, and how holder A is paused.
+type PauseCase struct {
+	Lock  string
+	Guard client.Guard
+	// Pause is nemesis.KindSleep (A blocks in its section; the lock's own
+	// work, a watchdog's renewals, runs on) or nemesis.KindStop (A's whole
+	// process is stopped: the lock's own work too, by client.Freezer).
+	Pause history.Keyword
+}
+
+func (c PauseCase) String() string {
+	return fmt.Sprintf("%s/%s/%s", c.Lock, c.Guard, c.Pause)
+}
+
+// PauseKinds are the ways PauseTest pauses a holder.
+func PauseKinds() []history.Keyword { return []history.Keyword{nemesis.KindSleep, nemesis.KindStop} }
+
+// PauseCases are the cases of every lock, guard and pause, in that order.
+func PauseCases(locks []string, guards []client.Guard, pauses []history.Keyword) []PauseCase {
+	var cs []PauseCase
+	for _, l := range locks {
+		for _, g := range guards {
+			for _, p := range pauses {
+				cs = append(cs, PauseCase{Lock: l, Guard: g, Pause: p})
+			}
+		}
+	}
+	return cs
+}
+
+// A Takeover says what holder B did while A was paused.
+type Takeover uint8
+
+const (
+	// Took: B took the lock while A was paused: A's lease lapsed.
+	Took Takeover = iota + 1
+	// Kept: B could not take the lock until a lease past A's lease: the
+	// lock kept it for A (a watchdog renewed it).
+	Kept
+	// Waited: the lock has no lease; B waited for A's release.
+	Waited
+	// Late: B did not take the lock until a lease past A's lease, yet A's
+	// release found its lease lapsed: B was too slow to take it (a
+	// starved machine), and the sequence did not happen. PauseTest runs
+	// such a case again.
+	Late
+)
+
+func (t Takeover) String() string {
+	switch t {
+	case Took:
+		return "took"
+	case Kept:
+		return "kept"
+	case Waited:
+		return "waited"
+	case Late:
+		return "late"
+	}
+	return "unknown"
+}
+
+// A PauseVerdict is what one case of the paused-holder test did.
+type PauseVerdict struct {
+	Case    PauseCase
+	Dir     string          // the case's run directory
+	Results checker.Results // the check of its history
+	// Taken is what B did while A was paused; After, when B took the
+	// lock, how long after A asked for it (the lease began between A's ask
+	// and its grant), on the clock of the run's Redis.
+	Taken Takeover
+	After time.Duration
+	// Attempts is how many times the case ran: more than one when B was
+	// Late.
+	Attempts int
+	// Froze says A's lock had work of its own that the stop froze
+	// (client.Freezer): with none, a stop pauses A as a sleep does.
+	Froze bool
+	// Elapsed is the case's wall time, from A's acquire to its checked
+	// run directory (the locks' start not counted: an adapter's
+	// interpreter's).
+	Elapsed time.Duration
+}
+
+// Passed says the sequence happened and no update was lost: the check
+// found the history valid.
+func (v PauseVerdict) Passed() bool { return v.Results.Valid == checker.Valid && v.Taken != Late }
+
+// Figure is the whole number the lock-counter check reported as key
+// ("writes", "lost-min", "stale-rejected"…), 0 if none.
+func (v PauseVerdict) Figure(key string) int64 {
+	r, _ := v.Results.Check("lock-counter")
+	n, _ := history.Int(r.Get(key))
+	return n
+}
+
+// Explanation is the lock-counter check's: why the case failed.
+func (v PauseVerdict) Explanation() string {
+	if v.Taken == Late {
+		return fmt.Sprintf("inconclusive after %d attempts: A's lease lapsed, but B did not take the lock within a lease after it (a starved machine?)", v.Attempts)
+	}
+	r, _ := v.Results.Check("lock-counter")
+	return r.Explanation
+}
+
+// PauseTest runs the paused-holder test on hiatus's locks and adapters:
+// see Lab.PauseTest.
+func PauseTest(ctx context.Context, cfg Config, cases []PauseCase, each func(PauseVerdict)) ([]PauseVerdict, error) {
+	return Lab{}.PauseTest(ctx, cfg, cases, each)
+}
+
+// PauseTest runs each case of the paused-holder test, on the lab's locks
+// and hiatus's, and hands each verdict to each (if not nil) as it is
+// reached. cfg gives the servers (throwaway ones are started once for all
+// cases when it names none), the store, the lease, the retry and the
+// timeouts; each case is kept as a run of cfg.Name (its test.edn names
+// the lock, guard and pause), with history, results and timeline. Runs on
+// servers shared with others at the same time need a Name and CounterID
+// of their own. A case whose B was Late runs again, up to three times in
+// all. The holders run in this
+// process (a lock of the lab's is built by its LockKind's New); an
+// adapter's lock is its own process, which a stop stops.
+func (l Lab) PauseTest(ctx context.Context, cfg Config, cases []PauseCase, each func(PauseVerdict)) ([]PauseVerdict, error) {
+	cfg.own = l.Locks
+	cfg.Workers, cfg.Nemesis, cfg.InjectEvery, cfg.Hosts, cfg.Work = 2, "", 1, HostsLocal, 0
+	cfg.Pause = 2 * cfg.Lease
+	for _, c := range cases {
+		if err := c.config(cfg).Validate(); err != nil {
+			return nil, fmt.Errorf("case %s: %w", c, err)
+		}
+	}
+	if err := store.Writable(cfg.Store); err != nil {
+		return nil, &SetupError{Err: err}
+	}
+	stop, err := StartServers(ctx, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	var out []PauseVerdict
+	for len(cases) > 0 && ctx.Err() == nil {
+		n := 1
+		for n < len(cases) && cases[n].Lock == cases[0].Lock {
+			n++
+		}
+		vs, err := pauseLock(ctx, cfg, cases[:n], each)
+		out = append(out, vs...)
+		if err != nil {
+			return out, err
+		}
+		cases = cases[n:]
+	}
+	if ctx.Err() != nil {
+		return out, ErrInterrupted
+	}
+	return out, nil
+}
+
+// config is c's run of cfg.
+func (c PauseCase) config(cfg Config) Config {
+	cfg.Lock, cfg.Guard, cfg.PauseKind = c.Lock, c.Guard, c.Pause
+	return cfg
+}
+
+// pauseLock runs cases, all of one lock, on one set of the lock's servers
+// (etcd's, redlock's nodes), with one pair of locks fenced and one not.
+func pauseLock(ctx context.Context, cfg Config, cases []PauseCase, each func(PauseVerdict)) (_ []PauseVerdict, err error) {
+	lcfg := cases[0].config(cfg)
+	env, err := startEnv(ctx, context.WithoutCancel(ctx), &lcfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, env.close()) }()
+	locks := map[bool]*holders{}
+	defer func() {
+		for _, h := range locks {
+			h.close()
+		}
+	}()
+	var out []PauseVerdict
+	for _, c := range cases {
+		if ctx.Err() != nil {
+			break
+		}
+		ccfg := c.config(lcfg)
+		fenced := ccfg.guard().Fenced()
+		if locks[fenced] == nil {
+			h, err := newHolders(ctx, ccfg, env)
+			if err != nil {
+				return out, fmt.Errorf("case %s: %w", c, err)
+			}
+			locks[fenced] = h
+		}
+		var v PauseVerdict
+		for v.Attempts < lateAttempts && (v.Attempts == 0 || v.Taken == Late) && ctx.Err() == nil {
+			n := v.Attempts + 1
+			if v, err = pauseCase(ctx, ccfg, env, locks[fenced]); err != nil {
+				return out, fmt.Errorf("case %s: %w", c, err)
+			}
+			v.Attempts = n
+		}
+		v.Case = c
+		out = append(out, v)
+		if each != nil {
+			each(v)
+		}
+	}
+	return out, nil
+}
+
+// lateAttempts is how many times a case runs while B is Late.
+const lateAttempts = 3
+
+// holders are the locks of holders A and B.
+type holders struct {
+	a, b           client.Lock
+	closeA, closeB func()
+}
+
+func newHolders(ctx context.Context, cfg Config, env *env) (*holders, error) {
+	h := &holders{closeA: func() {}, closeB: func() {}}
+	var err error
+	if h.a, h.closeA, err = workerLock(ctx, cfg.workerConfig(env.topo, 0, 0), env.rdb, env.db, cfg.own); err != nil {
+		return nil, fmt.Errorf("holder A's lock: %w", err)
+	}
+	if h.b, h.closeB, err = workerLock(ctx, cfg.workerConfig(env.topo, 1, 1), env.rdb, env.db, cfg.own); err != nil {
+		h.closeA()
+		return nil, fmt.Errorf("holder B's lock: %w", err)
+	}
+	return h, nil
+}
+
+func (h *holders) close() { h.closeA(); h.closeB() }
+
+// pauseCase runs one case on env's servers and keeps it as a run.
+func pauseCase(ctx context.Context, cfg Config, env *env, h *holders) (PauseVerdict, error) {
+	bg := context.WithoutCancel(ctx)
+	began := time.Now()
+	env.counter = &client.Counter{DB: env.db, ID: cfg.CounterID, Guard: cfg.guard()}
+	if err := env.counter.Setup(bg); err != nil {
+		return PauseVerdict{}, setupErrorf("PostgreSQL at %s: %v", Redact(cfg.PostgresURL), err)
+	}
+	run, start, lg, err := createRun(bg, cfg, env, io.Discard)
+	if err != nil {
+		return PauseVerdict{}, err
+	}
+	defer lg.close()
+	lg.logf("run %s: the paused-holder test (hiatus pause-test) of lock %s, guard %s, pause %s, lease %v",
+		run.Dir, cfg.Lock, cfg.guard(), cfg.PauseKind, cfg.Lease)
+	journal, err := os.OpenFile(run.Path(store.Journal), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return PauseVerdict{}, fmt.Errorf("open journal: %w", err)
+	}
+	defer journal.Close()
+	col := newCollector(journal, 2)
+	clock := client.NewRedisClock(env.rdb, start)
+	p := &pausedHolder{cfg: cfg, clock: clock, rec: col.record, counter: env.counter, lg: lg}
+	v := p.run(ctx, h)
+	final(bg, clock, env.counter, col, 2)
+	rd := newReaders(cfg)
+	rd.perf = nil // plots of twenty ops say nothing, and would take most of a case's time
+	rs, err := finishWith(bg, cfg, env, run, col, lg, rd)
+	if err != nil {
+		return PauseVerdict{}, err
+	}
+	lg.logf("results: valid? %v; B %s the lock", rs.Valid, v.Taken)
+	v.Dir, v.Results, v.Elapsed = run.Dir, rs, time.Since(began)
+	return v, nil
+}
+
+// A pausedHolder runs the paused-holder sequence once.
+type pausedHolder struct {
+	cfg     Config
+	clock   client.Clock
+	rec     func(history.Op)
+	counter *client.Counter
+	lg      *runLog
+}
+
+// run runs A's section and B's, and says what B did while A was paused.
+func (p *pausedHolder) run(ctx context.Context, h *holders) PauseVerdict {
+	var v PauseVerdict
+	var askedA, grantedA, grantedB atomic.Int64 // on the server's clock
+	var releasedA atomic.Value                  // how A's release ended: its history.Type
+	inside, resume := make(chan client.Grant, 1), make(chan struct{})
+	a := p.worker(h.a, 0, func(o history.Op) {
+		switch {
+		case o.F == history.FAcquire && o.Type == history.Invoke:
+			askedA.Store(o.Time)
+		case o.F == history.FAcquire && o.Type == history.Ok:
+			grantedA.Store(o.Time)
+		case o.F == history.FRelease && o.Type != history.Invoke:
+			releasedA.Store(o.Type)
+		}
+	}, func(ctx context.Context, s client.Section) {
+		pause := map[history.Keyword]any{"kind": p.cfg.PauseKind, "process": int64(s.Process), "ms": p.cfg.Pause.Milliseconds()}
+		p.event(history.FPause, pause)
+		thaw := func() {}
+		if f, ok := h.a.(client.Freezer); ok && p.cfg.PauseKind == nemesis.KindStop {
+			thaw, v.Froze = f.Freeze(), true
+		}
+		inside <- s.Grant
+		<-resume
+		thaw()
+		p.event(history.FResume, pause)
+	})
+	bGot := make(chan struct{})
+	b := p.worker(h.b, 1, func(o history.Op) {
+		if o.F == history.FAcquire && o.Type == history.Ok {
+			grantedB.Store(o.Time)
+			close(bGot)
+		}
+	}, nil)
+
+	aDone, bDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(aDone); _ = a.Section(ctx) }()
+	var g client.Grant
+	select {
+	case g = <-inside:
+	case <-aDone: // A never held: its acquire failed, and the history says why
+		return v
+	}
+	// B's wait is bounded only against a lock that never grants again.
+	bctx, cancel := context.WithTimeout(ctx, 4*p.cfg.Lease+2*p.cfg.OpTimeout)
+	defer cancel()
+	go func() { defer close(bDone); _ = b.Section(bctx) }()
+	v.Taken = p.await(ctx, g, grantedA.Load(), bGot, bDone)
+	if v.Taken == Took {
+		v.After = time.Duration(grantedB.Load() - askedA.Load())
+	}
+	close(resume)
+	<-aDone
+	<-bDone
+	if v.Taken == Kept && releasedA.Load() != history.Ok {
+		v.Taken = Late // the lease was not kept: it lapsed unseen
+	}
+	return v
+}
+
+// await holds A paused until B's section is done, or until the server's
+// clock is a lease past the end of A's lease, which began before A was
+// told it had the lock, at granted (B could not take the lock), and says
+// which. The grant, not the ask: on a starved machine an acquire takes a
+// lease's time, and a lease counted from the ask is not over when A
+// wakes. B's acquisition, not its read, decides: a B that holds the lock
+// finishes its section before A goes on.
+func (p *pausedHolder) await(ctx context.Context, g client.Grant, granted int64, bGot, bDone <-chan struct{}) Takeover {
+	lease, none := g.Lease, g.Lease <= 0
+	if none {
+		lease = p.cfg.Lease
+	}
+	until := granted + 2*lease.Nanoseconds()
+	tick := time.NewTicker(max(time.Millisecond, lease/100))
+	defer tick.Stop()
+	for {
+		select {
+		case <-bGot:
+			<-bDone
+			return Took
+		case <-ctx.Done():
+			return 0
+		case <-tick.C:
+		}
+		if p.clock.Now(ctx) < until {
+			continue
+		}
+		if none {
+			return Waited
+		}
+		return Kept
+	}
+}
+
+// worker is holder p's worker on lock l; seen sees each op it records,
+// once recorded.
+func (p *pausedHolder) worker(l client.Lock, proc history.Process, seen func(history.Op), hook client.Hook) *client.Worker {
+	return &client.Worker{Lock: l, Counter: p.counter, Clock: p.clock, Process: proc, Stride: 2,
+		OpTimeout: p.cfg.OpTimeout, Hook: hook, Record: func(o history.Op) {
+			p.rec(o)
+			seen(o)
+		}}
+}
+
+// event records an event of the nemesis's process, now.
+func (p *pausedHolder) event(f history.Keyword, v map[history.Keyword]any) {
+	p.lg.logf("nemesis: %s %s", f, history.AppendValue(nil, v))
+	p.rec(history.Op{Index: history.Unset, Time: p.clock.Now(context.Background()), Type: history.Info,
+		Process: history.Nemesis, F: f, Value: v})
+}
