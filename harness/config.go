@@ -77,6 +77,11 @@ type Config struct {
 	// NodeAOF has the lock's own Redis nodes log each write and fsync it
 	// before answering: a node restarted after a crash keeps its keys.
 	NodeAOF bool
+	// NoPlots leaves out the run's performance plots (latency and rate
+	// PNGs), which cost more than a short run's check: for many short
+	// runs (a grid's tests, pause-test's cases). `hiatus plot` draws them
+	// from the history later.
+	NoPlots bool
 
 	// Plan, when not nil, is the nemesis's schedule to replay (a run's
 	// schedule.edn) instead of one drawn from Seed; Nemesis must name its

@@ -223,12 +223,7 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 // :ops-missing event at its end, so that a check of it months later still
 // knows it is incomplete.
 func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *collector, lg *runLog) (checker.Results, error) {
-	return finishWith(ctx, cfg, env, run, col, lg, newReaders(cfg))
-}
-
-// finishWith is finish with the readers rd: a run whose plots would say
-// nothing (a few ops, as a pause test's) has none drawn.
-func finishWith(ctx context.Context, cfg Config, env *env, run store.Run, col *collector, lg *runLog, rd *readers) (checker.Results, error) {
+	rd := newReaders(cfg)
 	if err := writeHistory(ctx, cfg, env, run, col, lg, rd); err != nil {
 		return checker.Results{}, err
 	}
@@ -272,7 +267,11 @@ type readers struct {
 }
 
 func newReaders(cfg Config) *readers {
-	return &readers{stream: checker.NewStream(), perf: report.NewPerf(), tl: &report.Timeline{Workers: cfg.Workers}}
+	rd := &readers{stream: checker.NewStream(), tl: &report.Timeline{Workers: cfg.Workers}}
+	if !cfg.NoPlots {
+		rd.perf = report.NewPerf()
+	}
+	return rd
 }
 
 func (rd *readers) add(o history.Op) {

@@ -153,6 +153,7 @@ func (l Lab) PauseTest(ctx context.Context, cfg Config, cases []PauseCase, each 
 	cfg.own = l.Locks
 	cfg.Workers, cfg.Nemesis, cfg.InjectEvery, cfg.Hosts, cfg.Work = 2, "", 1, HostsLocal, 0
 	cfg.Pause = 2 * cfg.Lease
+	cfg.NoPlots = true // plots of twenty ops say nothing, and took most of a case's time
 	for _, c := range cases {
 		if err := c.config(cfg).Validate(); err != nil {
 			return nil, fmt.Errorf("case %s: %w", c, err)
@@ -286,9 +287,7 @@ func pauseCase(ctx context.Context, cfg Config, env *env, h *holders) (PauseVerd
 	p := &pausedHolder{cfg: cfg, clock: clock, rec: col.record, counter: env.counter, lg: lg}
 	v := p.run(ctx, h)
 	final(bg, clock, env.counter, col, 2)
-	rd := newReaders(cfg)
-	rd.perf = nil // plots of twenty ops say nothing, and would take most of a case's time
-	rs, err := finishWith(bg, cfg, env, run, col, lg, rd)
+	rs, err := finish(bg, cfg, env, run, col, lg)
 	if err != nil {
 		return PauseVerdict{}, err
 	}

@@ -86,6 +86,8 @@ func Settings() []Setting {
 			"extended before each write", func(c *Config) *bool { return &c.ExtendBeforeWrite }),
 		boolSetting("node-aof", "NodeAOF", "the lock's own Redis nodes log each write to an append-only file and fsync it before answering (appendfsync always): a node restarted after a crash keeps its keys",
 			"nodes fsync every write (AOF)", func(c *Config) *bool { return &c.NodeAOF }),
+		shared(boolSetting("no-plots", "NoPlots", "leave out each run's latency and rate plots (PNG), which cost more than a short run's check; hiatus plot RUN-DIR draws them later",
+			"no plots", func(c *Config) *bool { return &c.NoPlots })),
 		{Flag: "nodes", Key: "lock-nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant)", DefaultText: fmt.Sprint(DefaultNodes),
 			goName: "Nodes", get: func(c Config) any { return c.Nodes }, set: setTo(func(c *Config) *int { return &c.Nodes }),
 			kept:     func(c Config) bool { return c.lockKind().Store == client.OnRedisNodes },
@@ -176,6 +178,12 @@ func nemesisSetting() Setting {
 
 // boolSetting is a switch test.edn keeps as FLAG? only when it is on,
 // and Describe says as words.
+// shared is s, a setting compare takes too, for every run of its grid.
+func shared(s Setting) Setting {
+	s.Shared = true
+	return s
+}
+
 func boolSetting(flag, goName, usage, words string, p func(*Config) *bool) Setting {
 	return Setting{Flag: flag, Key: history.Keyword(flag + "?"), Usage: usage, goName: goName,
 		get: func(c Config) any { return *p(&c) }, set: setTo(p),

@@ -22,7 +22,8 @@ import (
 // cellGrid is the grid of TestCompareCells: 2 locks × 3 pause kinds × 2
 // runs, 12 cells of short runs.
 var cellGrid = []string{"--name", "grid", "--locks", "setnx,renew", "--pauses", "none,sigstop,sleep", "--runs", "2", "--seed", "11",
-	"--workers", "1", "--time-limit", "300ms", "--pause", "100ms", "--interval", "100ms", "--inject-every", "2", "--work", "5ms"}
+	"--workers", "1", "--time-limit", "300ms", "--pause", "100ms", "--interval", "100ms", "--inject-every", "2", "--work", "5ms",
+	"--no-plots"} // under -race a run's plots took 3 s of CPU, the grid's most
 
 // gridTable is what TestCompareCells compares of two tables: table.json
 // as the tests read it, with each row's setup and its runs' seeds.
