@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
@@ -25,6 +26,12 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 			err = errors.Join(err, e.close())
 		}
 	}()
+	// Any run, of any kind, removes what killed runs left on this
+	// machine: their namespaces, by the dead PID in the names. Without
+	// root there are none to remove, and nothing to say.
+	if os.Geteuid() == 0 {
+		e.orphans = topology.RemoveOrphans()
+	}
 	net, pgHost, err := startNet(ctx, *cfg)
 	if err != nil {
 		return nil, err
@@ -137,6 +144,9 @@ func (e *env) logServers(run store.Run, cfg Config, lg *runLog) {
 		lg.logf("%s: throwaway, pid %d, at %s; its own log is kept as %s", sv.s.Name(), sv.s.ProcessID(), Redact(sv.url), sv.log)
 		sv.s.KeepLog(run.Path(sv.log))
 	}
+	if e.orphans != nil {
+		lg.printf("what killed runs left could not all be removed: %v", e.orphans)
+	}
 	for _, r := range e.topo.roles {
 		lg.logf("host %s at %s: %s", r.h.Name(), r.h.IP(), r.what)
 	}
@@ -152,6 +162,7 @@ type env struct {
 	// The throwaway servers, nil for servers given by URL.
 	redis, postgres *servers.Server
 	topo            *topo // the lock's own nodes, and the workers' links
+	orphans         error // what killed runs left and this one could not remove
 }
 
 // close disconnects from the servers and undoes what startEnv made, last
