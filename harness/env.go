@@ -32,12 +32,26 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 	if os.Geteuid() == 0 {
 		e.orphans = topology.RemoveOrphans()
 	}
-	net, pgHost, err := startNet(ctx, *cfg)
+	net, pgNetns, err := startNet(ctx, *cfg)
 	if err != nil {
 		return nil, err
 	}
 	if net != nil {
 		e.stops = append(e.stops, net.Close) // stopped in reverse: after the servers on it
+	}
+	nodes, err := startSSH(ctx, *cfg)
+	if err != nil {
+		return nil, err
+	}
+	var pgHost topology.Host // nil, not a nil pointer, for none
+	switch {
+	case nodes != nil:
+		e.stops = append(e.stops, nodes.close)
+		if h := nodes.pgHost(*cfg); h != nil {
+			pgHost = h
+		}
+	case pgNetns != nil:
+		pgHost = pgNetns
 	}
 	if e.redis, e.postgres, err = startServers(start, cfg, pgHost); err != nil {
 		return nil, err
@@ -73,7 +87,7 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 	if err := e.rdb.Del(pctx, lockKey(cfg.Name), fenceKey(cfg.Name)).Err(); err != nil {
 		return nil, setupErrorf("Redis at %s: %v", Redact(cfg.RedisURL), err)
 	}
-	if e.topo, err = startTopo(ctx, *cfg, net, pgHost); err != nil {
+	if e.topo, err = startTopo(ctx, *cfg, net, nodes, pgHost); err != nil {
 		return nil, err
 	}
 	e.stops = append(e.stops, func() error { e.topo.close(); return nil })
@@ -83,7 +97,7 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 // startServers starts a throwaway redis-server and PostgreSQL for the URLs
 // cfg leaves empty, and fills them in; a server given by URL is nil.
 // PostgreSQL runs on pgHost unless it is nil.
-func startServers(ctx context.Context, cfg *Config, pgHost *topology.NetnsHost) (redis, postgres *servers.Server, err error) {
+func startServers(ctx context.Context, cfg *Config, pgHost topology.Host) (redis, postgres *servers.Server, err error) {
 	defer func() {
 		if err != nil && ctx.Err() != nil {
 			err = ErrInterrupted // a server's start cut short, not a server that cannot start
@@ -96,11 +110,15 @@ func startServers(ctx context.Context, cfg *Config, pgHost *topology.NetnsHost) 
 		cfg.RedisURL = redis.URL
 	}
 	if cfg.PostgresURL == "" {
-		var h servers.Host
-		if pgHost != nil {
-			h = pgHost
+		switch h := pgHost.(type) {
+		case *topology.SSHHost:
+			postgres, err = servers.StartPostgresOnNode(ctx, h)
+		case *topology.NetnsHost:
+			postgres, err = servers.StartPostgresOn(ctx, h)
+		default:
+			postgres, err = servers.StartPostgresOn(ctx, nil)
 		}
-		if postgres, err = servers.StartPostgresOn(ctx, h); err != nil {
+		if err != nil {
 			if redis != nil {
 				redis.Stop()
 			}
