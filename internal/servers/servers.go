@@ -45,8 +45,8 @@ type Server struct {
 	bin   string
 	args  []string
 	cred  *syscall.Credential
-	user  string // on a node, the user it runs as; "" for the one hiatus logs in as
-	clock bool   // on a node, it runs under a fake clock
+	user  string         // on a node, the user it runs as; "" for the one hiatus logs in as
+	clock bool           // on a node, it runs under a fake clock
 	dir   string         // removed on Stop
 	log   string         // the server's own log, quoted when it fails
 	keep  string         // where Stop copies the log; "" for nowhere
