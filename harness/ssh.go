@@ -36,6 +36,8 @@ type sshNodes struct {
 	all                      []*topology.SSHHost
 	workers, redis, postgres []*topology.SSHHost
 	bins                     map[*topology.SSHHost]string // the copy of this binary on each worker node
+	copies                   chan error                   // the copies' errors, joined, once they are done
+	stopCopies               context.CancelFunc
 }
 
 // sshSetupTimeout bounds the connections to the nodes and the copies of
@@ -81,16 +83,27 @@ func startSSH(ctx context.Context, cfg Config) (_ *sshNodes, err error) {
 	errs := make([]error, len(inv.Nodes))
 	var wg sync.WaitGroup
 	for i, n := range inv.Nodes {
-		wg.Go(func() {
-			if s.all[i], errs[i] = topology.DialSSH(ctx, n, tag); errs[i] == nil && n.Has(topology.RoleWorker) {
-				errs[i] = copySelf(ctx, s.all[i])
-			}
-		})
+		wg.Go(func() { s.all[i], errs[i] = topology.DialSSH(ctx, n, tag) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return s, setupErrorf("--hosts %s: %w", cfg.Hosts, err)
 	}
+	// The copies go on while the servers start (waitCopies).
+	s.copies = make(chan error, 1)
+	cctx, cancelCopies := context.WithTimeout(context.WithoutCancel(ctx), sshSetupTimeout)
+	s.stopCopies = cancelCopies
+	go func() {
+		errs := make([]error, len(inv.Nodes))
+		var wg sync.WaitGroup
+		for i, n := range inv.Nodes {
+			if n.Has(topology.RoleWorker) {
+				wg.Go(func() { errs[i] = copySelf(cctx, s.all[i]) })
+			}
+		}
+		wg.Wait()
+		s.copies <- errors.Join(errs...)
+	}()
 	for i, n := range inv.Nodes {
 		h := s.all[i]
 		if n.Has(topology.RoleWorker) {
@@ -120,6 +133,20 @@ func copySelf(ctx context.Context, h *topology.SSHHost) error {
 	return h.Write(ctx, h.Dir()+"/hiatus", 0o755, f)
 }
 
+// waitCopies waits until this binary is on every worker's node.
+func (s *sshNodes) waitCopies(ctx context.Context) error {
+	select {
+	case err := <-s.copies:
+		s.copies <- err // for the next caller
+		if err != nil {
+			return setupErrorf("copy hiatus to the workers' nodes: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // pgHost is the node of PostgreSQL; nil when it was given by URL.
 func (s *sshNodes) pgHost(cfg Config) *topology.SSHHost {
 	if s == nil || cfg.PostgresURL != "" {
@@ -131,6 +158,10 @@ func (s *sshNodes) pgHost(cfg Config) *topology.SSHHost {
 // close ends the run on every node it reached: what it started there
 // dies, its rules and files go.
 func (s *sshNodes) close() error {
+	if s.copies != nil {
+		s.stopCopies()
+		<-s.copies // a copy under way must not write into what Close removes
+	}
 	var errs []error
 	for _, h := range s.all {
 		if h != nil {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -136,6 +135,12 @@ func runSSH(t *testing.T, cfg harness.Config) (harness.Result, []history.Op) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			log, _ := os.ReadFile(filepath.Join(res.Dir, store.Log))
+			t.Logf("the run's log:\n%s", log)
+		}
+	})
 	if res.Results.Valid == checker.Unknown {
 		t.Errorf("the history does not check: %s", res.Results.AppendEDN(nil))
 	}
@@ -230,26 +235,16 @@ func TestRunHostsSSHVerdicts(t *testing.T) {
 }
 
 // sshLeftovers fails t if any node of sn holds a run's directory, a
-// process started from one, or a rule of hiatus's, as the node's own sshd
+// process working in one, or a rule of hiatus's, as the node's own sshd
 // shows it.
 func sshLeftovers(t *testing.T, sn *sshtest.Net) {
 	t.Helper()
 	for _, n := range sshNodes {
-		dir := "hiatus-ssh-" + n.Name + "-"
-		out, err := sn.Run(context.Background(), n.Name, `ls -d /tmp/`+dir+`* 2>/dev/null
-iptables -S | grep -e hiatus-hs
-for p in /proc/[0-9]*; do
-  [ "${p#/proc/}" = "$$" ] && continue
-  c=$( { tr '\0' ' ' < "$p/cmdline"; } 2>/dev/null)
-  case "$c" in *`+dir+`*) echo "process ${p#/proc/}: $c";; esac
-done
-true`)
+		l, err := sn.Leftovers(context.Background(), n.Name, "hs")
 		if err != nil {
 			t.Errorf("node %s: %v", n.Name, err)
-			continue
-		}
-		if out = strings.TrimSpace(out); out != "" {
-			t.Errorf("node %s holds what a run left:\n%s", n.Name, out)
+		} else if len(l) > 0 {
+			t.Errorf("node %s holds what a run left: %v", n.Name, l)
 		}
 	}
 }

@@ -150,6 +150,9 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, nodes *sshNod
 	}
 	switch {
 	case nodes != nil:
+		if err := nodes.waitCopies(ctx); err != nil {
+			return nil, err
+		}
 		for slot := range cfg.Workers {
 			h := nodes.workers[slot%len(nodes.workers)]
 			t.hosts = append(t.hosts, h)

@@ -172,18 +172,20 @@ func (h *SSHHost) chain() string   { return "hiatus-" + h.tag }
 func (h *SSHHost) comment() string { return "hiatus-" + h.tag }
 
 // cleanupScript ends what the run started on the node: each process group
-// whose leader's PID file is in the run's directory, if its command line
-// still names the directory (else the PID is another process's now), its
-// firewall rules, and the directory.
+// whose leader's PID file is in the run's directory, if its working
+// directory is still in there (else the PID is another process's now; a
+// command line would not tell, for servers rewrite theirs), its firewall
+// rules, and the directory.
 func (h *SSHHost) cleanupScript() string {
 	d, ch, cm := quote(h.dir), quote(h.chain()), quote(h.comment())
 	return fmt.Sprintf(`d=%s
 for f in "$d"/*.pid; do
   [ -f "$f" ] || continue
   p=$(cat "$f")
-  if [ -n "$p" ] && grep -qaF "$d" /proc/"$p"/cmdline 2>/dev/null; then
-    kill -CONT -- -"$p" 2>/dev/null; kill -KILL -- -"$p" 2>/dev/null
-  fi
+  [ -n "$p" ] || continue
+  case "$(readlink /proc/"$p"/cwd 2>/dev/null)" in
+  "$d"|"$d"/*) kill -s CONT -- "-$p" 2>/dev/null; kill -s KILL -- "-$p" 2>/dev/null;;
+  esac
 done
 if command -v iptables >/dev/null 2>&1; then
   for c in INPUT OUTPUT; do
@@ -371,7 +373,8 @@ func (p *Proc) Done() <-chan struct{} { return p.done }
 const signalTimeout = 10 * time.Second
 
 // kill runs kill(1) with sig on the node for target, a PID or -PGID,
-// through the watchdog.
+// through the watchdog. (dash's kill takes a group as "-s SIG -- -PGID",
+// not as "-SIG -- -PGID".)
 func (h *SSHHost) kill(sig syscall.Signal, target string) error {
 	name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
 	h.ctlMu.Lock()
@@ -459,20 +462,28 @@ func (h *SSHHost) setRules(ctx context.Context, cut map[string]bool) error {
 		return nil
 	}
 	ch, cm := quote(h.chain()), quote(h.comment())
-	lines := []string{"set -e",
-		fmt.Sprintf("iptables -w -N %s 2>/dev/null || iptables -w -F %s", ch, ch)}
+	// One line, which the watchdog runs at once: a new session would cost
+	// a loaded node's sshd a good part of a second, by which the cut
+	// would lag its event in the history.
+	cmds := []string{fmt.Sprintf("{ iptables -w -N %s 2>/dev/null || iptables -w -F %s; }", ch, ch)}
 	for _, c := range []string{"INPUT", "OUTPUT"} {
 		rule := fmt.Sprintf("%s -j %s -m comment --comment %s", c, ch, cm)
-		lines = append(lines, fmt.Sprintf("iptables -w -C %s 2>/dev/null || iptables -w -I %s", rule, rule))
+		cmds = append(cmds, fmt.Sprintf("{ iptables -w -C %s 2>/dev/null || iptables -w -I %s; }", rule, rule))
 	}
 	for _, ip := range slices.Sorted(maps.Keys(cut)) {
 		for _, dir := range []string{"-s", "-d"} {
-			lines = append(lines, fmt.Sprintf("iptables -w -A %s %s %s -j DROP -m comment --comment %s", ch, dir, quote(ip), cm))
+			cmds = append(cmds, fmt.Sprintf("iptables -w -A %s %s %s -j DROP -m comment --comment %s", ch, dir, quote(ip), cm))
 		}
 	}
-	if out, err := h.Run(ctx, strings.Join(lines, "\n")); err != nil {
+	h.ctlMu.Lock()
+	status, err := h.control(strings.Join(cmds, " && "))
+	h.ctlMu.Unlock()
+	if err == nil && status != "0" {
+		err = fmt.Errorf("exit status %s", status)
+	}
+	if err != nil {
 		h.unsure = true
-		return fmt.Errorf("node %s: iptables (the node's firewall must let root add rules): %w: %s", h.node.Name, err, trimOut(out))
+		return fmt.Errorf("node %s: iptables (root must be able to add rules to the node's firewall): %w", h.node.Name, err)
 	}
 	h.cut, h.unsure = cut, false
 	return nil

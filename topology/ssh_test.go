@@ -120,6 +120,44 @@ func TestSSHHost(t *testing.T) {
 		t.Error("the process outlived Close")
 	}
 	left(t, sn, "a", tag)
+
+	// A run whose watchdog died without cleaning up (the node's sshd
+	// killed, say) leaves its process, rule and directory: the next run
+	// to reach the node removes them, and leaves a live run's alone.
+	dead, live := topology.NewRunTag(), topology.NewRunTag()
+	d, err := topology.DialSSH(ctx, inv.Nodes[0], dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := topology.DialSSH(ctx, inv.Nodes[0], live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, h := range []*topology.SSHHost{d, l} {
+		if _, err := h.Start(ctx, []string{"sleep", "1000"}, h.Dir()+"/sleep.log", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Isolate(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := sn.Run(ctx, "a", "kill -KILL $(cat "+d.Dir()+"/watchdog)"); err != nil {
+		t.Fatalf("kill the watchdog: %v: %s", err, out)
+	}
+	_ = d.Close() // its watchdog is gone: nothing is undone
+	if out, _ := sn.Run(ctx, "a", "iptables -S | grep -c hiatus-"+dead); strings.TrimSpace(out) == "0" {
+		t.Fatal("the run whose watchdog died left no rule: the test would prove nothing")
+	}
+	next, err := topology.DialSSH(ctx, inv.Nodes[0], topology.NewRunTag())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	left(t, sn, "a", dead)
+	if out, _ := sn.Run(ctx, "a", "ls -d "+l.Dir()+"; iptables -S | grep -c hiatus-"+live); !strings.Contains(out, l.Dir()) || strings.HasSuffix(strings.TrimSpace(out), "\n0") {
+		t.Errorf("the next run removed a live run's directory or rules: %s", out)
+	}
 }
 
 // state is the state letter of pid on the host called name.
@@ -133,32 +171,14 @@ func state(t *testing.T, sn *sshtest.Net, name string, pid int) string {
 }
 
 // left fails t if the host called name holds a file, rule or process of
-// the run tagged tag, as its own sshd shows it. (The test's hosts share
-// one file system and one PID namespace: only what names the host's own
-// run directory is its.)
+// the run tagged tag, as its own sshd shows it.
 func left(t *testing.T, sn *sshtest.Net, name, tag string) {
 	t.Helper()
-	dir := "hiatus-ssh-" + name + "-" + tag
-	// Each process's command line is read by the shell itself, so that
-	// the look finds no command of its own that names the tag.
-	out, err := sn.Run(context.Background(), name, `ls -d /tmp/`+dir+` 2>/dev/null
-iptables -S | grep hiatus-`+tag+`
-for p in /proc/[0-9]*; do
-  [ "${p#/proc/}" = "$$" ] && continue
-  c=$( { tr '\0' ' ' < "$p/cmdline"; } 2>/dev/null)
-  case "$c" in *`+dir+`*) echo "process ${p#/proc/}: $c";; esac
-done
-true`)
+	l, err := sn.Leftovers(context.Background(), name, tag)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if l != "" {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > 0 {
-		t.Errorf("%s holds what the run left: %v", name, lines)
+	if len(l) > 0 {
+		t.Errorf("%s holds what the run left: %v", name, l)
 	}
 }

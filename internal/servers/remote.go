@@ -76,19 +76,23 @@ func (s *Server) stopOnNode() error {
 	if s.dir == "" {
 		return nil
 	}
-	var kept error
+	// One session for both: a loaded node's sshd may take a good part of
+	// a second to open one.
+	script := "rm -rf " + quote(s.dir)
 	if s.keep != "" {
-		if b, err := s.onNode("cat " + quote(s.log)); err != nil {
-			kept = fmt.Errorf("keep %s's log: %w", s.name, err)
-		} else if err := os.WriteFile(s.keep, []byte(b+"\n"), 0o644); err != nil {
-			kept = fmt.Errorf("keep %s's log: %w", s.name, err)
-		}
+		script = "cat " + quote(s.log) + "; " + script
 	}
-	if _, err := s.onNode("rm -rf " + quote(s.dir)); err != nil {
+	b, err := s.onNode(script)
+	if err != nil {
 		return err
 	}
 	s.dir = ""
-	return kept
+	if s.keep != "" {
+		if err := os.WriteFile(s.keep, []byte(b+"\n"), 0o644); err != nil {
+			return fmt.Errorf("keep %s's log: %w", s.name, err)
+		}
+	}
+	return nil
 }
 
 // tailOnNode is tail of the server's log on its node.

@@ -175,6 +175,34 @@ func (n *Net) Run(ctx context.Context, name, script string) (string, error) {
 	return "", fmt.Errorf("sshtest: no host %s", name)
 }
 
+// Leftovers lists, as the host called name shows them through its own
+// sshd, what runs whose tags begin with tag left there: their directories,
+// their firewall rules, and the processes working in those directories (a
+// server may rewrite its command line, not its working directory). The
+// test's hosts share one file system and PID namespace: only what is in
+// the host's own run directories is its.
+func (n *Net) Leftovers(ctx context.Context, name, tag string) ([]string, error) {
+	dir := "/tmp/hiatus-ssh-" + name + "-" + tag
+	out, err := n.Run(ctx, name, `ls -d `+dir+`* 2>/dev/null
+iptables -S | grep -e 'hiatus-`+tag+`'
+for p in /proc/[0-9]*; do
+  case "$(readlink "$p"/cwd 2>/dev/null)" in
+  `+dir+`*) echo "process ${p#/proc/}: $(tr '\0' ' ' < "$p"/cmdline 2>/dev/null)";;
+  esac
+done
+true`)
+	if err != nil {
+		return nil, err
+	}
+	var left []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l != "" {
+			left = append(left, l)
+		}
+	}
+	return left, nil
+}
+
 // Close ends every sshd and removes the network.
 func (n *Net) Close() error {
 	for _, c := range n.sshds {
