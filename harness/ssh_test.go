@@ -116,6 +116,24 @@ func TestRunHostsSSH(t *testing.T) {
 		}
 		onNodes(t, res)
 	})
+	// The verdicts of the default experiment (setnx under sigstop), as
+	// on this machine: updates lost in most runs (not asserted: a run may
+	// see none), and none with a lease of 2 s, longer than every pause.
+	for i, tc := range []struct {
+		name  string
+		lease time.Duration
+	}{{"ssh-default", harness.DefaultLease}, {"ssh-lease-2s", 2 * time.Second}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := sshConfig(t, sn, tc.name, int64(120+i))
+			cfg.Lease, cfg.Work, cfg.TimeLimit = tc.lease, harness.DefaultWork, 4*time.Second
+			res, _ := runSSH(t, cfg)
+			t.Logf("valid? %v", res.Results.Valid)
+			if tc.lease > cfg.Pause && res.Results.Valid != checker.Valid {
+				t.Errorf("valid? %v, want true: %s", res.Results.Valid, res.Results.AppendEDN(nil))
+			}
+		})
+	}
 	t.Cleanup(func() { sshLeftovers(t, sn) }) // after the parallel subtests, before the network goes
 }
 
@@ -204,34 +222,6 @@ func onNodes(t *testing.T, res harness.Result) {
 			t.Errorf("the run's log does not say %q:\n%s", on, log)
 		}
 	}
-}
-
-// TestRunHostsSSHVerdicts: on the SSH test network the default experiment
-// (setnx under sigstop) loses updates, as on this machine, and a lease of
-// 2 s, longer than every pause, keeps them.
-func TestRunHostsSSHVerdicts(t *testing.T) {
-	sn := startSSHNet(t)
-	for i, tc := range []struct {
-		name  string
-		lease time.Duration
-		want  checker.Validity
-	}{{"ssh-default", harness.DefaultLease, checker.Invalid}, {"ssh-lease-2s", 2 * time.Second, checker.Valid}} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			cfg := harness.DefaultConfig()
-			cfg.Store, cfg.Name, cfg.CounterID, cfg.Seed = t.TempDir(), tc.name, int64(200+i), 1
-			cfg.Hosts, cfg.Workers, cfg.Lease, cfg.TimeLimit = harness.Hosts("ssh:"+sn.Inventory), 2, tc.lease, 4*time.Second
-			res, err := harness.Run(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("valid? %v", res.Results.Valid)
-			if tc.want == checker.Valid && res.Results.Valid != checker.Valid {
-				t.Errorf("valid? %v, want true: %s", res.Results.Valid, res.Results.AppendEDN(nil))
-			}
-		})
-	}
-	t.Cleanup(func() { sshLeftovers(t, sn) })
 }
 
 // sshLeftovers fails t if any node of sn holds a run's directory, a
