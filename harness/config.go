@@ -64,7 +64,7 @@ type Config struct {
 	ClockJump    time.Duration   // how far the clock fault steps a node's clock, forward or (negative) back; 0 is the lease forward
 	ClockStrobe  time.Duration   // with the clock fault, step the clock back and forth this often while it lasts; 0 for one step
 	Delay        time.Duration   // what the delay faults add to each byte's trip; 0 is the lease
-	Hosts        Hosts           // where workers and servers run: HostsLocal ("" too) or HostsNetns
+	Hosts        Hosts           // where workers and servers run: HostsLocal ("" too), HostsNetns or "ssh:" and an inventory file
 	Seed         int64           // seed of the nemesis's choices
 	RedisURL     string          // "" starts a throwaway redis-server
 	PostgresURL  string          // "" starts a throwaway PostgreSQL
@@ -106,6 +106,8 @@ type Hosts string
 const (
 	HostsLocal Hosts = "local" // on this machine (the zero Hosts too)
 	HostsNetns Hosts = "netns" // each on a host of its own, a network namespace (root)
+	// "ssh:FILE": on the machines an inventory file names, over SSH
+	// (docs/hosts.md).
 )
 
 // DefaultConfig returns the configuration of `hiatus run` with no flags,
@@ -180,11 +182,13 @@ func (c Config) validate() error {
 		return fmt.Errorf("--guard %q: want one of %v", c.Guard, client.Guards())
 	case c.Nodes < 0 || c.ClockStrobe < 0 || c.Delay < 0:
 		return fmt.Errorf("--nodes, --clock-strobe and --delay cannot be negative")
-	case c.Hosts != "" && c.Hosts != HostsLocal && c.Hosts != HostsNetns:
-		return fmt.Errorf("--hosts %q: want local or netns", c.Hosts)
+	case c.Hosts != "" && c.Hosts != HostsLocal && c.Hosts != HostsNetns && c.inventory() == "":
+		return fmt.Errorf("--hosts %q: want local, netns or ssh:FILE (an inventory of machines, docs/hosts.md)", c.Hosts)
 	case c.Hosts == "netns" && c.netnsHosts() > topology.MaxHosts:
 		return fmt.Errorf("--hosts netns: %d workers and %d servers need %d hosts, more than a test network's %d",
 			c.Workers, c.netnsHosts()-c.Workers, c.netnsHosts(), topology.MaxHosts)
+	case c.inventory() != "" && c.lockKind().Store == client.OnEtcd:
+		return fmt.Errorf("--hosts %s: --lock %s needs etcd, which hiatus does not start on a node yet", c.Hosts, c.Lock)
 	case c.Nodes > 0 && c.lockKind().Store != client.OnRedisNodes:
 		return fmt.Errorf("--nodes %d is redlock's: --lock %s is kept on one node", c.Nodes, c.Lock)
 	case c.Name == "" || c.Name == "latest" || strings.ContainsAny(c.Name, `/\`):
@@ -308,7 +312,7 @@ func (c Config) lockNodes() int {
 		return c.nodes()
 	case c.needs()&needReplica != 0:
 		return 0
-	case c.redisLock() && (c.needs()&needLockServers != 0 || c.Hosts == "netns"):
+	case c.redisLock() && (c.needs()&needLockServers != 0 || c.onHosts()):
 		return 1
 	}
 	return 0
@@ -335,7 +339,7 @@ func (c Config) netnsHosts() int {
 // of their own, partitions act in the kernel instead; only a delay or a
 // drop (this kernel has no netem) needs the proxies.
 func (c Config) proxied() bool {
-	if c.Hosts == "netns" {
+	if c.onHosts() {
 		return c.needs()&needProxy != 0
 	}
 	return c.needs()&(needRedisLinks|needPostgresLink) != 0

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
@@ -25,12 +26,32 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 			err = errors.Join(err, e.close())
 		}
 	}()
-	net, pgHost, err := startNet(ctx, *cfg)
+	// Any run, of any kind, removes what killed runs left on this
+	// machine: their namespaces, by the dead PID in the names. Without
+	// root there are none to remove, and nothing to say.
+	if os.Geteuid() == 0 {
+		e.orphans = topology.RemoveOrphans()
+	}
+	net, pgNetns, err := startNet(ctx, *cfg)
 	if err != nil {
 		return nil, err
 	}
 	if net != nil {
 		e.stops = append(e.stops, net.Close) // stopped in reverse: after the servers on it
+	}
+	nodes, err := startSSH(ctx, *cfg)
+	if err != nil {
+		return nil, err
+	}
+	var pgHost topology.Host // nil, not a nil pointer, for none
+	switch {
+	case nodes != nil:
+		e.stops = append(e.stops, nodes.close)
+		if h := nodes.pgHost(*cfg); h != nil {
+			pgHost = h
+		}
+	case pgNetns != nil:
+		pgHost = pgNetns
 	}
 	if e.redis, e.postgres, err = startServers(start, cfg, pgHost); err != nil {
 		return nil, err
@@ -66,7 +87,7 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 	if err := e.rdb.Del(pctx, lockKey(cfg.Name), fenceKey(cfg.Name)).Err(); err != nil {
 		return nil, setupErrorf("Redis at %s: %v", Redact(cfg.RedisURL), err)
 	}
-	if e.topo, err = startTopo(ctx, *cfg, net, pgHost); err != nil {
+	if e.topo, err = startTopo(ctx, *cfg, net, nodes, pgHost); err != nil {
 		return nil, err
 	}
 	e.stops = append(e.stops, func() error { e.topo.close(); return nil })
@@ -76,7 +97,7 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 // startServers starts a throwaway redis-server and PostgreSQL for the URLs
 // cfg leaves empty, and fills them in; a server given by URL is nil.
 // PostgreSQL runs on pgHost unless it is nil.
-func startServers(ctx context.Context, cfg *Config, pgHost *topology.NetnsHost) (redis, postgres *servers.Server, err error) {
+func startServers(ctx context.Context, cfg *Config, pgHost topology.Host) (redis, postgres *servers.Server, err error) {
 	defer func() {
 		if err != nil && ctx.Err() != nil {
 			err = ErrInterrupted // a server's start cut short, not a server that cannot start
@@ -89,11 +110,15 @@ func startServers(ctx context.Context, cfg *Config, pgHost *topology.NetnsHost) 
 		cfg.RedisURL = redis.URL
 	}
 	if cfg.PostgresURL == "" {
-		var h servers.Host
-		if pgHost != nil {
-			h = pgHost
+		switch h := pgHost.(type) {
+		case *topology.SSHHost:
+			postgres, err = servers.StartPostgresOnNode(ctx, h)
+		case *topology.NetnsHost:
+			postgres, err = servers.StartPostgresOn(ctx, h)
+		default:
+			postgres, err = servers.StartPostgresOn(ctx, nil)
 		}
-		if postgres, err = servers.StartPostgresOn(ctx, h); err != nil {
+		if err != nil {
 			if redis != nil {
 				redis.Stop()
 			}
@@ -137,6 +162,9 @@ func (e *env) logServers(run store.Run, cfg Config, lg *runLog) {
 		lg.logf("%s: throwaway, pid %d, at %s; its own log is kept as %s", sv.s.Name(), sv.s.ProcessID(), Redact(sv.url), sv.log)
 		sv.s.KeepLog(run.Path(sv.log))
 	}
+	if e.orphans != nil {
+		lg.printf("what killed runs left could not all be removed: %v", e.orphans)
+	}
 	for _, r := range e.topo.roles {
 		lg.logf("host %s at %s: %s", r.h.Name(), r.h.IP(), r.what)
 	}
@@ -152,6 +180,7 @@ type env struct {
 	// The throwaway servers, nil for servers given by URL.
 	redis, postgres *servers.Server
 	topo            *topo // the lock's own nodes, and the workers' links
+	orphans         error // what killed runs left and this one could not remove
 }
 
 // close disconnects from the servers and undoes what startEnv made, last

@@ -55,6 +55,9 @@ const (
 	// sequenceable: it may be a part of a sequence (a+b), since its events
 	// are :start and :stop, which say what a sequence's parts are.
 	sequenceable
+	// needLocal: it acts on a server by its PID on this machine, which
+	// --hosts ssh cannot do yet.
+	needLocal
 )
 
 // faultKinds are every kind of fault, family by family.
@@ -214,6 +217,8 @@ func (c Config) validateFault(k faultKind) error {
 		return fmt.Errorf("--nemesis %s needs a positive --pause", k.name)
 	case k.needs&needHosts != 0 && c.Hosts != "netns":
 		return fmt.Errorf("--nemesis %s cuts a worker's host off from the network: it needs --hosts netns (as root)", k.name)
+	case c.inventory() != "" && k.needs&needLocal != 0:
+		return fmt.Errorf("--nemesis %s is not injected over --hosts ssh yet: it acts on processes of this machine (docs/hosts.md)", k.name)
 	case k.needs&(needRedisNodes|needRedisLinks) != 0 && !c.redisLock():
 		return fmt.Errorf("--nemesis %s acts on the lock's Redis nodes: --lock %s is not kept on Redis", c.Nemesis, c.Lock)
 	case k.needs&needLockServers != 0 && !c.redisLock() && c.lockKind().Store != client.OnEtcd:

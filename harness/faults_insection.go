@@ -52,7 +52,7 @@ func (ws *workerSet) stopWaiters(holder int, d time.Duration) {
 	}
 	var all []stopped
 	for _, p := range waiting {
-		v := map[history.Keyword]any{"kind": nemesis.KindStopWaiters, "worker": p.slot, "pid": p.cmd.Process.Pid,
+		v := map[history.Keyword]any{"kind": nemesis.KindStopWaiters, "worker": p.slot, "pid": p.proc.Pid(),
 			"process": ws.col.current[p.slot].Load(), "ms": d.Milliseconds()}
 		at := ws.clock.Now(context.Background()) // before the stop, so that the events' window covers it
 		if err := group(p, syscall.SIGSTOP); err != nil {

@@ -33,7 +33,7 @@ func nodeFaults() []faultKind {
 				holding := bareMajority(e.env.topo.nodeURLs, lockKey(e.cfg.Name), 3*(e.cfg.Lease+e.cfg.Work))
 				return &nemesis.RestartNode{Nodes: nodes, Holding: holding}
 			}},
-		{name: nemesis.KindPauseNode, about: "SIGSTOP one of the lock's own servers: a Redis node, or etcd's", needs: needLockServers,
+		{name: nemesis.KindPauseNode, about: "SIGSTOP one of the lock's own servers: a Redis node, or etcd's", needs: needLockServers | needLocal,
 			build: func(e faultEnv) nemesis.Fault {
 				var pids []func() int
 				for _, s := range append(slices.Clone(e.env.topo.nodes), e.env.topo.etcd) {

@@ -20,7 +20,7 @@ func pauseFaults() []faultKind {
 			build: func(e faultEnv) nemesis.Fault {
 				return &nemesis.PauseServer{Which: nemesis.KindPauseRedis, PID: pid(e.env.redis, e.cfg.RedisPID), Freezer: e.freezer}
 			}},
-		{name: nemesis.KindPausePostgres, about: "SIGSTOP PostgreSQL's postmaster and backends",
+		{name: nemesis.KindPausePostgres, about: "SIGSTOP PostgreSQL's postmaster and backends", needs: needLocal,
 			check: givenPID(nemesis.KindPausePostgres, "--postgres-url", "--postgres-pid (the postmaster's)", func(c Config) bool { return c.PostgresURL != "" && c.PostgresPID == 0 }),
 			build: func(e faultEnv) nemesis.Fault {
 				return &nemesis.PauseServer{Which: nemesis.KindPausePostgres, PID: pid(e.env.postgres, e.cfg.PostgresPID), Freezer: e.freezer}

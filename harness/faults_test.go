@@ -376,7 +376,7 @@ func (r faultRun) checkSettings(t *testing.T) {
 	case r.cfg.Lock == "redlock":
 		nodes = harness.DefaultNodes
 	case r.cfg.Lock == "etcd" || r.cfg.Nemesis == "failover":
-	case strings.Contains(string(r.cfg.Nemesis), "clock") || strings.Contains(string(r.cfg.Nemesis), "restart") || strings.Contains(string(r.cfg.Nemesis), "pause-node") || r.cfg.Hosts == "netns":
+	case strings.Contains(string(r.cfg.Nemesis), "clock") || strings.Contains(string(r.cfg.Nemesis), "restart") || strings.Contains(string(r.cfg.Nemesis), "pause-node") || r.cfg.Hosts == "netns" || strings.HasPrefix(string(r.cfg.Hosts), "ssh:"):
 		nodes = 1 // the lock on a node of its own, apart from the history's clock
 	}
 	// A fault's size is kept only where the run has the fault.

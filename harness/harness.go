@@ -45,7 +45,7 @@ type Result struct {
 	// Leftover is what the run could not undo after its verdict was
 	// reached (a network namespace, a server's directory), nil when all
 	// was undone. Namespaces of a process that has ended are removed by
-	// the next --hosts netns run.
+	// the next run, of any kind.
 	Leftover error
 }
 

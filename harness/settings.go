@@ -110,7 +110,7 @@ func Settings() []Setting {
 			kept:     func(c Config) bool { return c.faultIn("delay-redis", "delay-postgres") },
 			describe: func(c Config) string { return fmt.Sprintf("delay %v", c.delay()) }},
 		{Flag: "hosts", Key: "hosts", Shared: true, keyword: true,
-			Usage:  "where the workers and the servers under test run: local (this machine), or netns (each on a host of its own, a network namespace on a private bridge, where partitions act in the kernel; needs root, and --nemesis isolate needs it)",
+			Usage:  "where the workers and the servers under test run: local (this machine), netns (each on a host of its own, a network namespace on a private bridge, where partitions act in the kernel; needs root, and --nemesis isolate needs it), or ssh:FILE (on the machines an inventory file names, over SSH: docs/hosts.md)",
 			goName: "Hosts", get: func(c Config) any { return string(c.Hosts) }, set: setString(func(c *Config) *Hosts { return &c.Hosts }),
 			describe: func(c Config) string {
 				if c.Hosts == "local" {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand"
@@ -35,10 +36,14 @@ type topo struct {
 	// given by URL: it is reached through a proxy on the root namespace,
 	// as the run's Redis always is) and the others' (etcd, the replicated
 	// Redis, whose hosts are only in roles).
+	// With --hosts ssh:FILE, the nodes instead of the network, and the
+	// same hosts, on them.
 	net       *topology.Net
-	hosts     []*topology.NetnsHost
-	nodeHosts []*topology.NetnsHost
-	pgHost    *topology.NetnsHost
+	ssh       *sshNodes
+	control   string // the address the hosts reach this machine at; "" without hosts
+	hosts     []topology.Host
+	nodeHosts []topology.Host
+	pgHost    topology.Host
 	roles     []hostRole          // every host, for the log and for isolate
 	repl      *servers.Replicated // the lock's replicated Redis, for the failover fault; nil without
 	etcd      *servers.Server     // the etcd lock's throwaway server; nil for other locks
@@ -77,8 +82,14 @@ func startNet(ctx context.Context, cfg Config) (*topology.Net, *topology.NetnsHo
 // startTopo starts the lock's nodes (under a clock that can be jumped when
 // the clock fault is on) and the workers' paths, as cfg asks; on net, when
 // it is not nil, with pgHost PostgreSQL's host or nil.
-func startTopo(ctx context.Context, cfg Config, net *topology.Net, pgHost *topology.NetnsHost) (_ *topo, err error) {
-	t := &topo{nodeURLs: []string{cfg.RedisURL}, postgres: cfg.PostgresURL, redis: cfg.RedisURL, net: net, pgHost: pgHost}
+func startTopo(ctx context.Context, cfg Config, net *topology.Net, nodes *sshNodes, pgHost topology.Host) (_ *topo, err error) {
+	t := &topo{nodeURLs: []string{cfg.RedisURL}, postgres: cfg.PostgresURL, redis: cfg.RedisURL, net: net, ssh: nodes, pgHost: pgHost}
+	switch {
+	case net != nil:
+		t.control = net.Root().IP()
+	case nodes != nil:
+		t.control = nodes.inv.Control
+	}
 	if pgHost != nil {
 		t.roles = append(t.roles, hostRole{pgHost, "PostgreSQL"})
 	}
@@ -91,6 +102,16 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, pgHost *topol
 		t.nodeURLs = nil
 		for i := range n {
 			opt := servers.RedisOptions{FakeClock: cfg.needs()&needFakeClock != 0, AppendFsyncAlways: cfg.NodeAOF}
+			if nodes != nil {
+				h := nodes.redis[i%len(nodes.redis)]
+				s, err := servers.StartRedisOnNode(ctx, h, opt)
+				if err != nil {
+					return nil, setupErrorf("the lock's Redis node %d, on node %s: %w", i+1, h.Name(), err)
+				}
+				t.roles = append(t.roles, hostRole{h, fmt.Sprintf("the lock's Redis node %d", i)})
+				t.nodeHosts, t.nodes, t.nodeURLs = append(t.nodeHosts, h), append(t.nodes, s), append(t.nodeURLs, s.URL)
+				continue
+			}
 			if net != nil {
 				h, err := t.addHost(ctx, fmt.Sprintf("n%d", i), fmt.Sprintf("the lock's Redis node %d", i))
 				if err != nil {
@@ -127,7 +148,17 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, pgHost *topol
 			return nil, &SetupError{Err: err}
 		}
 	}
-	if net != nil {
+	switch {
+	case nodes != nil:
+		if err := nodes.waitCopies(ctx); err != nil {
+			return nil, err
+		}
+		for slot := range cfg.Workers {
+			h := nodes.workers[slot%len(nodes.workers)]
+			t.hosts = append(t.hosts, h)
+			t.roles = append(t.roles, hostRole{h, fmt.Sprintf("worker %d", slot)})
+		}
+	case net != nil:
 		for slot := range cfg.Workers {
 			h, err := t.addHost(ctx, fmt.Sprintf("w%d", slot), fmt.Sprintf("worker %d", slot))
 			if err != nil {
@@ -135,7 +166,7 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, pgHost *topol
 			}
 			t.hosts = append(t.hosts, h)
 		}
-	} else if !cfg.proxied() {
+	case !cfg.proxied():
 		return t, nil
 	}
 	t.paths = make([][]path, cfg.Workers)
@@ -149,7 +180,7 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, pgHost *topol
 
 // A hostRole is a host of the test network and what runs on it.
 type hostRole struct {
-	h    *topology.NetnsHost
+	h    topology.Host
 	what string
 }
 
@@ -168,17 +199,14 @@ func (t *topo) addHost(ctx context.Context, name, what string) (*topology.NetnsH
 // to the servers on hosts (a partition is a rule in its host's filter) and
 // through a proxy to those that are not.
 func (t *topo) startPaths(slot int, proxied bool) error {
-	ip := "127.0.0.1"
-	if t.net != nil {
-		ip = t.net.Root().IP()
-	}
+	ip := cmp.Or(t.control, "127.0.0.1")
 	// on[i] is the host of targets[i]; nil for one on this machine (the
 	// lock kept on the run's Redis has no node of its own).
 	targets := append(slices.Clone(t.nodeURLs), t.postgres)
-	on := make([]*topology.NetnsHost, len(t.nodeURLs), len(targets)+1)
+	on := make([]topology.Host, len(t.nodeURLs), len(targets)+1)
 	copy(on, t.nodeHosts)
 	on = append(on, t.pgHost)
-	if t.net != nil {
+	if t.control != "" {
 		targets, on = append(targets, t.redis), append(on, nil)
 	}
 	for i, u := range targets {
@@ -234,7 +262,7 @@ func (t *topo) urls(slot int) (nodes []string, postgres, redis string) {
 		nodes = append(nodes, p.url)
 	}
 	postgres, redis = ps[len(t.nodeURLs)].url, t.redis
-	if t.net != nil {
+	if t.control != "" {
 		redis = ps[len(t.nodeURLs)+1].url
 	}
 	return nodes, postgres, redis
@@ -261,7 +289,7 @@ func (p proxy) Heal(context.Context) error {
 // take a proxy (this kernel has no netem), and proxied says when to put
 // one in.
 type kernelCut struct {
-	from *topology.NetnsHost
+	from topology.Host
 	to   topology.Host
 }
 

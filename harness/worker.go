@@ -53,7 +53,7 @@ func (l Lab) ServeWorker() {
 		fmt.Fprintf(os.Stderr, "hiatus worker: read the configuration from stdin: %v\n", err)
 		os.Exit(2)
 	}
-	if wc.DeadlineUnixNano == 0 {
+	if wc.DeadlineUnixNano == 0 && !wc.Remote {
 		unix.CloseOnExec(3) // its lock adapter must not hold the run's wait open
 	}
 	ops, err := opsOutput()
@@ -114,7 +114,17 @@ type workerConfig struct {
 	// MetricsFile is where the worker writes its guard's metrics (see
 	// store.Metrics); "" for none.
 	MetricsFile string
+	// Remote says the worker runs on another machine, over SSH: it says
+	// it is ready by ReadyLine on its standard error (it has no fd 3),
+	// and its deadlines are durations from when it reads them
+	// (DeadlineIn, workerStart.In), for its clock is not the run's.
+	Remote     bool
+	DeadlineIn time.Duration
 }
+
+// ReadyLine is what a remote worker writes on its standard error once it
+// is ready.
+const readyLine = "hiatus worker: ready"
 
 // warm opens the worker's connections to the run's Redis and to
 // PostgreSQL before it says it is ready, so that their set-up is not
@@ -132,20 +142,31 @@ func warm(ctx context.Context, rdb *redis.Client, db *pgxpool.Pool, timeout time
 }
 
 // workerStart is what a worker that said it is ready reads next on stdin.
-type workerStart struct{ DeadlineUnixNano int64 }
+type workerStart struct {
+	DeadlineUnixNano int64
+	In               time.Duration // for a remote worker: the deadline is this long from now
+}
 
-// awaitStart says on fd 3 that the worker is ready and reads its deadline
-// from in.
-func awaitStart(in *json.Decoder) (int64, error) {
-	ready := os.NewFile(3, "ready")
-	_, err := ready.Write([]byte{1})
-	ready.Close()
+// awaitStart says on fd 3 (a remote worker: on its standard error) that
+// the worker is ready and reads its deadline from in.
+func awaitStart(in *json.Decoder, remote bool) (int64, error) {
+	var err error
+	if remote {
+		_, err = fmt.Fprintln(os.Stderr, readyLine)
+	} else {
+		ready := os.NewFile(3, "ready")
+		_, err = ready.Write([]byte{1})
+		ready.Close()
+	}
 	if err != nil {
 		return 0, fmt.Errorf("worker: say ready: %w", err)
 	}
 	var s workerStart
 	if err := in.Decode(&s); err != nil {
 		return 0, fmt.Errorf("worker: read the deadline from stdin: %w", err)
+	}
+	if remote {
+		return time.Now().Add(s.In).UnixNano(), nil
 	}
 	return s.DeadlineUnixNano, nil
 }
@@ -195,9 +216,12 @@ func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, own []cli
 		}
 		w.Hook = func(ctx context.Context, s client.Section) { in.Maybe(ctx, s.Process, s.N) }
 	}
+	if wc.Remote && wc.DeadlineIn > 0 {
+		wc.DeadlineUnixNano = time.Now().Add(wc.DeadlineIn).UnixNano()
+	}
 	if wc.DeadlineUnixNano == 0 {
 		warm(ctx, rdb, db, wc.OpTimeout)
-		if wc.DeadlineUnixNano, err = awaitStart(in); err != nil {
+		if wc.DeadlineUnixNano, err = awaitStart(in, wc.Remote); err != nil {
 			return err
 		}
 	}

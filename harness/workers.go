@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/hiatus-dev/hiatus/topology"
 )
 
 // workerSet is the worker processes of a run: one per slot at a time, and
@@ -41,13 +41,18 @@ type workerSet struct {
 
 type workerProc struct {
 	slot int
-	cmd  *exec.Cmd
+	proc proc
+	cmd  *exec.Cmd     // the process, on this machine; nil on a node
 	done chan struct{} // closed once it has exited and its output is read
 	// ready is closed when the first workers are ready to begin sections
 	// (or have exited), and go takes their deadline; nil for the later.
-	ready chan struct{}
-	start io.WriteCloser
+	ready     chan struct{}
+	readyOnce sync.Once
+	start     io.WriteCloser
 }
+
+// markReady closes p.ready, once.
+func (p *workerProc) markReady() { p.readyOnce.Do(func() { close(p.ready) }) }
 
 // startWorkers starts cfg.Workers processes of this same binary as workers
 // (see ServeWorker), feeds their output to col and, once they are all
@@ -71,7 +76,7 @@ func startWorkers(ctx context.Context, cfg Config, start time.Time, col *collect
 	ws.deadline = time.Now().Add(cfg.TimeLimit)
 	for _, p := range ws.all {
 		// One that has exited is not listening; its error says nothing new.
-		_ = json.NewEncoder(p.start).Encode(workerStart{DeadlineUnixNano: ws.deadline.UnixNano()})
+		_ = json.NewEncoder(p.start).Encode(workerStart{DeadlineUnixNano: ws.deadline.UnixNano(), In: time.Until(ws.deadline)})
 		p.start.Close()
 	}
 	return ws, nil
@@ -108,12 +113,25 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 	if !ws.deadline.IsZero() {
 		deadline = ws.deadline.UnixNano()
 	}
-	in, err := json.Marshal(ws.workerConfig(slot, process, deadline))
+	wc := ws.workerConfig(slot, process, deadline)
+	h, remote := ws.topo.host(slot).(*topology.SSHHost)
+	if remote {
+		// Its clock is not this machine's, and the run directory is not
+		// on its machine.
+		wc.Remote, wc.MetricsFile = true, ""
+		if deadline != 0 {
+			wc.DeadlineIn, wc.DeadlineUnixNano = max(time.Until(ws.deadline), time.Nanosecond), 0
+		}
+	}
+	in, err := json.Marshal(wc)
 	if err != nil {
 		return fmt.Errorf("worker config: %w", err)
 	}
+	if remote {
+		return ws.spawnOn(h, slot, process, in, deadline == 0)
+	}
 	cmd := exec.Command(ws.self)
-	if h := ws.topo.host(slot); h != nil {
+	if h, ok := ws.topo.host(slot).(*topology.NetnsHost); ok {
 		cmd = h.Command(ws.self) // ip netns exec: the worker itself, in its namespace
 	}
 	cmd.Env = append(os.Environ(), workerEnv+"=1")
@@ -155,19 +173,86 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 			// A byte, or EOF when it exits first: either way, not waited for.
 			_, _ = readyR.Read(make([]byte, 1))
 			readyR.Close()
-			close(p.ready)
+			p.markReady()
 		}()
 		if _, err := p.start.Write(in); err != nil {
 			ws.lg.logf("worker %d: write its configuration: %v", slot, err)
 		}
 	}
+	p.proc = localProc{cmd}
+	ws.started(p, process, "", stdout, stderr)
+	return nil
+}
+
+// started takes p, just started as process on the host called on ("" for
+// this machine), in its slot, and reads its ops.
+func (ws *workerSet) started(p *workerProc, process int64, on string, stdout io.Reader, stderr *lastLine) {
 	ws.mu.Lock()
-	ws.slots[slot] = p
+	ws.slots[p.slot] = p
 	ws.all = append(ws.all, p)
 	ws.mu.Unlock()
-	ws.lg.logf("worker %d: started as process %d, pid %d", slot, process, cmd.Process.Pid)
+	if on != "" {
+		on = " on " + on
+	}
+	ws.lg.logf("worker %d: started as process %d, pid %d%s", p.slot, process, p.proc.Pid(), on)
 	go ws.watch(p, stdout, stderr)
+}
+
+// spawnOn starts the worker in slot, recording as process, on the node h,
+// from the copy of this binary there; in is its configuration, and with
+// await it says it is ready, then waits for its deadline.
+func (ws *workerSet) spawnOn(h *topology.SSHHost, slot int, process int64, in []byte, await bool) error {
+	p := &workerProc{slot: slot, done: make(chan struct{})}
+	stderr := &lastLine{w: ws.lg.f}
+	var errw io.Writer = stderr
+	if await {
+		p.ready = make(chan struct{})
+		errw = &readyWatch{w: stderr, ready: p.markReady}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ws.col.current[slot].Store(process)
+	ws.col.wg.Add(1)
+	rp, err := h.Start(ctx, []string{"env", workerEnv + "=1", ws.topo.workerBin(h)}, "", errw)
+	if err != nil {
+		ws.col.wg.Done()
+		return fmt.Errorf("start worker %d: %w", slot, err)
+	}
+	p.proc = rp
+	if _, err := rp.Stdin.Write(in); err != nil {
+		ws.lg.logf("worker %d: write its configuration: %v", slot, err)
+	}
+	if await {
+		p.start = rp.Stdin
+	} else {
+		rp.Stdin.Close()
+	}
+	ws.started(p, process, h.Name(), rp.Stdout, stderr)
 	return nil
+}
+
+// A readyWatch passes what a remote worker writes on its standard error
+// to w, and calls ready when it says it is ready.
+type readyWatch struct {
+	w     io.Writer
+	ready func()
+	line  []byte // what it has written since its last newline
+}
+
+func (r *readyWatch) Write(b []byte) (int, error) {
+	for _, c := range b {
+		if c != '\n' {
+			if len(r.line) < len(readyLine)+1 {
+				r.line = append(r.line, c)
+			}
+			continue
+		}
+		if string(r.line) == readyLine {
+			r.ready()
+		}
+		r.line = r.line[:0]
+	}
+	return r.w.Write(b)
 }
 
 // workerConfig is what the worker in slot, recording as process, is told.
@@ -213,11 +298,13 @@ func (p *workerProc) awaitReady() (r, w *os.File, err error) {
 // watch reads the worker's ops until it exits, and says how it ended.
 func (ws *workerSet) watch(p *workerProc, stdout io.Reader, stderr *lastLine) {
 	ws.col.read(p.slot, stdout, ws.lg)
-	err := p.cmd.Wait()
-	pid := p.cmd.Process.Pid
-	var ee *exec.ExitError
+	err := p.proc.Wait()
+	if p.ready != nil {
+		p.markReady() // it will never say it is
+	}
+	pid := p.proc.Pid()
 	switch {
-	case errors.As(err, &ee) && ee.ExitCode() > 0:
+	case exitCode(err) > 0:
 		// It gave up of itself (a kill is no exit code): say why
 		// where the user looks, not only in the log.
 		ws.lg.printf("worker %d (pid %d) ended early, %v: %s", p.slot, pid, err, stderr.last())
@@ -239,7 +326,7 @@ func (ws *workerSet) Targets() []nemesis.Target {
 			continue
 		}
 		holding, written, writing := ws.col.holds(p.slot)
-		ts = append(ts, nemesis.Target{Worker: p.slot, PID: p.cmd.Process.Pid,
+		ts = append(ts, nemesis.Target{Worker: p.slot, PID: p.proc.Pid(), Group: groupOf{p.proc},
 			Process: history.Process(ws.col.current[p.slot].Load()), Holding: holding, Written: written, Writing: writing})
 	}
 	return ts
@@ -328,16 +415,14 @@ func (ws *workerSet) signal(sig syscall.Signal) {
 			if sig == syscall.SIGKILL {
 				_ = group(p, sig)
 			} else {
-				_ = p.cmd.Process.Signal(sig)
+				_ = p.proc.Signal(sig)
 			}
 		}
 	}
 }
 
 // group sends sig to the process group the worker p leads.
-func group(p *workerProc, sig syscall.Signal) error {
-	return syscall.Kill(-p.cmd.Process.Pid, sig)
-}
+func group(p *workerProc, sig syscall.Signal) error { return p.proc.SignalGroup(sig) }
 
 // kill resumes and ends every worker still running, and waits for them. A
 // stopped process is sent SIGCONT first, so that none is ever left stopped.

@@ -15,7 +15,10 @@ type Target struct {
 	Worker int // the worker's slot, from 0
 	// PID leads a process group of its own: the worker and any process it
 	// started (a lock adapter), which SigStop freezes together.
-	PID     int
+	PID int
+	// Group, when not nil, signals that group: a worker on another
+	// machine, whose PID is of its machine. Nil for a group of this one.
+	Group   Signaler
 	Process history.Process // the process number it records ops under now
 	Holding bool            // it holds the lock, as far as its ops say
 	Written bool            // it has sent the write of the section it holds
@@ -100,7 +103,7 @@ type SigStop struct {
 	pauseEvents
 	Targets func() []Target
 	Freezer *Freezer
-	pid     int
+	group   Signaler
 	aim     Slot // the worker to stop next; none for any
 }
 
@@ -119,12 +122,15 @@ func (n *SigStop) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]an
 	if err != nil {
 		return nil, err
 	}
-	n.pid = -t.PID // the group
-	return t.value(), n.Freezer.Stop(n.pid)
+	n.group = t.Group
+	if n.group == nil {
+		n.group = PID(-t.PID) // the group
+	}
+	return t.value(), n.Freezer.StopAll(n.group)
 }
 
 // End implements Fault.
-func (n *SigStop) End(context.Context) error { return n.Freezer.Cont(n.pid) }
+func (n *SigStop) End(context.Context) error { return n.Freezer.ContAll(n.group) }
 
 // PauseServer freezes a server process and its children (a PostgreSQL
 // postmaster's backends): clients' requests wait until it is resumed, or

@@ -180,31 +180,63 @@ func copyMap(m map[history.Keyword]any) map[history.Keyword]any {
 	return c
 }
 
+// A Signaler is what a Freezer stops and resumes: a process or a group,
+// of this machine (a PID) or of another. It must be comparable.
+type Signaler interface {
+	Signal(syscall.Signal) error
+}
+
+// A PID is a process of this machine, or with a minus sign the group it
+// leads.
+type PID int
+
+// Signal sends sig to the process, or the group.
+func (p PID) Signal(sig syscall.Signal) error {
+	if err := syscall.Kill(int(p), sig); err != nil {
+		return fmt.Errorf("pid %d: %w", int(p), err)
+	}
+	return nil
+}
+
 // A Freezer sends SIGSTOP and SIGCONT and remembers what it has left
 // stopped, so that nothing is: ResumeAll undoes every stop.
 type Freezer struct {
 	mu      sync.Mutex
-	stopped map[int]bool
+	stopped map[Signaler]bool
 }
 
 // Stop sends SIGSTOP to pids.
-func (f *Freezer) Stop(pids ...int) error { return f.signal(syscall.SIGSTOP, pids) }
+func (f *Freezer) Stop(pids ...int) error { return f.signal(syscall.SIGSTOP, asPIDs(pids)) }
 
 // Cont sends SIGCONT to pids.
-func (f *Freezer) Cont(pids ...int) error { return f.signal(syscall.SIGCONT, pids) }
+func (f *Freezer) Cont(pids ...int) error { return f.signal(syscall.SIGCONT, asPIDs(pids)) }
 
-func (f *Freezer) signal(sig syscall.Signal, pids []int) error {
+// StopAll sends SIGSTOP to each of ps.
+func (f *Freezer) StopAll(ps ...Signaler) error { return f.signal(syscall.SIGSTOP, ps) }
+
+// ContAll sends SIGCONT to each of ps.
+func (f *Freezer) ContAll(ps ...Signaler) error { return f.signal(syscall.SIGCONT, ps) }
+
+func asPIDs(pids []int) []Signaler {
+	out := make([]Signaler, len(pids))
+	for i, p := range pids {
+		out[i] = PID(p)
+	}
+	return out
+}
+
+func (f *Freezer) signal(sig syscall.Signal, ps []Signaler) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.stopped == nil {
-		f.stopped = map[int]bool{}
+		f.stopped = map[Signaler]bool{}
 	}
 	var first error
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, sig); err != nil && first == nil {
-			first = fmt.Errorf("nemesis: %v to pid %d: %w", sig, pid, err)
+	for _, p := range ps {
+		if err := p.Signal(sig); err != nil && first == nil {
+			first = fmt.Errorf("nemesis: %v: %w", sig, err)
 		}
-		f.stopped[pid] = sig == syscall.SIGSTOP
+		f.stopped[p] = sig == syscall.SIGSTOP
 	}
 	return first
 }
@@ -214,10 +246,10 @@ func (f *Freezer) signal(sig syscall.Signal, pids []int) error {
 func (f *Freezer) ResumeAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for pid, stopped := range f.stopped {
+	for p, stopped := range f.stopped {
 		if stopped {
-			_ = syscall.Kill(pid, syscall.SIGCONT) // the process may be gone: nothing to resume
-			f.stopped[pid] = false
+			_ = p.Signal(syscall.SIGCONT) // the process may be gone: nothing to resume
+			f.stopped[p] = false
 		}
 	}
 }

@@ -8,14 +8,13 @@ import (
 )
 
 // A Host is a machine of the test: where a server or a worker runs, and
-// whose network the nemesis can cut.
+// whose network the nemesis can cut. Those of this machine (Local, a
+// NetnsHost) also have a Command that runs there; an SSHHost starts its
+// processes with Start.
 type Host interface {
 	Name() string
 	// IP is the address other hosts reach it at.
 	IP() string
-	// Command is a command that runs on the host. Its Process.Pid is the
-	// program's own, so signals sent to it reach the program.
-	Command(name string, args ...string) *exec.Cmd
 	// Isolate drops every packet between the host and peers, both ways, as
 	// a partition does: connections stall, dials time out. Isolating from a
 	// peer already isolated does nothing.

@@ -140,7 +140,7 @@ func TestLocal(t *testing.T) {
 	if err := h.Heal(t.Context()); err != nil {
 		t.Errorf("Local.Heal = %v", err)
 	}
-	if out, err := h.Command("echo", "hi").Output(); err != nil || string(out) != "hi\n" {
+	if out, err := (topology.Local{}).Command("echo", "hi").Output(); err != nil || string(out) != "hi\n" {
 		t.Errorf("Local.Command(echo hi) = %q, %v", out, err)
 	}
 }
@@ -575,7 +575,10 @@ func helperCmd(h topology.Host, args ...string) *exec.Cmd {
 	if err != nil {
 		exe = os.Args[0]
 	}
-	cmd := h.Command(exe, args...)
+	// The hosts of this machine all have a Command.
+	cmd := h.(interface {
+		Command(string, ...string) *exec.Cmd
+	}).Command(exe, args...)
 	// Built with -race, a process sleeps a second before it exits, unless
 	// told not to.
 	cmd.Env = append(os.Environ(), helperEnv+"=1", "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")

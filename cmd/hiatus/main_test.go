@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,11 +87,19 @@ func TestCLIWords(t *testing.T) {
 		// A store that cannot be written is refused before any server is
 		// asked for: the unreachable Redis is never reached.
 		{[]string{"run", "--store", "/proc/nope", "--redis-url", "redis://127.0.0.1:1"}, "store /proc/nope: mkdir /proc/nope"},
+		// A bad inventory is refused before any server starts.
+		{[]string{"run", "--store", "STORE", "--hosts", "ssh:/nonexistent/lab.hosts"}, "--hosts ssh:/nonexistent/lab.hosts: inventory: open /nonexistent/lab.hosts: no such file or directory"},
+		{[]string{"run", "--store", "STORE", "--hosts", "sh:lab"}, `--hosts "sh:lab": want local, netns or ssh:FILE`},
+		{[]string{"run", "--store", "STORE", "--hosts", "ssh:lab", "--nemesis", "pause-node"}, "--nemesis pause-node is not injected over --hosts ssh yet"},
 		{[]string{"run", "--store", "/etc/passwd/runs", "--redis-url", "redis://127.0.0.1:1"}, "not a directory"},
 		{[]string{"compare", "--store", "/proc/nope", "--redis-url", "redis://127.0.0.1:1"}, "store /proc/nope: mkdir /proc/nope"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			code, _, stderr := hiatus(t, tc.args...)
+			args := slices.Clone(tc.args)
+			if i := slices.Index(args, "STORE"); i >= 0 {
+				args[i] = t.TempDir() // a store that can be written
+			}
+			code, _, stderr := hiatus(t, args...)
 			if code != exitUsage || !strings.Contains(stderr, tc.stderr) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, exitUsage, tc.stderr)
 			}

@@ -28,6 +28,15 @@ func (s *Server) JumpClock(offset time.Duration) error {
 	if s.dir == "" {
 		return fmt.Errorf("jump %s's clock: server stopped", s.name)
 	}
+	if s.node != nil {
+		if !s.clock {
+			return fmt.Errorf("jump %s's clock: %w", s.name, ErrNoFakeClock)
+		}
+		if err := s.jumpOnNode(offset); err != nil {
+			return fmt.Errorf("jump %s's clock: %w", s.name, err)
+		}
+		return nil
+	}
 	path := filepath.Join(s.dir, clockFile)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("jump %s's clock: %w", s.name, ErrNoFakeClock)

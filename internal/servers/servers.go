@@ -40,10 +40,13 @@ type Server struct {
 	Addr string // its host:port
 
 	host  Host   // where it runs; nil for this machine, on 127.0.0.1
+	node  Node   // or the machine reached over SSH it runs on; nil for none
 	name  string // for messages: "redis-server", "postgres"
 	bin   string
 	args  []string
 	cred  *syscall.Credential
+	user  string         // on a node, the user it runs as; "" for the one hiatus logs in as
+	clock bool           // on a node, it runs under a fake clock
 	dir   string         // removed on Stop
 	log   string         // the server's own log, quoted when it fails
 	keep  string         // where Stop copies the log; "" for nowhere
@@ -51,10 +54,11 @@ type Server struct {
 	crash syscall.Signal // the signal that ends it abruptly
 	ready func(context.Context) error
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // the process's exit, once done is closed
+	mu     sync.Mutex
+	pid    int
+	signal func(syscall.Signal) error // to the process now; nil before it starts
+	done   chan struct{}
+	err    error // the process's exit, once done is closed
 }
 
 // Name names the server's program: "redis-server", "postgres".
@@ -64,10 +68,7 @@ func (s *Server) Name() string { return s.name }
 func (s *Server) ProcessID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil || s.cmd.Process == nil {
-		return 0
-	}
-	return s.cmd.Process.Pid
+	return s.pid
 }
 
 // Stop ends the server (its clean shutdown signal, then SIGKILL after a
@@ -78,6 +79,9 @@ func (s *Server) Stop() error {
 		return nil
 	}
 	s.end(s.quit, 5*time.Second)
+	if s.node != nil {
+		return s.stopOnNode()
+	}
 	var kept error
 	if s.keep != "" && s.dir != "" {
 		if b, err := os.ReadFile(s.log); err != nil {
@@ -109,9 +113,9 @@ func (s *Server) Crash() error {
 
 func (s *Server) end(sig syscall.Signal, grace time.Duration) {
 	s.mu.Lock()
-	cmd, done := s.cmd, s.done
+	signal, done := s.signal, s.done
 	s.mu.Unlock()
-	if cmd == nil {
+	if signal == nil {
 		return
 	}
 	select {
@@ -119,12 +123,12 @@ func (s *Server) end(sig syscall.Signal, grace time.Duration) {
 		return
 	default:
 	}
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	_ = cmd.Process.Signal(sig)
+	_ = signal(syscall.SIGCONT)
+	_ = signal(sig)
 	select {
 	case <-done:
 	case <-time.After(grace):
-		_ = cmd.Process.Kill()
+		_ = signal(syscall.SIGKILL)
 		<-done
 	}
 }
@@ -143,6 +147,9 @@ func (s *Server) Restart(ctx context.Context) error {
 // reaching it before the run has finished with it; Pdeathsig ends it if the
 // run dies.
 func (s *Server) start() error {
+	if s.node != nil {
+		return s.startOnNode()
+	}
 	cmd := s.command()
 	cmd.Dir = s.dir
 	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -159,7 +166,8 @@ func (s *Server) start() error {
 	}
 	done := make(chan struct{})
 	s.mu.Lock()
-	s.cmd, s.done = cmd, done
+	signal := func(sig syscall.Signal) error { return cmd.Process.Signal(sig) }
+	s.pid, s.signal, s.done = cmd.Process.Pid, signal, done
 	s.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
@@ -218,9 +226,9 @@ func (s *Server) wait(ctx context.Context) error {
 			s.mu.Lock()
 			err := s.err
 			s.mu.Unlock()
-			return fmt.Errorf("%s exited before it answered (%v)%s", s.name, err, tail(s.log))
+			return fmt.Errorf("%s exited before it answered (%v)%s", s.name, err, s.tail())
 		case <-ctx.Done():
-			return fmt.Errorf("%s did not answer within 30 s: %w%s", s.name, last, tail(s.log))
+			return fmt.Errorf("%s did not answer within 30 s: %w%s", s.name, last, s.tail())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -231,7 +239,7 @@ func (s *Server) wait(ctx context.Context) error {
 func launch(ctx context.Context, s *Server, configure func(port int)) (*Server, error) {
 	var lastErr error
 	for range 5 {
-		port, err := freePort()
+		port, err := s.freePort()
 		if err != nil {
 			return nil, err
 		}
@@ -255,6 +263,14 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tail returns the last lines of the server's log, for error messages.
+func (s *Server) tail() string {
+	if s.node != nil {
+		return s.tailOnNode()
+	}
+	return tail(s.log)
 }
 
 // tail returns the last lines of a log file, for error messages.

@@ -1,0 +1,175 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/topology"
+)
+
+// hostsSSH begins the Hosts of machines reached over SSH: "ssh:" and the
+// inventory file's path.
+const hostsSSH = "ssh:"
+
+// inventory is the path of --hosts ssh:FILE's inventory; "" for other
+// hosts.
+func (c Config) inventory() string {
+	f, _ := strings.CutPrefix(string(c.Hosts), hostsSSH)
+	if f == string(c.Hosts) {
+		return ""
+	}
+	return f
+}
+
+// onHosts reports whether the workers and the servers under test run on
+// hosts of their own: --hosts netns or ssh:FILE.
+func (c Config) onHosts() bool { return c.Hosts == HostsNetns || c.inventory() != "" }
+
+// sshNodes are the nodes of --hosts ssh:FILE, connected, by role.
+type sshNodes struct {
+	inv                      topology.Inventory
+	all                      []*topology.SSHHost
+	workers, redis, postgres []*topology.SSHHost
+	bins                     map[*topology.SSHHost]string // the copy of this binary on each worker node
+	copies                   chan error                   // the copies' errors, joined, once they are done
+	stopCopies               context.CancelFunc
+}
+
+// sshSetupTimeout bounds the connections to the nodes and the copies of
+// the binary.
+const sshSetupTimeout = 2 * time.Minute
+
+// startSSH reads the inventory of --hosts ssh:FILE, connects to each of
+// its nodes (removing what ended runs left there) and copies this binary
+// to the workers' nodes; nil without it. The caller closes the nodes
+// after every server on them has stopped.
+func startSSH(ctx context.Context, cfg Config) (_ *sshNodes, err error) {
+	file := cfg.inventory()
+	if file == "" {
+		return nil, nil
+	}
+	inv, err := topology.ReadInventory(file)
+	if err != nil {
+		return nil, setupErrorf("--hosts %s: %w", cfg.Hosts, err)
+	}
+	need := []struct {
+		r    topology.Role
+		want bool
+		what string
+	}{
+		{topology.RoleWorker, true, "the workers"},
+		{topology.RoleRedis, cfg.lockNodes() > 0, "the lock's Redis nodes"},
+		{topology.RolePostgres, cfg.PostgresURL == "", "PostgreSQL (or give --postgres-url)"},
+	}
+	for _, n := range need {
+		if n.want && len(inv.With(n.r)) == 0 {
+			return nil, setupErrorf("--hosts %s: no node has the role %s, for %s", cfg.Hosts, n.r, n.what)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, sshSetupTimeout)
+	defer cancel()
+	s := &sshNodes{inv: inv, all: make([]*topology.SSHHost, len(inv.Nodes)), bins: map[*topology.SSHHost]string{}}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.close())
+		}
+	}()
+	tag := topology.NewRunTag()
+	errs := make([]error, len(inv.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range inv.Nodes {
+		wg.Go(func() { s.all[i], errs[i] = topology.DialSSH(ctx, n, tag) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return s, setupErrorf("--hosts %s: %w", cfg.Hosts, err)
+	}
+	// The copies go on while the servers start (waitCopies).
+	s.copies = make(chan error, 1)
+	cctx, cancelCopies := context.WithTimeout(context.WithoutCancel(ctx), sshSetupTimeout)
+	s.stopCopies = cancelCopies
+	go func() {
+		errs := make([]error, len(inv.Nodes))
+		var wg sync.WaitGroup
+		for i, n := range inv.Nodes {
+			if n.Has(topology.RoleWorker) {
+				wg.Go(func() { errs[i] = copySelf(cctx, s.all[i]) })
+			}
+		}
+		wg.Wait()
+		s.copies <- errors.Join(errs...)
+	}()
+	for i, n := range inv.Nodes {
+		h := s.all[i]
+		if n.Has(topology.RoleWorker) {
+			s.workers, s.bins[h] = append(s.workers, h), h.Dir()+"/hiatus"
+		}
+		if n.Has(topology.RoleRedis) {
+			s.redis = append(s.redis, h)
+		}
+		if n.Has(topology.RolePostgres) {
+			s.postgres = append(s.postgres, h)
+		}
+	}
+	return s, nil
+}
+
+// copySelf copies this binary to the run's directory on h, for its workers.
+func copySelf(ctx context.Context, h *topology.SSHHost) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own binary: %w", err)
+	}
+	f, err := os.Open(self)
+	if err != nil {
+		return fmt.Errorf("copy own binary: %w", err)
+	}
+	defer f.Close()
+	return h.Write(ctx, h.Dir()+"/hiatus", 0o755, f)
+}
+
+// waitCopies waits until this binary is on every worker's node.
+func (s *sshNodes) waitCopies(ctx context.Context) error {
+	select {
+	case err := <-s.copies:
+		s.copies <- err // for the next caller
+		if err != nil {
+			return setupErrorf("copy hiatus to the workers' nodes: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// pgHost is the node of PostgreSQL; nil when it was given by URL.
+func (s *sshNodes) pgHost(cfg Config) *topology.SSHHost {
+	if s == nil || cfg.PostgresURL != "" {
+		return nil
+	}
+	return s.postgres[0]
+}
+
+// close ends the run on every node it reached: what it started there
+// dies, its rules and files go.
+func (s *sshNodes) close() error {
+	if s.copies != nil {
+		s.stopCopies()
+		<-s.copies // a copy under way must not write into what Close removes
+	}
+	var errs []error
+	for _, h := range s.all {
+		if h != nil {
+			errs = append(errs, h.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// workerBin is the binary a worker on h runs: the copy of this one there.
+func (t *topo) workerBin(h *topology.SSHHost) string { return t.ssh.bins[h] }

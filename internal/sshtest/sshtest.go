@@ -1,0 +1,214 @@
+// Package sshtest makes a test network of machines reached only over SSH:
+// hosts of a topology.Net, each running its own sshd (Debian's
+// openssh-server) with a host key made for the test, which trusts a key
+// made for the test; and the inventory (--hosts ssh:FILE) that names them.
+package sshtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/topology"
+	"golang.org/x/crypto/ssh"
+)
+
+// Sshd is Debian's sshd, which scripts/setup --tests installs.
+const Sshd = "/usr/sbin/sshd"
+
+// A Node is what the network's inventory says of a host: its name and
+// roles ("worker", "redis,postgres").
+type Node struct{ Name, Roles string }
+
+// A Net is the test network.
+type Net struct {
+	Inventory string // the inventory file
+	Key       string // the private key that logs in to every host as root
+	Hosts     []*topology.NetnsHost
+	net       *topology.Net
+	sshds     []*exec.Cmd
+	logs      []*bytes.Buffer
+	dir       string
+}
+
+// Start makes a Net of nodes, its files in dir, and waits until each sshd
+// listens. Its error wraps topology.ErrNeedsNamespaces without root.
+func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
+	if _, err := os.Stat(Sshd); err != nil {
+		return nil, fmt.Errorf("sshtest: %w (scripts/setup --tests installs openssh-server)", err)
+	}
+	tn, err := topology.NewNet(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	n := &Net{net: tn, dir: dir, Key: filepath.Join(dir, "id_ed25519")}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, n.Close())
+		}
+	}()
+	// sshd refuses to start without its privilege separation directory,
+	// which the package's service would make.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		return nil, err
+	}
+	pub, err := newKey(n.Key)
+	if err != nil {
+		return nil, err
+	}
+	auth := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(auth, ssh.MarshalAuthorizedKey(pub), 0o600); err != nil {
+		return nil, err
+	}
+	var known, inv bytes.Buffer
+	fmt.Fprintf(&inv, "# made by sshtest\ncontrol %s\nuser root\nkey %s\nknown-hosts %s\n", tn.Root().IP(), n.Key, filepath.Join(dir, "known_hosts"))
+	for _, node := range nodes {
+		h, err := tn.AddHost(ctx, node.Name)
+		if err != nil {
+			return nil, err
+		}
+		n.Hosts = append(n.Hosts, h)
+		hostKey := filepath.Join(dir, "host-"+node.Name)
+		hpub, err := newKey(hostKey)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&known, "%s %s", h.IP(), ssh.MarshalAuthorizedKey(hpub))
+		fmt.Fprintf(&inv, "node %s %s %s\n", node.Name, h.IP(), node.Roles)
+		conf := filepath.Join(dir, "sshd-"+node.Name+".conf")
+		if err := os.WriteFile(conf, []byte(strings.Join([]string{
+			"ListenAddress " + h.IP() + ":22",
+			"HostKey " + hostKey,
+			"AuthorizedKeysFile " + auth,
+			"PermitRootLogin prohibit-password",
+			"PasswordAuthentication no",
+			"KbdInteractiveAuthentication no",
+			"UsePAM no",
+			"StrictModes no",
+			"PidFile none",
+			"LogLevel ERROR",
+			"",
+		}, "\n")), 0o644); err != nil {
+			return nil, err
+		}
+		cmd := h.Command(Sshd, "-D", "-e", "-f", conf)
+		var log bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &log, &log
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("sshtest: start sshd on %s: %w", node.Name, err)
+		}
+		n.sshds, n.logs = append(n.sshds, cmd), append(n.logs, &log)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "known_hosts"), known.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	n.Inventory = filepath.Join(dir, "inventory")
+	if err := os.WriteFile(n.Inventory, inv.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	for i, h := range n.Hosts {
+		if err := listening(ctx, h.IP()+":22"); err != nil {
+			return nil, fmt.Errorf("sshtest: sshd on %s: %w: %s", h.Name(), err, n.logs[i])
+		}
+	}
+	return n, nil
+}
+
+// listening waits until addr accepts a connection, for at most 30 s.
+func listening(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		c, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// newKey writes a new ed25519 private key to path, readable by its owner
+// alone (as sshd wants its host keys), and returns its public key.
+func newKey(path string) (ssh.PublicKey, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "hiatus test")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return nil, err
+	}
+	return ssh.NewPublicKey(pub)
+}
+
+// Run runs script on the host called name through its own sshd, as root,
+// and returns its output.
+func (n *Net) Run(ctx context.Context, name, script string) (string, error) {
+	inv, err := topology.ReadInventory(n.Inventory)
+	if err != nil {
+		return "", err
+	}
+	for _, node := range inv.Nodes {
+		if node.Name == name {
+			return topology.RunSSH(ctx, node, script)
+		}
+	}
+	return "", fmt.Errorf("sshtest: no host %s", name)
+}
+
+// Leftovers lists, as the host called name shows them through its own
+// sshd, what runs whose tags begin with tag left there: their directories,
+// their firewall rules, and the processes working in those directories (a
+// server may rewrite its command line, not its working directory). The
+// test's hosts share one file system and PID namespace: only what is in
+// the host's own run directories is its.
+func (n *Net) Leftovers(ctx context.Context, name, tag string) ([]string, error) {
+	dir := "/tmp/hiatus-ssh-" + name + "-" + tag
+	out, err := n.Run(ctx, name, `ls -d `+dir+`* 2>/dev/null
+iptables -S | grep -e 'hiatus-`+tag+`'
+for p in /proc/[0-9]*; do
+  case "$(readlink "$p"/cwd 2>/dev/null)" in
+  `+dir+`*) echo "process ${p#/proc/}: $(tr '\0' ' ' < "$p"/cmdline 2>/dev/null)";;
+  esac
+done
+true`)
+	if err != nil {
+		return nil, err
+	}
+	var left []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l != "" {
+			left = append(left, l)
+		}
+	}
+	return left, nil
+}
+
+// Close ends every sshd and removes the network.
+func (n *Net) Close() error {
+	for _, c := range n.sshds {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	}
+	n.sshds = nil
+	return n.net.Close()
+}

@@ -1,0 +1,70 @@
+package topology_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hiatus-dev/hiatus/topology"
+)
+
+// TestReadInventory: an inventory's defaults apply to every node unless
+// the node sets its own, relative key files are the inventory's
+// directory's, and each mistake is refused with its file and line.
+func TestReadInventory(t *testing.T) {
+	dir := t.TempDir()
+	write := func(text string) string {
+		p := filepath.Join(dir, "inv")
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	inv, err := topology.ReadInventory(write(`# lab
+control 10.0.0.1
+key keys/id
+known-hosts /etc/kh
+node w0 10.0.0.11 worker
+node db 10.0.0.31:2222 redis,postgres user=admin key=/k/db dir=/srv  # two roles
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := topology.Inventory{Control: "10.0.0.1", Nodes: []topology.Node{
+		{Name: "w0", Addr: "10.0.0.11:22", User: "root", Key: filepath.Join(dir, "keys/id"), KnownHosts: "/etc/kh", Dir: "/tmp",
+			Roles: []topology.Role{topology.RoleWorker}},
+		{Name: "db", Addr: "10.0.0.31:2222", User: "admin", Key: "/k/db", KnownHosts: "/etc/kh", Dir: "/srv",
+			Roles: []topology.Role{topology.RoleRedis, topology.RolePostgres}},
+	}}
+	if !reflect.DeepEqual(inv, want) {
+		t.Errorf("got %+v\nwant %+v", inv, want)
+	}
+	if got := inv.With(topology.RolePostgres); len(got) != 1 || got[0].Name != "db" || got[0].IP() != "10.0.0.31" {
+		t.Errorf("With(postgres) = %+v", got)
+	}
+
+	head := "control 10.0.0.1\nkey /k\nknown-hosts /kh\n"
+	for _, tc := range []struct{ text, err string }{
+		{head + "node w0 10.0.0.2 workers\n", `inv:4: node w0: role "workers"`},
+		{head + "node W0 10.0.0.2 worker\n", `inv:4: node name "W0"`},
+		{head + "node w0 10.0.0.2\n", `inv:4: want node NAME`},
+		{head + "node w0 10.0.0.2 worker\nnode w0 10.0.0.3 worker\n", `inv:5: node w0 named twice`},
+		{head + "node w0 10.0.0.2 worker port=2\n", `inv:4: node w0: unknown setting "port"`},
+		{head + "node w0 10.0.0.2 worker dir=tmp\n", `inv:4: node w0: dir "tmp": want an absolute path`},
+		{head + "nodes w0\n", `inv:4: unknown setting "nodes"`},
+		{"control somewhere\n", `inv:1: control "somewhere": want an IP address`},
+		{"key /k\nknown-hosts /kh\nnode w0 10.0.0.2 worker\n", "no control address"},
+		{"control 10.0.0.1\nnode w0 10.0.0.2 worker\n", "inv:2: node w0: no key or no known-hosts file"},
+		{head, "no node"},
+	} {
+		_, err := topology.ReadInventory(write(tc.text))
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%q: error %v, want one with %q", tc.text, err, tc.err)
+		}
+	}
+	if _, err := topology.ReadInventory(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("a missing inventory: %v", err)
+	}
+}

@@ -1,0 +1,544 @@
+package topology
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+	"golang.org/x/sys/unix"
+)
+
+// An SSHHost is a machine reached over SSH: a node of an Inventory. What
+// a run starts there is tied to its connection. On connecting, it makes a
+// directory of the run's on the node (Dir) and starts a watchdog there: a
+// shell that waits for its standard input to close — the run's Close, or
+// the connection's loss when hiatus dies, even by SIGKILL — and then kills
+// every process the run started on the node, removes the firewall rules
+// its Isolate added and the directory. What a watchdog could not do (the
+// node rebooted, say) the next run that connects to the node does first.
+type SSHHost struct {
+	node   Node
+	tag    string // the run's: names its directory and its firewall chain and rules
+	dir    string // the run's directory on the node
+	client *ssh.Client
+
+	watchIn  io.WriteCloser // closing it ends the run on the node
+	watch    *ssh.Session
+	watchOut *bufio.Reader // the watchdog's answers to the commands it runs
+	ctlMu    sync.Mutex    // held through a command of the watchdog's
+
+	mu       sync.Mutex
+	procs    int             // processes started, naming their PID files
+	cut      map[string]bool // the IPs Isolate cut the node from
+	unsure   bool            // a rule change failed: the rules may differ from cut
+	closed   bool
+	closeErr error
+}
+
+// NewRunTag returns a tag for a run's things on its nodes: this process's
+// PID and a random part, so that two runs of one machine, or of two, do
+// not share one.
+func NewRunTag() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("hs%d-%s", os.Getpid(), hex.EncodeToString(b))
+}
+
+// sshTimeout bounds the connection to a node and its first commands.
+const sshTimeout = 15 * time.Second
+
+// DialSSH connects to node for the run tagged tag (NewRunTag), removes
+// what runs of the node that have ended left there, and makes the run's
+// directory and watchdog. Its errors name the node.
+func DialSSH(ctx context.Context, node Node, tag string) (*SSHHost, error) {
+	fail := func(err error) (*SSHHost, error) {
+		return nil, fmt.Errorf("node %s (%s): %w", node.Name, node.Addr, err)
+	}
+	cfg, err := clientConfig(node)
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, sshTimeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", node.Addr)
+	if err != nil {
+		return fail(err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl) // the handshake's bound; cleared once it is done
+	}
+	c, chans, reqs, err := ssh.NewClientConn(conn, node.Addr, cfg)
+	if err != nil {
+		conn.Close()
+		return fail(err)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	h := &SSHHost{node: node, tag: tag, client: ssh.NewClient(c, chans, reqs),
+		dir: node.Dir + "/" + dirPrefix + node.Name + "-" + tag}
+	if err := h.start(ctx); err != nil {
+		h.client.Close()
+		return fail(err)
+	}
+	return h, nil
+}
+
+// dirPrefix begins the names of the runs' directories on a node, which
+// the node's name follows: nodes that share a file system (a test's) tell
+// theirs apart.
+const dirPrefix = "hiatus-ssh-"
+
+// clientConfig is how hiatus logs in to node: its key, and its host key
+// checked against its known_hosts file.
+func clientConfig(node Node) (*ssh.ClientConfig, error) {
+	b, err := os.ReadFile(node.Key)
+	if err != nil {
+		return nil, fmt.Errorf("key: %w", err)
+	}
+	signer, err := ssh.ParsePrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("key %s: %w", node.Key, err)
+	}
+	hostKeys, err := knownhosts.New(node.KnownHosts)
+	if err != nil {
+		return nil, fmt.Errorf("known-hosts: %w", err)
+	}
+	return &ssh.ClientConfig{User: node.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: hostKeys, Timeout: sshTimeout}, nil
+}
+
+// start removes what ended runs left on the node and starts the run's
+// watchdog, which makes the run's directory.
+func (h *SSHHost) start(ctx context.Context) error {
+	if out, err := h.Run(ctx, h.orphansScript()); err != nil {
+		return fmt.Errorf("remove what ended runs left: %w: %s", err, out)
+	}
+	s, err := h.client.NewSession()
+	if err != nil {
+		return err
+	}
+	in, err := s.StdinPipe()
+	if err != nil {
+		s.Close()
+		return err
+	}
+	out, err := s.StdoutPipe()
+	if err != nil {
+		s.Close()
+		return err
+	}
+	var stderr strings.Builder
+	s.Stderr = &stderr
+	d := quote(h.dir)
+	// The watchdog's command line holds the directory: a later run tells
+	// a live watchdog by it, not by a PID that may have been reused.
+	// It runs the commands it reads, a line each, and answers with their
+	// exit status: a signal sent through it takes no new session, which
+	// a loaded node's sshd may take a good part of a second to open.
+	script := fmt.Sprintf("umask 022; mkdir %s && echo $$ > %s/watchdog && cat > %s/cleanup.sh <<'HIATUS_EOF'\n%sHIATUS_EOF\n"+
+		"echo ready; while IFS= read -r c; do eval \"$c\" < /dev/null > /dev/null 2>&1; echo \"$?\"; done; sh %s/cleanup.sh",
+		d, d, d, h.cleanupScript(), d)
+	if err := s.Start(script); err != nil {
+		s.Close()
+		return err
+	}
+	h.watchOut = bufio.NewReader(out)
+	line, err := h.watchOut.ReadString('\n')
+	if err != nil || line != "ready\n" {
+		in.Close()
+		s.Close()
+		return fmt.Errorf("make the run's directory %s: %v: %s", h.dir, err, strings.TrimSpace(stderr.String()))
+	}
+	h.watch, h.watchIn = s, in
+	return nil
+}
+
+// chain is the run's iptables chain on the node; its rules carry comment.
+func (h *SSHHost) chain() string   { return "hiatus-" + h.tag }
+func (h *SSHHost) comment() string { return "hiatus-" + h.tag }
+
+// cleanupScript ends what the run started on the node: each process group
+// whose leader's PID file is in the run's directory, if its working
+// directory is still in there (else the PID is another process's now; a
+// command line would not tell, for servers rewrite theirs), its firewall
+// rules, and the directory.
+func (h *SSHHost) cleanupScript() string {
+	d, ch, cm := quote(h.dir), quote(h.chain()), quote(h.comment())
+	return fmt.Sprintf(`d=%s
+for f in "$d"/*.pid; do
+  [ -f "$f" ] || continue
+  p=$(cat "$f")
+  [ -n "$p" ] || continue
+  case "$(readlink /proc/"$p"/cwd 2>/dev/null)" in
+  "$d"|"$d"/*) kill -s CONT -- "-$p" 2>/dev/null; kill -s KILL -- "-$p" 2>/dev/null;;
+  esac
+done
+if command -v iptables >/dev/null 2>&1; then
+  for c in INPUT OUTPUT; do
+    while iptables -w -D "$c" -j %s -m comment --comment %s 2>/dev/null; do :; done
+  done
+  iptables -w -F %s 2>/dev/null; iptables -w -X %s 2>/dev/null
+fi
+rm -rf "$d"
+`, d, ch, cm, ch, ch)
+}
+
+// orphansScript runs the clean-up of each run directory of the node whose
+// watchdog is gone.
+func (h *SSHHost) orphansScript() string {
+	return fmt.Sprintf(`for d in %s/%s%s-*; do
+  [ -f "$d/watchdog" ] || continue
+  w=$(cat "$d/watchdog")
+  if [ -n "$w" ] && grep -qaF "$d" /proc/"$w"/cmdline 2>/dev/null; then continue; fi
+  sh "$d/cleanup.sh"
+done
+true`, quote(h.node.Dir), dirPrefix, h.node.Name)
+}
+
+// Name is the node's name in the inventory.
+func (h *SSHHost) Name() string { return h.node.Name }
+
+// IP is the node's address, as the inventory gives it.
+func (h *SSHHost) IP() string { return h.node.IP() }
+
+// Dir is the run's directory on the node, removed when the run ends.
+func (h *SSHHost) Dir() string { return h.dir }
+
+// Run runs script with sh on the node and returns what it printed, both
+// streams together.
+func (h *SSHHost) Run(ctx context.Context, script string) ([]byte, error) {
+	s, err := h.client.NewSession()
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", h.node.Name, err)
+	}
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { s.Close() })
+	defer stop()
+	out, err := s.CombinedOutput(script)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		return out, fmt.Errorf("node %s: %w", h.node.Name, err)
+	}
+	return out, nil
+}
+
+// Write writes what r holds to the file path on the node, with mode.
+func (h *SSHHost) Write(ctx context.Context, path string, mode os.FileMode, r io.Reader) error {
+	s, err := h.client.NewSession()
+	if err != nil {
+		return fmt.Errorf("node %s: %w", h.node.Name, err)
+	}
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { s.Close() })
+	defer stop()
+	s.Stdin = r
+	p := quote(path)
+	if out, err := s.CombinedOutput(fmt.Sprintf("cat > %s.part && chmod %o %s.part && mv %s.part %s", p, mode, p, p, p)); err != nil {
+		return fmt.Errorf("node %s: write %s: %w: %s", h.node.Name, path, err, out)
+	}
+	return nil
+}
+
+// A Proc is a process started on a node.
+type Proc struct {
+	h      *SSHHost
+	pid    int
+	s      *ssh.Session
+	Stdin  io.WriteCloser // its standard input
+	Stdout io.Reader      // its standard output, unless it went to a log
+	done   chan struct{}
+	err    error
+}
+
+// Start starts argv on the node, as the leader of a process group of its
+// own, in the run's directory. With log set, its output is appended to
+// that file of the node, else it comes on Proc.Stdout; what it writes on
+// its standard error goes to stderr, unless that is nil. Its life is the
+// run's: the watchdog kills its group when the run ends.
+func (h *SSHHost) Start(ctx context.Context, argv []string, log string, stderr io.Writer) (*Proc, error) {
+	h.mu.Lock()
+	h.procs++
+	n := h.procs
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("node %s: closed", h.node.Name)
+	}
+	s, err := h.client.NewSession()
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", h.node.Name, err)
+	}
+	p := &Proc{h: h, s: s, done: make(chan struct{})}
+	fail := func(err error) (*Proc, error) {
+		s.Close()
+		return nil, fmt.Errorf("node %s: start %s: %w", h.node.Name, argv[0], err)
+	}
+	if p.Stdin, err = s.StdinPipe(); err != nil {
+		return fail(err)
+	}
+	out, err := s.StdoutPipe()
+	if err != nil {
+		return fail(err)
+	}
+	s.Stderr = stderr
+	var q []string
+	for _, a := range argv {
+		q = append(q, quote(a))
+	}
+	redirect := ""
+	if log != "" {
+		redirect = " >> " + quote(log) + " 2>&1 < /dev/null"
+	}
+	// sshd makes the shell a session's leader: its PID, which exec hands
+	// on, is its group's. The PID file, in the run's directory, is how
+	// the watchdog and a later run find it.
+	cmd := fmt.Sprintf("cd %s && echo $$ > %s/%d.pid && echo $$ && exec %s%s", quote(h.dir), quote(h.dir), n, strings.Join(q, " "), redirect)
+	if err := s.Start(cmd); err != nil {
+		return fail(err)
+	}
+	r := bufio.NewReader(out)
+	line, err := readLine(ctx, r)
+	if err == nil {
+		p.pid, err = strconv.Atoi(strings.TrimSpace(line))
+	}
+	if err != nil {
+		return fail(fmt.Errorf("read its PID: %w", err))
+	}
+	p.Stdout = r
+	go func() {
+		p.err = s.Wait()
+		s.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// readLine reads a line from r, unless ctx ends first.
+func readLine(ctx context.Context, r *bufio.Reader) (string, error) {
+	type result struct {
+		line string
+		err  error
+	}
+	c := make(chan result, 1)
+	go func() {
+		l, err := r.ReadString('\n')
+		c <- result{l, err}
+	}()
+	select {
+	case res := <-c:
+		return res.line, res.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// Pid is the process's PID on its node.
+func (p *Proc) Pid() int { return p.pid }
+
+// Signal sends sig to the process alone.
+func (p *Proc) Signal(sig syscall.Signal) error { return p.h.kill(sig, strconv.Itoa(p.pid)) }
+
+// SignalGroup sends sig to the process's group: it and what it started.
+func (p *Proc) SignalGroup(sig syscall.Signal) error {
+	return p.h.kill(sig, "-"+strconv.Itoa(p.pid))
+}
+
+// Wait waits for the process to exit; a signal's end is an
+// *ssh.ExitError whose Signal names it.
+func (p *Proc) Wait() error {
+	<-p.done
+	return p.err
+}
+
+// Done is closed once the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// signalTimeout bounds a kill on a node: a fault's begin or end.
+const signalTimeout = 10 * time.Second
+
+// kill runs kill(1) with sig on the node for target, a PID or -PGID,
+// through the watchdog. (dash's kill takes a group as "-s SIG -- -PGID",
+// not as "-SIG -- -PGID".)
+func (h *SSHHost) kill(sig syscall.Signal, target string) error {
+	name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
+	h.ctlMu.Lock()
+	defer h.ctlMu.Unlock()
+	status, err := h.control(fmt.Sprintf("kill -s %s -- %s", name, target))
+	if err == nil && status != "0" {
+		err = fmt.Errorf("exit status %s", status)
+	}
+	if err != nil {
+		return fmt.Errorf("node %s: kill -%s %s: %w", h.node.Name, name, target, err)
+	}
+	return nil
+}
+
+// control has the watchdog run cmd, a line, and returns its exit status;
+// h.ctlMu is held.
+func (h *SSHHost) control(cmd string) (string, error) {
+	if _, err := io.WriteString(h.watchIn, cmd+"\n"); err != nil {
+		return "", err
+	}
+	type answer struct {
+		line string
+		err  error
+	}
+	c := make(chan answer, 1)
+	go func() {
+		l, err := h.watchOut.ReadString('\n')
+		c <- answer{strings.TrimSpace(l), err}
+	}()
+	select {
+	case a := <-c:
+		return a.line, a.err
+	case <-time.After(signalTimeout):
+		// The answer, should it come, is lost with the connection.
+		h.client.Close()
+		return "", errors.New("no answer in time")
+	}
+}
+
+func trimOut(b []byte) string { return strings.TrimSpace(string(b)) }
+
+// Isolate drops, in the node's firewall, every packet from or to peers,
+// by rules in a chain of the run's own, each with a comment that names
+// the run.
+func (h *SSHHost) Isolate(ctx context.Context, peers ...Host) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cut := maps.Clone(h.cut)
+	if cut == nil {
+		cut = map[string]bool{}
+	}
+	for _, p := range peers {
+		if p == nil || Host(h) == p {
+			continue
+		}
+		cut[p.IP()] = true
+	}
+	return h.setRules(ctx, cut)
+}
+
+// Heal removes the rules of the node's Isolate calls between it and peers
+// or, with none named, all of them.
+func (h *SSHHost) Heal(ctx context.Context, peers ...Host) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var cut map[string]bool
+	if len(peers) > 0 {
+		cut = maps.Clone(h.cut)
+		for _, p := range peers {
+			if p != nil {
+				delete(cut, p.IP())
+			}
+		}
+	}
+	return h.setRules(ctx, cut)
+}
+
+// setRules makes the run's chain drop what crosses between the node and
+// the IPs of cut, unless it does already. h.mu is held.
+func (h *SSHHost) setRules(ctx context.Context, cut map[string]bool) error {
+	if h.closed {
+		return fmt.Errorf("node %s: closed", h.node.Name)
+	}
+	if !h.unsure && maps.Equal(cut, h.cut) {
+		return nil
+	}
+	ch, cm := quote(h.chain()), quote(h.comment())
+	// One line, which the watchdog runs at once: a new session would cost
+	// a loaded node's sshd a good part of a second, by which the cut
+	// would lag its event in the history.
+	cmds := []string{fmt.Sprintf("{ iptables -w -N %s 2>/dev/null || iptables -w -F %s; }", ch, ch)}
+	for _, c := range []string{"INPUT", "OUTPUT"} {
+		rule := fmt.Sprintf("%s -j %s -m comment --comment %s", c, ch, cm)
+		cmds = append(cmds, fmt.Sprintf("{ iptables -w -C %s 2>/dev/null || iptables -w -I %s; }", rule, rule))
+	}
+	for _, ip := range slices.Sorted(maps.Keys(cut)) {
+		for _, dir := range []string{"-s", "-d"} {
+			cmds = append(cmds, fmt.Sprintf("iptables -w -A %s %s %s -j DROP -m comment --comment %s", ch, dir, quote(ip), cm))
+		}
+	}
+	h.ctlMu.Lock()
+	status, err := h.control(strings.Join(cmds, " && "))
+	h.ctlMu.Unlock()
+	if err == nil && status != "0" {
+		err = fmt.Errorf("exit status %s", status)
+	}
+	if err != nil {
+		h.unsure = true
+		return fmt.Errorf("node %s: iptables (root must be able to add rules to the node's firewall): %w", h.node.Name, err)
+	}
+	h.cut, h.unsure = cut, false
+	return nil
+}
+
+// Close ends the run on the node: the watchdog kills what the run started
+// there, removes its rules and directory, and the connection closes. It
+// may be called more than once.
+func (h *SSHHost) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return h.closeErr
+	}
+	h.closed = true
+	h.ctlMu.Lock()
+	h.watchIn.Close()
+	h.ctlMu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- h.watch.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(cleanupTimeout):
+		err = errors.New("its clean-up did not finish in time")
+	}
+	if err != nil {
+		err = fmt.Errorf("node %s: clean up %s: %w", h.node.Name, h.dir, err)
+	}
+	h.client.Close()
+	h.closeErr = err
+	return err
+}
+
+// quote quotes s for sh.
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// RunSSH runs script with sh on node over a connection of its own, outside
+// any run, and returns what it printed: to look at a node.
+func RunSSH(ctx context.Context, node Node, script string) (string, error) {
+	cfg, err := clientConfig(node)
+	if err != nil {
+		return "", fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	conn, err := (&net.Dialer{Timeout: sshTimeout}).DialContext(ctx, "tcp", node.Addr)
+	if err != nil {
+		return "", fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	c, chans, reqs, err := ssh.NewClientConn(conn, node.Addr, cfg)
+	if err != nil {
+		conn.Close()
+		return "", fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	h := &SSHHost{node: node, client: ssh.NewClient(c, chans, reqs)}
+	defer h.client.Close()
+	out, err := h.Run(ctx, script)
+	return string(out), err
+}

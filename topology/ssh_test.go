@@ -1,0 +1,184 @@
+package topology_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/internal/sshtest"
+	"github.com/hiatus-dev/hiatus/topology"
+	"golang.org/x/crypto/ssh"
+)
+
+// TestSSHHost on two hosts, each reached only through its own sshd: a
+// process started on one streams its output back and stops, resumes and
+// dies by the signals sent to it; Isolate drops what crosses between the
+// two until Heal; and Close leaves no process, rule or file of the run on
+// the node, as the connection's loss does.
+func TestSSHHost(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("NOT RUN: the test network needs root (CI runs as root)")
+	}
+	ctx := context.Background()
+	sn, err := sshtest.Start(ctx, t.TempDir(), []sshtest.Node{{Name: "a", Roles: "worker"}, {Name: "b", Roles: "redis"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sn.Close()
+	inv, err := topology.ReadInventory(sn.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := topology.NewRunTag()
+	a, err := topology.DialSSH(ctx, inv.Nodes[0], tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := topology.DialSSH(ctx, inv.Nodes[1], tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	var errOut bytes.Buffer
+	p, err := a.Start(ctx, []string{"sh", "-c", "echo hello; echo oops >&2; read x; echo got $x; sleep 1000"}, "", &errOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	if _, err := p.Stdout.Read(buf); err != nil || string(buf) != "hello\n" {
+		t.Fatalf("read %q, %v; want hello", buf, err)
+	}
+	if err := p.SignalGroup(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if st := state(t, sn, "a", p.Pid()); st != "T" {
+		t.Errorf("after SIGSTOP the process is in state %q, want T", st)
+	}
+	if err := p.SignalGroup(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Stdin.Write([]byte("it\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf = make([]byte, 7)
+	if _, err := p.Stdout.Read(buf); err != nil || string(buf) != "got it\n" {
+		t.Fatalf("read %q, %v; want 'got it'", buf, err)
+	}
+	if err := p.SignalGroup(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var ee *ssh.ExitError
+	if err := p.Wait(); !errors.As(err, &ee) || ee.Signal() != "KILL" {
+		t.Errorf("the killed process's end: %v, want a KILL", err)
+	}
+	if !strings.Contains(errOut.String(), "oops") {
+		t.Errorf("its standard error %q lacks oops", errOut.String())
+	}
+
+	reach := func() error {
+		_, err := a.Run(ctx, "timeout 1 bash -c 'exec 3<>/dev/tcp/"+b.IP()+"/22'")
+		return err
+	}
+	if err := a.Isolate(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := sn.Run(ctx, "a", "iptables -S | grep -c hiatus-"+tag); strings.TrimSpace(out) == "0" {
+		t.Errorf("no rule tagged with the run's tag on a: %s", out)
+	}
+	if err := reach(); err == nil {
+		t.Error("a reached b's sshd through the cut")
+	}
+	if err := a.Heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := reach(); err != nil {
+		t.Errorf("a cannot reach b after the heal: %v", err)
+	}
+
+	// A process left running, and a cut, which Close undoes.
+	q, err := a.Start(ctx, []string{"sleep", "1000"}, a.Dir()+"/sleep.log", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Isolate(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-q.Done():
+	case <-time.After(10 * time.Second):
+		t.Error("the process outlived Close")
+	}
+	left(t, sn, "a", tag)
+
+	// A run whose watchdog died without cleaning up (the node's sshd
+	// killed, say) leaves its process, rule and directory: the next run
+	// to reach the node removes them, and leaves a live run's alone.
+	dead, live := topology.NewRunTag(), topology.NewRunTag()
+	d, err := topology.DialSSH(ctx, inv.Nodes[0], dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := topology.DialSSH(ctx, inv.Nodes[0], live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, h := range []*topology.SSHHost{d, l} {
+		if _, err := h.Start(ctx, []string{"sleep", "1000"}, h.Dir()+"/sleep.log", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Isolate(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := sn.Run(ctx, "a", "kill -KILL $(cat "+d.Dir()+"/watchdog)"); err != nil {
+		t.Fatalf("kill the watchdog: %v: %s", err, out)
+	}
+	_ = d.Close() // its watchdog is gone: nothing is undone
+	if out, _ := sn.Run(ctx, "a", "iptables -S | grep -c hiatus-"+dead); strings.TrimSpace(out) == "0" {
+		t.Fatal("the run whose watchdog died left no rule: the test would prove nothing")
+	}
+	next, err := topology.DialSSH(ctx, inv.Nodes[0], topology.NewRunTag())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	left(t, sn, "a", dead)
+	if out, _ := sn.Run(ctx, "a", "ls -d "+l.Dir()+"; iptables -S | grep -c hiatus-"+live); !strings.Contains(out, l.Dir()) || strings.HasSuffix(strings.TrimSpace(out), "\n0") {
+		t.Errorf("the next run removed a live run's directory or rules: %s", out)
+	}
+}
+
+// state is the state letter of pid on the host called name.
+func state(t *testing.T, sn *sshtest.Net, name string, pid int) string {
+	t.Helper()
+	out, err := sn.Run(context.Background(), name, "ps -o stat= -p "+strconv.Itoa(pid))
+	if err != nil {
+		t.Fatalf("ps: %v: %s", err, out)
+	}
+	return strings.TrimSpace(out)[:1]
+}
+
+// left fails t if the host called name holds a file, rule or process of
+// the run tagged tag, as its own sshd shows it.
+func left(t *testing.T, sn *sshtest.Net, name, tag string) {
+	t.Helper()
+	l, err := sn.Leftovers(context.Background(), name, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l) > 0 {
+		t.Errorf("%s holds what the run left: %v", name, l)
+	}
+}
