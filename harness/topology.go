@@ -79,6 +79,44 @@ func startNet(ctx context.Context, cfg Config) (*topology.Net, *topology.NetnsHo
 	return n, h, nil
 }
 
+// startLockNodes starts the lock's own Redis nodes, when cfg's lock has
+// them: on SSH nodes, on hosts of net, or on this machine.
+func (t *topo) startLockNodes(ctx context.Context, cfg Config, net *topology.Net, nodes *sshNodes) error {
+	n := cfg.lockNodes()
+	if n <= 0 {
+		return nil
+	}
+	t.nodeURLs = nil
+	for i := range n {
+		opt := servers.RedisOptions{FakeClock: cfg.needs()&needFakeClock != 0, AppendFsyncAlways: cfg.NodeAOF}
+		if nodes != nil {
+			h := nodes.redis[i%len(nodes.redis)]
+			s, err := servers.StartRedisOnNode(ctx, h, opt)
+			if err != nil {
+				return setupErrorf("the lock's Redis node %d, on node %s: %w", i+1, h.Name(), err)
+			}
+			t.roles = append(t.roles, hostRole{h, fmt.Sprintf("the lock's Redis node %d", i)})
+			t.nodeHosts, t.nodes, t.nodeURLs = append(t.nodeHosts, h), append(t.nodes, s), append(t.nodeURLs, s.URL)
+			continue
+		}
+		if net != nil {
+			h, err := t.addHost(ctx, fmt.Sprintf("n%d", i), fmt.Sprintf("the lock's Redis node %d", i))
+			if err != nil {
+				return err
+			}
+			t.nodeHosts = append(t.nodeHosts, h)
+			opt.Host = h
+		}
+		s, err := servers.StartRedisWith(ctx, opt)
+		if err != nil {
+			return setupErrorf("the lock's Redis node %d: %w", i+1, err)
+		}
+		t.nodes = append(t.nodes, s)
+		t.nodeURLs = append(t.nodeURLs, s.URL)
+	}
+	return nil
+}
+
 // startTopo starts the lock's nodes (under a clock that can be jumped when
 // the clock fault is on) and the workers' paths, as cfg asks; on net, when
 // it is not nil, with pgHost PostgreSQL's host or nil.
@@ -98,35 +136,8 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, nodes *sshNod
 			t.close()
 		}
 	}()
-	if n := cfg.lockNodes(); n > 0 {
-		t.nodeURLs = nil
-		for i := range n {
-			opt := servers.RedisOptions{FakeClock: cfg.needs()&needFakeClock != 0, AppendFsyncAlways: cfg.NodeAOF}
-			if nodes != nil {
-				h := nodes.redis[i%len(nodes.redis)]
-				s, err := servers.StartRedisOnNode(ctx, h, opt)
-				if err != nil {
-					return nil, setupErrorf("the lock's Redis node %d, on node %s: %w", i+1, h.Name(), err)
-				}
-				t.roles = append(t.roles, hostRole{h, fmt.Sprintf("the lock's Redis node %d", i)})
-				t.nodeHosts, t.nodes, t.nodeURLs = append(t.nodeHosts, h), append(t.nodes, s), append(t.nodeURLs, s.URL)
-				continue
-			}
-			if net != nil {
-				h, err := t.addHost(ctx, fmt.Sprintf("n%d", i), fmt.Sprintf("the lock's Redis node %d", i))
-				if err != nil {
-					return nil, err
-				}
-				t.nodeHosts = append(t.nodeHosts, h)
-				opt.Host = h
-			}
-			s, err := servers.StartRedisWith(ctx, opt)
-			if err != nil {
-				return nil, setupErrorf("the lock's Redis node %d: %w", i+1, err)
-			}
-			t.nodes = append(t.nodes, s)
-			t.nodeURLs = append(t.nodeURLs, s.URL)
-		}
+	if err := t.startLockNodes(ctx, cfg, net, nodes); err != nil {
+		return nil, err
 	}
 	if cfg.lockKind().Store == client.OnEtcd {
 		var h servers.Host

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -96,14 +97,6 @@ func ReadInventory(path string) (Inventory, error) {
 	var nodes []pending
 	sc := bufio.NewScanner(f)
 	base := filepath.Dir(path)
-	// Key files are found from the inventory's directory; the run's
-	// directory is the node's own.
-	abs := func(k, p string) string {
-		if (k != "key" && k != "known-hosts") || filepath.IsAbs(p) {
-			return p
-		}
-		return filepath.Join(base, p)
-	}
 	for line := 1; sc.Scan(); line++ {
 		text, _, _ := strings.Cut(sc.Text(), "#")
 		f := strings.Fields(text)
@@ -125,39 +118,14 @@ func ReadInventory(path string) (Inventory, error) {
 				}
 				inv.Control = f[1]
 			default:
-				if err := setField(&defaults, f[0], abs(f[0], f[1])); err != nil {
+				if err := setField(&defaults, f[0], keyPath(base, f[0], f[1])); err != nil {
 					return Inventory{}, bad("%v", err)
 				}
 			}
 		case "node":
-			if len(f) < 4 {
-				return Inventory{}, bad("want node NAME ADDRESS[:PORT] ROLES [user=U] [key=FILE] [known-hosts=FILE] [dir=DIR]")
-			}
-			n := Node{Name: f[1], Addr: f[2]}
-			if !hostName.MatchString(n.Name) {
-				return Inventory{}, bad("node name %q: want up to 15 lower-case letters, digits or '-'", n.Name)
-			}
-			if _, _, err := net.SplitHostPort(n.Addr); err != nil {
-				n.Addr = net.JoinHostPort(n.Addr, "22")
-			}
-			for _, r := range strings.Split(f[3], ",") {
-				switch Role(r) {
-				case RoleWorker, RoleRedis, RolePostgres:
-					n.Roles = append(n.Roles, Role(r))
-				default:
-					return Inventory{}, bad("node %s: role %q: want worker, redis or postgres", n.Name, r)
-				}
-			}
-			set := map[string]bool{}
-			for _, kv := range f[4:] {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || v == "" {
-					return Inventory{}, bad("node %s: %q: want KEY=VALUE", n.Name, kv)
-				}
-				if err := setField(&n, k, abs(k, v)); err != nil {
-					return Inventory{}, bad("node %s: %v", n.Name, err)
-				}
-				set[k] = true
+			n, set, err := parseNode(f, base)
+			if err != nil {
+				return Inventory{}, bad("%v", err)
 			}
 			if slices.ContainsFunc(nodes, func(p pending) bool { return p.n.Name == n.Name }) {
 				return Inventory{}, bad("node %s named twice", n.Name)
@@ -190,6 +158,50 @@ func ReadInventory(path string) (Inventory, error) {
 		return Inventory{}, fmt.Errorf("inventory %s: no control address (the address the nodes reach this machine at)", path)
 	}
 	return inv, nil
+}
+
+// parseNode reads the fields f of a node line, key files found from base,
+// and says which settings it set of its own.
+func parseNode(f []string, base string) (Node, map[string]bool, error) {
+	if len(f) < 4 {
+		return Node{}, nil, errors.New("want node NAME ADDRESS[:PORT] ROLES [user=U] [key=FILE] [known-hosts=FILE] [dir=DIR]")
+	}
+	n := Node{Name: f[1], Addr: f[2]}
+	if !hostName.MatchString(n.Name) {
+		return n, nil, fmt.Errorf("node name %q: want up to 15 lower-case letters, digits or '-'", n.Name)
+	}
+	if _, _, err := net.SplitHostPort(n.Addr); err != nil {
+		n.Addr = net.JoinHostPort(n.Addr, "22")
+	}
+	for _, r := range strings.Split(f[3], ",") {
+		switch Role(r) {
+		case RoleWorker, RoleRedis, RolePostgres:
+			n.Roles = append(n.Roles, Role(r))
+		default:
+			return n, nil, fmt.Errorf("node %s: role %q: want worker, redis or postgres", n.Name, r)
+		}
+	}
+	set := map[string]bool{}
+	for _, kv := range f[4:] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || v == "" {
+			return n, nil, fmt.Errorf("node %s: %q: want KEY=VALUE", n.Name, kv)
+		}
+		if err := setField(&n, k, keyPath(base, k, v)); err != nil {
+			return n, nil, fmt.Errorf("node %s: %v", n.Name, err)
+		}
+		set[k] = true
+	}
+	return n, set, nil
+}
+
+// keyPath is the value p of setting k, a key file's path found from the
+// inventory's directory base; the run's directory is the node's own.
+func keyPath(base, k, p string) string {
+	if (k != "key" && k != "known-hosts") || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(base, p)
 }
 
 // field returns the setting k of n.

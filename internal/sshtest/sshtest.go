@@ -87,19 +87,7 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 		fmt.Fprintf(&known, "%s %s", h.IP(), ssh.MarshalAuthorizedKey(hpub))
 		fmt.Fprintf(&inv, "node %s %s %s\n", node.Name, h.IP(), node.Roles)
 		conf := filepath.Join(dir, "sshd-"+node.Name+".conf")
-		if err := os.WriteFile(conf, []byte(strings.Join([]string{
-			"ListenAddress " + h.IP() + ":22",
-			"HostKey " + hostKey,
-			"AuthorizedKeysFile " + auth,
-			"PermitRootLogin prohibit-password",
-			"PasswordAuthentication no",
-			"KbdInteractiveAuthentication no",
-			"UsePAM no",
-			"StrictModes no",
-			"PidFile none",
-			"LogLevel ERROR",
-			"",
-		}, "\n")), 0o644); err != nil {
+		if err := writeSshdConfig(conf, h.IP(), hostKey, auth); err != nil {
 			return nil, err
 		}
 		cmd := h.Command(Sshd, "-D", "-e", "-f", conf)
@@ -124,6 +112,24 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 		}
 	}
 	return n, nil
+}
+
+// writeSshdConfig writes to file the configuration of an sshd on ip, with
+// its host key and the test's authorized keys: root by key alone.
+func writeSshdConfig(file, ip, hostKey, auth string) error {
+	return os.WriteFile(file, []byte(strings.Join([]string{
+		"ListenAddress " + ip + ":22",
+		"HostKey " + hostKey,
+		"AuthorizedKeysFile " + auth,
+		"PermitRootLogin prohibit-password",
+		"PasswordAuthentication no",
+		"KbdInteractiveAuthentication no",
+		"UsePAM no",
+		"StrictModes no",
+		"PidFile none",
+		"LogLevel ERROR",
+		"",
+	}, "\n")), 0o644)
 }
 
 // listening waits until addr accepts a connection, for at most 30 s.
