@@ -95,19 +95,8 @@ func StartPostgresOn(ctx context.Context, h Host) (*Server, error) {
 	// SIGQUIT its immediate shutdown, a crash that recovery repairs.
 	s := &Server{name: "postgres", host: h, bin: filepath.Join(bin, "postgres"), cred: cred, dir: dir,
 		log: filepath.Join(dir, "postgres.log"), quit: syscall.SIGINT, crash: syscall.SIGQUIT}
-	s.ready = func(ctx context.Context) error {
-		c, err := pgx.Connect(ctx, s.URL)
-		if err != nil {
-			return err
-		}
-		return c.Close(ctx)
-	}
-	s, err = launch(ctx, s, func(port int) {
-		s.Addr = net.JoinHostPort(s.ip(), strconv.Itoa(port))
-		s.URL = "postgres://postgres@" + s.Addr + "/postgres?sslmode=disable"
-		s.args = []string{"-D", data, "-p", strconv.Itoa(port), "-c", "listen_addresses=" + s.ip(),
-			"-c", "unix_socket_directories=" + dir, "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=300"}
-	})
+	s.ready = s.postgresReady
+	s, err = launch(ctx, s, func(port int) { s.postgresOn(s.ip(), port, data, dir) })
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -126,4 +115,23 @@ func appendFile(path, text string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// postgresReady says whether the PostgreSQL s can be connected to.
+func (s *Server) postgresReady(ctx context.Context) error {
+	c, err := pgx.Connect(ctx, s.URL)
+	if err != nil {
+		return err
+	}
+	return c.Close(ctx)
+}
+
+// postgresOn sets the address, URL and arguments of the PostgreSQL s on
+// ip and port, with its data in data and its socket in dir: a throwaway
+// server, fast and unsafe (no fsync), with a session for many workers.
+func (s *Server) postgresOn(ip string, port int, data, dir string) {
+	s.Addr = net.JoinHostPort(ip, strconv.Itoa(port))
+	s.URL = "postgres://postgres@" + s.Addr + "/postgres?sslmode=disable"
+	s.args = []string{"-D", data, "-p", strconv.Itoa(port), "-c", "listen_addresses=" + ip,
+		"-c", "unix_socket_directories=" + dir, "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=300"}
 }

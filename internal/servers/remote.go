@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/topology"
-	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -238,19 +237,8 @@ func StartPostgresOnNode(ctx context.Context, n Node) (*Server, error) {
 		s.stopOnNode()
 		return nil, fmt.Errorf("initdb: %w", err)
 	}
-	s.ready = func(ctx context.Context) error {
-		c, err := pgx.Connect(ctx, s.URL)
-		if err != nil {
-			return err
-		}
-		return c.Close(ctx)
-	}
-	s, err = launch(ctx, s, func(port int) {
-		s.Addr = net.JoinHostPort(n.IP(), strconv.Itoa(port))
-		s.URL = "postgres://postgres@" + s.Addr + "/postgres?sslmode=disable"
-		s.args = []string{"-D", data, "-p", strconv.Itoa(port), "-c", "listen_addresses=" + n.IP(),
-			"-c", "unix_socket_directories=" + dir, "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=300"}
-	})
+	s.ready = s.postgresReady
+	s, err = launch(ctx, s, func(port int) { s.postgresOn(n.IP(), port, data, dir) })
 	if err != nil {
 		(&Server{name: "postgres", node: n, dir: dir}).stopOnNode()
 		return nil, err
