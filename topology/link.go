@@ -410,14 +410,17 @@ func (c *conn) write(dst net.Conn, q <-chan chunk, f *counts) {
 		if !c.sleepUntil(ch.due) || !c.pass() {
 			return
 		}
+		// No longer held once given to the target: counted before the
+		// write, so that whoever sees the answer sees the link let go.
+		// (After it, a reader of the answer could still find it held.)
+		if dst != c.client {
+			c.held.Add(-int64(len(ch.b)))
+		}
 		if _, err := dst.Write(ch.b); err != nil {
 			c.end(true, nil)
 			return
 		}
 		f.written.Add(int64(len(ch.b)))
-		if dst != c.client {
-			c.held.Add(-int64(len(ch.b)))
-		}
 	}
 }
 
