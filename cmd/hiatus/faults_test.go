@@ -395,7 +395,7 @@ func TestKill9Netns(t *testing.T) {
 		t.Fatal("the killed run left no namespace: nothing for the next run to clean") // the test would prove nothing
 	}
 	// The next run is a plain one, on this machine: it cleans all the same.
-	if code, out, errOut := hiatus(t, "run", "--store", t.TempDir(), "--time-limit", "1s", "--nemesis", "none"); code != exitValid {
+	if code, out, errOut := hiatus(t, "run", "--store", t.TempDir(), "--time-limit", "1s", "--nemesis", "none", "--lease", "10s"); code != exitValid {
 		t.Fatalf("the next run: exit %d\n%s%s", code, out, errOut)
 	}
 	if left := namespaces(t, prefix); len(left) > 0 {

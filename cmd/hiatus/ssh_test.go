@@ -57,7 +57,7 @@ func TestKill9SSH(t *testing.T) {
 	<-exited
 
 	if code, out, errOut := hiatus(t, "run", "--store", t.TempDir(), "--hosts", hosts, "--workers", "2",
-		"--time-limit", "1s", "--nemesis", "none"); code != exitValid {
+		"--time-limit", "1s", "--nemesis", "none", "--lease", "10s"); code != exitValid { // no stall outlasts the lease
 		t.Fatalf("the next run: exit %d\n%s%s", code, out, errOut)
 	}
 	for _, n := range nodes {
