@@ -596,6 +596,11 @@ func (r faultRun) cutOff(t *testing.T, w window) {
 // only the held request is asked for).
 func (r faultRun) nodeHeld(t *testing.T, w window) {
 	t.Helper()
+	// A quarter of the fault's length off each side besides: in a clean
+	// clone's suite (four tests a package at once) a release stamped 150 ms
+	// after end-length was answered 130 ms later, the node's stop not yet
+	// in effect on a machine that slow.
+	margin := w.length() / 4
 	from, to := w.end.Time-w.length(), w.begin.Time+w.length()
 	held := false
 	for slot := range r.cfg.Workers {
@@ -607,7 +612,7 @@ func (r faultRun) nodeHeld(t *testing.T, w window) {
 			// that may be descheduled meanwhile: an answer sent just before
 			// the stop can be stamped inside it. A request sent inside it
 			// cannot be answered before the node goes on.
-			if c.inv.Time > from && c.comp.Time < to {
+			if c.inv.Time > from+margin && c.comp.Time < to-margin {
 				t.Errorf("op %d: the lock's node answered %s, sent while it was stopped (ops %d–%d): %s", c.comp.Index, c.comp.F, w.begin.Index, w.end.Index, history.AppendOp(nil, c.comp))
 			}
 			held = held || c.inv.Time < from && c.comp.Time >= to
