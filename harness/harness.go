@@ -157,16 +157,25 @@ func createRun(ctx context.Context, cfg Config, env *env, out io.Writer) (run st
 	return run, start, lg, nil
 }
 
+// openJournal opens the journal of run, and a collector of the ops of
+// workers workers and the nemesis into it; the caller closes the file.
+func openJournal(run store.Run, workers int) (*collector, *os.File, error) {
+	journal, err := os.OpenFile(run.Path(store.Journal), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open journal: %w", err)
+	}
+	return newCollector(journal, workers), journal, nil
+}
+
 // experiment runs the workers and the nemesis until the time limit, or
 // until ctx ends, and the final read after them; it returns the collector
 // that journalled their ops.
 func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run store.Run, start time.Time, lg *runLog) (*collector, error) {
-	journal, err := os.OpenFile(run.Path(store.Journal), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	col, journal, err := openJournal(run, cfg.Workers)
 	if err != nil {
-		return nil, fmt.Errorf("open journal: %w", err)
+		return nil, err
 	}
 	defer journal.Close()
-	col := newCollector(journal, cfg.Workers)
 	clock := client.NewRedisClock(env.rdb, start)
 
 	// Made here, not by the workers: a worker in a network namespace may

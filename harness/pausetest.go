@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -22,9 +21,9 @@ import (
 // unguarded loses B's update every time; a guard that works rejects A's
 // write every time. Nothing in it waits on a guess: B tries to acquire from
 // the moment A is paused, and A goes on when B's section is done — or, when
-// B cannot take the lock, once the lock server's clock is a whole lease
-// past A's lease (the lock kept the lease for A: a renewing lock's
-// watchdog, or a lock with no lease at all).
+// B cannot take the lock, once the run's Redis clock is a whole lease past
+// the end of A's lease counted from its grant (the lock kept the lease for
+// A: a renewing lock's watchdog, or a lock with no lease at all).
 
 // A PauseCase is one case of the paused-holder test: a lock, the guard of
 // its holders' writes, and how holder A is paused.
@@ -105,9 +104,9 @@ type PauseVerdict struct {
 	// Froze says A's lock had work of its own that the stop froze
 	// (client.Freezer): with none, a stop pauses A as a sleep does.
 	Froze bool
-	// Elapsed is the case's wall time, from A's acquire to its checked
-	// run directory (the locks' start not counted: an adapter's
-	// interpreter's).
+	// Elapsed is the case's wall time, from the counter's reset before A's
+	// acquire to its checked run directory (the locks' start not counted:
+	// an adapter's interpreter's).
 	Elapsed time.Duration
 }
 
@@ -115,12 +114,10 @@ type PauseVerdict struct {
 // found the history valid.
 func (v PauseVerdict) Passed() bool { return v.Results.Valid == checker.Valid && v.Taken != Late }
 
-// Figure is the whole number the lock-counter check reported as key
-// ("writes", "lost-min", "stale-rejected"…), 0 if none.
-func (v PauseVerdict) Figure(key string) int64 {
-	r, _ := v.Results.Check("lock-counter")
-	n, _ := history.Int(r.Get(key))
-	return n
+// Figures are the lock-counter check's figures of the case's history.
+func (v PauseVerdict) Figures() checker.LockCounterFigures {
+	f, _ := v.Results.LockCounter()
+	return f
 }
 
 // Explanation is the lock-counter check's: why the case failed.
@@ -128,8 +125,12 @@ func (v PauseVerdict) Explanation() string {
 	if v.Taken == Late {
 		return fmt.Sprintf("inconclusive after %d attempts: A's lease lapsed, but B did not take the lock within a lease after it (a starved machine?)", v.Attempts)
 	}
-	r, _ := v.Results.Check("lock-counter")
-	return r.Explanation
+	for _, r := range v.Results.Checks {
+		if _, ok := r.LockCounter(); ok {
+			return r.Explanation
+		}
+	}
+	return ""
 }
 
 // PauseTest runs the paused-holder test on hiatus's locks and adapters:
@@ -146,9 +147,9 @@ func PauseTest(ctx context.Context, cfg Config, cases []PauseCase, each func(Pau
 // the lock, guard and pause), with history, results and timeline. Runs on
 // servers shared with others at the same time need a Name and CounterID
 // of their own. A case whose B was Late runs again, up to three times in
-// all. The holders run in this
-// process (a lock of the lab's is built by its LockKind's New); an
-// adapter's lock is its own process, which a stop stops.
+// all. The holders run in this process (a lock of the lab's is built by
+// its LockKind's New); an adapter's lock is its own process, which a stop
+// stops.
 func (l Lab) PauseTest(ctx context.Context, cfg Config, cases []PauseCase, each func(PauseVerdict)) ([]PauseVerdict, error) {
 	cfg.own = l.Locks
 	cfg.Workers, cfg.Nemesis, cfg.InjectEvery, cfg.Hosts, cfg.Work = 2, "", 1, HostsLocal, 0
@@ -277,12 +278,11 @@ func pauseCase(ctx context.Context, cfg Config, env *env, h *holders) (PauseVerd
 	defer lg.close()
 	lg.logf("run %s: the paused-holder test (hiatus pause-test) of lock %s, guard %s, pause %s, lease %v",
 		run.Dir, cfg.Lock, cfg.guard(), cfg.PauseKind, cfg.Lease)
-	journal, err := os.OpenFile(run.Path(store.Journal), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	col, journal, err := openJournal(run, 2)
 	if err != nil {
-		return PauseVerdict{}, fmt.Errorf("open journal: %w", err)
+		return PauseVerdict{}, err
 	}
 	defer journal.Close()
-	col := newCollector(journal, 2)
 	clock := client.NewRedisClock(env.rdb, start)
 	p := &pausedHolder{cfg: cfg, clock: clock, rec: col.record, counter: env.counter, lg: lg}
 	v := p.run(ctx, h)

@@ -110,8 +110,9 @@ func TestPauseTest(t *testing.T) {
 func checkPauseVerdict(t *testing.T, v harness.PauseVerdict, w pauseWant) {
 	t.Helper()
 	c := fmt.Sprintf("%s/%s", v.Case.Guard, v.Case.Pause)
-	got := pauseWant{taken: v.Taken, writes: v.Figure("writes"), lost: v.Figure("lost-min"),
-		rejected: v.Figure("stale-rejected") + v.Figure("change-rejected"), passed: v.Passed(), froze: v.Froze}
+	f := v.Figures()
+	got := pauseWant{taken: v.Taken, writes: f.Writes, lost: f.LostMin,
+		rejected: f.StaleRejected + f.ChangeRejected, passed: v.Passed(), froze: v.Froze}
 	if got != w {
 		t.Errorf("%s: %+v, want %+v (%s; run %s)", c, got, w, v.Explanation(), v.Dir)
 	}
@@ -168,9 +169,9 @@ func TestPauseTestSlowAcquire(t *testing.T) {
 				t.Fatal(err)
 			}
 			v := vs[0]
-			if v.Taken != tc.taken || v.Attempts != tc.attempts || v.Passed() || v.Figure("lost-min") != tc.lost {
+			if v.Taken != tc.taken || v.Attempts != tc.attempts || v.Passed() || v.Figures().LostMin != tc.lost {
 				t.Errorf("B %s after %d attempts, passed %v, lost %d: want %s after %d, not passed, %d lost (%s)",
-					v.Taken, v.Attempts, v.Passed(), v.Figure("lost-min"), tc.taken, tc.attempts, tc.lost, v.Explanation())
+					v.Taken, v.Attempts, v.Passed(), v.Figures().LostMin, tc.taken, tc.attempts, tc.lost, v.Explanation())
 			}
 		})
 	}

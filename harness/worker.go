@@ -122,7 +122,7 @@ type workerConfig struct {
 	DeadlineIn time.Duration
 }
 
-// ReadyLine is what a remote worker writes on its standard error once it
+// readyLine is what a remote worker writes on its standard error once it
 // is ready.
 const readyLine = "hiatus worker: ready"
 

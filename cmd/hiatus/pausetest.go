@@ -28,26 +28,23 @@ const (
 	pauseTestName  = "pause-test"
 )
 
-// pauseTestSettings are the settings of run that pause-test takes too.
-var pauseTestSettings = []string{"lease", "retry", "op-timeout", "adapter-hello", "nodes", "redis-url", "postgres-url", "store", "counter-id"}
+// pauseTestSetting says whether pause-test takes the setting s of run too.
+func pauseTestSetting(s harness.Setting) bool {
+	return slices.Contains([]string{"lease", "retry", "op-timeout", "adapter-hello", "nodes", "redis-url", "postgres-url", "store", "counter-id"}, s.Flag)
+}
 
 func pauseTestFlags() []cli.Flag {
-	var out []cli.Flag
-	for _, s := range harness.Settings() {
-		if !slices.Contains(pauseTestSettings, s.Flag) {
-			continue
-		}
-		f := settingFlag(s)
+	out := settingFlagsOf(pauseTestSetting)
+	for _, f := range out {
 		switch f := f.(type) {
 		case *cli.DurationFlag:
-			switch s.Flag {
+			switch f.Name {
 			case "lease":
 				f.Value, f.Usage = pauseTestLease, "the locks' lease: holder A is paused past it"
 			case "retry":
 				f.Value = pauseTestRetry
 			}
 		}
-		out = append(out, f)
 	}
 	guards := make([]string, 0, len(client.Guards()))
 	for _, g := range client.Guards() {
@@ -79,8 +76,9 @@ func pauseTestCommand() *cli.Command {
 			"takes the lock as soon as the lock lets it, reads, writes and releases; then A wakes and\n" +
 			"writes. Unguarded, a lease lock loses B's update every time; a guard that works rejects\n" +
 			"A's write every time. Nothing waits on a guess: B tries from the moment A is paused, and A\n" +
-			"wakes once B's section is done, or once the lock server's clock is a lease past A's lease\n" +
-			"(the lock kept it for A: a renewing lock under a sleep, or a lock without a lease).\n" +
+			"wakes once B's section is done, or once the run's Redis clock is a lease past the end of\n" +
+			"A's lease, counted from its grant (the lock kept it for A: a renewing lock under a sleep,\n" +
+			"or a lock without a lease); a case whose B was merely slow runs again, and never passes.\n" +
 			"Each case is kept as a run (history, results, timeline) under STORE/NAME/.\n\n" +
 			"Examples:\n" +
 			"  hiatus pause-test                                     # every lock, guard and pause\n" +
@@ -103,14 +101,9 @@ func pauseTestCommand() *cli.Command {
 
 // pauseTestConfig is the configuration and the cases pause-test's flags set.
 func pauseTestConfig(c *cli.Context) (harness.Config, []harness.PauseCase, error) {
-	cfg := harness.DefaultConfig()
-	for _, s := range harness.Settings() {
-		if !slices.Contains(pauseTestSettings, s.Flag) || !c.IsSet(s.Flag) {
-			continue
-		}
-		if err := s.Set(&cfg, c.Value(s.Flag)); err != nil {
-			return cfg, nil, fmt.Errorf("--%s: %v", s.Flag, err)
-		}
+	cfg, err := settingsConfigOf(c, pauseTestSetting)
+	if err != nil {
+		return cfg, nil, err
 	}
 	cfg.Lease, cfg.Retry, cfg.Name = c.Duration("lease"), c.Duration("retry"), c.String("name")
 	var locks []string
@@ -130,7 +123,7 @@ func pauseTestConfig(c *cli.Context) (harness.Config, []harness.PauseCase, error
 	var pauses []history.Keyword
 	for _, p := range listFlag(c, "pause-kind", nil) {
 		if !slices.Contains(harness.PauseKinds(), history.Keyword(p)) {
-			return cfg, nil, fmt.Errorf("--pause-kind %q: want sleep or stop", p)
+			return cfg, nil, fmt.Errorf("--pause-kind %q: want one of %v", p, harness.PauseKinds())
 		}
 		pauses = append(pauses, history.Keyword(p))
 	}
@@ -219,9 +212,9 @@ func printPauseVerdict(w io.Writer, v harness.PauseVerdict) {
 	if v.Case.Pause == nemesis.KindStop && !v.Froze {
 		pause += "*"
 	}
-	rejected := v.Figure("stale-rejected") + v.Figure("change-rejected")
+	f := v.Figures()
 	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%dms\t%s\n", v.Case.Lock, v.Case.Guard, pause, verdict, b,
-		v.Figure("writes"), v.Figure("lost-min"), rejected, v.Elapsed.Milliseconds(), v.Dir)
+		f.Writes, f.LostMin, f.StaleRejected+f.ChangeRejected, v.Elapsed.Milliseconds(), v.Dir)
 }
 
 // writeJUnit writes the verdicts to file as JUnit XML: one suite, a test
@@ -234,8 +227,9 @@ func writeJUnit(file string, cfg harness.Config, vs []harness.PauseVerdict) erro
 	for _, v := range vs {
 		tc := junit.Testcase{Name: v.Case.String(), Classname: "hiatus.pause-test." + v.Case.Lock,
 			Time: fmt.Sprintf("%.3f", v.Elapsed.Seconds())}
+		f := v.Figures()
 		out := fmt.Sprintf("run %s\nB %s the lock; writes %d, lost %d, stale-rejected %d, change-rejected %d; attempts %d\n", v.Dir, v.Taken,
-			v.Figure("writes"), v.Figure("lost-min"), v.Figure("stale-rejected"), v.Figure("change-rejected"), v.Attempts)
+			f.Writes, f.LostMin, f.StaleRejected, f.ChangeRejected, v.Attempts)
 		tc.SystemOut = &junit.Output{Data: out}
 		switch {
 		case v.Taken == harness.Late:

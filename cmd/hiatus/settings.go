@@ -11,9 +11,14 @@ import (
 // settingFlags are the flags of harness.Settings: every one, for run, or
 // those compare shares.
 func settingFlags(sharedOnly bool) []cli.Flag {
+	return settingFlagsOf(func(s harness.Setting) bool { return s.Shared || !sharedOnly })
+}
+
+// settingFlagsOf are the flags of the settings keep keeps.
+func settingFlagsOf(keep func(harness.Setting) bool) []cli.Flag {
 	var out []cli.Flag
 	for _, s := range harness.Settings() {
-		if s.Flag != "" && (s.Shared || !sharedOnly) {
+		if s.Flag != "" && keep(s) {
 			out = append(out, settingFlag(s))
 		}
 	}
@@ -43,9 +48,15 @@ func settingFlag(s harness.Setting) cli.Flag {
 
 // settingsConfig is DefaultConfig with each setting whose flag c has set.
 func settingsConfig(c *cli.Context) (harness.Config, error) {
+	return settingsConfigOf(c, func(harness.Setting) bool { return true })
+}
+
+// settingsConfigOf is DefaultConfig with each setting keep keeps whose
+// flag c has set: a command's own flag of a setting's name is its own.
+func settingsConfigOf(c *cli.Context, keep func(harness.Setting) bool) (harness.Config, error) {
 	cfg := harness.DefaultConfig()
 	for _, s := range harness.Settings() {
-		if s.Flag == "" || !c.IsSet(s.Flag) {
+		if s.Flag == "" || !keep(s) || !c.IsSet(s.Flag) {
 			continue
 		}
 		if err := s.Set(&cfg, c.Value(s.Flag)); err != nil {
