@@ -23,6 +23,10 @@ type Setting struct {
 	Flag   string          // `hiatus run --Flag`; "" when no flag sets it
 	Usage  string          // the flag's help
 	Shared bool            // `hiatus compare` takes the flag too
+	// Local says the setting is of the machine that makes a run (its
+	// servers, store, counter row, pictures), not of the experiment: a
+	// grid's command line, which every cell of it shares, leaves it out.
+	Local bool
 	Key    history.Keyword // test.edn's key; "" when test.edn keeps none
 	Env    string          // an environment variable the flag reads, if any
 	// DefaultText is the flag's default in words, where the default
@@ -86,7 +90,7 @@ func Settings() []Setting {
 			"extended before each write", func(c *Config) *bool { return &c.ExtendBeforeWrite }),
 		boolSetting("node-aof", "NodeAOF", "the lock's own Redis nodes log each write to an append-only file and fsync it before answering (appendfsync always): a node restarted after a crash keeps its keys",
 			"nodes fsync every write (AOF)", func(c *Config) *bool { return &c.NodeAOF }),
-		shared(boolSetting("no-plots", "NoPlots", "leave out each run's latency and rate plots (PNG), which cost more than a short run's check; hiatus plot RUN-DIR draws them later",
+		local(boolSetting("no-plots", "NoPlots", "leave out each run's latency and rate plots (PNG), which cost more than a short run's check; hiatus plot RUN-DIR draws them later",
 			"no plots", func(c *Config) *bool { return &c.NoPlots })),
 		{Flag: "nodes", Key: "lock-nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant)", DefaultText: fmt.Sprint(DefaultNodes),
 			goName: "Nodes", get: func(c Config) any { return c.Nodes }, set: setTo(func(c *Config) *int { return &c.Nodes }),
@@ -123,13 +127,13 @@ func Settings() []Setting {
 			describe: func(c Config) string { return fmt.Sprintf("seed %d", c.Seed) }},
 		urlSetting("redis-url", "RedisURL", "use this Redis (redis://host:port/db) instead of a throwaway redis-server", func(c *Config) *string { return &c.RedisURL }),
 		urlSetting("postgres-url", "PostgresURL", "use this PostgreSQL instead of a throwaway one; it must allow CREATE TABLE", func(c *Config) *string { return &c.PostgresURL }),
-		{Flag: "redis-pid", Usage: "PID of the --redis-url server, for --nemesis pause-redis", goName: "RedisPID", noReplay: true,
+		{Flag: "redis-pid", Local: true, Usage: "PID of the --redis-url server, for --nemesis pause-redis", goName: "RedisPID", noReplay: true,
 			get: func(c Config) any { return c.RedisPID }, set: setTo(func(c *Config) *int { return &c.RedisPID })},
-		{Flag: "postgres-pid", Usage: "PID of the --postgres-url server's postmaster, for --nemesis pause-postgres", goName: "PostgresPID", noReplay: true,
+		{Flag: "postgres-pid", Local: true, Usage: "PID of the --postgres-url server's postmaster, for --nemesis pause-postgres", goName: "PostgresPID", noReplay: true,
 			get: func(c Config) any { return c.PostgresPID }, set: setTo(func(c *Config) *int { return &c.PostgresPID })},
-		{Flag: "store", Shared: true, Usage: "directory where runs are kept", goName: "Store",
+		{Flag: "store", Shared: true, Local: true, Usage: "directory where runs are kept", goName: "Store",
 			get: func(c Config) any { return c.Store }, set: setString(func(c *Config) *string { return &c.Store })},
-		{Flag: "counter-id", Key: "counter-id", Shared: true, Usage: "row of the counter table the runs use (runs sharing a server need distinct rows and names)",
+		{Flag: "counter-id", Key: "counter-id", Shared: true, Local: true, Usage: "row of the counter table the runs use (runs sharing a server need distinct rows and names)",
 			goName: "CounterID", get: func(c Config) any { return c.CounterID }, set: setTo(func(c *Config) *int64 { return &c.CounterID })},
 	}
 }
@@ -178,12 +182,6 @@ func nemesisSetting() Setting {
 
 // boolSetting is a switch test.edn keeps as FLAG? only when it is on,
 // and Describe says as words.
-// shared is s, a setting compare takes too, for every run of its grid.
-func shared(s Setting) Setting {
-	s.Shared = true
-	return s
-}
-
 func boolSetting(flag, goName, usage, words string, p func(*Config) *bool) Setting {
 	return Setting{Flag: flag, Key: history.Keyword(flag + "?"), Usage: usage, goName: goName,
 		get: func(c Config) any { return *p(&c) }, set: setTo(p),
@@ -217,9 +215,15 @@ func guardSetting() Setting {
 		}}
 }
 
+// local is s, a setting of the machine that compare takes too.
+func local(s Setting) Setting {
+	s.Shared, s.Local = true, true
+	return s
+}
+
 func urlSetting(flag, goName, usage string, p func(*Config) *string) Setting {
 	s := textSetting(flag, flag, goName, usage, p)
-	s.Shared, s.noReplay = true, true
+	s.Shared, s.Local, s.noReplay = true, true, true
 	s.Env = "HIATUS_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 	return s
 }

@@ -127,9 +127,27 @@ func compareArgsOf(c *cli.Context) (compare.Plan, error) {
 	return a, a.Validate()
 }
 
-// machineFlags say where a grid is made, not what it is: a command line
-// that names the grid leaves them out.
-var machineFlags = []string{"redis-url", "postgres-url", "counter-id", "store", "list-cells", "cell", "grid-dir", "collect"}
+// cellFlags are compare's flags that list, make or collect a grid's
+// cells: like the settings of the machine (harness.Setting.Local), they
+// say where a grid is made, not what it is.
+var cellFlags = []string{"list-cells", "cell", "grid-dir", "collect"}
+
+// placeFlag says whether the flag name says where a grid is made: a
+// command line that names the grid leaves it out.
+func placeFlag(name string) bool {
+	s, ok := settingNamed(name)
+	return slices.Contains(cellFlags, name) || ok && s.Local
+}
+
+// settingNamed is the setting whose flag is name.
+func settingNamed(name string) (harness.Setting, bool) {
+	for _, s := range harness.Settings() {
+		if s.Flag == name {
+			return s, true
+		}
+	}
+	return harness.Setting{}, false
+}
 
 // commandLine writes the command as the flags that were set, in the order
 // of the flags, leaving out those that say where it is made (the servers
@@ -140,7 +158,7 @@ func commandLine(c *cli.Context) string {
 	parts := []string{"hiatus", "compare"}
 	for _, f := range compareFlags() {
 		name := f.Names()[0]
-		if !c.IsSet(name) || slices.Contains(machineFlags, name) {
+		if !c.IsSet(name) || placeFlag(name) {
 			continue
 		}
 		parts = append(parts, "--"+name, shellquote.Quote(fmt.Sprint(c.Value(name))))
@@ -245,10 +263,10 @@ func runCell(ctx context.Context, c *cli.Context, a compare.Plan) error {
 // takes no other flag: the cells' records say what their grid is.
 func runCollect(c *cli.Context) error {
 	for _, f := range compareFlags() {
-		// The server URLs, which it does not use, may come from the
-		// environment.
+		// Settings read from the environment (the server URLs), which
+		// it does not use, may be set there.
 		name := f.Names()[0]
-		if name != "collect" && name != "redis-url" && name != "postgres-url" && c.IsSet(name) {
+		if s, ok := settingNamed(name); name != "collect" && !(ok && s.Env != "") && c.IsSet(name) {
 			return usageErrorf("--collect reads its grid from the cells' records: it takes no --%s", name)
 		}
 	}
