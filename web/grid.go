@@ -85,14 +85,16 @@ func (r gridRun) Verdict() string {
 // each run's page: at its path inside the comparison, or, in a table
 // written before table.json gave one, where a grid made in one process
 // keeps it (its directory's last two elements). nil when the comparison
-// has no table.json that reads.
+// has no table.json that reads, or is a sweep or a scenario pack, whose
+// table.md has columns of its own (pause/lease; double grants, refusals
+// and each finding's notes) that the grid's columns would drop.
 func (s *Server) readGrid(name string) *grid {
 	text := s.fsys.readText(path.Join(name, gridTable), maxTable)
 	if text == "" {
 		return nil
 	}
 	var g grid
-	if err := json.Unmarshal([]byte(text), &g); err != nil {
+	if err := json.Unmarshal([]byte(text), &g); err != nil || g.Kind == "sweep" || g.Kind == "scenario" {
 		return nil
 	}
 	for i := range g.Rows {

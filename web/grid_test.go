@@ -168,14 +168,26 @@ func TestGridPage(t *testing.T) {
 	mkfile(t, filepath.Join(root, one, compare.TableJSON), planted)
 	srv := httptest.NewServer(newHandler(t, root))
 	t.Cleanup(srv.Close)
-	for _, p := range []string{"/", "/run/" + collected} {
-		if code, page := get(t, srv, "GET", p); code != 200 || !strings.Contains(page, "2026-12-01 09:00:00") {
-			t.Errorf("%s: %d, the collected grid not dated by its table:\n%s", p, code, page)
+	// The index's row of the collected grid, not the one-process grid's,
+	// which its directory's name dates the same.
+	_, index := get(t, srv, "GET", "/")
+	var row string
+	for _, r := range strings.Split(index, "<tr") {
+		if strings.Contains(r, `href="/run/`+collected+`"`) {
+			row = r
 		}
+	}
+	if _, page := get(t, srv, "GET", "/run/"+collected); !strings.Contains(row, "2026-12-01 09:00:00") || !strings.Contains(page, "2026-12-01 09:00:00") {
+		t.Errorf("the collected grid not dated by its table: index row %q\n%s", row, page)
 	}
 	code, page := get(t, srv, "GET", "/run/"+one)
 	if code != 200 || strings.Count(page, `<a class="run `) != 5 || !strings.Contains(page, `title="run 1: not in this store"`) {
 		t.Errorf("a run placed outside its comparison: %d, %d links\n%s", code, strings.Count(page, `<a class="run `), page)
+	}
+	// A sweep's table has a column the grid's has not: its table.md shows.
+	mkfile(t, filepath.Join(root, one, compare.TableJSON), strings.Replace(planted, `"kind": "grid"`, `"kind": "sweep"`, 1))
+	if code, page = get(t, srv, "GET", "/run/"+one); code != 200 || strings.Contains(page, `class="grid"`) || !strings.Contains(page, "<pre>`hiatus compare") {
+		t.Errorf("a sweep's page: %d\n%s", code, page)
 	}
 	mkfile(t, filepath.Join(root, one, compare.TableJSON), "{not json")
 	code, page = get(t, srv, "GET", "/run/"+one)
