@@ -42,6 +42,10 @@ const (
 	// CompareRuns is the run list a comparison's directory holds: row, run,
 	// setup and run directory, tab-separated, one run a line.
 	CompareRuns = "runs.txt"
+	// CompareTable and CompareTableJSON are a comparison's table, as text
+	// and as data (serve renders both).
+	CompareTable     = "table.md"
+	CompareTableJSON = "table.json"
 )
 
 // TimeLayout names run directories by their start time, in UTC, so that

@@ -11,10 +11,6 @@ import (
 	"github.com/hiatus-dev/hiatus/store"
 )
 
-// gridTable is the file of a comparison the page renders its table from:
-// every row's setup, ranges and runs (internal/compare writes it).
-const gridTable = "table.json"
-
 // A grid is what a comparison's page shows of its table.json: a row per
 // setup, with its figures, verdict counts and runs.
 type grid struct {
@@ -89,7 +85,7 @@ func (r gridRun) Verdict() string {
 // table.md has columns of its own (pause/lease; double grants, refusals
 // and each finding's notes) that the grid's columns would drop.
 func (s *Server) readGrid(name string) *grid {
-	text := s.fsys.readText(path.Join(name, gridTable), maxTable)
+	text := s.fsys.readText(path.Join(name, store.CompareTableJSON), maxTable)
 	if text == "" {
 		return nil
 	}
@@ -121,6 +117,6 @@ func (s *Server) gridStarted(name string) time.Time {
 	var g struct {
 		Started time.Time `json:"started"`
 	}
-	_ = json.Unmarshal([]byte(s.fsys.readText(path.Join(name, gridTable), maxTable)), &g)
+	_ = json.Unmarshal([]byte(s.fsys.readText(path.Join(name, store.CompareTableJSON), maxTable)), &g)
 	return g.Started
 }

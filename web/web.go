@@ -211,7 +211,7 @@ func (s *Server) info(name string) runInfo {
 	ri.Timeline = s.fsys.regular(path.Join(name, report.TimelineFile))
 	if ri.Compare {
 		ri.Config = "comparison"
-		ri.Table = s.fsys.readText(path.Join(name, "table.md"), maxTable)
+		ri.Table = s.fsys.readText(path.Join(name, store.CompareTable), maxTable)
 		if ri.Started.IsZero() {
 			// A grid collected from cells lies where its job put it,
 			// under any name: its table says when it started.

@@ -184,9 +184,7 @@ func runCompare(ctx context.Context, a compare.Plan, stdout, stderr io.Writer) e
 	if t == nil {
 		return runError(err)
 	}
-	stdout.Write(t.Markdown())
-	fmt.Fprintf(stdout, "\n%s: %s, %s, %s, %s, %s, %s\n", dir, compare.TableMarkdown, compare.TableCSV,
-		compare.TableJSON, compare.PlotPNG, compare.PlotSVG, compare.RunList)
+	printTable(stdout, dir, t)
 	switch {
 	case ctx.Err() != nil:
 		return &exitError{code: exitInterrupted, err: fmt.Errorf("comparison interrupted; what was done is in %s", dir)}
@@ -259,6 +257,14 @@ func runCell(ctx context.Context, c *cli.Context, a compare.Plan) error {
 	return nil
 }
 
+// printTable prints the table of the comparison in dir, and the files
+// that keep it there.
+func printTable(w io.Writer, dir string, t *compare.Table) {
+	w.Write(t.Markdown())
+	fmt.Fprintf(w, "\n%s: %s, %s, %s, %s, %s, %s\n", dir, compare.TableMarkdown, compare.TableCSV,
+		compare.TableJSON, compare.PlotPNG, compare.PlotSVG, compare.RunList)
+}
+
 // runCollect tabulates the cells of the directory --collect names, which
 // takes no other flag: the cells' records say what their grid is.
 func runCollect(c *cli.Context) error {
@@ -275,9 +281,7 @@ func runCollect(c *cli.Context) error {
 	if t == nil {
 		return usageError(err)
 	}
-	c.App.Writer.Write(t.Markdown())
-	fmt.Fprintf(c.App.Writer, "\n%s: %s, %s, %s, %s, %s, %s\n", dir, compare.TableMarkdown, compare.TableCSV,
-		compare.TableJSON, compare.PlotPNG, compare.PlotSVG, compare.RunList)
+	printTable(c.App.Writer, dir, t)
 	var missing *compare.MissingError
 	if errors.As(err, &missing) {
 		return usageError(err)

@@ -96,12 +96,11 @@ func TestDeploy(t *testing.T) {
 	c := spec.Template.Spec.Containers[0]
 	var grid []string
 	var gridDir string
+	cellJob := false
 	for i := 0; i < len(c.Args); i++ {
 		switch c.Args[i] {
 		case "--cell":
-			if i+1 >= len(c.Args) || c.Args[i+1] != "job" {
-				t.Errorf("the Job's cells: %q, want --cell job, the pod's JOB_COMPLETION_INDEX", c.Args)
-			}
+			cellJob = i+1 < len(c.Args) && c.Args[i+1] == "job"
 			i++
 		case "--grid-dir":
 			if i+1 < len(c.Args) {
@@ -111,6 +110,11 @@ func TestDeploy(t *testing.T) {
 		default:
 			grid = append(grid, c.Args[i])
 		}
+	}
+	// Without --cell job every pod would make the whole grid; without
+	// --seed each would refuse its cell.
+	if !cellJob || !slices.Contains(grid, "--seed") {
+		t.Errorf("the Job's arguments %q: want --cell job (the pod's JOB_COMPLETION_INDEX) and --seed", c.Args)
 	}
 	if !strings.HasPrefix(gridDir, mount+"/") {
 		t.Errorf("the Job's --grid-dir %q is not inside the shared volume, mounted at %q", gridDir, mount)

@@ -33,14 +33,15 @@ type Cell struct {
 // Cells lists the cells of a grid of rows × runs, in the order one process
 // makes them: a row's runs one after another.
 func Cells(rows, runs int) []Cell {
-	out := make([]Cell, 0, rows*runs)
-	for r := range rows {
-		for i := range runs {
-			out = append(out, Cell{Index: len(out), Row: r, Run: i})
-		}
+	out := make([]Cell, rows*runs)
+	for i := range out {
+		out[i] = cellAt(i, runs)
 	}
 	return out
 }
+
+// cellAt is the cell of index i in a grid of runs runs a row.
+func cellAt(i, runs int) Cell { return Cell{Index: i, Row: i / runs, Run: i % runs} }
 
 // Cells lists the plan's cells.
 func (p Plan) Cells() []Cell { return Cells(len(p.Setups), p.Runs) }
@@ -49,7 +50,7 @@ func (p Plan) Cells() []Cell { return Cells(len(p.Setups), p.Runs) }
 // run, and the row's setup.
 func (p Plan) Describe(c Cell) string {
 	s := p.Setups[c.Row]
-	return fmt.Sprintf("%d\trow %d run %d\t%s, %s, seed %d", c.Index, c.Row+1, c.Run+1, s.Short(), s.PauseLabel(), p.Base.Seed+int64(c.Run))
+	return fmt.Sprintf("%d\trow %d run %d\t%s, %s, seed %d", c.Index, c.Row+1, c.Run+1, s.Short(), s.PauseLabel(), p.Config(s, c.Run).Seed)
 }
 
 // A Header is what every cell of a grid shares, and what its table says
@@ -127,19 +128,12 @@ func MakeCell(ctx context.Context, p Plan, index int, gridDir string) (Record, e
 	c := cells[index]
 	start := time.Now()
 	dir := filepath.Join(gridDir, CellDir(index))
-	if err := store.Writable(dir); err != nil {
-		return Record{}, &harness.SetupError{Err: err}
-	}
 	base := p.Base
-	stop, err := harness.StartServers(ctx, &base)
+	versions, stop, err := startServers(ctx, &base, dir)
 	if err != nil {
 		return Record{}, err
 	}
 	defer stop()
-	versions, err := harness.ServerVersions(ctx, base.RedisURL, base.PostgresURL)
-	if err != nil {
-		return Record{}, err
-	}
 	p.Base = base
 	cfg := p.Config(p.Setups[c.Row], c.Run)
 	cfg.Store = dir
@@ -295,7 +289,7 @@ func readRecord(path string) (Record, []byte, error) {
 	switch {
 	case cells == 0:
 		return r, nil, fmt.Errorf("%s: not a cell's record: it names no grid", path)
-	case r.Cell.Index < 0 || r.Cell.Index >= cells || r.Cell != Cells(len(h.Setups), h.Runs)[r.Cell.Index]:
+	case r.Cell.Index < 0 || r.Cell.Index >= cells || r.Cell != cellAt(r.Cell.Index, h.Runs):
 		return r, nil, fmt.Errorf("%s: cell %+v is not a cell of its %d-cell grid", path, r.Cell, cells)
 	case filepath.Base(filepath.Dir(path)) != CellDir(r.Cell.Index):
 		return r, nil, fmt.Errorf("%s: the record of cell %d, in the directory of another", path, r.Cell.Index)

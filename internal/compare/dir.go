@@ -12,9 +12,9 @@ import (
 
 // Files a comparison leaves in its directory.
 const (
-	TableMarkdown = "table.md"
+	TableMarkdown = store.CompareTable
 	TableCSV      = "table.csv"
-	TableJSON     = "table.json"
+	TableJSON     = store.CompareTableJSON
 	PlotPNG       = "plot.png"
 	PlotSVG       = "plot.svg"
 	RunList       = store.CompareRuns // row, run, setup and run directory, one run a line

@@ -77,6 +77,23 @@ type Watch struct {
 	Progress func(Progress)
 }
 
+// startServers checks that runs can be kept in dir, starts the throwaway
+// servers base names none of (filling their URLs in), and says their
+// versions; stop removes them.
+func startServers(ctx context.Context, base *harness.Config, dir string) (versions string, stop func(), err error) {
+	if err := store.Writable(dir); err != nil {
+		return "", nil, &harness.SetupError{Err: err}
+	}
+	if stop, err = harness.StartServers(ctx, base); err != nil {
+		return "", nil, err
+	}
+	if versions, err = harness.ServerVersions(ctx, base.RedisURL, base.PostgresURL); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return versions, stop, nil
+}
+
 // Make runs every row of p Runs times, one run after another, each an
 // ordinary run (harness.Run) kept inside the comparison's directory, and
 // writes the table, plots and run list there, even when ctx ends it early
@@ -85,18 +102,11 @@ type Watch struct {
 func Make(ctx context.Context, p Plan, w Watch) (dir string, t *Table, err error) {
 	start := time.Now()
 	base := p.Base
-	if err := store.Writable(base.Store); err != nil {
-		return "", nil, &harness.SetupError{Err: err}
-	}
-	stop, err := harness.StartServers(ctx, &base)
+	versions, stop, err := startServers(ctx, &base, base.Store)
 	if err != nil {
 		return "", nil, err
 	}
 	defer stop()
-	versions, err := harness.ServerVersions(ctx, base.RedisURL, base.PostgresURL)
-	if err != nil {
-		return "", nil, err
-	}
 	if dir, err = CreateDir(base.Store, p.Name, start); err != nil {
 		return "", nil, err
 	}
