@@ -20,15 +20,15 @@ import (
 // of `hiatus run` and `hiatus compare`, and Describe are each made from
 // Settings, so that none can leave a field out or read it another way.
 type Setting struct {
-	Flag   string          // `hiatus run --Flag`; "" when no flag sets it
-	Usage  string          // the flag's help
-	Shared bool            // `hiatus compare` takes the flag too
+	Flag   string // `hiatus run --Flag`; "" when no flag sets it
+	Usage  string // the flag's help
+	Shared bool   // `hiatus compare` takes the flag too
 	// Local says the setting is of the machine that makes a run (its
 	// servers, store, counter row, pictures), not of the experiment: a
 	// grid's command line, which every cell of it shares, leaves it out.
 	Local bool
-	Key    history.Keyword // test.edn's key; "" when test.edn keeps none
-	Env    string          // an environment variable the flag reads, if any
+	Key   history.Keyword // test.edn's key; "" when test.edn keeps none
+	Env   string          // an environment variable the flag reads, if any
 	// DefaultText is the flag's default in words, where the default
 	// follows another setting ("the lease"); "" shows Default.
 	DefaultText string
