@@ -132,11 +132,7 @@ func BenchmarkStream(b *testing.B) {
 // finished Stream whose records are in memory.
 func BenchmarkSections(b *testing.B) {
 	_, ops := generated(b, gen.Config{Sections: 100000, Workers: 64, Seed: 1})
-	s := newStream(0, 0)
-	for _, o := range ops {
-		s.Add(o)
-	}
-	s.finish()
+	s := streamOf(ops)
 	w, err := s.walk(0)
 	if err != nil {
 		b.Fatal(err)

@@ -12,20 +12,21 @@ import (
 
 // Each hands the ops of r to add, in history order, and returns the error
 // that ended the history: nil at its clean end, ctx's error when ctx ends
-// first. It gives exactly the ops and errors Next gives, faster: the input
-// is cut at line ends into chunks that GOMAXPROCS goroutines parse at once
-// with the hand-written parser, while add runs on the caller's goroutine,
-// in order. From the first chunk that parser refuses (a comment, a vector
-// around the ops, anything but op maps it knows) to the end, the ops are
-// read as Next reads them, on the caller's goroutine, the input still read
-// ahead on another. When ctx ends, Each returns at once, even while a read
-// blocks (a terminal, a pipe with a quiet writer): that read's goroutine
-// ends with it, and r must not be used again. A Reader already read from
-// is read on as Next reads it.
+// first. It gives exactly the ops and errors Next gives: the input is cut
+// at line ends into chunks that up to maxWorkers goroutines parse at once
+// with the hand-written parser (op maps it knows, with whitespace, commas
+// and comments between them), while add runs on the caller's goroutine, in
+// order. From the first chunk that parser refuses (a vector around the
+// ops, a form it does not know) to the end, the ops are read as Next reads
+// them, on the caller's goroutine, the input still read ahead on another.
+// When ctx ends, Each returns at once, even while a read blocks (a
+// terminal, a pipe with a quiet writer): that read's goroutine ends with
+// it, and r must not be used again. A Reader already read from is read on
+// as Next reads it.
 func (r *Reader) Each(ctx context.Context, add func(Op)) error {
 	inner, cancel := context.WithCancel(ctx)
 	defer cancel() // the pipeline's goroutines end
-	p := newPipeline(inner, r.rd, runtime.GOMAXPROCS(0), cmp.Or(r.chunk, chunkSize))
+	p := newPipeline(inner, r.rd, min(runtime.GOMAXPROCS(0), maxWorkers), cmp.Or(r.chunk, chunkSize))
 	if r.slow || len(r.buf) > 0 || r.n > 0 || r.err != nil {
 		p.refuse.Store(true) // the library's path, or a Reader already read
 	}
@@ -40,10 +41,7 @@ func (r *Reader) Each(ctx context.Context, add func(Op)) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if r.err == nil {
-		r.err = cmp.Or(err, io.EOF) // what Next returns from now on
-	}
-	return err
+	return err // Next, which read the end, has kept it for its next call
 }
 
 // eachChunk hands over the ops of the chunks parsed whole, and returns nil
@@ -100,6 +98,10 @@ func (r *Reader) eachSlow(p *pipeline, add func(Op)) error {
 // every worker has one to parse while the caller adds the ops of another.
 const (
 	chunkSize = 1 << 20
+	// maxWorkers bounds the parsers, and so the chunks in flight
+	// (2*workers+2, each 1 MiB and its ops, about 3 MB): the memory of a
+	// check (docs/checkers.md) is not the number of cores'.
+	maxWorkers = 4
 	// maxLine bounds a line read whole into a chunk; a longer line goes,
 	// cut, to Next, which bounds an op map at maxOp.
 	maxLine = 16 << 20
@@ -115,7 +117,6 @@ type chunk struct {
 	cut   bool   // data ends inside a line
 	ok    bool   // the parser read data whole: ops are all its ops
 	ops   []Op
-	kws   *Reader // interns the keywords of the chunk's worker
 	ready chan struct{}
 }
 
@@ -213,33 +214,30 @@ func (p *pipeline) parse() {
 		c.ok = false
 		c.ops = c.ops[:0]
 		if !p.refuse.Load() && (c.err == nil || c.err == io.EOF) {
-			c.kws = kws
-			c.parse()
+			c.parse(kws)
 		}
 		c.ready <- struct{}{}
 	}
 }
 
 // parse decodes the op maps of c.data that make it up whole, with nothing
-// but whitespace and commas between them, with the hand-written parser.
-func (c *chunk) parse() {
+// but whitespace, commas and comments between them, with the hand-written
+// parser, kws interning their keywords.
+func (c *chunk) parse(kws *Reader) {
 	c.lines = bytes.Count(c.data, nl)
 	if c.cut {
 		return
 	}
 	b := c.data
 	for i := 0; ; {
-		for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == ',' || b[i] == '\t' || b[i] == '\r') {
-			i++
-		}
-		if i == len(b) {
+		if i = skipSpace(b, i); i == len(b) {
 			c.ok = true
 			return
 		}
 		if b[i] != '{' {
 			return
 		}
-		d := fastDec{b: b[i:], r: c.kws}
+		d := fastDec{b: b[i:], r: kws}
 		op, ok := d.op()
 		if !ok {
 			return

@@ -10,15 +10,19 @@ import (
 	"github.com/hiatus-dev/hiatus/internal/gen"
 )
 
-// BenchmarkReadGenerated reads a history `hiatus gen` writes in the format
-// of a run — 100,000 sections of 64 workers, 800,130 ops — one op at a
-// time, as hiatus check does.
-func BenchmarkReadGenerated(b *testing.B) {
+// generatedHistory is a history `hiatus gen` writes in the format of a
+// run: 100,000 sections of 64 workers, 800,130 ops.
+func generatedHistory(b *testing.B) []byte {
 	var buf bytes.Buffer
 	if _, err := gen.Write(&buf, gen.Config{Sections: 100000, Workers: 64, Seed: 1}); err != nil {
 		b.Fatal(err)
 	}
-	data := buf.Bytes()
+	return buf.Bytes()
+}
+
+// BenchmarkReadGenerated reads generatedHistory one op at a time (Next).
+func BenchmarkReadGenerated(b *testing.B) {
+	data := generatedHistory(b)
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -34,13 +38,10 @@ func BenchmarkReadGenerated(b *testing.B) {
 }
 
 // BenchmarkEachGenerated reads the same history with Each, as hiatus check
-// does: chunks parsed by GOMAXPROCS goroutines (-cpu sets how many).
+// does: chunks parsed by GOMAXPROCS goroutines, four at the most (-cpu
+// sets how many).
 func BenchmarkEachGenerated(b *testing.B) {
-	var buf bytes.Buffer
-	if _, err := gen.Write(&buf, gen.Config{Sections: 100000, Workers: 64, Seed: 1}); err != nil {
-		b.Fatal(err)
-	}
-	data := buf.Bytes()
+	data := generatedHistory(b)
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {

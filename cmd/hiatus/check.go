@@ -78,7 +78,7 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 		return usageErrorf("--timeout must be positive, not %v", a.timeout)
 	}
 	if a.memory < 0 || a.memory > 1<<30 {
-		return usageErrorf("--memory must be from 1 to %d MB, not %d", 1<<30, a.memory)
+		return usageErrorf("--memory must be from 1 to %d MB (0: the default, %d), not %d", 1<<30, checker.DefaultMemory>>20, a.memory)
 	}
 	opts := checker.Options{Model: a.model, Timeout: a.timeout, Analyzer: a.analyzer, Memory: a.memory << 20} // 0: the default
 	if a.initialSet {
