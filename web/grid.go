@@ -52,8 +52,15 @@ type gridRun struct {
 	Dir   string `json:"dir"`
 	Path  string `json:"path"` // inside the comparison's directory
 	Valid string `json:"valid"`
-	Link  string `json:"-"` // the run's page, when it is in the store
 	rel   string // the run's name in the store, when it is there
+}
+
+// Link is the run's page, "" when the run is not in the store.
+func (r gridRun) Link() string {
+	if r.rel == "" {
+		return ""
+	}
+	return runURL(r.rel)
 }
 
 // Lost is the row's lost updates as table.md writes them: the range its
@@ -104,7 +111,7 @@ func (s *Server) readGrid(name string) *grid {
 				}
 			}
 			if at := path.Join(name, rel); rel != "" && validName(rel) && s.fsys.regular(path.Join(at, store.Test)) {
-				run.Link, run.rel = runURL(at), at
+				run.rel = at
 			}
 		}
 	}

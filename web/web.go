@@ -291,7 +291,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	if ri.Grid != nil {
 		for _, r := range ri.Grid.Rows {
 			for _, run := range r.Runs {
-				if run.Link != "" {
+				if run.rel != "" {
 					ri.Children = append(ri.Children, s.info(run.rel))
 				}
 			}
