@@ -71,6 +71,9 @@ func startSSH(ctx context.Context, cfg Config) (_ *sshNodes, err error) {
 			return nil, setupErrorf("--hosts %s: no node has the role %s, for %s", cfg.Hosts, n.r, n.what)
 		}
 	}
+	if err := checkCuts(cfg, inv); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, sshSetupTimeout)
 	defer cancel()
 	s := &sshNodes{inv: inv, all: make([]*topology.SSHHost, len(inv.Nodes)), bins: map[*topology.SSHHost]string{}}

@@ -2,10 +2,12 @@ package harness_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,5 +251,33 @@ func sshLeftovers(t *testing.T, sn *sshtest.Net) {
 		} else if len(l) > 0 {
 			t.Errorf("node %s holds what a run left: %v", n.Name, l)
 		}
+	}
+}
+
+// TestRunRefusesUnsoundCuts: a run over SSH whose partition could not cut
+// what its event says (here the worker's node holds the lock's Redis) is
+// a SetupError naming the nodes and the fault, before any node is dialled
+// (the inventory's key and nodes do not exist); nothing is written.
+func TestRunRefusesUnsoundCuts(t *testing.T) {
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "lab.hosts")
+	if err := os.WriteFile(inv, []byte("control 192.0.2.1\nkey no-key\nknown-hosts no-known-hosts\n"+
+		"node w0 192.0.2.11 worker,redis\nnode w1 192.0.2.12 worker\nnode pg 192.0.2.31 postgres\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := harness.DefaultConfig()
+	cfg.Store, cfg.Hosts, cfg.Workers, cfg.Nemesis = t.TempDir(), harness.Hosts("ssh:"+inv), 2, "partition-redis"
+	_, err := harness.Run(context.Background(), cfg)
+	var se *harness.SetupError
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v, want a SetupError", err)
+	}
+	for _, w := range []string{"partition-redis", "worker 0", "node w0", "the lock's Redis node 0"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not name %q", err, w)
+		}
+	}
+	if left, _ := os.ReadDir(cfg.Store); len(left) != 0 {
+		t.Errorf("a refused run wrote %d entries into the store", len(left))
 	}
 }

@@ -418,7 +418,9 @@ func trimOut(b []byte) string { return strings.TrimSpace(string(b)) }
 
 // Isolate drops, in the node's firewall, every packet from or to peers,
 // by rules in a chain of the run's own, each with a comment that names
-// the run.
+// the run. A peer at the node's own address is an error, not skipped: the
+// node cannot be cut from itself, and a fault that asked for it must not
+// be recorded as done.
 func (h *SSHHost) Isolate(ctx context.Context, peers ...Host) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -427,8 +429,11 @@ func (h *SSHHost) Isolate(ctx context.Context, peers ...Host) error {
 		cut = map[string]bool{}
 	}
 	for _, p := range peers {
-		if p == nil || Host(h) == p {
+		if p == nil {
 			continue
+		}
+		if p.IP() == h.IP() {
+			return fmt.Errorf("node %s: cannot be cut from %s, at its own address %s", h.node.Name, p.Name(), h.IP())
 		}
 		cut[p.IP()] = true
 	}

@@ -19,8 +19,9 @@ import (
 // TestSSHHost on two hosts, each reached only through its own sshd: a
 // process started on one streams its output back and stops, resumes and
 // dies by the signals sent to it; Isolate drops what crosses between the
-// two until Heal; and Close leaves no process, rule or file of the run on
-// the node, as the connection's loss does.
+// two until Heal, and refuses to cut a node from itself; and Close leaves
+// no process, rule or file of the run on the node, as the connection's
+// loss does.
 func TestSSHHost(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("NOT RUN: the test network needs root (CI runs as root)")
@@ -86,6 +87,11 @@ func TestSSHHost(t *testing.T) {
 	reach := func() error {
 		_, err := a.Run(ctx, "timeout 1 bash -c 'exec 3<>/dev/tcp/"+b.IP()+"/22'")
 		return err
+	}
+	// A node cannot be cut from itself: a fault that asks it to fails,
+	// rather than being recorded as done.
+	if err := a.Isolate(ctx, b, a); err == nil {
+		t.Error("a.Isolate(b, a) succeeded: a node cut from itself")
 	}
 	if err := a.Isolate(ctx, b); err != nil {
 		t.Fatal(err)
