@@ -65,8 +65,8 @@ func TestRunHostsSSH(t *testing.T) {
 		}},
 		{name: "ssh-clock", edit: func(c *harness.Config) {
 			hosts(c)
-			drawn(c, "clock")
-		}, effect: func(t *testing.T, r faultRun) {}},
+			clockRun(c)
+		}, effect: clockEffect},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

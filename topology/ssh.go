@@ -377,16 +377,36 @@ const signalTimeout = 10 * time.Second
 // not as "-SIG -- -PGID".)
 func (h *SSHHost) kill(sig syscall.Signal, target string) error {
 	name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
-	h.ctlMu.Lock()
-	defer h.ctlMu.Unlock()
-	status, err := h.control(fmt.Sprintf("kill -s %s -- %s", name, target))
-	if err == nil && status != "0" {
-		err = fmt.Errorf("exit status %s", status)
-	}
-	if err != nil {
+	if err := h.do(fmt.Sprintf("kill -s %s -- %s", name, target)); err != nil {
 		return fmt.Errorf("node %s: kill -%s %s: %w", h.node.Name, name, target, err)
 	}
 	return nil
+}
+
+// Do has the run's watchdog on the node run cmd, one line of sh, and fails
+// unless it exits 0; its output is not kept. It acts at once, where Run's
+// new session may take a loaded node's sshd a good part of a second to
+// open: a fault's action (a signal, a rule, a clock's file) must not lag
+// its event in the history.
+func (h *SSHHost) Do(cmd string) error {
+	if err := h.do(cmd); err != nil {
+		return fmt.Errorf("node %s: %w", h.node.Name, err)
+	}
+	return nil
+}
+
+// do is Do, its error not naming the node.
+func (h *SSHHost) do(cmd string) error {
+	if strings.ContainsAny(cmd, "\n\r") {
+		return errors.New("a command for the watchdog must be one line")
+	}
+	h.ctlMu.Lock()
+	defer h.ctlMu.Unlock()
+	status, err := h.control(cmd)
+	if err == nil && status != "0" {
+		err = fmt.Errorf("exit status %s", status)
+	}
+	return err
 }
 
 // control has the watchdog run cmd, a line, and returns its exit status;
@@ -480,13 +500,7 @@ func (h *SSHHost) setRules(ctx context.Context, cut map[string]bool) error {
 			cmds = append(cmds, fmt.Sprintf("iptables -w -A %s %s %s -j DROP -m comment --comment %s", ch, dir, quote(ip), cm))
 		}
 	}
-	h.ctlMu.Lock()
-	status, err := h.control(strings.Join(cmds, " && "))
-	h.ctlMu.Unlock()
-	if err == nil && status != "0" {
-		err = fmt.Errorf("exit status %s", status)
-	}
-	if err != nil {
+	if err := h.do(strings.Join(cmds, " && ")); err != nil {
 		h.unsure = true
 		return fmt.Errorf("node %s: iptables (root must be able to add rules to the node's firewall): %w", h.node.Name, err)
 	}

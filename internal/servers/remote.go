@@ -25,6 +25,9 @@ type Node interface {
 	IP() string
 	Dir() string // the run's directory on the node
 	Run(ctx context.Context, script string) ([]byte, error)
+	// Do runs a line of sh at once, through a session already open: a
+	// fault's action, which must not lag its event.
+	Do(cmd string) error
 	Start(ctx context.Context, argv []string, log string, stderr io.Writer) (*topology.Proc, error)
 }
 
@@ -247,16 +250,16 @@ func StartPostgresOnNode(ctx context.Context, n Node) (*Server, error) {
 }
 
 // jumpOnNode writes the offset of the server's fake clock on its node, by
-// a rename, so that libfaketime never reads it half written.
+// a rename, so that libfaketime never reads it half written; through Do,
+// so that the jump comes as its event says, not a new session later.
 func (s *Server) jumpOnNode(offset time.Duration) error {
 	sign := "+"
 	if offset < 0 {
 		sign, offset = "-", -offset
 	}
 	f := quote(path.Join(s.dir, clockFile))
-	_, err := s.onNode(fmt.Sprintf("printf '%%s\\n' %s > %s.new && mv %s.new %s",
+	return s.node.Do(fmt.Sprintf("printf '%%s\\n' %s > %s.new && mv %s.new %s",
 		quote(fmt.Sprintf("%s%d.%09d", sign, offset/time.Second, offset%time.Second)), f, f, f))
-	return err
 }
 
 // quote quotes s for sh.
