@@ -43,7 +43,6 @@ type SSHHost struct {
 	ctlMu    sync.Mutex    // held through a command of the watchdog's
 
 	mu       sync.Mutex
-	procs    int             // processes started, naming their PID files
 	cut      map[string]bool // the IPs Isolate cut the node from
 	unsure   bool            // a rule change failed: the rules may differ from cut
 	closed   bool
@@ -171,21 +170,24 @@ func (h *SSHHost) start(ctx context.Context) error {
 func (h *SSHHost) chain() string   { return "hiatus-" + h.tag }
 func (h *SSHHost) comment() string { return "hiatus-" + h.tag }
 
-// cleanupScript ends what the run started on the node: each process group
-// whose leader's PID file is in the run's directory, if its working
-// directory is still in there (else the PID is another process's now; a
-// command line would not tell, for servers rewrite theirs), its firewall
-// rules, and the directory.
+// cleanupScript ends what the run started on the node: every process
+// whose working directory is in the run's directory (a command line would
+// not tell, for servers rewrite theirs), whatever its group — a child that
+// left its leader's is found too — scanned again until none is left, for
+// one may fork as it dies; then its firewall rules and the directory.
 func (h *SSHHost) cleanupScript() string {
 	d, ch, cm := quote(h.dir), quote(h.chain()), quote(h.comment())
 	return fmt.Sprintf(`d=%s
-for f in "$d"/*.pid; do
-  [ -f "$f" ] || continue
-  p=$(cat "$f")
-  [ -n "$p" ] || continue
-  case "$(readlink /proc/"$p"/cwd 2>/dev/null)" in
-  "$d"|"$d"/*) kill -s CONT -- "-$p" 2>/dev/null; kill -s KILL -- "-$p" 2>/dev/null;;
-  esac
+n=0
+while [ $n -lt 20 ]; do
+  found=
+  for p in /proc/[0-9]*; do
+    case "$(readlink "$p"/cwd 2>/dev/null)" in
+    "$d"|"$d"/*) kill -s KILL "${p#/proc/}" 2>/dev/null && found=1;;
+    esac
+  done
+  [ -n "$found" ] || break
+  n=$((n + 1)); sleep 0.1
 done
 if command -v iptables >/dev/null 2>&1; then
   for c in INPUT OUTPUT; do
@@ -273,8 +275,6 @@ type Proc struct {
 // run's: the watchdog kills its group when the run ends.
 func (h *SSHHost) Start(ctx context.Context, argv []string, log string, stderr io.Writer) (*Proc, error) {
 	h.mu.Lock()
-	h.procs++
-	n := h.procs
 	closed := h.closed
 	h.mu.Unlock()
 	if closed {
@@ -306,9 +306,9 @@ func (h *SSHHost) Start(ctx context.Context, argv []string, log string, stderr i
 		redirect = " >> " + quote(log) + " 2>&1 < /dev/null"
 	}
 	// sshd makes the shell a session's leader: its PID, which exec hands
-	// on, is its group's. The PID file, in the run's directory, is how
-	// the watchdog and a later run find it.
-	cmd := fmt.Sprintf("cd %s && echo $$ > %s/%d.pid && echo $$ && exec %s%s", quote(h.dir), quote(h.dir), n, strings.Join(q, " "), redirect)
+	// on, is its group's. Its working directory, the run's, is how the
+	// watchdog and a later run find it and what it starts.
+	cmd := fmt.Sprintf("cd %s && echo $$ && exec %s%s", quote(h.dir), strings.Join(q, " "), redirect)
 	if err := s.Start(cmd); err != nil {
 		return fail(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -109,10 +110,15 @@ func TestSSHHost(t *testing.T) {
 		t.Errorf("a cannot reach b after the heal: %v", err)
 	}
 
-	// A process left running, and a cut, which Close undoes.
-	q, err := a.Start(ctx, []string{"sleep", "1000"}, a.Dir()+"/sleep.log", nil)
+	// A process left running, with a child that left its group, and a
+	// cut, which Close undoes.
+	q, err := a.Start(ctx, []string{"sh", "-c", "setsid sh -c 'echo child; exec sleep 1001' & exec sleep 1000"}, "", nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	buf = make([]byte, 6)
+	if _, err := io.ReadFull(q.Stdout, buf); err != nil || string(buf) != "child\n" {
+		t.Fatalf("read %q, %v; want child: the child is not in a session of its own", buf, err)
 	}
 	if err := a.Isolate(ctx, b); err != nil {
 		t.Fatal(err)
