@@ -68,32 +68,48 @@ func DialSSH(ctx context.Context, node Node, tag string) (*SSHHost, error) {
 	fail := func(err error) (*SSHHost, error) {
 		return nil, fmt.Errorf("node %s (%s): %w", node.Name, node.Addr, err)
 	}
-	cfg, err := clientConfig(node)
-	if err != nil {
-		return fail(err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, sshTimeout)
 	defer cancel()
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", node.Addr)
+	client, err := dial(ctx, node)
 	if err != nil {
 		return fail(err)
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl) // the handshake's bound; cleared once it is done
-	}
-	c, chans, reqs, err := ssh.NewClientConn(conn, node.Addr, cfg)
-	if err != nil {
-		conn.Close()
-		return fail(err)
-	}
-	_ = conn.SetDeadline(time.Time{})
-	h := &SSHHost{node: node, tag: tag, client: ssh.NewClient(c, chans, reqs),
+	h := &SSHHost{node: node, tag: tag, client: client,
 		dir: node.Dir + "/" + dirPrefix + node.Name + "-" + tag}
 	if err := h.start(ctx); err != nil {
 		h.client.Close()
 		return fail(err)
 	}
 	return h, nil
+}
+
+// dial connects to node and logs in, the connection and the handshake
+// bounded by ctx and by sshTimeout: a node that accepts and then says
+// nothing must not hang the run.
+func dial(ctx context.Context, node Node) (*ssh.Client, error) {
+	cfg, err := clientConfig(node)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, sshTimeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", node.Addr)
+	if err != nil {
+		return nil, err
+	}
+	// The handshake ends with ctx: a close, not a deadline on conn, which
+	// would have to be cleared after it and could fail it as ctx ends.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	c, chans, reqs, err := ssh.NewClientConn(conn, node.Addr, cfg)
+	if !stop() {
+		conn.Close()
+		return nil, fmt.Errorf("%w (ssh handshake: %v)", ctx.Err(), err)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return ssh.NewClient(c, chans, reqs), nil
 }
 
 // dirPrefix begins the names of the runs' directories on a node, which
@@ -156,7 +172,7 @@ func (h *SSHHost) start(ctx context.Context) error {
 		return err
 	}
 	h.watchOut = bufio.NewReader(out)
-	line, err := h.watchOut.ReadString('\n')
+	line, err := readLine(ctx, h.watchOut)
 	if err != nil || line != "ready\n" {
 		in.Close()
 		s.Close()
@@ -543,20 +559,11 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + 
 // RunSSH runs script with sh on node over a connection of its own, outside
 // any run, and returns what it printed: to look at a node.
 func RunSSH(ctx context.Context, node Node, script string) (string, error) {
-	cfg, err := clientConfig(node)
+	client, err := dial(ctx, node)
 	if err != nil {
 		return "", fmt.Errorf("node %s: %w", node.Name, err)
 	}
-	conn, err := (&net.Dialer{Timeout: sshTimeout}).DialContext(ctx, "tcp", node.Addr)
-	if err != nil {
-		return "", fmt.Errorf("node %s: %w", node.Name, err)
-	}
-	c, chans, reqs, err := ssh.NewClientConn(conn, node.Addr, cfg)
-	if err != nil {
-		conn.Close()
-		return "", fmt.Errorf("node %s: %w", node.Name, err)
-	}
-	h := &SSHHost{node: node, client: ssh.NewClient(c, chans, reqs)}
+	h := &SSHHost{node: node, client: client}
 	defer h.client.Close()
 	out, err := h.Run(ctx, script)
 	return string(out), err

@@ -3,9 +3,14 @@ package topology_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
 	"errors"
 	"io"
+	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -192,5 +197,68 @@ func left(t *testing.T, sn *sshtest.Net, name, tag string) {
 	}
 	if len(l) > 0 {
 		t.Errorf("%s holds what the run left: %v", name, l)
+	}
+}
+
+// TestDialSilentNode: a node that takes the connection and never answers
+// (a hung sshd) fails DialSSH and RunSSH with their context's end, rather
+// than hanging the run. No sshd is needed: the node is a bare listener.
+func TestDialSilentNode(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // held open, silent
+		}
+	}()
+	defer func() {
+		l.Close()
+		<-accepted
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	dir := t.TempDir()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := topology.Node{Name: "mute", Addr: l.Addr().String(), User: "root", Dir: "/tmp",
+		Key: filepath.Join(dir, "id"), KnownHosts: filepath.Join(dir, "known_hosts")}
+	if err := errors.Join(os.WriteFile(node.Key, pem.EncodeToMemory(block), 0o600), os.WriteFile(node.KnownHosts, nil, 0o644)); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]func(context.Context) error{
+		"DialSSH": func(ctx context.Context) error {
+			_, err := topology.DialSSH(ctx, node, topology.NewRunTag())
+			return err
+		},
+		"RunSSH": func(ctx context.Context) error { _, err := topology.RunSSH(ctx, node, "true"); return err },
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		done := make(chan error, 1)
+		go func() { done <- f(ctx) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s to a silent node: %v, want its context's deadline", name, err)
+			}
+		case <-time.After(time.Minute): // far past the context's end: it hangs
+			t.Errorf("%s to a silent node did not return when its context ended", name)
+		}
+		cancel()
 	}
 }
