@@ -81,16 +81,27 @@ func TestRunHostsSSH(t *testing.T) {
 		cfg := sshConfig(t, sn, "ssh-sigstop", 110)
 		drawn(&cfg, "sigstop")
 		res, ops := runSSH(t, cfg)
-		// A stopped worker completes nothing while it is stopped; a
-		// lease of margin each side for the stamps of a loaded machine.
-		margin := int64(cfg.Lease) / 2
+		// A stopped worker completes nothing in the span it was surely
+		// stopped — from its resume's stamp less the stop's length to its
+		// stop's stamp plus it — less a quarter of the length each side
+		// for the stamps of a loaded machine, as TestRunNetworkFaults
+		// checks a stopped node (nodeHeld).
 		ws := processWindows(t, ops, "sigstop", history.FPause, history.FResume)
+		checked := 0
 		for _, w := range ws {
+			if w.end-w.start < w.length {
+				continue // cut short by the run's end
+			}
+			checked++
+			from, to, margin := w.end-w.length, w.start+w.length, w.length/4
 			for _, o := range ops {
-				if o.Process == w.proc && o.Type != history.Invoke && o.Time > w.start+margin && o.Time < w.end-margin {
+				if o.Process == w.proc && o.Type != history.Invoke && o.Time > from+margin && o.Time < to-margin {
 					t.Errorf("process %d was stopped from %d to %d ns, yet completed op %d at %d", w.proc, w.start, w.end, o.Index, o.Time)
 				}
 			}
+		}
+		if checked == 0 {
+			t.Errorf("no sigstop of the %d lasted its length", len(ws))
 		}
 		onNodes(t, res)
 	})
@@ -185,10 +196,11 @@ func runSSH(t *testing.T, cfg harness.Config) (harness.Result, []history.Op) {
 }
 
 // A processWindow is a fault of one worker process, from its begin to its
-// end (the run's last op for one that did not end).
+// end (the run's last op for one that did not end), and how long it was to
+// last, all in ns of the history's clock.
 type processWindow struct {
-	proc       history.Process
-	start, end int64
+	proc               history.Process
+	start, end, length int64
 }
 
 // processWindows are the faults of kind in ops, begun by begin and ended
@@ -209,8 +221,9 @@ func processWindows(t *testing.T, ops []history.Op, kind history.Keyword, begin,
 		p, _ := history.Int(v["process"])
 		switch o.F {
 		case begin:
+			ms, _ := history.Int(v["ms"])
 			open[p] = len(out)
-			out = append(out, processWindow{proc: history.Process(p), start: o.Time, end: ops[len(ops)-1].Time})
+			out = append(out, processWindow{proc: history.Process(p), start: o.Time, end: ops[len(ops)-1].Time, length: ms * int64(time.Millisecond)})
 		case end:
 			if i, ok := open[p]; ok {
 				out[i].end = o.Time

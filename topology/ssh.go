@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,8 +75,7 @@ func DialSSH(ctx context.Context, node Node, tag string) (*SSHHost, error) {
 	if err != nil {
 		return fail(err)
 	}
-	h := &SSHHost{node: node, tag: tag, client: client,
-		dir: node.Dir + "/" + dirPrefix + node.Name + "-" + tag}
+	h := &SSHHost{node: node, tag: tag, client: client, dir: RunDir(node, tag)}
 	if err := h.start(ctx); err != nil {
 		h.client.Close()
 		return fail(err)
@@ -112,10 +112,13 @@ func dial(ctx context.Context, node Node) (*ssh.Client, error) {
 	return ssh.NewClient(c, chans, reqs), nil
 }
 
-// dirPrefix begins the names of the runs' directories on a node, which
-// the node's name follows: nodes that share a file system (a test's) tell
-// theirs apart.
-const dirPrefix = "hiatus-ssh-"
+// RunDir is the directory on node of the run tagged tag (or, with a tag's
+// beginning, what the names of those of runs whose tags begin so begin
+// with): in the node's Dir, named after the node as well as the run, for
+// nodes that share a file system (a test's) to tell theirs apart.
+func RunDir(node Node, tag string) string {
+	return path.Join(node.Dir, "hiatus-ssh-"+node.Name+"-"+tag)
+}
 
 // clientConfig is how hiatus logs in to node: its key, and its host key
 // checked against its known_hosts file.
@@ -218,13 +221,13 @@ rm -rf "$d"
 // orphansScript runs the clean-up of each run directory of the node whose
 // watchdog is gone.
 func (h *SSHHost) orphansScript() string {
-	return fmt.Sprintf(`for d in %s/%s%s-*; do
+	return fmt.Sprintf(`for d in %s*; do
   [ -f "$d/watchdog" ] || continue
   w=$(cat "$d/watchdog")
   if [ -n "$w" ] && grep -qaF "$d" /proc/"$w"/cmdline 2>/dev/null; then continue; fi
   sh "$d/cleanup.sh"
 done
-true`, quote(h.node.Dir), dirPrefix, h.node.Name)
+true`, quote(RunDir(h.node, "")))
 }
 
 // Name is the node's name in the inventory.

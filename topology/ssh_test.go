@@ -66,7 +66,9 @@ func TestSSHHost(t *testing.T) {
 	if err := p.SignalGroup(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	if st := state(t, sn, "a", p.Pid()); st != "T" {
+	// The signal is sent when kill returns, and taken when the process is
+	// next scheduled: its state is polled until it shows.
+	if st := awaitState(t, sn, "a", p.Pid(), "T"); st != "T" {
 		t.Errorf("after SIGSTOP the process is in state %q, want T", st)
 	}
 	if err := p.SignalGroup(syscall.SIGCONT); err != nil {
@@ -177,14 +179,22 @@ func TestSSHHost(t *testing.T) {
 	}
 }
 
-// state is the state letter of pid on the host called name.
-func state(t *testing.T, sn *sshtest.Net, name string, pid int) string {
+// awaitState polls the state letter of pid on the host called name until
+// it is want, for up to 10 s, and returns the last one.
+func awaitState(t *testing.T, sn *sshtest.Net, name string, pid int, want string) string {
 	t.Helper()
-	out, err := sn.Run(context.Background(), name, "ps -o stat= -p "+strconv.Itoa(pid))
-	if err != nil {
-		t.Fatalf("ps: %v: %s", err, out)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		out, err := sn.Run(ctx, name, "ps -o stat= -p "+strconv.Itoa(pid))
+		st := strings.TrimSpace(out)
+		if err != nil || st == "" {
+			t.Fatalf("ps: %v: %s", err, out)
+		}
+		if st[:1] == want || ctx.Err() != nil {
+			return st[:1]
+		}
 	}
-	return strings.TrimSpace(out)[:1]
 }
 
 // left fails t if the host called name holds a file, rule or process of
