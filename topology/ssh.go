@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/internal/shellquote"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 	"golang.org/x/sys/unix"
@@ -161,7 +162,7 @@ func (h *SSHHost) start(ctx context.Context) error {
 	}
 	var stderr strings.Builder
 	s.Stderr = &stderr
-	d := quote(h.dir)
+	d := shellquote.Quote(h.dir)
 	// The watchdog's command line holds the directory: a later run tells
 	// a live watchdog by it, not by a PID that may have been reused.
 	// It runs the commands it reads, a line each, and answers with their
@@ -195,7 +196,7 @@ func (h *SSHHost) comment() string { return "hiatus-" + h.tag }
 // left its leader's is found too — scanned again until none is left, for
 // one may fork as it dies; then its firewall rules and the directory.
 func (h *SSHHost) cleanupScript() string {
-	d, ch, cm := quote(h.dir), quote(h.chain()), quote(h.comment())
+	d, ch, cm := shellquote.Quote(h.dir), shellquote.Quote(h.chain()), shellquote.Quote(h.comment())
 	return fmt.Sprintf(`d=%s
 n=0
 while [ $n -lt 20 ]; do
@@ -227,7 +228,7 @@ func (h *SSHHost) orphansScript() string {
   if [ -n "$w" ] && grep -qaF "$d" /proc/"$w"/cmdline 2>/dev/null; then continue; fi
   sh "$d/cleanup.sh"
 done
-true`, quote(RunDir(h.node, "")))
+true`, shellquote.Quote(RunDir(h.node, "")))
 }
 
 // Name is the node's name in the inventory.
@@ -269,7 +270,7 @@ func (h *SSHHost) Write(ctx context.Context, path string, mode os.FileMode, r io
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
 	s.Stdin = r
-	p := quote(path)
+	p := shellquote.Quote(path)
 	if out, err := s.CombinedOutput(fmt.Sprintf("cat > %s.part && chmod %o %s.part && mv %s.part %s", p, mode, p, p, p)); err != nil {
 		return fmt.Errorf("node %s: write %s: %w: %s", h.node.Name, path, err, out)
 	}
@@ -318,16 +319,16 @@ func (h *SSHHost) Start(ctx context.Context, argv []string, log string, stderr i
 	s.Stderr = stderr
 	var q []string
 	for _, a := range argv {
-		q = append(q, quote(a))
+		q = append(q, shellquote.Quote(a))
 	}
 	redirect := ""
 	if log != "" {
-		redirect = " >> " + quote(log) + " 2>&1 < /dev/null"
+		redirect = " >> " + shellquote.Quote(log) + " 2>&1 < /dev/null"
 	}
 	// sshd makes the shell a session's leader: its PID, which exec hands
 	// on, is its group's. Its working directory, the run's, is how the
 	// watchdog and a later run find it and what it starts.
-	cmd := fmt.Sprintf("cd %s && echo $$ && exec %s%s", quote(h.dir), strings.Join(q, " "), redirect)
+	cmd := fmt.Sprintf("cd %s && echo $$ && exec %s%s", shellquote.Quote(h.dir), strings.Join(q, " "), redirect)
 	if err := s.Start(cmd); err != nil {
 		return fail(err)
 	}
@@ -505,7 +506,7 @@ func (h *SSHHost) setRules(ctx context.Context, cut map[string]bool) error {
 	if !h.unsure && maps.Equal(cut, h.cut) {
 		return nil
 	}
-	ch, cm := quote(h.chain()), quote(h.comment())
+	ch, cm := shellquote.Quote(h.chain()), shellquote.Quote(h.comment())
 	// One line, which the watchdog runs at once: a new session would cost
 	// a loaded node's sshd a good part of a second, by which the cut
 	// would lag its event in the history.
@@ -516,7 +517,7 @@ func (h *SSHHost) setRules(ctx context.Context, cut map[string]bool) error {
 	}
 	for _, ip := range slices.Sorted(maps.Keys(cut)) {
 		for _, dir := range []string{"-s", "-d"} {
-			cmds = append(cmds, fmt.Sprintf("iptables -w -A %s %s %s -j DROP -m comment --comment %s", ch, dir, quote(ip), cm))
+			cmds = append(cmds, fmt.Sprintf("iptables -w -A %s %s %s -j DROP -m comment --comment %s", ch, dir, shellquote.Quote(ip), cm))
 		}
 	}
 	if err := h.do(strings.Join(cmds, " && ")); err != nil {
@@ -555,9 +556,6 @@ func (h *SSHHost) Close() error {
 	h.closeErr = err
 	return err
 }
-
-// quote quotes s for sh.
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // RunSSH runs script with sh on node over a connection of its own, outside
 // any run, and returns what it printed: to look at a node.

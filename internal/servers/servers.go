@@ -164,19 +164,24 @@ func (s *Server) start() error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", s.name, err)
 	}
+	s.started(cmd.Process.Pid, func(sig syscall.Signal) error { return cmd.Process.Signal(sig) }, cmd.Wait)
+	return nil
+}
+
+// started records the server's process, started here or on a node: its
+// PID, how to signal it, and, once wait returns, its exit.
+func (s *Server) started(pid int, signal func(syscall.Signal) error, wait func() error) {
 	done := make(chan struct{})
 	s.mu.Lock()
-	signal := func(sig syscall.Signal) error { return cmd.Process.Signal(sig) }
-	s.pid, s.signal, s.done = cmd.Process.Pid, signal, done
+	s.pid, s.signal, s.done = pid, signal, done
 	s.mu.Unlock()
 	go func() {
-		err := cmd.Wait()
+		err := wait()
 		s.mu.Lock()
 		s.err = err
 		s.mu.Unlock()
 		close(done)
 	}()
-	return nil
 }
 
 // command is the server's command: on its host, if it has one.
