@@ -16,8 +16,8 @@ type Target struct {
 	// PID leads a process group of its own: the worker and any process it
 	// started (a lock adapter), which SigStop freezes together.
 	PID int
-	// Group, when not nil, signals that group: a worker on another
-	// machine, whose PID is of its machine. Nil for a group of this one.
+	// Group, when not nil, signals that group wherever the worker runs
+	// (a node's PID means nothing here); nil signals -PID here.
 	Group   Signaler
 	Process history.Process // the process number it records ops under now
 	Holding bool            // it holds the lock, as far as its ops say

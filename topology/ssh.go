@@ -186,9 +186,9 @@ func (h *SSHHost) start(ctx context.Context) error {
 	return nil
 }
 
-// chain is the run's iptables chain on the node; its rules carry comment.
-func (h *SSHHost) chain() string   { return "hiatus-" + h.tag }
-func (h *SSHHost) comment() string { return "hiatus-" + h.tag }
+// chain is the run's iptables chain on the node; its rules, and the jumps
+// to it, carry its name as their comment too.
+func (h *SSHHost) chain() string { return "hiatus-" + h.tag }
 
 // cleanupScript ends what the run started on the node: every process
 // whose working directory is in the run's directory (a command line would
@@ -196,7 +196,7 @@ func (h *SSHHost) comment() string { return "hiatus-" + h.tag }
 // left its leader's is found too — scanned again until none is left, for
 // one may fork as it dies; then its firewall rules and the directory.
 func (h *SSHHost) cleanupScript() string {
-	d, ch, cm := shellquote.Quote(h.dir), shellquote.Quote(h.chain()), shellquote.Quote(h.comment())
+	d, ch := shellquote.Quote(h.dir), shellquote.Quote(h.chain())
 	return fmt.Sprintf(`d=%s
 n=0
 while [ $n -lt 20 ]; do
@@ -211,12 +211,12 @@ while [ $n -lt 20 ]; do
 done
 if command -v iptables >/dev/null 2>&1; then
   for c in INPUT OUTPUT; do
-    while iptables -w -D "$c" -j %s -m comment --comment %s 2>/dev/null; do :; done
+    while iptables -w -D "$c" -j %[2]s -m comment --comment %[2]s 2>/dev/null; do :; done
   done
-  iptables -w -F %s 2>/dev/null; iptables -w -X %s 2>/dev/null
+  iptables -w -F %[2]s 2>/dev/null; iptables -w -X %[2]s 2>/dev/null
 fi
 rm -rf "$d"
-`, d, ch, cm, ch, ch)
+`, d, ch)
 }
 
 // orphansScript runs the clean-up of each run directory of the node whose
@@ -281,7 +281,6 @@ func (h *SSHHost) Write(ctx context.Context, path string, mode os.FileMode, r io
 type Proc struct {
 	h      *SSHHost
 	pid    int
-	s      *ssh.Session
 	Stdin  io.WriteCloser // its standard input
 	Stdout io.Reader      // its standard output, unless it went to a log
 	done   chan struct{}
@@ -304,7 +303,7 @@ func (h *SSHHost) Start(ctx context.Context, argv []string, log string, stderr i
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", h.node.Name, err)
 	}
-	p := &Proc{h: h, s: s, done: make(chan struct{})}
+	p := &Proc{h: h, done: make(chan struct{})}
 	fail := func(err error) (*Proc, error) {
 		s.Close()
 		return nil, fmt.Errorf("node %s: start %s: %w", h.node.Name, argv[0], err)
@@ -454,8 +453,6 @@ func (h *SSHHost) control(cmd string) (string, error) {
 	}
 }
 
-func trimOut(b []byte) string { return strings.TrimSpace(string(b)) }
-
 // Isolate drops, in the node's firewall, every packet from or to peers,
 // by rules in a chain of the run's own, each with a comment that names
 // the run. A peer at the node's own address is an error, not skipped: the
@@ -506,18 +503,18 @@ func (h *SSHHost) setRules(ctx context.Context, cut map[string]bool) error {
 	if !h.unsure && maps.Equal(cut, h.cut) {
 		return nil
 	}
-	ch, cm := shellquote.Quote(h.chain()), shellquote.Quote(h.comment())
+	ch := shellquote.Quote(h.chain())
 	// One line, which the watchdog runs at once: a new session would cost
 	// a loaded node's sshd a good part of a second, by which the cut
 	// would lag its event in the history.
 	cmds := []string{fmt.Sprintf("{ iptables -w -N %s 2>/dev/null || iptables -w -F %s; }", ch, ch)}
 	for _, c := range []string{"INPUT", "OUTPUT"} {
-		rule := fmt.Sprintf("%s -j %s -m comment --comment %s", c, ch, cm)
+		rule := fmt.Sprintf("%s -j %s -m comment --comment %[2]s", c, ch)
 		cmds = append(cmds, fmt.Sprintf("{ iptables -w -C %s 2>/dev/null || iptables -w -I %s; }", rule, rule))
 	}
 	for _, ip := range slices.Sorted(maps.Keys(cut)) {
 		for _, dir := range []string{"-s", "-d"} {
-			cmds = append(cmds, fmt.Sprintf("iptables -w -A %s %s %s -j DROP -m comment --comment %s", ch, dir, shellquote.Quote(ip), cm))
+			cmds = append(cmds, fmt.Sprintf("iptables -w -A %[1]s %s %s -j DROP -m comment --comment %[1]s", ch, dir, shellquote.Quote(ip)))
 		}
 	}
 	if err := h.do(strings.Join(cmds, " && ")); err != nil {

@@ -39,7 +39,6 @@ type Net struct {
 	net       *topology.Net
 	sshds     []*exec.Cmd
 	logs      []*bytes.Buffer
-	dir       string
 }
 
 // Start makes a Net of nodes, its files in dir, and waits until each sshd
@@ -52,7 +51,7 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Net{net: tn, dir: dir, Key: filepath.Join(dir, "id_ed25519")}
+	n := &Net{net: tn, Key: filepath.Join(dir, "id_ed25519")}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, n.Close())
