@@ -255,6 +255,10 @@ func onNodes(t *testing.T, res harness.Result) {
 			t.Errorf("the run's log does not say %q:\n%s", on, log)
 		}
 	}
+	// A node's PID is not one of this machine's: none is given for it.
+	if !regexp.MustCompile(`postgres: throwaway, on its node, at `).Match(log) {
+		t.Errorf("the run's log does not put PostgreSQL on its node, with no PID of this machine's:\n%s", log)
+	}
 }
 
 // sshLeftovers fails t if any node of sn holds a run's directory, a

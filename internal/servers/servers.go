@@ -65,9 +65,14 @@ type Server struct {
 func (s *Server) Name() string { return s.name }
 
 // ProcessID returns the server's PID now; it changes when it is restarted.
+// It is 0 for a server on a node: a PID of another machine, which a
+// signal or a search for children here would take for one of this.
 func (s *Server) ProcessID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.node != nil {
+		return 0
+	}
 	return s.pid
 }
 
