@@ -370,12 +370,33 @@ func readLine(ctx context.Context, r *bufio.Reader) (string, error) {
 // Pid is the process's PID on its node.
 func (p *Proc) Pid() int { return p.pid }
 
-// Signal sends sig to the process alone.
-func (p *Proc) Signal(sig syscall.Signal) error { return p.h.kill(sig, strconv.Itoa(p.pid)) }
+// Signal sends sig to the process alone; once it has exited, the error
+// is os.ErrProcessDone (its PID may be another process's by then).
+func (p *Proc) Signal(sig syscall.Signal) error {
+	if err := p.exited(); err != nil {
+		return err
+	}
+	return p.h.kill(sig, strconv.Itoa(p.pid))
+}
 
-// SignalGroup sends sig to the process's group: it and what it started.
+// SignalGroup sends sig to the process's group: it and what it started;
+// once it has exited, the error is os.ErrProcessDone, as Signal's.
 func (p *Proc) SignalGroup(sig syscall.Signal) error {
+	if err := p.exited(); err != nil {
+		return err
+	}
 	return p.h.kill(sig, "-"+strconv.Itoa(p.pid))
+}
+
+// exited is os.ErrProcessDone, naming the node and PID, once the process
+// has exited; nil before.
+func (p *Proc) exited() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("node %s: pid %d: %w", p.h.node.Name, p.pid, os.ErrProcessDone)
+	default:
+		return nil
+	}
 }
 
 // Wait waits for the process to exit; a signal's end is an

@@ -88,6 +88,12 @@ func TestSSHHost(t *testing.T) {
 	if err := p.Wait(); !errors.As(err, &ee) || ee.Signal() != "KILL" {
 		t.Errorf("the killed process's end: %v, want a KILL", err)
 	}
+	// Its PID may be another process's now: it is signalled no more.
+	for _, signal := range []func(syscall.Signal) error{p.Signal, p.SignalGroup} {
+		if err := signal(syscall.SIGCONT); !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("a signal to the exited process: %v, want os.ErrProcessDone", err)
+		}
+	}
 	if !strings.Contains(errOut.String(), "oops") {
 		t.Errorf("its standard error %q lacks oops", errOut.String())
 	}
