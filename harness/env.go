@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -159,7 +160,11 @@ func (e *env) logServers(run store.Run, cfg Config, lg *runLog) {
 			lg.logf("server given: %s", Redact(sv.url))
 			continue
 		}
-		lg.logf("%s: throwaway, pid %d, at %s; its own log is kept as %s", sv.s.Name(), sv.s.ProcessID(), Redact(sv.url), sv.log)
+		where := fmt.Sprintf("pid %d", sv.s.ProcessID())
+		if sv.s.ProcessID() == 0 {
+			where = "on its node" // the host lines below name it
+		}
+		lg.logf("%s: throwaway, %s, at %s; its own log is kept as %s", sv.s.Name(), where, Redact(sv.url), sv.log)
 		sv.s.KeepLog(run.Path(sv.log))
 	}
 	if e.orphans != nil {

@@ -199,22 +199,7 @@ func TestRunNetworkFaults(t *testing.T) {
 				t.Errorf("valid? %v: one worker loses nothing", r.res.Results.Valid)
 			}
 		}},
-		{name: "clock", edit: func(c *harness.Config) {
-			// A holder works half its lease: a jump of a lease finds one in
-			// its section most times, and ends its lease there; the next
-			// holder acquires within --retry, while the clock is ahead. A
-			// jump back lengthens by a lease the leases granted while it was
-			// ahead, so the jumps are a lease apart: the holder the next one
-			// finds acquired after this one ended. Half a dozen jumps in the
-			// run: one that finds no holder, or one about to release, does
-			// not make all of them miss.
-			c.Nemesis, c.Work, c.Pause, c.Interval = "clock", faultLease/2, faultLease/3, faultLease
-			c.TimeLimit = 3 * time.Second
-		}, effect: func(t *testing.T, r faultRun) {
-			// The second grant comes while the node's clock is ahead.
-			r.doubleGrant(t, func(w window, later checker.Section) bool { return later.Start <= w.end.Time })
-			monotone(t, r.ops) // and test.edn says :history-clock :redis-time (checkSettings)
-		}},
+		{name: "clock", edit: clockRun, effect: clockEffect},
 		{name: "restart", edit: func(c *harness.Config) {
 			// The lease (2 s) outlasts the work (1 s): no lease lapses.
 			// The node is down a moment and back empty, and a holder is
@@ -677,6 +662,26 @@ func (r faultRun) doubleGrant(t *testing.T, during func(window, checker.Section)
 		t.Errorf("lock-overlapping-sections %d, but no %s fault granted the lock to a second worker while a holder it found held it",
 			r.fig.LockOverlapping, r.windows[0].v("kind"))
 	}
+}
+
+// clockRun sets c to clock jumps of a lease. A holder works half its
+// lease: a jump of a lease finds one in its section most times, and ends
+// its lease there; the next holder acquires within --retry, while the
+// clock is ahead. A jump back lengthens by a lease the leases granted
+// while it was ahead, so the jumps are a lease apart: the holder the next
+// one finds acquired after this one ended. Half a dozen jumps in the run:
+// one that finds no holder, or one about to release, does not make all of
+// them miss.
+func clockRun(c *harness.Config) {
+	c.Nemesis, c.Work, c.Pause, c.Interval = "clock", faultLease/2, faultLease/3, faultLease
+	c.TimeLimit = 3 * time.Second
+}
+
+// clockEffect: a clock jump grants the lock twice, the second grant while
+// the node's clock is ahead; the history's clock never jumps.
+func clockEffect(t *testing.T, r faultRun) {
+	r.doubleGrant(t, func(w window, later checker.Section) bool { return later.Start <= w.end.Time })
+	monotone(t, r.ops) // and test.edn says :history-clock :redis-time (checkSettings)
 }
 
 // monotone checks that each process's ops have non-decreasing times: the

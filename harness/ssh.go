@@ -19,8 +19,8 @@ const hostsSSH = "ssh:"
 // inventory is the path of --hosts ssh:FILE's inventory; "" for other
 // hosts.
 func (c Config) inventory() string {
-	f, _ := strings.CutPrefix(string(c.Hosts), hostsSSH)
-	if f == string(c.Hosts) {
+	f, ok := strings.CutPrefix(string(c.Hosts), hostsSSH)
+	if !ok {
 		return ""
 	}
 	return f
@@ -35,8 +35,7 @@ type sshNodes struct {
 	inv                      topology.Inventory
 	all                      []*topology.SSHHost
 	workers, redis, postgres []*topology.SSHHost
-	bins                     map[*topology.SSHHost]string // the copy of this binary on each worker node
-	copies                   chan error                   // the copies' errors, joined, once they are done
+	copies                   chan error // the copies' errors, joined, once they are done
 	stopCopies               context.CancelFunc
 }
 
@@ -71,9 +70,12 @@ func startSSH(ctx context.Context, cfg Config) (_ *sshNodes, err error) {
 			return nil, setupErrorf("--hosts %s: no node has the role %s, for %s", cfg.Hosts, n.r, n.what)
 		}
 	}
+	if err := checkCuts(cfg, inv); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, sshSetupTimeout)
 	defer cancel()
-	s := &sshNodes{inv: inv, all: make([]*topology.SSHHost, len(inv.Nodes)), bins: map[*topology.SSHHost]string{}}
+	s := &sshNodes{inv: inv, all: make([]*topology.SSHHost, len(inv.Nodes))}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.close())
@@ -107,7 +109,7 @@ func startSSH(ctx context.Context, cfg Config) (_ *sshNodes, err error) {
 	for i, n := range inv.Nodes {
 		h := s.all[i]
 		if n.Has(topology.RoleWorker) {
-			s.workers, s.bins[h] = append(s.workers, h), h.Dir()+"/hiatus"
+			s.workers = append(s.workers, h)
 		}
 		if n.Has(topology.RoleRedis) {
 			s.redis = append(s.redis, h)
@@ -130,7 +132,7 @@ func copySelf(ctx context.Context, h *topology.SSHHost) error {
 		return fmt.Errorf("copy own binary: %w", err)
 	}
 	defer f.Close()
-	return h.Write(ctx, h.Dir()+"/hiatus", 0o755, f)
+	return h.Write(ctx, workerBin(h), 0o755, f)
 }
 
 // waitCopies waits until this binary is on every worker's node.
@@ -149,7 +151,7 @@ func (s *sshNodes) waitCopies(ctx context.Context) error {
 
 // pgHost is the node of PostgreSQL; nil when it was given by URL.
 func (s *sshNodes) pgHost(cfg Config) *topology.SSHHost {
-	if s == nil || cfg.PostgresURL != "" {
+	if cfg.PostgresURL != "" {
 		return nil
 	}
 	return s.postgres[0]
@@ -172,4 +174,4 @@ func (s *sshNodes) close() error {
 }
 
 // workerBin is the binary a worker on h runs: the copy of this one there.
-func (t *topo) workerBin(h *topology.SSHHost) string { return t.ssh.bins[h] }
+func workerBin(h *topology.SSHHost) string { return h.Dir() + "/hiatus" }

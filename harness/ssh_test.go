@@ -2,10 +2,12 @@ package harness_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,12 +65,17 @@ func TestRunHostsSSH(t *testing.T) {
 		}},
 		{name: "ssh-clock", edit: func(c *harness.Config) {
 			hosts(c)
-			drawn(c, "clock")
-		}, effect: func(t *testing.T, r faultRun) {}},
+			clockRun(c)
+		}, effect: clockEffect},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+			// A partition is a rule between nodes, which would cut the
+			// workers of every run on them: it runs alone, before the
+			// others are let go (they wait for this function's end).
+			if !strings.HasPrefix(tc.name, "ssh-partition") {
+				t.Parallel()
+			}
 			r := runFault(t, tc, harness.Config{}, int64(100+i))
 			tc.effect(t, r)
 			onNodes(t, r.res)
@@ -79,16 +86,27 @@ func TestRunHostsSSH(t *testing.T) {
 		cfg := sshConfig(t, sn, "ssh-sigstop", 110)
 		drawn(&cfg, "sigstop")
 		res, ops := runSSH(t, cfg)
-		// A stopped worker completes nothing while it is stopped; a
-		// lease of margin each side for the stamps of a loaded machine.
-		margin := int64(cfg.Lease) / 2
+		// A stopped worker completes nothing in the span it was surely
+		// stopped — from its resume's stamp less the stop's length to its
+		// stop's stamp plus it — less a quarter of the length each side
+		// for the stamps of a loaded machine, as TestRunNetworkFaults
+		// checks a stopped node (nodeHeld).
 		ws := processWindows(t, ops, "sigstop", history.FPause, history.FResume)
+		checked := 0
 		for _, w := range ws {
+			if w.end-w.start < w.length {
+				continue // cut short by the run's end
+			}
+			checked++
+			from, to, margin := w.end-w.length, w.start+w.length, w.length/4
 			for _, o := range ops {
-				if o.Process == w.proc && o.Type != history.Invoke && o.Time > w.start+margin && o.Time < w.end-margin {
+				if o.Process == w.proc && o.Type != history.Invoke && o.Time > from+margin && o.Time < to-margin {
 					t.Errorf("process %d was stopped from %d to %d ns, yet completed op %d at %d", w.proc, w.start, w.end, o.Index, o.Time)
 				}
 			}
+		}
+		if checked == 0 {
+			t.Errorf("no sigstop of the %d lasted its length", len(ws))
 		}
 		onNodes(t, res)
 	})
@@ -183,10 +201,11 @@ func runSSH(t *testing.T, cfg harness.Config) (harness.Result, []history.Op) {
 }
 
 // A processWindow is a fault of one worker process, from its begin to its
-// end (the run's last op for one that did not end).
+// end (the run's last op for one that did not end), and how long it was to
+// last, all in ns of the history's clock.
 type processWindow struct {
-	proc       history.Process
-	start, end int64
+	proc               history.Process
+	start, end, length int64
 }
 
 // processWindows are the faults of kind in ops, begun by begin and ended
@@ -207,8 +226,9 @@ func processWindows(t *testing.T, ops []history.Op, kind history.Keyword, begin,
 		p, _ := history.Int(v["process"])
 		switch o.F {
 		case begin:
+			ms, _ := history.Int(v["ms"])
 			open[p] = len(out)
-			out = append(out, processWindow{proc: history.Process(p), start: o.Time, end: ops[len(ops)-1].Time})
+			out = append(out, processWindow{proc: history.Process(p), start: o.Time, end: ops[len(ops)-1].Time, length: ms * int64(time.Millisecond)})
 		case end:
 			if i, ok := open[p]; ok {
 				out[i].end = o.Time
@@ -235,6 +255,10 @@ func onNodes(t *testing.T, res harness.Result) {
 			t.Errorf("the run's log does not say %q:\n%s", on, log)
 		}
 	}
+	// A node's PID is not one of this machine's: none is given for it.
+	if !regexp.MustCompile(`postgres: throwaway, on its node, at `).Match(log) {
+		t.Errorf("the run's log does not put PostgreSQL on its node, with no PID of this machine's:\n%s", log)
+	}
 }
 
 // sshLeftovers fails t if any node of sn holds a run's directory, a
@@ -249,5 +273,33 @@ func sshLeftovers(t *testing.T, sn *sshtest.Net) {
 		} else if len(l) > 0 {
 			t.Errorf("node %s holds what a run left: %v", n.Name, l)
 		}
+	}
+}
+
+// TestRunRefusesUnsoundCuts: a run over SSH whose partition could not cut
+// what its event says (here the worker's node holds the lock's Redis) is
+// a SetupError naming the nodes and the fault, before any node is dialled
+// (the inventory's key and nodes do not exist); nothing is written.
+func TestRunRefusesUnsoundCuts(t *testing.T) {
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "lab.hosts")
+	if err := os.WriteFile(inv, []byte("control 192.0.2.1\nkey no-key\nknown-hosts no-known-hosts\n"+
+		"node w0 192.0.2.11 worker,redis\nnode w1 192.0.2.12 worker\nnode pg 192.0.2.31 postgres\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := harness.DefaultConfig()
+	cfg.Store, cfg.Hosts, cfg.Workers, cfg.Nemesis = t.TempDir(), harness.Hosts("ssh:"+inv), 2, "partition-redis"
+	_, err := harness.Run(context.Background(), cfg)
+	var se *harness.SetupError
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v, want a SetupError", err)
+	}
+	for _, w := range []string{"partition-redis", "worker 0", "node w0", "the lock's Redis node 0"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not name %q", err, w)
+		}
+	}
+	if left, _ := os.ReadDir(cfg.Store); len(left) != 0 {
+		t.Errorf("a refused run wrote %d entries into the store", len(left))
 	}
 }

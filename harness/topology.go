@@ -90,7 +90,7 @@ func (t *topo) startLockNodes(ctx context.Context, cfg Config, net *topology.Net
 	for i := range n {
 		opt := servers.RedisOptions{FakeClock: cfg.needs()&needFakeClock != 0, AppendFsyncAlways: cfg.NodeAOF}
 		if nodes != nil {
-			h := nodes.redis[i%len(nodes.redis)]
+			h := spread(nodes.redis, i)
 			s, err := servers.StartRedisOnNode(ctx, h, opt)
 			if err != nil {
 				return setupErrorf("the lock's Redis node %d, on node %s: %w", i+1, h.Name(), err)
@@ -165,7 +165,7 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, nodes *sshNod
 			return nil, err
 		}
 		for slot := range cfg.Workers {
-			h := nodes.workers[slot%len(nodes.workers)]
+			h := spread(nodes.workers, slot)
 			t.hosts = append(t.hosts, h)
 			t.roles = append(t.roles, hostRole{h, fmt.Sprintf("worker %d", slot)})
 		}

@@ -213,7 +213,7 @@ func (ws *workerSet) spawnOn(h *topology.SSHHost, slot int, process int64, in []
 	defer cancel()
 	ws.col.current[slot].Store(process)
 	ws.col.wg.Add(1)
-	rp, err := h.Start(ctx, []string{"env", workerEnv + "=1", ws.topo.workerBin(h)}, "", errw)
+	rp, err := h.Start(ctx, []string{"env", workerEnv + "=1", workerBin(h)}, "", errw)
 	if err != nil {
 		ws.col.wg.Done()
 		return fmt.Errorf("start worker %d: %w", slot, err)

@@ -16,8 +16,8 @@ type Target struct {
 	// PID leads a process group of its own: the worker and any process it
 	// started (a lock adapter), which SigStop freezes together.
 	PID int
-	// Group, when not nil, signals that group: a worker on another
-	// machine, whose PID is of its machine. Nil for a group of this one.
+	// Group, when not nil, signals that group wherever the worker runs
+	// (a node's PID means nothing here); nil signals -PID here.
 	Group   Signaler
 	Process history.Process // the process number it records ops under now
 	Holding bool            // it holds the lock, as far as its ops say
@@ -165,7 +165,7 @@ type Restartable interface {
 	Crash() error
 	// Restart starts it again where it was and waits until it answers.
 	Restart(ctx context.Context) error
-	// ProcessID is the server's PID now.
+	// ProcessID is the server's PID now; 0 for none of this machine's.
 	ProcessID() int
 }
 
@@ -181,7 +181,10 @@ func (n *KillServer) Kind() history.Keyword { return n.Which }
 
 // Begin implements Fault.
 func (n *KillServer) Begin(context.Context, *rand.Rand) (map[history.Keyword]any, error) {
-	v := map[history.Keyword]any{"pid": n.Server.ProcessID()}
+	v := map[history.Keyword]any{}
+	if pid := n.Server.ProcessID(); pid > 0 {
+		v["pid"] = pid
+	}
 	return v, n.Server.Crash()
 }
 

@@ -170,7 +170,10 @@ func (n *RestartNode) Begin(ctx context.Context, r *rand.Rand) (map[history.Keyw
 		return nil, err
 	}
 	n.node = n.Nodes[i]
-	v := map[history.Keyword]any{"node": i, "pid": n.node.ProcessID()}
+	v := map[history.Keyword]any{"node": i}
+	if pid := n.node.ProcessID(); pid > 0 {
+		v["pid"] = pid
+	}
 	return v, n.node.Crash()
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -76,7 +77,7 @@ func (inv Inventory) With(r Role) []Node {
 //	key /root/.ssh/id_ed25519
 //	known-hosts /root/.ssh/known_hosts
 //	dir /tmp
-//	node w0 10.0.0.2 worker     # name, address[:port], roles (comma-separated)
+//	node w0 10.0.0.2 worker     # name, IP[:port], roles (comma-separated)
 //	node db 10.0.0.9:2222 redis,postgres user=admin key=/keys/db
 //
 // Relative file names are relative to the inventory's directory. Its
@@ -164,7 +165,7 @@ func ReadInventory(path string) (Inventory, error) {
 // and says which settings it set of its own.
 func parseNode(f []string, base string) (Node, map[string]bool, error) {
 	if len(f) < 4 {
-		return Node{}, nil, errors.New("want node NAME ADDRESS[:PORT] ROLES [user=U] [key=FILE] [known-hosts=FILE] [dir=DIR]")
+		return Node{}, nil, errors.New("want node NAME IP[:PORT] ROLES [user=U] [key=FILE] [known-hosts=FILE] [dir=DIR]")
 	}
 	n := Node{Name: f[1], Addr: f[2]}
 	if !hostName.MatchString(n.Name) {
@@ -172,6 +173,12 @@ func parseNode(f []string, base string) (Node, map[string]bool, error) {
 	}
 	if _, _, err := net.SplitHostPort(n.Addr); err != nil {
 		n.Addr = net.JoinHostPort(n.Addr, "22")
+	}
+	// An IP, not a name: the servers bind to it, and the partitions' rules
+	// on the other nodes match it.
+	host, port, err := net.SplitHostPort(n.Addr)
+	if p, perr := strconv.Atoi(port); err != nil || net.ParseIP(host) == nil || perr != nil || p < 1 || p > 65535 {
+		return n, nil, fmt.Errorf("node %s: address %q: want an IP address, with :PORT or not", n.Name, f[2])
 	}
 	for _, r := range strings.Split(f[3], ",") {
 		switch Role(r) {

@@ -54,6 +54,11 @@ node db 10.0.0.31:2222 redis,postgres user=admin key=/k/db dir=/srv  # two roles
 		{head + "node w0 10.0.0.2 worker port=2\n", `inv:4: node w0: unknown setting "port"`},
 		{head + "node w0 10.0.0.2 worker dir=tmp\n", `inv:4: node w0: dir "tmp": want an absolute path`},
 		{head + "nodes w0\n", `inv:4: unknown setting "nodes"`},
+		{head + "node w0 lab-w0.example worker\n", `inv:4: node w0: address "lab-w0.example": want an IP address`},
+		{head + "node w0 lab-w0.example:2222 worker\n", `inv:4: node w0: address "lab-w0.example:2222": want an IP address`},
+		{head + "node w0 10.0.0.2:ssh worker\n", `inv:4: node w0: address "10.0.0.2:ssh": want an IP address`},
+		{head + "node w0 10.0.0.2:70000 worker\n", `inv:4: node w0: address "10.0.0.2:70000"`},
+		{head + "node w0 10.0.0.300 worker\n", `inv:4: node w0: address "10.0.0.300"`},
 		{"control somewhere\n", `inv:1: control "somewhere": want an IP address`},
 		{"key /k\nknown-hosts /kh\nnode w0 10.0.0.2 worker\n", "no control address"},
 		{"control 10.0.0.1\nnode w0 10.0.0.2 worker\n", "inv:2: node w0: no key or no known-hosts file"},
@@ -66,5 +71,23 @@ node db 10.0.0.31:2222 redis,postgres user=admin key=/k/db dir=/srv  # two roles
 	}
 	if _, err := topology.ReadInventory(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("a missing inventory: %v", err)
+	}
+}
+
+// TestReadInventoryIPv6: a node's IPv6 address, bare or bracketed with a
+// port, is its IP, on port 22 unless one is given.
+func TestReadInventoryIPv6(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "inv")
+	if err := os.WriteFile(p, []byte("control fd00::1\nkey /k\nknown-hosts /kh\nnode a fd00::2 worker\nnode b [fd00::3]:2222 redis\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := topology.ReadInventory(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct{ addr, ip string }{{"[fd00::2]:22", "fd00::2"}, {"[fd00::3]:2222", "fd00::3"}} {
+		if n := inv.Nodes[i]; n.Addr != want.addr || n.IP() != want.ip {
+			t.Errorf("node %s: address %q, IP %q; want %q, %q", n.Name, n.Addr, n.IP(), want.addr, want.ip)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/internal/shellquote"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 	"golang.org/x/sys/unix"
@@ -43,7 +45,6 @@ type SSHHost struct {
 	ctlMu    sync.Mutex    // held through a command of the watchdog's
 
 	mu       sync.Mutex
-	procs    int             // processes started, naming their PID files
 	cut      map[string]bool // the IPs Isolate cut the node from
 	unsure   bool            // a rule change failed: the rules may differ from cut
 	closed   bool
@@ -69,27 +70,13 @@ func DialSSH(ctx context.Context, node Node, tag string) (*SSHHost, error) {
 	fail := func(err error) (*SSHHost, error) {
 		return nil, fmt.Errorf("node %s (%s): %w", node.Name, node.Addr, err)
 	}
-	cfg, err := clientConfig(node)
-	if err != nil {
-		return fail(err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, sshTimeout)
 	defer cancel()
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", node.Addr)
+	client, err := dial(ctx, node)
 	if err != nil {
 		return fail(err)
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl) // the handshake's bound; cleared once it is done
-	}
-	c, chans, reqs, err := ssh.NewClientConn(conn, node.Addr, cfg)
-	if err != nil {
-		conn.Close()
-		return fail(err)
-	}
-	_ = conn.SetDeadline(time.Time{})
-	h := &SSHHost{node: node, tag: tag, client: ssh.NewClient(c, chans, reqs),
-		dir: node.Dir + "/" + dirPrefix + node.Name + "-" + tag}
+	h := &SSHHost{node: node, tag: tag, client: client, dir: RunDir(node, tag)}
 	if err := h.start(ctx); err != nil {
 		h.client.Close()
 		return fail(err)
@@ -97,10 +84,42 @@ func DialSSH(ctx context.Context, node Node, tag string) (*SSHHost, error) {
 	return h, nil
 }
 
-// dirPrefix begins the names of the runs' directories on a node, which
-// the node's name follows: nodes that share a file system (a test's) tell
-// theirs apart.
-const dirPrefix = "hiatus-ssh-"
+// dial connects to node and logs in, the connection and the handshake
+// bounded by ctx and by sshTimeout: a node that accepts and then says
+// nothing must not hang the run.
+func dial(ctx context.Context, node Node) (*ssh.Client, error) {
+	cfg, err := clientConfig(node)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, sshTimeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", node.Addr)
+	if err != nil {
+		return nil, err
+	}
+	// The handshake ends with ctx: a close, not a deadline on conn, which
+	// would have to be cleared after it and could fail it as ctx ends.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	c, chans, reqs, err := ssh.NewClientConn(conn, node.Addr, cfg)
+	if !stop() {
+		conn.Close()
+		return nil, fmt.Errorf("%w (ssh handshake: %v)", ctx.Err(), err)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return ssh.NewClient(c, chans, reqs), nil
+}
+
+// RunDir is the directory on node of the run tagged tag (or, with a tag's
+// beginning, what the names of those of runs whose tags begin so begin
+// with): in the node's Dir, named after the node as well as the run, for
+// nodes that share a file system (a test's) to tell theirs apart.
+func RunDir(node Node, tag string) string {
+	return path.Join(node.Dir, "hiatus-ssh-"+node.Name+"-"+tag)
+}
 
 // clientConfig is how hiatus logs in to node: its key, and its host key
 // checked against its known_hosts file.
@@ -143,7 +162,7 @@ func (h *SSHHost) start(ctx context.Context) error {
 	}
 	var stderr strings.Builder
 	s.Stderr = &stderr
-	d := quote(h.dir)
+	d := shellquote.Quote(h.dir)
 	// The watchdog's command line holds the directory: a later run tells
 	// a live watchdog by it, not by a PID that may have been reused.
 	// It runs the commands it reads, a line each, and answers with their
@@ -157,7 +176,7 @@ func (h *SSHHost) start(ctx context.Context) error {
 		return err
 	}
 	h.watchOut = bufio.NewReader(out)
-	line, err := h.watchOut.ReadString('\n')
+	line, err := readLine(ctx, h.watchOut)
 	if err != nil || line != "ready\n" {
 		in.Close()
 		s.Close()
@@ -167,46 +186,49 @@ func (h *SSHHost) start(ctx context.Context) error {
 	return nil
 }
 
-// chain is the run's iptables chain on the node; its rules carry comment.
-func (h *SSHHost) chain() string   { return "hiatus-" + h.tag }
-func (h *SSHHost) comment() string { return "hiatus-" + h.tag }
+// chain is the run's iptables chain on the node; its rules, and the jumps
+// to it, carry its name as their comment too.
+func (h *SSHHost) chain() string { return "hiatus-" + h.tag }
 
-// cleanupScript ends what the run started on the node: each process group
-// whose leader's PID file is in the run's directory, if its working
-// directory is still in there (else the PID is another process's now; a
-// command line would not tell, for servers rewrite theirs), its firewall
-// rules, and the directory.
+// cleanupScript ends what the run started on the node: every process
+// whose working directory is in the run's directory (a command line would
+// not tell, for servers rewrite theirs), whatever its group — a child that
+// left its leader's is found too — scanned again until none is left, for
+// one may fork as it dies; then its firewall rules and the directory.
 func (h *SSHHost) cleanupScript() string {
-	d, ch, cm := quote(h.dir), quote(h.chain()), quote(h.comment())
+	d, ch := shellquote.Quote(h.dir), shellquote.Quote(h.chain())
 	return fmt.Sprintf(`d=%s
-for f in "$d"/*.pid; do
-  [ -f "$f" ] || continue
-  p=$(cat "$f")
-  [ -n "$p" ] || continue
-  case "$(readlink /proc/"$p"/cwd 2>/dev/null)" in
-  "$d"|"$d"/*) kill -s CONT -- "-$p" 2>/dev/null; kill -s KILL -- "-$p" 2>/dev/null;;
-  esac
+n=0
+while [ $n -lt 20 ]; do
+  found=
+  for p in /proc/[0-9]*; do
+    case "$(readlink "$p"/cwd 2>/dev/null)" in
+    "$d"|"$d"/*) kill -s KILL "${p#/proc/}" 2>/dev/null && found=1;;
+    esac
+  done
+  [ -n "$found" ] || break
+  n=$((n + 1)); sleep 0.1
 done
 if command -v iptables >/dev/null 2>&1; then
   for c in INPUT OUTPUT; do
-    while iptables -w -D "$c" -j %s -m comment --comment %s 2>/dev/null; do :; done
+    while iptables -w -D "$c" -j %[2]s -m comment --comment %[2]s 2>/dev/null; do :; done
   done
-  iptables -w -F %s 2>/dev/null; iptables -w -X %s 2>/dev/null
+  iptables -w -F %[2]s 2>/dev/null; iptables -w -X %[2]s 2>/dev/null
 fi
 rm -rf "$d"
-`, d, ch, cm, ch, ch)
+`, d, ch)
 }
 
 // orphansScript runs the clean-up of each run directory of the node whose
 // watchdog is gone.
 func (h *SSHHost) orphansScript() string {
-	return fmt.Sprintf(`for d in %s/%s%s-*; do
+	return fmt.Sprintf(`for d in %s*; do
   [ -f "$d/watchdog" ] || continue
   w=$(cat "$d/watchdog")
   if [ -n "$w" ] && grep -qaF "$d" /proc/"$w"/cmdline 2>/dev/null; then continue; fi
   sh "$d/cleanup.sh"
 done
-true`, quote(h.node.Dir), dirPrefix, h.node.Name)
+true`, shellquote.Quote(RunDir(h.node, "")))
 }
 
 // Name is the node's name in the inventory.
@@ -248,7 +270,7 @@ func (h *SSHHost) Write(ctx context.Context, path string, mode os.FileMode, r io
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
 	s.Stdin = r
-	p := quote(path)
+	p := shellquote.Quote(path)
 	if out, err := s.CombinedOutput(fmt.Sprintf("cat > %s.part && chmod %o %s.part && mv %s.part %s", p, mode, p, p, p)); err != nil {
 		return fmt.Errorf("node %s: write %s: %w: %s", h.node.Name, path, err, out)
 	}
@@ -259,7 +281,6 @@ func (h *SSHHost) Write(ctx context.Context, path string, mode os.FileMode, r io
 type Proc struct {
 	h      *SSHHost
 	pid    int
-	s      *ssh.Session
 	Stdin  io.WriteCloser // its standard input
 	Stdout io.Reader      // its standard output, unless it went to a log
 	done   chan struct{}
@@ -273,8 +294,6 @@ type Proc struct {
 // run's: the watchdog kills its group when the run ends.
 func (h *SSHHost) Start(ctx context.Context, argv []string, log string, stderr io.Writer) (*Proc, error) {
 	h.mu.Lock()
-	h.procs++
-	n := h.procs
 	closed := h.closed
 	h.mu.Unlock()
 	if closed {
@@ -284,7 +303,7 @@ func (h *SSHHost) Start(ctx context.Context, argv []string, log string, stderr i
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", h.node.Name, err)
 	}
-	p := &Proc{h: h, s: s, done: make(chan struct{})}
+	p := &Proc{h: h, done: make(chan struct{})}
 	fail := func(err error) (*Proc, error) {
 		s.Close()
 		return nil, fmt.Errorf("node %s: start %s: %w", h.node.Name, argv[0], err)
@@ -299,16 +318,16 @@ func (h *SSHHost) Start(ctx context.Context, argv []string, log string, stderr i
 	s.Stderr = stderr
 	var q []string
 	for _, a := range argv {
-		q = append(q, quote(a))
+		q = append(q, shellquote.Quote(a))
 	}
 	redirect := ""
 	if log != "" {
-		redirect = " >> " + quote(log) + " 2>&1 < /dev/null"
+		redirect = " >> " + shellquote.Quote(log) + " 2>&1 < /dev/null"
 	}
 	// sshd makes the shell a session's leader: its PID, which exec hands
-	// on, is its group's. The PID file, in the run's directory, is how
-	// the watchdog and a later run find it.
-	cmd := fmt.Sprintf("cd %s && echo $$ > %s/%d.pid && echo $$ && exec %s%s", quote(h.dir), quote(h.dir), n, strings.Join(q, " "), redirect)
+	// on, is its group's. Its working directory, the run's, is how the
+	// watchdog and a later run find it and what it starts.
+	cmd := fmt.Sprintf("cd %s && echo $$ && exec %s%s", shellquote.Quote(h.dir), strings.Join(q, " "), redirect)
 	if err := s.Start(cmd); err != nil {
 		return fail(err)
 	}
@@ -351,12 +370,33 @@ func readLine(ctx context.Context, r *bufio.Reader) (string, error) {
 // Pid is the process's PID on its node.
 func (p *Proc) Pid() int { return p.pid }
 
-// Signal sends sig to the process alone.
-func (p *Proc) Signal(sig syscall.Signal) error { return p.h.kill(sig, strconv.Itoa(p.pid)) }
+// Signal sends sig to the process alone; once it has exited, the error
+// is os.ErrProcessDone (its PID may be another process's by then).
+func (p *Proc) Signal(sig syscall.Signal) error {
+	if err := p.exited(); err != nil {
+		return err
+	}
+	return p.h.kill(sig, strconv.Itoa(p.pid))
+}
 
-// SignalGroup sends sig to the process's group: it and what it started.
+// SignalGroup sends sig to the process's group: it and what it started;
+// once it has exited, the error is os.ErrProcessDone, as Signal's.
 func (p *Proc) SignalGroup(sig syscall.Signal) error {
+	if err := p.exited(); err != nil {
+		return err
+	}
 	return p.h.kill(sig, "-"+strconv.Itoa(p.pid))
+}
+
+// exited is os.ErrProcessDone, naming the node and PID, once the process
+// has exited; nil before.
+func (p *Proc) exited() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("node %s: pid %d: %w", p.h.node.Name, p.pid, os.ErrProcessDone)
+	default:
+		return nil
+	}
 }
 
 // Wait waits for the process to exit; a signal's end is an
@@ -377,16 +417,36 @@ const signalTimeout = 10 * time.Second
 // not as "-SIG -- -PGID".)
 func (h *SSHHost) kill(sig syscall.Signal, target string) error {
 	name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
-	h.ctlMu.Lock()
-	defer h.ctlMu.Unlock()
-	status, err := h.control(fmt.Sprintf("kill -s %s -- %s", name, target))
-	if err == nil && status != "0" {
-		err = fmt.Errorf("exit status %s", status)
-	}
-	if err != nil {
+	if err := h.do(fmt.Sprintf("kill -s %s -- %s", name, target)); err != nil {
 		return fmt.Errorf("node %s: kill -%s %s: %w", h.node.Name, name, target, err)
 	}
 	return nil
+}
+
+// Do has the run's watchdog on the node run cmd, one line of sh, and fails
+// unless it exits 0; its output is not kept. It acts at once, where Run's
+// new session may take a loaded node's sshd a good part of a second to
+// open: a fault's action (a signal, a rule, a clock's file) must not lag
+// its event in the history.
+func (h *SSHHost) Do(cmd string) error {
+	if err := h.do(cmd); err != nil {
+		return fmt.Errorf("node %s: %w", h.node.Name, err)
+	}
+	return nil
+}
+
+// do is Do, its error not naming the node.
+func (h *SSHHost) do(cmd string) error {
+	if strings.ContainsAny(cmd, "\n\r") {
+		return errors.New("a command for the watchdog must be one line")
+	}
+	h.ctlMu.Lock()
+	defer h.ctlMu.Unlock()
+	status, err := h.control(cmd)
+	if err == nil && status != "0" {
+		err = fmt.Errorf("exit status %s", status)
+	}
+	return err
 }
 
 // control has the watchdog run cmd, a line, and returns its exit status;
@@ -414,11 +474,11 @@ func (h *SSHHost) control(cmd string) (string, error) {
 	}
 }
 
-func trimOut(b []byte) string { return strings.TrimSpace(string(b)) }
-
 // Isolate drops, in the node's firewall, every packet from or to peers,
 // by rules in a chain of the run's own, each with a comment that names
-// the run.
+// the run. A peer at the node's own address is an error, not skipped: the
+// node cannot be cut from itself, and a fault that asked for it must not
+// be recorded as done.
 func (h *SSHHost) Isolate(ctx context.Context, peers ...Host) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -427,8 +487,11 @@ func (h *SSHHost) Isolate(ctx context.Context, peers ...Host) error {
 		cut = map[string]bool{}
 	}
 	for _, p := range peers {
-		if p == nil || Host(h) == p {
+		if p == nil {
 			continue
+		}
+		if p.IP() == h.IP() {
+			return fmt.Errorf("node %s: cannot be cut from %s, at its own address %s", h.node.Name, p.Name(), h.IP())
 		}
 		cut[p.IP()] = true
 	}
@@ -461,27 +524,21 @@ func (h *SSHHost) setRules(ctx context.Context, cut map[string]bool) error {
 	if !h.unsure && maps.Equal(cut, h.cut) {
 		return nil
 	}
-	ch, cm := quote(h.chain()), quote(h.comment())
+	ch := shellquote.Quote(h.chain())
 	// One line, which the watchdog runs at once: a new session would cost
 	// a loaded node's sshd a good part of a second, by which the cut
 	// would lag its event in the history.
 	cmds := []string{fmt.Sprintf("{ iptables -w -N %s 2>/dev/null || iptables -w -F %s; }", ch, ch)}
 	for _, c := range []string{"INPUT", "OUTPUT"} {
-		rule := fmt.Sprintf("%s -j %s -m comment --comment %s", c, ch, cm)
+		rule := fmt.Sprintf("%s -j %s -m comment --comment %[2]s", c, ch)
 		cmds = append(cmds, fmt.Sprintf("{ iptables -w -C %s 2>/dev/null || iptables -w -I %s; }", rule, rule))
 	}
 	for _, ip := range slices.Sorted(maps.Keys(cut)) {
 		for _, dir := range []string{"-s", "-d"} {
-			cmds = append(cmds, fmt.Sprintf("iptables -w -A %s %s %s -j DROP -m comment --comment %s", ch, dir, quote(ip), cm))
+			cmds = append(cmds, fmt.Sprintf("iptables -w -A %[1]s %s %s -j DROP -m comment --comment %[1]s", ch, dir, shellquote.Quote(ip)))
 		}
 	}
-	h.ctlMu.Lock()
-	status, err := h.control(strings.Join(cmds, " && "))
-	h.ctlMu.Unlock()
-	if err == nil && status != "0" {
-		err = fmt.Errorf("exit status %s", status)
-	}
-	if err != nil {
+	if err := h.do(strings.Join(cmds, " && ")); err != nil {
 		h.unsure = true
 		return fmt.Errorf("node %s: iptables (root must be able to add rules to the node's firewall): %w", h.node.Name, err)
 	}
@@ -518,26 +575,14 @@ func (h *SSHHost) Close() error {
 	return err
 }
 
-// quote quotes s for sh.
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 // RunSSH runs script with sh on node over a connection of its own, outside
 // any run, and returns what it printed: to look at a node.
 func RunSSH(ctx context.Context, node Node, script string) (string, error) {
-	cfg, err := clientConfig(node)
+	client, err := dial(ctx, node)
 	if err != nil {
 		return "", fmt.Errorf("node %s: %w", node.Name, err)
 	}
-	conn, err := (&net.Dialer{Timeout: sshTimeout}).DialContext(ctx, "tcp", node.Addr)
-	if err != nil {
-		return "", fmt.Errorf("node %s: %w", node.Name, err)
-	}
-	c, chans, reqs, err := ssh.NewClientConn(conn, node.Addr, cfg)
-	if err != nil {
-		conn.Close()
-		return "", fmt.Errorf("node %s: %w", node.Name, err)
-	}
-	h := &SSHHost{node: node, client: ssh.NewClient(c, chans, reqs)}
+	h := &SSHHost{node: node, client: client}
 	defer h.client.Close()
 	out, err := h.Run(ctx, script)
 	return string(out), err

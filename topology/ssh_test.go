@@ -3,8 +3,14 @@ package topology_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
 	"errors"
+	"io"
+	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,8 +25,9 @@ import (
 // TestSSHHost on two hosts, each reached only through its own sshd: a
 // process started on one streams its output back and stops, resumes and
 // dies by the signals sent to it; Isolate drops what crosses between the
-// two until Heal; and Close leaves no process, rule or file of the run on
-// the node, as the connection's loss does.
+// two until Heal, and refuses to cut a node from itself; and Close leaves
+// no process, rule or file of the run on the node, as the connection's
+// loss does.
 func TestSSHHost(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("NOT RUN: the test network needs root (CI runs as root)")
@@ -59,7 +66,9 @@ func TestSSHHost(t *testing.T) {
 	if err := p.SignalGroup(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	if st := state(t, sn, "a", p.Pid()); st != "T" {
+	// The signal is sent when kill returns, and taken when the process is
+	// next scheduled: its state is polled until it shows.
+	if st := awaitState(t, sn, "a", p.Pid(), "T"); st != "T" {
 		t.Errorf("after SIGSTOP the process is in state %q, want T", st)
 	}
 	if err := p.SignalGroup(syscall.SIGCONT); err != nil {
@@ -79,6 +88,12 @@ func TestSSHHost(t *testing.T) {
 	if err := p.Wait(); !errors.As(err, &ee) || ee.Signal() != "KILL" {
 		t.Errorf("the killed process's end: %v, want a KILL", err)
 	}
+	// Its PID may be another process's now: it is signalled no more.
+	for _, signal := range []func(syscall.Signal) error{p.Signal, p.SignalGroup} {
+		if err := signal(syscall.SIGCONT); !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("a signal to the exited process: %v, want os.ErrProcessDone", err)
+		}
+	}
 	if !strings.Contains(errOut.String(), "oops") {
 		t.Errorf("its standard error %q lacks oops", errOut.String())
 	}
@@ -86,6 +101,11 @@ func TestSSHHost(t *testing.T) {
 	reach := func() error {
 		_, err := a.Run(ctx, "timeout 1 bash -c 'exec 3<>/dev/tcp/"+b.IP()+"/22'")
 		return err
+	}
+	// A node cannot be cut from itself: a fault that asks it to fails,
+	// rather than being recorded as done.
+	if err := a.Isolate(ctx, b, a); err == nil {
+		t.Error("a.Isolate(b, a) succeeded: a node cut from itself")
 	}
 	if err := a.Isolate(ctx, b); err != nil {
 		t.Fatal(err)
@@ -103,10 +123,15 @@ func TestSSHHost(t *testing.T) {
 		t.Errorf("a cannot reach b after the heal: %v", err)
 	}
 
-	// A process left running, and a cut, which Close undoes.
-	q, err := a.Start(ctx, []string{"sleep", "1000"}, a.Dir()+"/sleep.log", nil)
+	// A process left running, with a child that left its group, and a
+	// cut, which Close undoes.
+	q, err := a.Start(ctx, []string{"sh", "-c", "setsid sh -c 'echo child; exec sleep 1001' & exec sleep 1000"}, "", nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	buf = make([]byte, 6)
+	if _, err := io.ReadFull(q.Stdout, buf); err != nil || string(buf) != "child\n" {
+		t.Fatalf("read %q, %v; want child: the child is not in a session of its own", buf, err)
 	}
 	if err := a.Isolate(ctx, b); err != nil {
 		t.Fatal(err)
@@ -160,14 +185,22 @@ func TestSSHHost(t *testing.T) {
 	}
 }
 
-// state is the state letter of pid on the host called name.
-func state(t *testing.T, sn *sshtest.Net, name string, pid int) string {
+// awaitState polls the state letter of pid on the host called name until
+// it is want, for up to 10 s, and returns the last one.
+func awaitState(t *testing.T, sn *sshtest.Net, name string, pid int, want string) string {
 	t.Helper()
-	out, err := sn.Run(context.Background(), name, "ps -o stat= -p "+strconv.Itoa(pid))
-	if err != nil {
-		t.Fatalf("ps: %v: %s", err, out)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		out, err := sn.Run(ctx, name, "ps -o stat= -p "+strconv.Itoa(pid))
+		st := strings.TrimSpace(out)
+		if err != nil || st == "" {
+			t.Fatalf("ps: %v: %s", err, out)
+		}
+		if st[:1] == want || ctx.Err() != nil {
+			return st[:1]
+		}
 	}
-	return strings.TrimSpace(out)[:1]
 }
 
 // left fails t if the host called name holds a file, rule or process of
@@ -180,5 +213,68 @@ func left(t *testing.T, sn *sshtest.Net, name, tag string) {
 	}
 	if len(l) > 0 {
 		t.Errorf("%s holds what the run left: %v", name, l)
+	}
+}
+
+// TestDialSilentNode: a node that takes the connection and never answers
+// (a hung sshd) fails DialSSH and RunSSH with their context's end, rather
+// than hanging the run. No sshd is needed: the node is a bare listener.
+func TestDialSilentNode(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // held open, silent
+		}
+	}()
+	defer func() {
+		l.Close()
+		<-accepted
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	dir := t.TempDir()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := topology.Node{Name: "mute", Addr: l.Addr().String(), User: "root", Dir: "/tmp",
+		Key: filepath.Join(dir, "id"), KnownHosts: filepath.Join(dir, "known_hosts")}
+	if err := errors.Join(os.WriteFile(node.Key, pem.EncodeToMemory(block), 0o600), os.WriteFile(node.KnownHosts, nil, 0o644)); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]func(context.Context) error{
+		"DialSSH": func(ctx context.Context) error {
+			_, err := topology.DialSSH(ctx, node, topology.NewRunTag())
+			return err
+		},
+		"RunSSH": func(ctx context.Context) error { _, err := topology.RunSSH(ctx, node, "true"); return err },
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		done := make(chan error, 1)
+		go func() { done <- f(ctx) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s to a silent node: %v, want its context's deadline", name, err)
+			}
+		case <-time.After(time.Minute): // far past the context's end: it hangs
+			t.Errorf("%s to a silent node did not return when its context ended", name)
+		}
+		cancel()
 	}
 }

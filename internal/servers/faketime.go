@@ -52,15 +52,11 @@ func (s *Server) JumpClock(offset time.Duration) error {
 // writeClock replaces the clock file at path by a rename, so that
 // libfaketime never reads it half written.
 func writeClock(path string, offset time.Duration) error {
-	sign := "+"
-	if offset < 0 {
-		sign, offset = "-", -offset
-	}
 	f, err := os.CreateTemp(filepath.Dir(path), clockFile+".*")
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(f, "%s%d.%09d\n", sign, offset/time.Second, offset%time.Second)
+	_, err = fmt.Fprintln(f, clockOffset(offset))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -71,6 +67,22 @@ func writeClock(path string, offset time.Duration) error {
 		os.Remove(f.Name())
 	}
 	return err
+}
+
+// clockOffset is offset as the clock file holds it: "+10.500000000".
+func clockOffset(offset time.Duration) string {
+	sign := "+"
+	if offset < 0 {
+		sign, offset = "-", -offset
+	}
+	return fmt.Sprintf("%s%d.%09d", sign, offset/time.Second, offset%time.Second)
+}
+
+// fakeClockArgs are env(1)'s arguments that run bin under libfaketime with
+// the LD_PRELOAD preload, its offset read from file at every clock call.
+func fakeClockArgs(preload, file, bin string) []string {
+	return []string{"-u", "FAKETIME", "LD_PRELOAD=" + preload,
+		"FAKETIME_TIMESTAMP_FILE=" + file, "FAKETIME_NO_CACHE=1", "FAKETIME_DONT_FAKE_MONOTONIC=1", bin}
 }
 
 // fakeClockCommand returns the program and leading arguments that run bin
@@ -86,9 +98,7 @@ func fakeClockCommand(bin, preload, dir string) (string, []string, error) {
 	if err := writeClock(file, 0); err != nil {
 		return "", nil, fmt.Errorf("make the fake clock: %w", err)
 	}
-	return env, []string{"-u", "FAKETIME", "LD_PRELOAD=" + preload,
-		"FAKETIME_TIMESTAMP_FILE=" + file, "FAKETIME_NO_CACHE=1", "FAKETIME_DONT_FAKE_MONOTONIC=1",
-		bin}, nil
+	return env, fakeClockArgs(preload, file, bin), nil
 }
 
 // fakeClockPreload returns the LD_PRELOAD that runs bin under libfaketime:

@@ -74,10 +74,6 @@ func StartRedisWith(ctx context.Context, opt RedisOptions) (*Server, error) {
 		// protected mode would turn away (it has no password).
 		extra = append(extra, "--protected-mode", "no")
 	}
-	persist := []string{"--appendonly", "no"}
-	if opt.AppendFsyncAlways {
-		persist = []string{"--appendonly", "yes", "--appendfsync", "always"}
-	}
 	var preload string
 	if opt.FakeClock {
 		if preload, err = fakeClockPreload(bin, libDirs()); err != nil {
@@ -98,23 +94,36 @@ func StartRedisWith(ctx context.Context, opt RedisOptions) (*Server, error) {
 			return nil, fmt.Errorf("redis-server: %w", err)
 		}
 	}
+	s, err = launchRedis(ctx, s, s.ip(), opt, s.log, wrap, extra)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// launchRedis launches s, a redis-server whose command line begins with
+// wrap, on a free port of ip, its data in s.dir, its log in logfile ("" for
+// its standard output), with extra arguments, and waits until it answers:
+// the readiness and the command line of this machine's servers and of a
+// node's, said once.
+func launchRedis(ctx context.Context, s *Server, ip string, opt RedisOptions, logfile string, wrap, extra []string) (*Server, error) {
+	persist := []string{"--appendonly", "no"}
+	if opt.AppendFsyncAlways {
+		persist = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
 	var addr string
 	s.ready = func(ctx context.Context) error {
 		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 		defer rdb.Close()
 		return rdb.Ping(ctx).Err()
 	}
-	s, err = launch(ctx, s, func(port int) {
-		addr = net.JoinHostPort(s.ip(), strconv.Itoa(port))
+	return launch(ctx, s, func(port int) {
+		addr = net.JoinHostPort(ip, strconv.Itoa(port))
 		s.URL, s.Addr = "redis://"+addr+"/0", addr
-		s.args = slices.Concat(wrap, []string{"--port", strconv.Itoa(port), "--bind", s.ip(),
-			"--save", "", "--dir", dir, "--logfile", s.log, "--daemonize", "no",
+		s.args = slices.Concat(wrap, []string{"--port", strconv.Itoa(port), "--bind", ip,
+			"--save", "", "--dir", s.dir, "--logfile", logfile, "--daemonize", "no",
 			// A replica's first sync starts at once, not 5 s later.
 			"--repl-diskless-sync-delay", "0"}, persist, extra)
 	})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return s, nil
 }

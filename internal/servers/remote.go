@@ -5,16 +5,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/internal/shellquote"
 	"github.com/hiatus-dev/hiatus/topology"
-	"github.com/redis/go-redis/v9"
 )
 
 // A Node is a machine reached over SSH (topology.SSHHost): a server there
@@ -25,6 +23,9 @@ type Node interface {
 	IP() string
 	Dir() string // the run's directory on the node
 	Run(ctx context.Context, script string) ([]byte, error)
+	// Do runs a line of sh at once, through a session already open: a
+	// fault's action, which must not lag its event.
+	Do(cmd string) error
 	Start(ctx context.Context, argv []string, log string, stderr io.Writer) (*topology.Proc, error)
 }
 
@@ -55,17 +56,7 @@ func (s *Server) startOnNode() error {
 	if err != nil {
 		return fmt.Errorf("start %s: %w", s.name, err)
 	}
-	done := make(chan struct{})
-	s.mu.Lock()
-	s.pid, s.signal, s.done = p.Pid(), p.Signal, done
-	s.mu.Unlock()
-	go func() {
-		err := p.Wait()
-		s.mu.Lock()
-		s.err = err
-		s.mu.Unlock()
-		close(done)
-	}()
+	s.started(p.Pid(), p.Signal, p.Wait)
 	return nil
 }
 
@@ -77,9 +68,9 @@ func (s *Server) stopOnNode() error {
 	}
 	// One session for both: a loaded node's sshd may take a good part of
 	// a second to open one.
-	script := "rm -rf " + quote(s.dir)
+	script := "rm -rf " + shellquote.Quote(s.dir)
 	if s.keep != "" {
-		script = "cat " + quote(s.log) + "; " + script
+		script = "cat " + shellquote.Quote(s.log) + "; " + script
 	}
 	b, err := s.onNode(script)
 	if err != nil {
@@ -96,7 +87,7 @@ func (s *Server) stopOnNode() error {
 
 // tailOnNode is tail of the server's log on its node.
 func (s *Server) tailOnNode() string {
-	out, err := s.onNode("tail -n 8 " + quote(s.log))
+	out, err := s.onNode("tail -n 8 " + shellquote.Quote(s.log))
 	if err != nil || out == "" {
 		return ""
 	}
@@ -118,9 +109,9 @@ func (s *Server) freePort() (int, error) {
 func nodeDir(n Node, name, user string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), nodeTimeout)
 	defer cancel()
-	script := fmt.Sprintf("d=$(mktemp -d %s/%s-XXXXXX) && chmod 755 \"$d\"", quote(n.Dir()), name)
+	script := fmt.Sprintf("d=$(mktemp -d %s/%s-XXXXXX) && chmod 755 \"$d\"", shellquote.Quote(n.Dir()), name)
 	if user != "" {
-		script += " && chown " + quote(user) + ": \"$d\""
+		script += " && chown " + shellquote.Quote(user) + ": \"$d\""
 	}
 	out, err := n.Run(ctx, script+` && echo "$d"`)
 	if err != nil {
@@ -176,26 +167,13 @@ func StartRedisOnNode(ctx context.Context, n Node, opt RedisOptions) (*Server, e
 			s.stopOnNode()
 			return nil, fmt.Errorf("redis-server: %w", err)
 		}
-		wrap = []string{"-u", "FAKETIME", "LD_PRELOAD=" + preload, "FAKETIME_TIMESTAMP_FILE=" + path.Join(dir, clockFile),
-			"FAKETIME_NO_CACHE=1", "FAKETIME_DONT_FAKE_MONOTONIC=1", bin}
+		wrap = fakeClockArgs(preload, path.Join(dir, clockFile), bin)
 		s.bin = "env"
 	}
-	persist := []string{"--appendonly", "no"}
-	if opt.AppendFsyncAlways {
-		persist = []string{"--appendonly", "yes", "--appendfsync", "always"}
-	}
-	var addr string
-	s.ready = func(ctx context.Context) error {
-		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		defer rdb.Close()
-		return rdb.Ping(ctx).Err()
-	}
-	s, err = launch(ctx, s, func(port int) {
-		addr = net.JoinHostPort(n.IP(), strconv.Itoa(port))
-		s.URL, s.Addr = "redis://"+addr+"/0", addr
-		s.args = append(append(wrap, "--port", strconv.Itoa(port), "--bind", n.IP(), "--protected-mode", "no",
-			"--save", "", "--dir", dir, "--logfile", "", "--daemonize", "no"), persist...)
-	})
+	// Its clients are on other machines, which protected mode would turn
+	// away (it has no password); its log is its output, which Start
+	// appends to s.log.
+	s, err = launchRedis(ctx, s, n.IP(), opt, "", wrap, []string{"--protected-mode", "no"})
 	if err != nil {
 		(&Server{name: "redis-server", node: n, dir: dir}).stopOnNode()
 		return nil, err
@@ -229,9 +207,9 @@ func StartPostgresOnNode(ctx context.Context, n Node) (*Server, error) {
 		log: path.Join(dir, "postgres.log"), quit: syscall.SIGINT, crash: syscall.SIGQUIT}
 	data := path.Join(dir, "data")
 	initdb := fmt.Sprintf("%s -D %s -U postgres --auth=trust --encoding=UTF8 --no-sync --no-instructions && echo 'host all all 0.0.0.0/0 trust' >> %s/pg_hba.conf",
-		quote(path.Join(bin, "initdb")), quote(data), quote(data))
+		shellquote.Quote(path.Join(bin, "initdb")), shellquote.Quote(data), shellquote.Quote(data))
 	if user != "" {
-		initdb = fmt.Sprintf("cd %s && setpriv --reuid=%s --regid=%s --init-groups sh -c %s", quote(dir), user, user, quote(initdb))
+		initdb = fmt.Sprintf("cd %s && setpriv --reuid=%s --regid=%s --init-groups sh -c %s", shellquote.Quote(dir), user, user, shellquote.Quote(initdb))
 	}
 	if _, err := s.onNode(initdb); err != nil {
 		s.stopOnNode()
@@ -247,17 +225,9 @@ func StartPostgresOnNode(ctx context.Context, n Node) (*Server, error) {
 }
 
 // jumpOnNode writes the offset of the server's fake clock on its node, by
-// a rename, so that libfaketime never reads it half written.
+// a rename, so that libfaketime never reads it half written; through Do,
+// so that the jump comes as its event says, not a new session later.
 func (s *Server) jumpOnNode(offset time.Duration) error {
-	sign := "+"
-	if offset < 0 {
-		sign, offset = "-", -offset
-	}
-	f := quote(path.Join(s.dir, clockFile))
-	_, err := s.onNode(fmt.Sprintf("printf '%%s\\n' %s > %s.new && mv %s.new %s",
-		quote(fmt.Sprintf("%s%d.%09d", sign, offset/time.Second, offset%time.Second)), f, f, f))
-	return err
+	f := shellquote.Quote(path.Join(s.dir, clockFile))
+	return s.node.Do(fmt.Sprintf("printf '%%s\\n' %s > %s.new && mv %s.new %s", shellquote.Quote(clockOffset(offset)), f, f, f))
 }
-
-// quote quotes s for sh.
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -65,9 +65,14 @@ type Server struct {
 func (s *Server) Name() string { return s.name }
 
 // ProcessID returns the server's PID now; it changes when it is restarted.
+// It is 0 for a server on a node: a PID of another machine, which a
+// signal or a search for children here would take for one of this.
 func (s *Server) ProcessID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.node != nil {
+		return 0
+	}
 	return s.pid
 }
 
@@ -164,19 +169,24 @@ func (s *Server) start() error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", s.name, err)
 	}
+	s.started(cmd.Process.Pid, func(sig syscall.Signal) error { return cmd.Process.Signal(sig) }, cmd.Wait)
+	return nil
+}
+
+// started records the server's process, started here or on a node: its
+// PID, how to signal it, and, once wait returns, its exit.
+func (s *Server) started(pid int, signal func(syscall.Signal) error, wait func() error) {
 	done := make(chan struct{})
 	s.mu.Lock()
-	signal := func(sig syscall.Signal) error { return cmd.Process.Signal(sig) }
-	s.pid, s.signal, s.done = cmd.Process.Pid, signal, done
+	s.pid, s.signal, s.done = pid, signal, done
 	s.mu.Unlock()
 	go func() {
-		err := cmd.Wait()
+		err := wait()
 		s.mu.Lock()
 		s.err = err
 		s.mu.Unlock()
 		close(done)
 	}()
-	return nil
 }
 
 // command is the server's command: on its host, if it has one.

@@ -1,6 +1,7 @@
 // Package shellquote writes a word as a POSIX shell reads it back: the
 // command lines hiatus prints (a reproducer's, a comparison's) can be
-// pasted into a shell as they are.
+// pasted into a shell as they are, and the scripts it runs on a node over
+// SSH take paths and arguments as they are.
 package shellquote
 
 import "strings"

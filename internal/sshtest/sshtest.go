@@ -39,7 +39,6 @@ type Net struct {
 	net       *topology.Net
 	sshds     []*exec.Cmd
 	logs      []*bytes.Buffer
-	dir       string
 }
 
 // Start makes a Net of nodes, its files in dir, and waits until each sshd
@@ -52,7 +51,7 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Net{net: tn, dir: dir, Key: filepath.Join(dir, "id_ed25519")}
+	n := &Net{net: tn, Key: filepath.Join(dir, "id_ed25519")}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, n.Close())
@@ -169,16 +168,25 @@ func newKey(path string) (ssh.PublicKey, error) {
 // Run runs script on the host called name through its own sshd, as root,
 // and returns its output.
 func (n *Net) Run(ctx context.Context, name, script string) (string, error) {
-	inv, err := topology.ReadInventory(n.Inventory)
+	node, err := n.node(name)
 	if err != nil {
 		return "", err
 	}
+	return topology.RunSSH(ctx, node, script)
+}
+
+// node is the host called name, as the inventory says it.
+func (n *Net) node(name string) (topology.Node, error) {
+	inv, err := topology.ReadInventory(n.Inventory)
+	if err != nil {
+		return topology.Node{}, err
+	}
 	for _, node := range inv.Nodes {
 		if node.Name == name {
-			return topology.RunSSH(ctx, node, script)
+			return node, nil
 		}
 	}
-	return "", fmt.Errorf("sshtest: no host %s", name)
+	return topology.Node{}, fmt.Errorf("sshtest: no host %s", name)
 }
 
 // Leftovers lists, as the host called name shows them through its own
@@ -188,7 +196,11 @@ func (n *Net) Run(ctx context.Context, name, script string) (string, error) {
 // test's hosts share one file system and PID namespace: only what is in
 // the host's own run directories is its.
 func (n *Net) Leftovers(ctx context.Context, name, tag string) ([]string, error) {
-	dir := "/tmp/hiatus-ssh-" + name + "-" + tag
+	node, err := n.node(name)
+	if err != nil {
+		return nil, err
+	}
+	dir := topology.RunDir(node, tag)
 	out, err := n.Run(ctx, name, `ls -d `+dir+`* 2>/dev/null
 iptables -S | grep -e 'hiatus-`+tag+`'
 for p in /proc/[0-9]*; do

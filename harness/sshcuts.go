@@ -1,0 +1,128 @@
+package harness
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hiatus-dev/hiatus/topology"
+)
+
+// spread is the i-th of xs handed out in turn: how the workers are put on
+// the worker nodes, and the lock's nodes on the redis nodes.
+func spread[T any](xs []T, i int) T { return xs[i%len(xs)] }
+
+// A cutServer is a server of a run over SSH that a worker may be cut
+// from: what it is, its node, and the faults that cut it.
+type cutServer struct {
+	what  string
+	node  topology.Node
+	cutBy []string
+}
+
+// checkCuts refuses an inventory on which a partition of cfg's would not
+// cut what its event says. Over SSH a partition is a rule on the worker's
+// node against the server's node's IP (unless a delay or a drop puts
+// proxies in every path: then each cut is a proxy of the worker's own, to
+// one server): it cuts nodes, not processes. So it refuses
+//   - a worker on the node of a server it may be cut from: a node cannot
+//     be cut from itself, and the fault would cut nothing;
+//   - a server a partition cuts sharing its node's IP with another server
+//     of the run (one of the lock's nodes, PostgreSQL, the run's Redis on
+//     the control machine): the cut would cut both, so a minority of the
+//     lock's nodes could be a majority, and one fault's heal would heal
+//     another's cut still under way;
+//   - workers sharing a node when two partitions may be under way at once
+//     (--nemesis random, or a replayed schedule whose faults overlapped):
+//     one's heal would heal the other's cut of their node.
+//
+// Workers sharing a node when partitions come one at a time are cut
+// together: each cut is in force for as long as its event says, and its
+// heal heals nothing else.
+func checkCuts(cfg Config, inv topology.Inventory) error {
+	if cfg.proxied() {
+		return nil
+	}
+	cuts := cfg.cutServers(inv)
+	cutting := false
+	for _, s := range cuts {
+		if len(s.cutBy) == 0 {
+			continue
+		}
+		cutting = true
+		faults := strings.Join(s.cutBy, ", ")
+		workers := inv.With(topology.RoleWorker)
+		for slot := range cfg.Workers {
+			if w := spread(workers, slot); w.IP() == s.node.IP() {
+				return setupErrorf("--hosts %s: --nemesis %s would cut worker %d, on node %s, from %s, on node %s at the same address: a node cannot be cut from itself; give the workers nodes apart from the servers a partition cuts (docs/hosts.md)",
+					cfg.Hosts, faults, slot, w.Name, s.what, s.node.Name)
+			}
+		}
+		for _, o := range cuts {
+			if o.what != s.what && o.node.IP() == s.node.IP() {
+				return setupErrorf("--hosts %s: --nemesis %s cuts a worker from %s, on node %s, and so from %s, on node %s at the same address, without saying so: give each server a partition cuts a node of its own (docs/hosts.md)",
+					cfg.Hosts, faults, s.what, s.node.Name, o.what, o.node.Name)
+			}
+		}
+	}
+	if cutting && cfg.cutsOverlap() {
+		return sharedWorkers(cfg, inv)
+	}
+	return nil
+}
+
+// cutServers are the servers of a run over SSH on inv that a worker may
+// be cut from, each with the partitions of cfg's that cut it, and the
+// run's Redis on the control machine, which none does.
+func (c Config) cutServers(inv topology.Inventory) []cutServer {
+	redisCuts, pgCuts := c.partitions(needRedisLinks), c.partitions(needPostgresLink)
+	out := []cutServer{{what: "the run's Redis", node: topology.Node{Name: "control", Addr: inv.Control}}}
+	redis := inv.With(topology.RoleRedis)
+	for i := range c.lockNodes() {
+		out = append(out, cutServer{fmt.Sprintf("the lock's Redis node %d", i), spread(redis, i), redisCuts})
+	}
+	if pg := inv.With(topology.RolePostgres); c.PostgresURL == "" && len(pg) > 0 {
+		out = append(out, cutServer{"PostgreSQL", pg[0], pgCuts})
+	}
+	return out
+}
+
+// partitions are the faults of c that cut a worker's paths of need n.
+func (c Config) partitions(n need) []string {
+	var out []string
+	for _, p := range c.faultParts() {
+		if k, ok := faultKindOf(p); ok && k.needs&n != 0 && k.needs&needProxy == 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// cutsOverlap reports whether two faults of c may be under way at once:
+// --nemesis random's may, and a replayed schedule's that did.
+func (c Config) cutsOverlap() bool {
+	if c.Nemesis == Random {
+		return true
+	}
+	for i, p := range c.Plan {
+		for _, q := range c.Plan[:i] {
+			if q.At+q.Length > p.At {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sharedWorkers refuses two workers on one node, for faults that overlap.
+func sharedWorkers(cfg Config, inv topology.Inventory) error {
+	workers := inv.With(topology.RoleWorker)
+	for slot := range cfg.Workers {
+		for other := range slot {
+			if a, b := spread(workers, other), spread(workers, slot); a.IP() == b.IP() {
+				return setupErrorf("--hosts %s: workers %d and %d share node %s, and --nemesis %s may cut both at once: one's heal would heal the other's cut; give each worker a node of its own (docs/hosts.md)",
+					cfg.Hosts, other, slot, b.Name, cfg.Nemesis)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package harness
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/hiatus-dev/hiatus/topology"
+)
+
+// TestCheckCuts: a partition over SSH whose rule would cut nothing (a
+// worker on the node of the server it is cut from), more than its event
+// says (two servers on one node), or whose heal could heal another's cut
+// (workers sharing a node under faults at once) is refused, naming the
+// nodes and the fault; what is sound is let through.
+func TestCheckCuts(t *testing.T) {
+	type node struct{ name, ip, roles string }
+	apart := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"n0", "10.0.0.21", "redis"}, {"pg", "10.0.0.31", "postgres"}}
+	workerOnRedis := []node{{"w0", "10.0.0.11", "worker,redis"}, {"w1", "10.0.0.12", "worker"}, {"pg", "10.0.0.31", "postgres"}}
+	twoRedis := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"n0", "10.0.0.21", "redis"}, {"n1", "10.0.0.22", "redis"}, {"pg", "10.0.0.31", "postgres"}}
+	redisWithPG := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"db", "10.0.0.21", "redis,postgres"}}
+	oneWorker := []node{{"w0", "10.0.0.11", "worker"}, {"n0", "10.0.0.21", "redis"}, {"pg", "10.0.0.31", "postgres"}}
+	redisOnControl := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"n0", "10.0.0.1", "redis"}, {"pg", "10.0.0.31", "postgres"}}
+	samePort := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"n0", "10.0.0.11:2222", "redis"}, {"pg", "10.0.0.31", "postgres"}}
+	overlapping := nemesis.Plan{{Kind: nemesis.KindPartitionRedis, At: 0, Length: 2e9}, {Kind: nemesis.KindPartitionRedis, At: 1e9, Length: 2e9}}
+	for _, tc := range []struct {
+		name    string
+		nodes   []node
+		edit    func(*Config)
+		refused []string // what the refusal names; nil: let through
+	}{
+		{"apart", apart, func(c *Config) { c.Nemesis = "partition-redis,partition-postgres" }, nil},
+		{"worker on the redis node", workerOnRedis, func(c *Config) { c.Nemesis = "partition-redis" },
+			[]string{"partition-redis", "worker 0", "node w0", "the lock's Redis node 0"}},
+		{"worker on the redis node, majority", workerOnRedis, func(c *Config) { c.Nemesis = "partition-redis-majority" },
+			[]string{"partition-redis-majority", "worker 0"}},
+		{"worker on the redis node, no partition", workerOnRedis, func(c *Config) { c.Nemesis = "sigstop,kill-worker" }, nil},
+		{"worker on the redis node, through proxies", workerOnRedis, func(c *Config) { c.Nemesis = "partition-redis,delay-redis" }, nil},
+		{"worker on the redis node, postgres cut", workerOnRedis, func(c *Config) { c.Nemesis = "partition-postgres" }, nil},
+		{"three lock nodes on two", twoRedis, func(c *Config) { c.Lock, c.Nodes, c.Nemesis = "redlock", 3, "partition-redis" },
+			[]string{"partition-redis", "the lock's Redis node 0", "node n0", "the lock's Redis node 2"}},
+		{"two lock nodes on two", twoRedis, func(c *Config) { c.Lock, c.Nodes, c.Nemesis = "redlock", 2, "partition-redis-majority" }, nil},
+		{"three lock nodes on two, no partition", twoRedis, func(c *Config) { c.Lock, c.Nodes, c.Nemesis = "redlock", 3, "restart" }, nil},
+		{"redis and postgres on one node, postgres cut", redisWithPG, func(c *Config) { c.Nemesis = "partition-postgres" },
+			[]string{"partition-postgres", "PostgreSQL", "node db", "the lock's Redis node 0"}},
+		{"redis and postgres on one node, redis cut", redisWithPG, func(c *Config) { c.Nemesis = "partition-redis" },
+			[]string{"partition-redis", "the lock's Redis node 0", "PostgreSQL"}},
+		{"redis and postgres on one node, postgres by URL", redisWithPG, func(c *Config) {
+			c.Nemesis, c.PostgresURL = "partition-redis", "postgres://postgres@10.0.0.99/postgres"
+		}, nil},
+		{"redis on the control machine", redisOnControl, func(c *Config) { c.Nemesis = "partition-redis" },
+			[]string{"the lock's Redis node 0", "the run's Redis"}},
+		{"redis at a worker's address, another port", samePort, func(c *Config) { c.Nemesis = "partition-redis" },
+			[]string{"worker 0", "node w0", "node n0"}},
+		{"workers share a node, one cut at a time", oneWorker, func(c *Config) { c.Nemesis = "partition-redis,partition-postgres" }, nil},
+		// random's delays and drops put proxies in every path.
+		{"workers share a node, random", oneWorker, func(c *Config) { c.Nemesis = Random }, nil},
+		{"workers share a node, a replay that overlapped", oneWorker, func(c *Config) { c.Nemesis, c.Plan = "partition-redis", overlapping },
+			[]string{"workers 0 and 1", "node w0"}},
+		{"workers apart, random", apart, func(c *Config) { c.Nemesis = Random }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := topology.Inventory{Control: "10.0.0.1"}
+			for _, n := range tc.nodes {
+				var roles []topology.Role
+				for _, r := range strings.Split(n.roles, ",") {
+					roles = append(roles, topology.Role(r))
+				}
+				inv.Nodes = append(inv.Nodes, topology.Node{Name: n.name, Addr: n.ip, Roles: roles})
+			}
+			cfg := DefaultConfig()
+			cfg.Hosts, cfg.Workers = "ssh:lab.hosts", 2
+			tc.edit(&cfg)
+			if err := cfg.validate(); err != nil {
+				t.Fatalf("the configuration itself is refused: %v", err)
+			}
+			err := checkCuts(cfg, inv)
+			var se *SetupError
+			switch {
+			case tc.refused == nil && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.refused != nil && !errors.As(err, &se):
+				t.Errorf("error %v, want a SetupError naming %q", err, tc.refused)
+			case tc.refused != nil:
+				for _, w := range tc.refused {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not name %q", err, w)
+					}
+				}
+			}
+		})
+	}
+}
