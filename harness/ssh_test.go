@@ -18,30 +18,6 @@ import (
 	"github.com/hiatus-dev/hiatus/store"
 )
 
-// sshNodes is the test network of the --hosts ssh runs: two workers' nodes,
-// the lock's Redis node and PostgreSQL's, each reached only through its
-// own sshd.
-var sshNodes = []sshtest.Node{{Name: "w0", Roles: "worker"}, {Name: "w1", Roles: "worker"},
-	{Name: "n0", Roles: "redis"}, {Name: "pg", Roles: "postgres"}}
-
-// startSSHNet starts the test network of sshNodes until t ends.
-func startSSHNet(t *testing.T) *sshtest.Net {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("NOT RUN: the test network of --hosts ssh needs root (CI runs as root)")
-	}
-	sn, err := sshtest.Start(context.Background(), t.TempDir(), sshNodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := sn.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return sn
-}
-
 // TestRunHostsSSH runs experiments whose workers, lock node and PostgreSQL
 // are on machines reached only over SSH (--hosts ssh:FILE), one test
 // network for all: each fault acts there as on hosts of this machine, the
@@ -49,7 +25,7 @@ func startSSHNet(t *testing.T) *sshtest.Net {
 // process, rule or file of a run is left on any node, as each node's own
 // sshd shows it.
 func TestRunHostsSSH(t *testing.T) {
-	sn := startSSHNet(t)
+	sn := sshtest.StartT(t, sshtest.Lab)
 	hosts := func(c *harness.Config) {
 		c.Hosts, c.Workers = harness.Hosts("ssh:"+sn.Inventory), 2
 	}
@@ -266,7 +242,7 @@ func onNodes(t *testing.T, res harness.Result) {
 // shows it.
 func sshLeftovers(t *testing.T, sn *sshtest.Net) {
 	t.Helper()
-	for _, n := range sshNodes {
+	for _, n := range sshtest.Lab {
 		l, err := sn.Leftovers(context.Background(), n.Name, "hs")
 		if err != nil {
 			t.Errorf("node %s: %v", n.Name, err)

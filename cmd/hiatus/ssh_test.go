@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 
@@ -16,17 +15,8 @@ import (
 // process, rule or file of the killed run is left on any node, as each
 // node's own sshd shows it: the rule was there before the kill.
 func TestKill9SSH(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("NOT RUN: the test network of --hosts ssh needs root (CI runs as root)")
-	}
 	ctx := context.Background()
-	nodes := []sshtest.Node{{Name: "w0", Roles: "worker"}, {Name: "w1", Roles: "worker"},
-		{Name: "n0", Roles: "redis"}, {Name: "pg", Roles: "postgres"}}
-	sn, err := sshtest.Start(ctx, t.TempDir(), nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sn.Close()
+	sn := sshtest.StartT(t, sshtest.Lab)
 	hosts := "ssh:" + sn.Inventory
 	cmd, root := startRun(t, "--hosts", hosts, "--workers", "2", "--nemesis", "partition-redis",
 		"--pause", "5s", "--interval", "200ms", "--time-limit", "30s")
@@ -39,7 +29,7 @@ func TestKill9SSH(t *testing.T) {
 	}, exited)
 	tag := fmt.Sprintf("hs%d-", cmd.Process.Pid)
 	rules := 0
-	for _, n := range nodes {
+	for _, n := range sshtest.Lab {
 		out, err := sn.Run(ctx, n.Name, "iptables -S | grep -c -e 'hiatus-"+tag+"'; true")
 		if err != nil {
 			t.Fatal(err)
@@ -60,7 +50,7 @@ func TestKill9SSH(t *testing.T) {
 		"--time-limit", "1s", "--nemesis", "none", "--lease", "10s"); code != exitValid { // no stall outlasts the lease
 		t.Fatalf("the next run: exit %d\n%s%s", code, out, errOut)
 	}
-	for _, n := range nodes {
+	for _, n := range sshtest.Lab {
 		l, err := sn.Leftovers(ctx, n.Name, tag)
 		if err != nil {
 			t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/topology"
@@ -39,6 +40,30 @@ type Net struct {
 	net       *topology.Net
 	sshds     []*exec.Cmd
 	logs      []*bytes.Buffer
+}
+
+// Lab is the test network of the --hosts ssh runs of the tests: two
+// workers' nodes, the lock's Redis node and PostgreSQL's.
+var Lab = []Node{{Name: "w0", Roles: "worker"}, {Name: "w1", Roles: "worker"},
+	{Name: "n0", Roles: "redis"}, {Name: "pg", Roles: "postgres"}}
+
+// StartT starts a Net of nodes for the test t, until t ends; it skips t,
+// saying so, without root.
+func StartT(t testing.TB, nodes []Node) *Net {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("NOT RUN: the SSH test network needs root (CI runs as root)")
+	}
+	sn, err := Start(context.Background(), t.TempDir(), nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sn.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return sn
 }
 
 // Start makes a Net of nodes, its files in dir, and waits until each sshd
