@@ -298,10 +298,9 @@ func flagsFirst(cmd *cli.Command, args []string) []string {
 }
 
 // gcPercent is the GOGC hiatus runs with unless the environment sets one.
-// A check keeps its records on disk and its heap is small, so the
-// collector's pace sets its memory: checking 2,500,000 sections peaked at
-// 104–114 MB RSS under 20 and 141–157 MB under Go's default of 100, in
-// times within the machine's noise (docs/performance.md).
+// A run's heap is small beside the timeline and plots its end holds, so
+// the collector's pace sets its memory. hiatus check, whose heap its
+// budget bounds, lets the collector wait instead (collectForStream).
 const gcPercent = 20
 
 // collectorRoom is the heap a streamed check may take beyond its records'
