@@ -307,16 +307,17 @@ const gcPercent = 20
 // budget before the collector runs: the parse's chunks and batches of ops
 // in flight, the runs being sorted, the garbage of the ops already added.
 // With the default budget (128 MB) the limit is 192 MiB, and 250,000
-// sections, held in memory, peak at 205–240 MB RSS (docs/performance.md).
+// sections, held in memory, peak at 217–228 MB RSS (docs/performance.md).
 const collectorRoom = 64 << 20
 
 // collectForStream lets the collector wait until the heap nears the
 // check's budget plus collectorRoom, rather than run at every 20 % of
 // growth: a Stream's heap is bounded by its budget, and at GOGC 20 a check
-// of 250,000 sections spent a third of its CPU stopping its goroutines for
-// 24 collections. It returns the function that puts the collector back as
-// it was, for a history read whole, whose heap has no such bound. The
-// environment's GOGC or GOMEMLIMIT, when set, is left as it is.
+// of 250,000 sections ran 24 collections whose stack scans spun, waiting
+// for its busy goroutines to stop (docs/performance.md). It returns the
+// function that puts the collector back as it was, for a history read
+// whole, whose heap has no such bound. The environment's GOGC or
+// GOMEMLIMIT, when set, is left as it is.
 func collectForStream(budget int64) (restore func()) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
