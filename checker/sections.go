@@ -19,6 +19,8 @@ type sectionSet struct {
 	byStart, byInv  *sortedList[Section]
 	byEnd           *sortedList[writeEnd]
 	n, leased, late int
+	finished        bool  // done was called
+	err             error // done's
 }
 
 // A writeEnd is what the figures read of an acknowledged write in the
@@ -112,9 +114,13 @@ func (ss *sectionSet) add(s Section) {
 	}
 }
 
-// done ends the adding; the lists can then be read, as often as needed.
+// done ends the adding; the lists can then be read, as often as needed,
+// and from goroutines at once. Called again, it only reads.
 func (ss *sectionSet) done() error {
-	return cmp.Or(ss.byStart.done(), ss.byInv.done(), ss.byEnd.done())
+	if !ss.finished {
+		ss.finished, ss.err = true, cmp.Or(ss.byStart.done(), ss.byInv.done(), ss.byEnd.done())
+	}
+	return ss.err
 }
 
 func (ss *sectionSet) close() {
