@@ -178,3 +178,21 @@ func TestCheckManyInfo(t *testing.T) {
 		t.Logf("lost %d: checked %d ops in %v", tc.lost, len(ops), time.Since(start))
 	}
 }
+
+// BenchmarkResults times the checks after the read (the counter walk, the
+// lock-counter figures) of 100,000 sections whose records are all on disk.
+func BenchmarkResults(b *testing.B) {
+	_, ops := generated(b, gen.Config{Sections: 100000, Workers: 64, Seed: 1})
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		s := newStream(1, 0)
+		for _, o := range ops {
+			s.Add(o)
+		}
+		b.StartTimer()
+		if rs := s.results(0, false, nil); rs.Valid != Valid {
+			b.Fatalf("%s", rs.AppendEDN(nil))
+		}
+	}
+}

@@ -40,6 +40,11 @@ type Options struct {
 	// memory before it moves them to disk: DefaultMemory when 0. It changes
 	// no result, only the check's speed and memory.
 	Memory int64
+	// ReadWhole, if not nil, is called before Open or File.Check reads
+	// every op of a history into memory after a Stream could not check it
+	// (another model, ops out of time order): a caller that bounded the
+	// process's memory by the Stream's lifts the bound there.
+	ReadWhole func()
 }
 
 // The analyzers of the :linear check.

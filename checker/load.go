@@ -60,6 +60,7 @@ func Open(ctx context.Context, path string, opts Options, whole bool, wrap func(
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return nil, inputErrorf("read history: %w", err)
 		}
+		opts.beforeWhole()
 	}
 	return readWhole(ctx, wrap(f), path, opts)
 }
@@ -106,6 +107,13 @@ func openStream(ctx context.Context, f *os.File, path string, opts Options, wrap
 		return nil, fmt.Errorf("%w: the %s model", ErrWholeHistory, h.Model)
 	}
 	return h, nil
+}
+
+// beforeWhole calls o.ReadWhole, if set.
+func (o Options) beforeWhole() {
+	if o.ReadWhole != nil {
+		o.ReadWhole()
+	}
 }
 
 // readWhole reads every op of the history in r.
@@ -165,6 +173,7 @@ func (h *File) Check(ctx context.Context, opts Options) (rs Results, err error) 
 		if !errors.Is(err, ErrWholeHistory) {
 			return rs, err
 		}
+		opts.beforeWhole()
 		h.Ops, _ = history.ReadFile(h.Path) // its errors are known already
 		h.Stream = nil
 	}

@@ -19,6 +19,8 @@ type sectionSet struct {
 	byStart, byInv  *sortedList[Section]
 	byEnd           *sortedList[writeEnd]
 	n, leased, late int
+	finished        bool  // done was called
+	err             error // done's
 }
 
 // A writeEnd is what the figures read of an acknowledged write in the
@@ -28,28 +30,33 @@ type writeEnd struct {
 }
 
 var writeEndCodec = codec[writeEnd]{
-	size: 8 * 5,
-	put:  func(b []byte, w writeEnd) { putWords(b, w.end, w.value, w.fence, w.write, w.seq) },
-	get: func(b []byte) writeEnd {
-		return writeEnd{end: word(b, 0), value: word(b, 1), fence: word(b, 2), write: word(b, 3), seq: word(b, 4)}
+	words: 5,
+	put: func(w []int64, e writeEnd) {
+		w[0], w[1], w[2], w[3], w[4] = e.end, e.value, e.fence, e.write, e.seq
+	},
+	get: func(w []int64) writeEnd {
+		return writeEnd{end: w[0], value: w[1], fence: w[2], write: w[3], seq: w[4]}
 	},
 }
 
+// sectionCodec writes a section's times from its start and its values from
+// its read, which its neighbours in a run share less than the differences.
 var sectionCodec = codec[Section]{
-	size: 8 * 14,
-	put: func(b []byte, s Section) {
-		var resolved int64
+	words: 13,
+	put: func(w []int64, s Section) {
+		flags := int64(s.WriteType) << 1
 		if s.WriteResolved {
-			resolved = 1
+			flags |= 1
 		}
-		putWords(b, int64(s.Process), s.Acquire, s.Start, s.End, s.LeaseNS, s.Fence, s.Read, s.Write,
-			s.WriteInv, s.WriteEnd, int64(s.WriteType), s.WriteValue, s.seq, resolved)
+		w[0], w[1], w[2], w[3], w[4] = int64(s.Process), s.Acquire, s.Start, s.End-s.Start, s.LeaseNS
+		w[5], w[6], w[7], w[8], w[9] = s.Fence, s.Read, s.Write-s.Acquire, s.WriteInv-s.Start, s.WriteEnd-s.Start
+		w[10], w[11], w[12] = flags, s.WriteValue-s.Read, s.seq
 	},
-	get: func(b []byte) Section {
-		return Section{Process: history.Process(word(b, 0)), Acquire: word(b, 1), Start: word(b, 2), End: word(b, 3),
-			LeaseNS: word(b, 4), Fence: word(b, 5), Read: word(b, 6), Write: word(b, 7), WriteInv: word(b, 8),
-			WriteEnd: word(b, 9), WriteType: history.Type(word(b, 10)), WriteValue: word(b, 11), seq: word(b, 12),
-			WriteResolved: word(b, 13) != 0}
+	get: func(w []int64) Section {
+		return Section{Process: history.Process(w[0]), Acquire: w[1], Start: w[2], End: w[3] + w[2],
+			LeaseNS: w[4], Fence: w[5], Read: w[6], Write: w[7] + w[1], WriteInv: w[8] + w[2],
+			WriteEnd: w[9] + w[2], WriteType: history.Type(w[10] >> 1), WriteValue: w[11] + w[6], seq: w[12],
+			WriteResolved: w[10]&1 != 0}
 	},
 }
 
@@ -107,9 +114,13 @@ func (ss *sectionSet) add(s Section) {
 	}
 }
 
-// done ends the adding; the lists can then be read, as often as needed.
+// done ends the adding; the lists can then be read, as often as needed,
+// and from goroutines at once. Called again, it only reads.
 func (ss *sectionSet) done() error {
-	return cmp.Or(ss.byStart.done(), ss.byInv.done(), ss.byEnd.done())
+	if !ss.finished {
+		ss.finished, ss.err = true, cmp.Or(ss.byStart.done(), ss.byInv.done(), ss.byEnd.done())
+	}
+	return ss.err
 }
 
 func (ss *sectionSet) close() {

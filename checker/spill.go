@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"container/heap"
 	"encoding/binary"
-	"errors"
 	"io"
 	"os"
 	"slices"
@@ -75,7 +74,8 @@ type callStore struct {
 	rec     [callSize]byte
 }
 
-// callSize is the size of a call's record on disk.
+// callSize is the size of a call's record on disk: fixed, so that get
+// reads call i where it is.
 const callSize = 8 * 9
 
 func (cs *callStore) len() int { return cs.n }
@@ -104,7 +104,7 @@ func (cs *callStore) spill() bool {
 	if err != nil {
 		return false
 	}
-	cs.file, cs.w = f, bufio.NewWriterSize(f, 1<<16)
+	cs.file, cs.w = f, bufio.NewWriterSize(f, spillBuffer)
 	for _, c := range cs.mem {
 		cs.write(c)
 	}
@@ -113,35 +113,36 @@ func (cs *callStore) spill() bool {
 }
 
 func (cs *callStore) write(c lcCall) {
-	callCodec.put(cs.rec[:], c)
+	putCall(cs.rec[:], c)
 	if _, err := cs.w.Write(cs.rec[:]); err != nil && cs.err == nil {
 		cs.err = err
 	}
 }
 
-// callCodec writes a call as its nine words, the flags last.
-var callCodec = codec[lcCall]{
-	size: callSize,
-	put: func(b []byte, c lcCall) {
-		var flags int64
-		for bit, on := range [...]bool{c.write, c.maybe, c.read, c.late} {
-			if on {
-				flags |= 1 << bit
-			}
+// putCall writes a call's record: its nine words, the flags last.
+func putCall(b []byte, c lcCall) {
+	var flags int64
+	for bit, on := range [...]bool{c.write, c.maybe, c.read, c.late} {
+		if on {
+			flags |= 1 << bit
 		}
-		putWords(b, int64(c.inv), int64(c.done), c.call, c.ret, c.value, c.from, c.fence, int64(c.process), flags)
-	},
-	get: func(b []byte) lcCall {
-		flags := word(b, 8)
-		return lcCall{inv: int(word(b, 0)), done: int(word(b, 1)), call: word(b, 2), ret: word(b, 3), value: word(b, 4),
-			from: word(b, 5), fence: word(b, 6), process: history.Process(word(b, 7)),
-			write: flags&1 != 0, maybe: flags&2 != 0, read: flags&4 != 0, late: flags&8 != 0}
-	},
+	}
+	putWords(b, int64(c.inv), int64(c.done), c.call, c.ret, c.value, c.from, c.fence, int64(c.process), flags)
+}
+
+// getCall reads a call's record.
+func getCall(b []byte) lcCall {
+	flags := word(b, 8)
+	return lcCall{inv: int(word(b, 0)), done: int(word(b, 1)), call: word(b, 2), ret: word(b, 3), value: word(b, 4),
+		from: word(b, 5), fence: word(b, 6), process: history.Process(word(b, 7)),
+		write: flags&1 != 0, maybe: flags&2 != 0, read: flags&4 != 0, late: flags&8 != 0}
 }
 
 // flush makes what was written readable; it returns the first error.
+// Once nothing is left to write it only reads, so that the checks may read
+// the calls from goroutines at once.
 func (cs *callStore) flush() error {
-	if cs.w != nil && cs.err == nil {
+	if cs.w != nil && cs.err == nil && cs.w.Buffered() > 0 {
 		cs.err = cs.w.Flush()
 	}
 	return cs.err
@@ -159,7 +160,7 @@ func (cs *callStore) get(i int) lcCall {
 	if _, err := cs.file.ReadAt(b[:], int64(i)*callSize); err != nil {
 		panic(spillError{err})
 	}
-	return callCodec.get(b[:])
+	return getCall(b[:])
 }
 
 // each calls f with every call, in order.
@@ -173,13 +174,13 @@ func (cs *callStore) each(f func(i int, c lcCall)) {
 	if err := cs.flush(); err != nil {
 		panic(spillError{err})
 	}
-	r := bufio.NewReaderSize(io.NewSectionReader(cs.file, 0, int64(cs.n)*callSize), 1<<16)
+	r := bufio.NewReaderSize(io.NewSectionReader(cs.file, 0, int64(cs.n)*callSize), spillBuffer)
 	var b [callSize]byte
 	for i := range cs.n {
 		if _, err := io.ReadFull(r, b[:]); err != nil {
 			panic(spillError{err})
 		}
-		f(i, callCodec.get(b[:]))
+		f(i, getCall(b[:]))
 	}
 }
 
@@ -199,11 +200,15 @@ func (cs *callStore) close() {
 	}
 }
 
-// A codec writes records of one type at a fixed size.
+// A codec turns records of one type into a fixed number of words and
+// back. On disk, a sorted run writes each word as the varint of its
+// difference from the same word of the record before (records.go): sorted
+// neighbours differ little, and the runs take a third to a quarter of the
+// words' bytes, which the kernel copies in and out.
 type codec[T any] struct {
-	size int
-	put  func(b []byte, x T)
-	get  func(b []byte) T
+	words int
+	put   func(w []int64, x T)
+	get   func(w []int64) T
 }
 
 // A sortedList is a list of records sorted by an order: in memory, or, once
@@ -216,18 +221,23 @@ type sortedList[T any] struct {
 	onDisk bool // it may go to disk
 	file   *os.File
 	w      *bufio.Writer
+	size   int64   // bytes written to file
 	runs   []int64 // the start of each run in file; one more for the end
 	err    error
-	rec    []byte
 }
 
 func newSortedList[T any](c codec[T], less func(a, b T) int, spill bool, run int) *sortedList[T] {
-	return &sortedList[T]{codec: c, less: less, onDisk: spill, run: run, rec: make([]byte, c.size)}
+	return &sortedList[T]{codec: c, less: less, onDisk: spill, run: run}
 }
 
 func (l *sortedList[T]) add(x T) {
 	if l.err != nil {
 		return // the list is lost: done says so
+	}
+	if l.mem == nil && l.file != nil {
+		// A list that spilled gathers its next runs in one slice, not in
+		// one grown from nothing again.
+		l.mem = make([]T, 0, l.run)
 	}
 	l.mem = append(l.mem, x)
 	if l.onDisk && len(l.mem) >= l.run {
@@ -264,18 +274,21 @@ func (l *sortedList[T]) writeRun() {
 			return
 		}
 		l.file = f
-		l.w = bufio.NewWriterSize(l.file, 1<<16)
+		l.w = bufio.NewWriterSize(l.file, spillBuffer)
 		l.runs = []int64{0}
 	}
 	slices.SortFunc(l.mem, l.less)
+	enc := newRecordEncoder(l.words)
 	for _, x := range l.mem {
-		l.put(l.rec, x)
-		if _, err := l.w.Write(l.rec); err != nil {
+		l.put(enc.cur, x)
+		b := enc.append(l.w.AvailableBuffer())
+		l.size += int64(len(b))
+		if _, err := l.w.Write(b); err != nil {
 			l.err, l.mem = err, nil
 			return
 		}
 	}
-	l.runs = append(l.runs, l.runs[len(l.runs)-1]+int64(len(l.mem)*l.size))
+	l.runs = append(l.runs, l.size)
 	l.mem = l.mem[:0]
 }
 
@@ -327,8 +340,8 @@ func (l *sortedList[T]) iter() listIter[T] {
 	}
 	m := &runMerge[T]{less: l.less}
 	for k := range len(l.runs) - 1 {
-		r := &runReader[T]{codec: l.codec, b: make([]byte, l.size),
-			r: bufio.NewReaderSize(io.NewSectionReader(l.file, l.runs[k], l.runs[k+1]-l.runs[k]), 1<<15)}
+		r := &runReader[T]{codec: l.codec, w: make([]int64, l.words),
+			dec: newRecordDecoder(io.NewSectionReader(l.file, l.runs[k], l.runs[k+1]-l.runs[k]), l.words, runBuffer)}
 		if r.advance() {
 			m.heads = append(m.heads, r)
 		}
@@ -365,20 +378,20 @@ func (it *listIter[T]) next() (T, bool) {
 // A runReader reads one sorted run.
 type runReader[T any] struct {
 	codec[T]
-	r    *bufio.Reader
+	dec  *recordDecoder
 	head T
-	b    []byte
+	w    []int64
 }
 
 func (r *runReader[T]) advance() bool {
-	if _, err := io.ReadFull(r.r, r.b); err != nil {
-		if errors.Is(err, io.EOF) {
-			return false
-		}
+	ok, err := r.dec.next(r.w)
+	if err != nil {
 		panic(spillError{err})
 	}
-	r.head = r.get(r.b)
-	return true
+	if ok {
+		r.head = r.get(r.w)
+	}
+	return ok
 }
 
 // A runMerge is a heap of runs by their next record. The orders used are
@@ -411,10 +424,12 @@ func word(b []byte, k int) int64 { return int64(binary.LittleEndian.Uint64(b[8*k
 type itemList = sortedList[walkItem]
 
 var itemCodec = codec[walkItem]{
-	size: 8 * 6,
-	put:  func(b []byte, it walkItem) { putWords(b, int64(it.i), it.value, it.c, it.r, it.fence, int64(it.pos)) },
-	get: func(b []byte) walkItem {
-		return walkItem{i: int(word(b, 0)), value: word(b, 1), c: word(b, 2), r: word(b, 3), fence: word(b, 4), pos: int(word(b, 5))}
+	words: 6,
+	put: func(w []int64, it walkItem) {
+		w[0], w[1], w[2], w[3], w[4], w[5] = int64(it.i), it.value, it.c, it.r, it.fence, int64(it.pos)
+	},
+	get: func(w []int64) walkItem {
+		return walkItem{i: int(w[0]), value: w[1], c: w[2], r: w[3], fence: w[4], pos: int(w[5])}
 	},
 }
 

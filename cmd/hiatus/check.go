@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,6 +82,11 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 		return usageErrorf("--memory must be from 1 to %d MB (0: the default, %d), not %d", 1<<30, checker.DefaultMemory>>20, a.memory)
 	}
 	opts := checker.Options{Model: a.model, Timeout: a.timeout, Analyzer: a.analyzer, Memory: a.memory << 20} // 0: the default
+	if a.path != "-" && a.html == "" {
+		// Open may stream it.
+		opts.ReadWhole = collectForStream(cmp.Or(opts.Memory, checker.DefaultMemory))
+		defer opts.ReadWhole()
+	}
 	if a.initialSet {
 		v, err := history.ParseValue(a.initial)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -578,5 +579,30 @@ func TestCheckUnsaved(t *testing.T) {
 	code, stdout, stderr := hiatus(t, "check", run)
 	if code != exitInvalid || !strings.Contains(stdout, "valid? false") || !strings.Contains(stderr, "the verdict above is not saved") {
 		t.Errorf("exit %d, want %d, the verdict and that it is not saved\n%s%s", code, exitInvalid, stdout, stderr)
+	}
+}
+
+// TestCollectForStream: a streamed check's collector waits for its budget
+// plus collectorRoom, and is put back as it was (twice is once); the
+// environment's GOGC or GOMEMLIMIT, when set, is left alone.
+func TestCollectForStream(t *testing.T) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("the environment sets the collector")
+	}
+	gogc := func() int { p := debug.SetGCPercent(0); debug.SetGCPercent(p); return p }
+	limit, percent := debug.SetMemoryLimit(-1), gogc()
+	restore := collectForStream(5 << 20)
+	if got, p := debug.SetMemoryLimit(-1), gogc(); got != 5<<20+collectorRoom || p != -1 {
+		t.Errorf("limit %d, GOGC %d; want %d, off", got, p, 5<<20+collectorRoom)
+	}
+	restore()
+	restore()
+	if got, p := debug.SetMemoryLimit(-1), gogc(); got != limit || p != percent {
+		t.Errorf("after restore: limit %d, GOGC %d; want %d, %d", got, p, limit, percent)
+	}
+	t.Setenv("GOGC", "50")
+	collectForStream(5 << 20)()
+	if got, p := debug.SetMemoryLimit(-1), gogc(); got != limit || p != percent {
+		t.Errorf("with GOGC set: limit %d, GOGC %d; want them untouched", got, p)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/hiatus-dev/hiatus/harness"
@@ -297,11 +298,37 @@ func flagsFirst(cmd *cli.Command, args []string) []string {
 }
 
 // gcPercent is the GOGC hiatus runs with unless the environment sets one.
-// A check keeps its records on disk and its heap is small, so the
-// collector's pace sets its memory: checking 2,500,000 sections peaked at
-// 104–114 MB RSS under 20 and 141–157 MB under Go's default of 100, in
-// times within the machine's noise (docs/performance.md).
+// A run's heap is small beside the timeline and plots its end holds, so
+// the collector's pace sets its memory. hiatus check, whose heap its
+// budget bounds, lets the collector wait instead (collectForStream).
 const gcPercent = 20
+
+// collectorRoom is the heap a streamed check may take beyond its records'
+// budget before the collector runs: the parse's chunks and batches of ops
+// in flight, the runs being sorted, the garbage of the ops already added.
+// With the default budget (128 MB) the limit is 192 MiB, and 250,000
+// sections, held in memory, peak at 217–228 MB RSS (docs/performance.md).
+const collectorRoom = 64 << 20
+
+// collectForStream lets the collector wait until the heap nears the
+// check's budget plus collectorRoom, rather than run at every 20 % of
+// growth: a Stream's heap is bounded by its budget, and at GOGC 20 a check
+// of 250,000 sections ran 24 collections whose stack scans spun, waiting
+// for its busy goroutines to stop (docs/performance.md). It returns the
+// function that puts the collector back as it was, for a history read
+// whole, whose heap has no such bound. The environment's GOGC or
+// GOMEMLIMIT, when set, is left as it is.
+func collectForStream(budget int64) (restore func()) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	limit := debug.SetMemoryLimit(budget + collectorRoom)
+	percent := debug.SetGCPercent(-1)
+	return sync.OnceFunc(func() {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+	})
+}
 
 func main() {
 	harness.ServeWorker() // a run's workers are this same binary
