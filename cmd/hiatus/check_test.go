@@ -583,7 +583,8 @@ func TestCheckUnsaved(t *testing.T) {
 }
 
 // TestCollectForStream: a streamed check's collector waits for its budget
-// plus collectorRoom, and is put back as it was (twice is once); the
+// plus collectorRoom (and, past the default budget, runs at every doubling
+// of the heap too), and is put back as it was (twice is once); the
 // environment's GOGC or GOMEMLIMIT, when set, is left alone.
 func TestCollectForStream(t *testing.T) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
@@ -600,6 +601,12 @@ func TestCollectForStream(t *testing.T) {
 	if got, p := debug.SetMemoryLimit(-1), gogc(); got != limit || p != percent {
 		t.Errorf("after restore: limit %d, GOGC %d; want %d, %d", got, p, limit, percent)
 	}
+	big := int64(2 * checker.DefaultMemory)
+	restore = collectForStream(big)
+	if got, p := debug.SetMemoryLimit(-1), gogc(); got != big+collectorRoom || p != 100 {
+		t.Errorf("a budget above the default: limit %d, GOGC %d; want %d, 100", got, p, big+collectorRoom)
+	}
+	restore()
 	t.Setenv("GOGC", "50")
 	collectForStream(5 << 20)()
 	if got, p := debug.SetMemoryLimit(-1), gogc(); got != limit || p != percent {
