@@ -14,8 +14,12 @@ const (
 	runBuffer   = 1 << 15
 )
 
-// errShortRun is a sorted run that ends inside a record.
-var errShortRun = errors.New("a sorted run ends inside a record")
+// errShortRun is a sorted run that ends inside a record, errBadVarint one
+// with a word no encoder writes (a varint of more than 64 bits).
+var (
+	errShortRun  = errors.New("a sorted run ends inside a record")
+	errBadVarint = errors.New("a sorted run holds a word of more than 64 bits")
+)
 
 // A recordEncoder writes the records of one sorted run as varints of each
 // word's difference from the same word of the record before (the first
@@ -23,6 +27,7 @@ var errShortRun = errors.New("a sorted run ends inside a record")
 // sums wrap back, so every word comes back exactly, whatever it is.
 type recordEncoder struct{ prev, cur []int64 }
 
+// newRecordEncoder is the encoder of a run of records of words words.
 func newRecordEncoder(words int) *recordEncoder {
 	return &recordEncoder{prev: make([]int64, words), cur: make([]int64, words)}
 }
@@ -46,6 +51,8 @@ type recordDecoder struct {
 	prev   []int64
 }
 
+// newRecordDecoder reads the run r of records of words words, through a
+// buffer of size bytes (more when a record may take more).
 func newRecordDecoder(r io.Reader, words, size int) *recordDecoder {
 	return &recordDecoder{r: r, buf: make([]byte, max(size, words*binary.MaxVarintLen64)), prev: make([]int64, words)}
 }
@@ -63,8 +70,11 @@ func (d *recordDecoder) next(w []int64) (bool, error) {
 	}
 	for k := range w {
 		v, n := binary.Varint(d.buf[d.lo:d.hi])
-		if n <= 0 {
+		switch {
+		case n == 0:
 			return false, errShortRun
+		case n < 0:
+			return false, errBadVarint
 		}
 		d.lo += n
 		d.prev[k] += v

@@ -307,8 +307,9 @@ func (l *sortedList[T]) done() error {
 		l.writeRun()
 	}
 	l.mem = nil
-	if l.err == nil {
-		l.err = l.w.Flush()
+	if l.err == nil && l.w != nil {
+		// Its 1 MiB buffer goes with it: the list is only read from now.
+		l.err, l.w = l.w.Flush(), nil
 	}
 	if l.err != nil {
 		return spillError{l.err}
