@@ -29,8 +29,8 @@ type collector struct {
 	written    []bool           // per worker slot: it has sent the write of the section it holds
 	resume     func(slot int)   // sends SIGCONT to the worker in slot
 	// stopWaiters stops, for d, the workers waiting for the lock but the
-	// one in slot (nemesis.StopsWaiters).
-	stopWaiters func(slot int, d time.Duration)
+	// one in slot, whose pause began at from (nemesis.StopsWaiters).
+	stopWaiters func(slot int, from int64, d time.Duration)
 	wg          sync.WaitGroup // the workers' readers
 	protocol    []error        // worker output that was not ops
 }
@@ -122,7 +122,7 @@ func (c *collector) take(slot int, o history.Op) {
 		time.AfterFunc(d, func() { c.resume(slot) })
 	}
 	if d, ok := nemesis.StopsWaiters(o); ok && c.stopWaiters != nil {
-		c.stopWaiters(slot, d)
+		c.stopWaiters(slot, o.Time, d)
 	}
 }
 

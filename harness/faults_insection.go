@@ -35,8 +35,12 @@ func pauseKinds() []history.Keyword {
 // completed), and records each stop as a :pause and a :resume of kind
 // :stop-waiters on the nemesis's process, naming the worker as SigStop's
 // events do. With a lock that keeps its holder's lease alive none of them
-// can hold the lock meanwhile: the one in holder does.
-func (ws *workerSet) stopWaiters(holder int, d time.Duration) {
+// can hold the lock meanwhile: the one in holder does. A waiter is
+// stopped only in the first half of the holder's pause, which began at
+// from: the collector may come to the pause late (it reads the workers'
+// ops as they come, beside the run's other work), and once the holder
+// releases, a waiter it took for waiting may already hold the lock.
+func (ws *workerSet) stopWaiters(holder int, from int64, d time.Duration) {
 	ws.mu.Lock()
 	var waiting []*workerProc
 	for _, p := range ws.slots {
@@ -55,6 +59,10 @@ func (ws *workerSet) stopWaiters(holder int, d time.Duration) {
 		v := map[history.Keyword]any{"kind": nemesis.KindStopWaiters, "worker": p.slot, "pid": p.proc.Pid(),
 			"process": ws.col.current[p.slot].Load(), "ms": d.Milliseconds()}
 		at := ws.clock.Now(context.Background()) // before the stop, so that the events' window covers it
+		if at >= from+int64(d/2) {
+			ws.lg.logf("stop-waiters: worker %d not stopped: the holder's pause of %v was half over (%v) before its turn came", p.slot, d, time.Duration(at-from))
+			continue
+		}
 		if err := group(p, syscall.SIGSTOP); err != nil {
 			ws.lg.logf("stop-waiters: worker %d: %v", p.slot, err) // it exited meanwhile
 			continue

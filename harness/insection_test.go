@@ -21,9 +21,12 @@ import (
 // stops come of the configuration: schedule.edn has none to replay.
 func TestRunStopWaiters(t *testing.T) {
 	t.Parallel()
-	const pause = 200 * time.Millisecond
+	// Waiters are stopped in the first half of a pause only: a loaded
+	// machine's collector came to a pause of 200 ms after its holder had
+	// released, and stopped a worker that had the lock by then.
+	const pause = 500 * time.Millisecond
 	cfg := harness.DefaultConfig()
-	cfg.Lock, cfg.Store, cfg.Workers, cfg.TimeLimit, cfg.Nemesis = "pg-advisory", t.TempDir(), 3, time.Second, "none"
+	cfg.Lock, cfg.Store, cfg.Workers, cfg.TimeLimit, cfg.Nemesis = "pg-advisory", t.TempDir(), 3, 4*pause, "none"
 	cfg.InjectEvery, cfg.PauseKind, cfg.Pause = 2, nemesis.KindStopWaiters, pause
 	res, err := harness.Run(context.Background(), cfg)
 	if err != nil {
