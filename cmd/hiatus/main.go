@@ -15,10 +15,8 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 
-	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
@@ -303,41 +301,6 @@ func flagsFirst(cmd *cli.Command, args []string) []string {
 // the collector's pace sets its memory. hiatus check, whose heap its
 // budget bounds, lets the collector wait instead (collectForStream).
 const gcPercent = 20
-
-// collectorRoom is the heap a streamed check may take beyond its records'
-// budget before the collector runs: the parse's chunks and batches of ops
-// in flight, the runs being sorted, the garbage of the ops already added.
-// With the default budget (128 MB) the limit is 192 MiB, and 250,000
-// sections, held in memory, peak at 217–228 MB RSS (docs/performance.md).
-const collectorRoom = 64 << 20
-
-// collectForStream lets the collector wait until the heap nears the
-// check's budget plus collectorRoom, rather than run at every 20 % of
-// growth: a Stream's heap is bounded by its budget, and at GOGC 20 a check
-// of 250,000 sections ran 24 collections whose stack scans spun, waiting
-// for its busy goroutines to stop (docs/performance.md). It returns the
-// function that puts the collector back as it was, for a history read
-// whole, whose heap has no such bound. The environment's GOGC or
-// GOMEMLIMIT, when set, is left as it is. A budget above the default
-// keeps a collector that runs at every doubling of the heap as well: with
-// none, the garbage of the parse piled up to the limit (620 MB at 250,000
-// sections with --memory 1024, against 224 MB at GOGC 20), and a budget
-// larger than the machine left no limit at all.
-func collectForStream(budget int64) (restore func()) {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		return func() {}
-	}
-	limit := debug.SetMemoryLimit(budget + collectorRoom)
-	gc := -1
-	if budget > checker.DefaultMemory {
-		gc = 100
-	}
-	percent := debug.SetGCPercent(gc)
-	return sync.OnceFunc(func() {
-		debug.SetGCPercent(percent)
-		debug.SetMemoryLimit(limit)
-	})
-}
 
 func main() {
 	harness.ServeWorker() // a run's workers are this same binary
