@@ -2,6 +2,7 @@ package topology
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -169,15 +170,14 @@ func (h *SSHHost) start(ctx context.Context) error {
 	// exit status: a signal sent through it takes no new session, which
 	// a loaded node's sshd may take a good part of a second to open.
 	script := fmt.Sprintf("umask 022; mkdir %s && echo $$ > %s/watchdog && cat > %s/cleanup.sh <<'HIATUS_EOF'\n%sHIATUS_EOF\n"+
-		"echo ready; while IFS= read -r c; do eval \"$c\" < /dev/null > /dev/null 2>&1; echo \"$?\"; done; sh %s/cleanup.sh",
+		"echo "+startMark+"; while IFS= read -r c; do eval \"$c\" < /dev/null > /dev/null 2>&1; echo \"$?\"; done; sh %s/cleanup.sh",
 		d, d, d, h.cleanupScript(), d)
 	if err := s.Start(script); err != nil {
 		s.Close()
 		return err
 	}
 	h.watchOut = bufio.NewReader(out)
-	line, err := readLine(ctx, h.watchOut)
-	if err != nil || line != "ready\n" {
+	if _, err := readAfter(ctx, h.watchOut, startMark); err != nil {
 		in.Close()
 		s.Close()
 		return fmt.Errorf("make the run's directory %s: %v: %s", h.dir, err, strings.TrimSpace(stderr.String()))
@@ -240,8 +240,28 @@ func (h *SSHHost) IP() string { return h.node.IP() }
 // Dir is the run's directory on the node, removed when the run ends.
 func (h *SSHHost) Dir() string { return h.dir }
 
-// Run runs script with sh on the node and returns what it printed, both
-// streams together.
+// startMark is the line a command of hiatus prints before anything else:
+// what the login shell's start-up files print (a .bashrc that sshd has
+// bash read, a pyenv that cannot rehash) comes before it and is not the
+// command's.
+const startMark = "hiatus-ssh-start"
+
+// afterMark is what follows the line startMark in out, or all of out when
+// no such line is there.
+func afterMark(out []byte) []byte {
+	m := []byte(startMark + "\n")
+	if bytes.HasPrefix(out, m) {
+		return out[len(m):]
+	}
+	if i := bytes.Index(out, append([]byte("\n"), m...)); i >= 0 {
+		return out[i+1+len(m):]
+	}
+	return out
+}
+
+// Run runs script with sh on the node and returns what it printed on its
+// standard output; what it printed on its standard error is in the error
+// when it fails.
 func (h *SSHHost) Run(ctx context.Context, script string) ([]byte, error) {
 	s, err := h.client.NewSession()
 	if err != nil {
@@ -250,14 +270,34 @@ func (h *SSHHost) Run(ctx context.Context, script string) ([]byte, error) {
 	defer s.Close()
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
-	out, err := s.CombinedOutput(script)
+	var stdout, stderr bytes.Buffer
+	s.Stdout, s.Stderr = &stdout, &stderr
+	err = s.Run("echo " + startMark + "\n" + script)
+	out := afterMark(stdout.Bytes())
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
+		if e := strings.TrimSpace(stderr.String()); e != "" {
+			err = fmt.Errorf("%w: %s", err, e)
+		}
 		return out, fmt.Errorf("node %s: %w", h.node.Name, err)
 	}
 	return out, nil
+}
+
+// readAfter reads lines from r until one begins with prefix, and returns
+// that line without it: the lines before it are the start-up files'.
+func readAfter(ctx context.Context, r *bufio.Reader, prefix string) (string, error) {
+	for {
+		line, err := readLine(ctx, r)
+		if err != nil {
+			return "", err
+		}
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			return strings.TrimSuffix(rest, "\n"), nil
+		}
+	}
 }
 
 // Write writes what r holds to the file path on the node, with mode.
@@ -327,12 +367,12 @@ func (h *SSHHost) Start(ctx context.Context, argv []string, log string, stderr i
 	// sshd makes the shell a session's leader: its PID, which exec hands
 	// on, is its group's. Its working directory, the run's, is how the
 	// watchdog and a later run find it and what it starts.
-	cmd := fmt.Sprintf("cd %s && echo $$ && exec %s%s", shellquote.Quote(h.dir), strings.Join(q, " "), redirect)
+	cmd := fmt.Sprintf("cd %s && echo %s $$ && exec %s%s", shellquote.Quote(h.dir), startMark, strings.Join(q, " "), redirect)
 	if err := s.Start(cmd); err != nil {
 		return fail(err)
 	}
 	r := bufio.NewReader(out)
-	line, err := readLine(ctx, r)
+	line, err := readAfter(ctx, r, startMark+" ")
 	if err == nil {
 		p.pid, err = strconv.Atoi(strings.TrimSpace(line))
 	}

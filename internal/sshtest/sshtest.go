@@ -95,6 +95,10 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 	if err := os.WriteFile(auth, ssh.MarshalAuthorizedKey(pub), 0o600); err != nil {
 		return nil, err
 	}
+	noisy := filepath.Join(dir, "noisy-startup.sh")
+	if err := os.WriteFile(noisy, []byte(noisyStartup), 0o644); err != nil {
+		return nil, err
+	}
 	var known, inv bytes.Buffer
 	fmt.Fprintf(&inv, "# made by sshtest\ncontrol %s\nuser root\nkey %s\nknown-hosts %s\n", tn.Root().IP(), n.Key, filepath.Join(dir, "known_hosts"))
 	for _, node := range nodes {
@@ -111,7 +115,7 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 		fmt.Fprintf(&known, "%s %s", h.IP(), ssh.MarshalAuthorizedKey(hpub))
 		fmt.Fprintf(&inv, "node %s %s %s\n", node.Name, h.IP(), node.Roles)
 		conf := filepath.Join(dir, "sshd-"+node.Name+".conf")
-		if err := writeSshdConfig(conf, h.IP(), hostKey, auth); err != nil {
+		if err := writeSshdConfig(conf, h.IP(), hostKey, auth, noisy); err != nil {
 			return nil, err
 		}
 		cmd := h.Command(Sshd, "-D", "-e", "-f", conf)
@@ -138,10 +142,23 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 	return n, nil
 }
 
+// noisyStartup is what each host's shell reads as it starts a session's
+// command: it prints on both streams, as a node's .bashrc may (the CI
+// machine's pyenv, which cannot rehash, did), and hiatus must not take
+// that for its commands' output. It prints in the session's shell alone
+// (SHLVL 1), not in what the host's own start-up files run.
+const noisyStartup = `unset BASH_ENV
+[ "${SHLVL:-1}" -le 1 ] || return 0
+echo "sshtest: a start-up file's line on standard output"
+echo "sshtest: a start-up file's line on standard error" >&2
+`
+
 // writeSshdConfig writes to file the configuration of an sshd on ip, with
-// its host key and the test's authorized keys: root by key alone.
-func writeSshdConfig(file, ip, hostKey, auth string) error {
+// its host key and the test's authorized keys: root by key alone, its
+// sessions' bash reading startup first.
+func writeSshdConfig(file, ip, hostKey, auth, startup string) error {
 	return os.WriteFile(file, []byte(strings.Join([]string{
+		"SetEnv BASH_ENV=" + startup,
 		"ListenAddress " + ip + ":22",
 		"HostKey " + hostKey,
 		"AuthorizedKeysFile " + auth,
