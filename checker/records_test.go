@@ -2,6 +2,7 @@ package checker
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"math"
 	"slices"
@@ -54,4 +55,60 @@ func TestRecordsRoundTrip(t *testing.T) {
 			t.Fatalf("a run cut at byte %d of %d (inside a record: %v) read to its end with %v", cut, len(b), inside, err)
 		}
 	})
+}
+
+// TestSortedListLostRecords: a list on disk whose file lost the end of a
+// run, cut at a record's boundary, panics with a spillError when read,
+// never reads as a shorter list (which could make a verdict valid).
+func TestSortedListLostRecords(t *testing.T) {
+	ints := codec[int64]{words: 1, put: func(w []int64, x int64) { w[0] = x }, get: func(w []int64) int64 { return w[0] }}
+	for _, tc := range []struct {
+		name string
+		cut  func(runs []int64) int64 // the file's new size; -1 to keep it
+		want int                      // records read whole, when not lost
+	}{
+		{"whole", func([]int64) int64 { return -1 }, 10},
+		{"the last run lost", func(runs []int64) int64 { return runs[2] }, -1},
+		{"a middle run lost", func(runs []int64) int64 { return runs[1] }, -1},
+		{"all lost", func([]int64) int64 { return 0 }, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newSortedList(ints, func(a, b int64) int { return cmp.Compare(a, b) }, true, 4)
+			defer l.close()
+			for i := range 10 {
+				l.add(int64(9 - i))
+			}
+			if err := l.done(); err != nil || l.file == nil || len(l.runs) != 4 {
+				t.Fatalf("done: %v, on disk %v, runs %v; want three runs on disk", err, l.file != nil, l.runs)
+			}
+			if n := tc.cut(l.runs); n >= 0 {
+				if err := l.file.Truncate(n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []int64
+			err := func() (err error) {
+				defer func() {
+					if p := recover(); p != nil {
+						e, ok := p.(spillError)
+						if !ok {
+							panic(p)
+						}
+						err = e
+					}
+				}()
+				it := l.iter()
+				for x, ok := it.next(); ok; x, ok = it.next() {
+					got = append(got, x)
+				}
+				return nil
+			}()
+			switch {
+			case tc.want < 0 && err == nil:
+				t.Fatalf("read %d records of 10 with no error: %v", len(got), got)
+			case tc.want >= 0 && (err != nil || len(got) != tc.want || !slices.IsSorted(got)):
+				t.Fatalf("read %v, %v; want %d records in order", got, err, tc.want)
+			}
+		})
+	}
 }

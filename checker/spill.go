@@ -5,6 +5,8 @@ import (
 	"cmp"
 	"container/heap"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -223,6 +225,7 @@ type sortedList[T any] struct {
 	w      *bufio.Writer
 	size   int64   // bytes written to file
 	runs   []int64 // the start of each run in file; one more for the end
+	counts []int   // the records of each run
 	err    error
 }
 
@@ -289,6 +292,7 @@ func (l *sortedList[T]) writeRun() {
 		}
 	}
 	l.runs = append(l.runs, l.size)
+	l.counts = append(l.counts, len(l.mem))
 	l.mem = l.mem[:0]
 }
 
@@ -341,7 +345,7 @@ func (l *sortedList[T]) iter() listIter[T] {
 	}
 	m := &runMerge[T]{less: l.less}
 	for k := range len(l.runs) - 1 {
-		r := &runReader[T]{codec: l.codec, w: make([]int64, l.words),
+		r := &runReader[T]{codec: l.codec, w: make([]int64, l.words), left: l.counts[k],
 			dec: newRecordDecoder(io.NewSectionReader(l.file, l.runs[k], l.runs[k+1]-l.runs[k]), l.words, runBuffer)}
 		if r.advance() {
 			m.heads = append(m.heads, r)
@@ -382,15 +386,26 @@ type runReader[T any] struct {
 	dec  *recordDecoder
 	head T
 	w    []int64
+	left int // the records still to read: a run that ends sooner lost some
 }
 
+// advance reads the run's next record into head; false at its end. An I/O
+// error, or a run that ends at a record's boundary short of the records
+// written to it, panics with a spillError: a list missing records could
+// make a verdict valid that is not.
 func (r *runReader[T]) advance() bool {
 	ok, err := r.dec.next(r.w)
-	if err != nil {
+	switch {
+	case err != nil:
 		panic(spillError{err})
+	case ok && r.left == 0:
+		panic(spillError{errors.New("a sorted run holds more records than were written to it")})
+	case !ok && r.left != 0:
+		panic(spillError{fmt.Errorf("a sorted run ends %d records short of what was written to it", r.left)})
 	}
 	if ok {
 		r.head = r.get(r.w)
+		r.left--
 	}
 	return ok
 }
