@@ -95,8 +95,11 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 	if err := os.WriteFile(auth, ssh.MarshalAuthorizedKey(pub), 0o600); err != nil {
 		return nil, err
 	}
-	noisy := filepath.Join(dir, "noisy-startup.sh")
-	if err := os.WriteFile(noisy, []byte(noisyStartup), 0o644); err != nil {
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(home, ".bashrc"), []byte(noisyBashrc), 0o644); err != nil {
 		return nil, err
 	}
 	var known, inv bytes.Buffer
@@ -115,7 +118,7 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 		fmt.Fprintf(&known, "%s %s", h.IP(), ssh.MarshalAuthorizedKey(hpub))
 		fmt.Fprintf(&inv, "node %s %s %s\n", node.Name, h.IP(), node.Roles)
 		conf := filepath.Join(dir, "sshd-"+node.Name+".conf")
-		if err := writeSshdConfig(conf, h.IP(), hostKey, auth, noisy); err != nil {
+		if err := writeSshdConfig(conf, h.IP(), hostKey, auth, home); err != nil {
 			return nil, err
 		}
 		cmd := h.Command(Sshd, "-D", "-e", "-f", conf)
@@ -142,23 +145,20 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 	return n, nil
 }
 
-// noisyStartup is what each host's shell reads as it starts a session's
-// command: it prints on both streams, as a node's .bashrc may (the CI
-// machine's pyenv, which cannot rehash, did), and hiatus must not take
-// that for its commands' output. It prints in the session's shell alone
-// (SHLVL 1), not in what the host's own start-up files run.
-const noisyStartup = `unset BASH_ENV
-[ "${SHLVL:-1}" -le 1 ] || return 0
-echo "sshtest: a start-up file's line on standard output"
+// noisyBashrc is the .bashrc of the test's root on every host: sshd has
+// bash read it before a session's command, and it prints on both streams,
+// as a node's may (the CI machine's ran pyenv, which could not rehash and
+// said so); hiatus must not take that for its commands' output.
+const noisyBashrc = `echo "sshtest: a start-up file's line on standard output"
 echo "sshtest: a start-up file's line on standard error" >&2
 `
 
 // writeSshdConfig writes to file the configuration of an sshd on ip, with
-// its host key and the test's authorized keys: root by key alone, its
-// sessions' bash reading startup first.
-func writeSshdConfig(file, ip, hostKey, auth, startup string) error {
+// its host key and the test's authorized keys: root by key alone, in home
+// (the machine's own root's start-up files are not the test's).
+func writeSshdConfig(file, ip, hostKey, auth, home string) error {
 	return os.WriteFile(file, []byte(strings.Join([]string{
-		"SetEnv BASH_ENV=" + startup,
+		"SetEnv HOME=" + home,
 		"ListenAddress " + ip + ":22",
 		"HostKey " + hostKey,
 		"AuthorizedKeysFile " + auth,
