@@ -246,15 +246,11 @@ func (h *SSHHost) Dir() string { return h.dir }
 // command's.
 const startMark = "hiatus-ssh-start"
 
-// afterMark is what follows the line startMark in out, or all of out when
-// no such line is there.
+// afterMark is what follows the first line startMark in out, or all of
+// out when no such line is there.
 func afterMark(out []byte) []byte {
-	m := []byte(startMark + "\n")
-	if bytes.HasPrefix(out, m) {
-		return out[len(m):]
-	}
-	if i := bytes.Index(out, append([]byte("\n"), m...)); i >= 0 {
-		return out[i+1+len(m):]
+	if _, rest, ok := bytes.Cut(append([]byte("\n"), out...), []byte("\n"+startMark+"\n")); ok {
+		return rest
 	}
 	return out
 }

@@ -91,11 +91,11 @@ func TestSSHHost(t *testing.T) {
 		t.Errorf("its standard error %q lacks oops", errOut.String())
 	}
 
-	// reach connects a to b's sshd within limit: through a cut it must
+	// reach connects a to b's sshd within seconds: through a cut it must
 	// fail in 1 s, which load cannot make pass; after a heal it may take
 	// a loaded machine long.
-	reach := func(limit string) error {
-		_, err := a.Run(ctx, "timeout "+limit+" bash -c 'exec 3<>/dev/tcp/"+b.IP()+"/22'")
+	reach := func(seconds int) error {
+		_, err := a.Run(ctx, "timeout "+strconv.Itoa(seconds)+" bash -c 'exec 3<>/dev/tcp/"+b.IP()+"/22'")
 		return err
 	}
 	// A node cannot be cut from itself: a fault that asks it to fails,
@@ -109,13 +109,13 @@ func TestSSHHost(t *testing.T) {
 	if out, _ := sn.Run(ctx, "a", "iptables -S | grep -c hiatus-"+tag); strings.TrimSpace(out) == "0" {
 		t.Errorf("no rule tagged with the run's tag on a: %s", out)
 	}
-	if err := reach("1"); err == nil {
+	if err := reach(1); err == nil {
 		t.Error("a reached b's sshd through the cut")
 	}
 	if err := a.Heal(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := reach("20"); err != nil {
+	if err := reach(20); err != nil {
 		t.Errorf("a cannot reach b after the heal: %v", err)
 	}
 
