@@ -73,9 +73,15 @@ func TestPauseTest(t *testing.T) {
 		freezes bool // the lock is a client.Freezer
 		guards  []client.Guard
 		pauses  []history.Keyword
+		// lease is the case's lease; 200ms when 0. A watchdog's renewal
+		// every lease/3 must keep up with it on a starved machine (beside
+		// two CPU burners, under -race, one came more than 2/3 of a 200ms
+		// lease late and B took the lock): renewing locks get 1.5s, which a
+		// renewal misses only a second late.
+		lease time.Duration
 	}{
 		{lock: "setnx", keeping: lapses, guards: all, pauses: harness.PauseKinds()},
-		{lock: "renew", keeping: renews, freezes: true, guards: two, pauses: harness.PauseKinds()},
+		{lock: "renew", keeping: renews, freezes: true, guards: two, pauses: harness.PauseKinds(), lease: 1500 * time.Millisecond},
 		{lock: "pg-advisory", keeping: noLease, guards: two[:1], pauses: harness.PauseKinds()},
 		{lock: "exec:" + adaptertest.Command("setnx"), keeping: lapses, freezes: true, guards: two, pauses: []history.Keyword{nemesis.KindStop}},
 		{lock: "del-release", keeping: lapses, guards: two[:1], pauses: []history.Keyword{nemesis.KindSleep}}, // the lab's
@@ -92,6 +98,9 @@ func TestPauseTest(t *testing.T) {
 			cfg.RedisURL, cfg.PostgresURL, cfg.Store = shared.RedisURL, shared.PostgresURL, t.TempDir()
 			cfg.Name, cfg.CounterID = fmt.Sprintf("pause-test-%d", i), int64(900+i)
 			cfg.Lease, cfg.Retry = 200*time.Millisecond, time.Millisecond
+			if tc.lease != 0 {
+				cfg.Lease = tc.lease
+			}
 			cases := harness.PauseCases([]string{tc.lock}, tc.guards, tc.pauses)
 			vs, err := lab.PauseTest(context.Background(), cfg, cases, nil)
 			if err != nil {
@@ -101,13 +110,13 @@ func TestPauseTest(t *testing.T) {
 				t.Fatalf("%d verdicts of %d cases", len(vs), len(cases))
 			}
 			for _, v := range vs {
-				checkPauseVerdict(t, v, wantOf(tc.keeping, v.Case, tc.freezes))
+				checkPauseVerdict(t, v, cfg.Lease, wantOf(tc.keeping, v.Case, tc.freezes))
 			}
 		})
 	}
 }
 
-func checkPauseVerdict(t *testing.T, v harness.PauseVerdict, w pauseWant) {
+func checkPauseVerdict(t *testing.T, v harness.PauseVerdict, lease time.Duration, w pauseWant) {
 	t.Helper()
 	c := fmt.Sprintf("%s/%s", v.Case.Guard, v.Case.Pause)
 	f := v.Figures()
@@ -116,8 +125,8 @@ func checkPauseVerdict(t *testing.T, v harness.PauseVerdict, w pauseWant) {
 	if got != w {
 		t.Errorf("%s: %+v, want %+v (%s; run %s)", c, got, w, v.Explanation(), v.Dir)
 	}
-	if v.Taken == harness.Took && v.After < 200*time.Millisecond {
-		t.Errorf("%s: B took the lock %v after A, within A's 200ms lease", c, v.After)
+	if v.Taken == harness.Took && v.After < lease {
+		t.Errorf("%s: B took the lock %v after A, within A's %v lease", c, v.After, lease)
 	}
 	for _, f := range []string{store.History, store.Results, store.Test, report.TimelineFile} {
 		if _, err := os.Stat(filepath.Join(v.Dir, f)); err != nil {
