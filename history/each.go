@@ -27,6 +27,7 @@ func (r *Reader) Each(ctx context.Context, add func(Op)) error {
 	inner, cancel := context.WithCancel(ctx)
 	defer cancel() // the pipeline's goroutines end
 	p := newPipeline(inner, r.rd, min(runtime.GOMAXPROCS(0), maxWorkers), cmp.Or(r.chunk, chunkSize))
+	p.keep = r.keep
 	if r.slow || len(r.buf) > 0 || r.n > 0 || r.err != nil {
 		p.refuse.Store(true) // the library's path, or a Reader already read
 	}
@@ -131,6 +132,7 @@ type pipeline struct {
 	free    chan *chunk // chunks to fill
 	todo    chan *chunk // chunks to parse, in no order
 	order   chan *chunk // chunks in input order, parsed or being parsed
+	keep    []Keyword   // the Reader's KeepExtra
 	refuse  atomic.Bool // chunks are no longer parsed: Next reads them
 	unread  *chunk      // the chunk Read reads from
 }
@@ -209,7 +211,7 @@ func (p *pipeline) fill(c *chunk) {
 
 // parse parses the chunks it is given, unless the pipeline refuses them.
 func (p *pipeline) parse() {
-	kws := &Reader{}
+	kws := &Reader{keep: p.keep}
 	for c := range p.todo {
 		c.ok = false
 		c.ops = c.ops[:0]
@@ -228,6 +230,10 @@ func (c *chunk) parse(kws *Reader) {
 	if c.cut {
 		return
 	}
+	// A history hiatus writes has an op a line: room for as many, where
+	// growing by append took 27 MB of new memory a check of 250,000
+	// sections.
+	c.ops = slices.Grow(c.ops, c.lines+1)
 	b := c.data
 	for i := 0; ; {
 		if i = skipSpace(b, i); i == len(b) {

@@ -3,6 +3,7 @@ package history
 import (
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -24,6 +25,7 @@ type fastDec struct {
 func (d *fastDec) op() (Op, bool) {
 	op := Op{Index: Unset, Time: Unset}
 	var seen uint8
+	var ex extras
 	for d.i = 1; ; {
 		d.space()
 		if d.i >= len(d.b) {
@@ -68,6 +70,12 @@ func (d *fastDec) op() (Op, bool) {
 			bit = 64
 			op.Error, ok = d.value()
 		default:
+			if d.r.keep != nil {
+				if ok = ex.add(d, k); !ok {
+					return op, false
+				}
+				continue
+			}
 			kw := d.r.intern(k)
 			if _, dup := op.Extra[kw]; dup {
 				return op, false
@@ -84,8 +92,86 @@ func (d *fastDec) op() (Op, bool) {
 		}
 		seen |= bit
 	}
+	if d.r.keep != nil {
+		op.Extra = ex.extra(d.r)
+	}
 	return op, seen&(4|8|16) == 4|8|16
 }
+
+// extras are the extra keys of an op read by a Reader that keeps only some
+// (Reader.KeepExtra): those kept, with their values and text, and those
+// left out, to see that no key is repeated. An op with more than four of
+// either goes to the library path.
+type extras struct {
+	kept  [4]extra
+	nkept int
+	left  [4][]byte
+	nleft int
+}
+
+type extra struct {
+	k, text []byte // the key's name; its value as written
+	v       any
+}
+
+// add reads the value of the extra key k, which d has read, and keeps it
+// if the Reader does.
+func (ex *extras) add(d *fastDec, k []byte) bool {
+	same := func(b []byte) bool { return string(b) == string(k) }
+	if ex.nleft == len(ex.left) || ex.nkept == len(ex.kept) || slices.ContainsFunc(ex.left[:ex.nleft], same) ||
+		slices.ContainsFunc(ex.kept[:ex.nkept], func(e extra) bool { return same(e.k) }) {
+		return false
+	}
+	if !d.r.keeps(k) {
+		ex.left[ex.nleft] = k
+		ex.nleft++
+		return d.skip()
+	}
+	start := d.i
+	v, ok := d.value()
+	ex.kept[ex.nkept] = extra{k: k, text: d.b[start:d.i], v: v}
+	ex.nkept++
+	return ok
+}
+
+// extra returns the map of the keys kept. Ops whose kept keys are written
+// the same, with values that cannot be changed (numbers, strings,
+// keywords), share one map: a check's Reader keeps :lease-ms, which every
+// acquire's completion repeats, and a map for each was a fifth of the
+// parse. At most maxShared maps are shared, so a history of ever new
+// values (fences) costs a lookup an op and no more memory.
+func (ex *extras) extra(r *Reader) map[Keyword]any {
+	if ex.nkept == 0 {
+		return nil
+	}
+	r.keyBuf = r.keyBuf[:0]
+	shareable := true
+	for _, e := range ex.kept[:ex.nkept] {
+		r.keyBuf = append(append(append(append(r.keyBuf, e.k...), 0), e.text...), 0)
+		switch e.v.(type) {
+		case nil, bool, int64, float64, string, Keyword:
+		default:
+			shareable = false
+		}
+	}
+	if m, ok := r.shared[string(r.keyBuf)]; ok && shareable {
+		return m
+	}
+	m := make(map[Keyword]any, ex.nkept)
+	for _, e := range ex.kept[:ex.nkept] {
+		m[r.intern(e.k)] = e.v
+	}
+	if shareable && len(r.shared) < maxShared {
+		if r.shared == nil {
+			r.shared = make(map[string]map[Keyword]any)
+		}
+		r.shared[string(r.keyBuf)] = m
+	}
+	return m
+}
+
+// maxShared bounds the Extra maps a Reader shares among its ops.
+const maxShared = 64
 
 func typeOf(b []byte) Type {
 	switch string(b) {
@@ -232,6 +318,34 @@ func (d *fastDec) value() (any, bool) {
 		return false, true
 	}
 	return number(a)
+}
+
+// skip reads a value as value does, without making it: a string or an
+// integer, as an op's extra keys mostly are, allocates nothing.
+func (d *fastDec) skip() bool {
+	if d.i < len(d.b) && d.b[d.i] == '"' {
+		s := d.i + 1
+		for j := s; j < len(d.b); j++ {
+			switch d.b[j] {
+			case '"':
+				d.i = j + 1
+				return utf8.Valid(d.b[s:j])
+			case '\\':
+				_, ok := d.escaped(s)
+				return ok
+			}
+		}
+		return false
+	}
+	if d.i < len(d.b) && ('0' <= d.b[d.i] && d.b[d.i] <= '9' || d.b[d.i] == '-') {
+		i := d.i
+		if _, ok := decimal(d.atom()); ok {
+			return true
+		}
+		d.i = i
+	}
+	_, ok := d.value()
+	return ok
 }
 
 // number parses an EDN integer or float. Octal, hex, ratios and M decimals

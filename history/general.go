@@ -128,6 +128,9 @@ func (r *Reader) setField(op *Op, k Keyword, v any) string {
 	case "error":
 		op.Error = v
 	default:
+		if !r.keeps([]byte(k)) {
+			return ""
+		}
 		if op.Extra == nil {
 			op.Extra = make(map[Keyword]any)
 		}

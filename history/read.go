@@ -87,6 +87,9 @@ type Reader struct {
 	n       int64 // op maps read
 	procs   map[string]Process
 	kws     map[string]Keyword
+	keep    []Keyword                  // the extra keys kept (KeepExtra); all when nil
+	shared  map[string]map[Keyword]any // Extra maps shared among ops, by their text (extras.extra)
+	keyBuf  []byte
 	tags    *edn.TagMap
 	stack   []opener
 }
@@ -100,6 +103,30 @@ type opener struct {
 // path, prefixes error messages.
 func NewReader(r io.Reader, name string) *Reader {
 	return &Reader{rd: r, name: name, line: 1, buf: make([]byte, 0, 64<<10)}
+}
+
+// KeepExtra makes r keep, of an op's extra keys, only those named, and
+// leave the others out of Op.Extra, as a check does that reads four of
+// them: a map and a string fewer an op, a fifth of the parse's time on a
+// history hiatus wrote (docs/performance.md). The values of the keys left
+// out are read all the same, so a history is malformed just as without it.
+// Ops whose kept keys are written alike may share one Extra map, which
+// must then be read only. Call it before the first op is read.
+func (r *Reader) KeepExtra(keys ...Keyword) {
+	r.keep = append([]Keyword{}, keys...)
+}
+
+// keeps reports whether an op's extra key k is kept.
+func (r *Reader) keeps(k []byte) bool {
+	if r.keep == nil {
+		return true
+	}
+	for _, kw := range r.keep {
+		if string(kw) == string(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // ReadAll reads every op of the history in r. On an error it returns the ops

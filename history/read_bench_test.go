@@ -39,19 +39,30 @@ func BenchmarkReadGenerated(b *testing.B) {
 
 // BenchmarkEachGenerated reads the same history with Each, as hiatus check
 // does: chunks parsed by GOMAXPROCS goroutines, four at the most (-cpu
-// sets how many).
+// sets how many); keeping every extra key, and only those a check reads
+// (Reader.KeepExtra).
 func BenchmarkEachGenerated(b *testing.B) {
 	data := generatedHistory(b)
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	for b.Loop() {
-		n := 0
-		r := history.NewReader(bytes.NewReader(data), "history.edn")
-		if err := r.Each(context.Background(), func(history.Op) { n++ }); err != nil {
-			b.Fatal(err)
-		}
-		if n != 800130 {
-			b.Fatalf("%d ops, want 800130", n)
-		}
+	for _, keep := range []struct {
+		name string
+		keys []history.Keyword
+	}{{"all", nil}, {"check", []history.Keyword{history.KeyLeaseMS, history.KeyFence, history.KeyFinal, history.KeyResolved}}} {
+		b.Run("keep="+keep.name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				n := 0
+				r := history.NewReader(bytes.NewReader(data), "history.edn")
+				if keep.keys != nil {
+					r.KeepExtra(keep.keys...)
+				}
+				if err := r.Each(context.Background(), func(history.Op) { n++ }); err != nil {
+					b.Fatal(err)
+				}
+				if n != 800130 {
+					b.Fatalf("%d ops, want 800130", n)
+				}
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -70,7 +71,61 @@ func readWith(src string, slow bool) ([]Op, error) {
 			}
 		}
 	}
+	if err := readKept(src, slow, ops, err); err != nil {
+		return nil, err
+	}
 	return ops, err
+}
+
+// readKept checks that a Reader that keeps only some extra keys reads src
+// as one that keeps them all, ops and err, without the others: with Next
+// and with Each, keeping none, some and the keys a check keeps.
+func readKept(src string, slow bool, ops []Op, err error) error {
+	keeps := [][]Keyword{{KeyLeaseMS, KeyFence, KeyFinal, KeyResolved}, {}, {KeyFence}}
+	// In 1 MiB chunks (0) and by Next (-1): smaller chunks, which Each's
+	// own tests read, made the reference histories' test take 17 s, not 4.
+	chunks := []int{0, -1}
+	if slow {
+		keeps, chunks = keeps[:1], chunks[:1] // the library's path is slow, and filters in one place
+	}
+	for _, keep := range keeps {
+		for _, chunk := range chunks {
+			r := NewReader(strings.NewReader(src), "h.edn")
+			r.slow, r.chunk = slow, max(chunk, 0)
+			r.KeepExtra(keep...)
+			var got []Op
+			var kerr error
+			if chunk < 0 {
+				got, kerr = readAll(r)
+			} else {
+				kerr = r.Each(context.Background(), func(o Op) { got = append(got, o) })
+			}
+			if fmt.Sprint(kerr) != fmt.Sprint(err) || len(got) != len(ops) {
+				return fmt.Errorf("keeping %v (chunks of %d): %d ops, %v; keeping all: %d ops, %v", keep, chunk, len(got), kerr, len(ops), err)
+			}
+			for i := range got {
+				if want := keepOnly(ops[i], keep); !equalOp(got[i], want) {
+					return fmt.Errorf("keeping %v (chunks of %d): op %d is %s; want %s", keep, chunk, i, AppendOp(nil, got[i]), AppendOp(nil, want))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// keepOnly returns o with only the extra keys of keep.
+func keepOnly(o Op, keep []Keyword) Op {
+	var m map[Keyword]any
+	for k, v := range o.Extra {
+		if slices.Contains(keep, k) {
+			if m == nil {
+				m = map[Keyword]any{}
+			}
+			m[k] = v
+		}
+	}
+	o.Extra = m
+	return o
 }
 
 func TestReadValues(t *testing.T) {
@@ -644,3 +699,43 @@ func BenchmarkReadLines(b *testing.B) { benchmarkRead(b, false) }
 
 // BenchmarkReadLinesGeneral reads the same history with the EDN library.
 func BenchmarkReadLinesGeneral(b *testing.B) { benchmarkRead(b, true) }
+
+// TestKeepExtraShares: ops whose kept keys are written alike share one
+// Extra map, and ops of ever new values share none past maxShared; what is
+// left out is still read, so a malformed or repeated key left out is the
+// error it is when kept.
+func TestKeepExtraShares(t *testing.T) {
+	var b strings.Builder
+	for i := range 3 * maxShared {
+		fmt.Fprintf(&b, "{:type :ok, :process 1, :f :acquire, :lease-ms 500, :token \"t%d\"}\n", i)
+		fmt.Fprintf(&b, "{:type :invoke, :process 1, :f :write, :value 1, :fence %d, :section %d}\n", i, i)
+	}
+	r := NewReader(strings.NewReader(b.String()), "h.edn")
+	r.KeepExtra(KeyLeaseMS, KeyFence)
+	ops, err := readAll(r)
+	if err != nil || len(ops) != 6*maxShared {
+		t.Fatalf("%d ops, %v", len(ops), err)
+	}
+	if reflect.ValueOf(ops[0].Extra).UnsafePointer() != reflect.ValueOf(ops[len(ops)-2].Extra).UnsafePointer() {
+		t.Errorf("the acquires' {:lease-ms 500} are not one map")
+	}
+	if len(r.shared) > maxShared {
+		t.Errorf("%d maps shared, more than %d", len(r.shared), maxShared)
+	}
+	if got := ops[len(ops)-1].Extra; len(got) != 1 || got[KeyFence] != int64(3*maxShared-1) {
+		t.Errorf("the last write's extras: %v", got)
+	}
+	for _, src := range []string{
+		`{:type :ok, :process 1, :f :acquire, :token "a", :token "b"}`,
+		`{:type :ok, :process 1, :f :acquire, :token "\q"}`,
+		`{:type :ok, :process 1, :f :acquire, :token 01}`,
+		`{:type :ok, :process 1, :f :acquire, :a 1, :b 2, :c 3, :d 4, :e 5, :fence 6}`,
+		`{:type :ok, :process 1, :f :acquire, :fence [1 2], :lease-ms 5, :x {:y 1}}`,
+	} {
+		for _, p := range paths {
+			if _, err := readWith(src, p.slow); err != nil && !errors.As(err, new(*SyntaxError)) {
+				t.Errorf("%s, %s path: %v", src, p.name, err)
+			}
+		}
+	}
+}
