@@ -152,18 +152,10 @@ func newCounterWalk(calls *callStore, initial, end int64, timed bool) (*counterW
 			panic(p)
 		}
 	}()
+	lists := w.lists()
+	w.reserve(calls, lists)
 	calls.each(func(i int, c lcCall) {
-		it := w.itemOf(i, c)
-		switch {
-		case !c.write:
-			w.reads.add(it)
-		case c.maybe && c.increment():
-			w.maybe.add(it)
-		case c.maybe:
-			w.wild.add(it)
-		default:
-			w.known.add(it)
-		}
+		lists[listOf(c)].add(w.itemOf(i, c))
 		if !c.maybe {
 			// A value only writes of unknown outcome wrote is not one the
 			// counter must reach.
@@ -179,6 +171,38 @@ func newCounterWalk(calls *callStore, initial, end int64, timed bool) (*counterW
 	return w, nil
 }
 
+// reserve makes room in lists, w.lists(), for the items they will take,
+// counted from the calls when they are in memory. Grown by append instead,
+// the lists copied themselves and touched twice the pages, 4 % of a check
+// of 250,000 sections. Calls on disk fill runs, which need no more room
+// than they are given: a run's room for each list would hold 12 MB for
+// lists that mostly stay empty.
+func (w *counterWalk) reserve(calls *callStore, lists []*itemList) {
+	var n [4]int
+	for _, c := range calls.mem {
+		n[listOf(c)]++
+	}
+	for k, l := range lists {
+		l.reserve(n[k])
+	}
+}
+
+// listOf says which of w.lists() takes c: the reads, the increments of
+// unknown outcome, the other writes of unknown outcome, or the
+// acknowledged writes.
+func listOf(c lcCall) int {
+	switch {
+	case !c.write:
+		return 2
+	case c.maybe && c.increment():
+		return 1
+	case c.maybe:
+		return 3
+	}
+	return 0
+}
+
+// lists are the walk's lists, in the order listOf numbers them.
 func (w *counterWalk) lists() []*itemList { return []*itemList{w.known, w.maybe, w.reads, w.wild} }
 
 // close lets go of the walk's files.

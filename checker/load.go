@@ -86,6 +86,7 @@ func openStream(ctx context.Context, f *os.File, path string, opts Options, wrap
 		h.Stream.Grow(int(fi.Size() / 80))
 	}
 	rd := history.NewReader(wrap(f), path)
+	rd.KeepExtra(streamKeys()...)
 	err := rd.Each(ctx, h.Stream.Add)
 	switch {
 	case errors.Is(err, history.ErrTruncated):

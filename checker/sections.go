@@ -15,9 +15,16 @@ const sectionRun = 1 << 16
 // acknowledged by the write's invocation and by its completion (ties, in
 // each, in the order the acquires completed). Past a run of them they go
 // to disk, as the counter operations do.
+//
+// In memory, the order by invocation is an index into byStart (inv), not
+// a second copy of every Section: 28 MB less to touch at 250,000 sections.
+// Once the set spills, byInv holds the sections in that order, as the
+// other lists do.
 type sectionSet struct {
 	byStart, byInv  *sortedList[Section]
 	byEnd           *sortedList[writeEnd]
+	listed          bool    // byInv holds the sections (the set spilled)
+	inv             []int32 // after done, in memory: byStart's acknowledged writes, by invocation
 	n, leased, late int
 	finished        bool  // done was called
 	err             error // done's
@@ -81,18 +88,32 @@ func newSectionSet(run int) sectionSet {
 	}
 }
 
-// spill moves the lists to disk.
+// spill moves the lists to disk. byInv goes first, and takes the sections
+// a run at a time, so that they are never in memory twice.
 func (ss *sectionSet) spill() {
+	if !ss.listed {
+		ss.listed = true
+		ss.byInv.spill()
+		for _, s := range ss.byStart.mem {
+			if s.WriteType == history.Ok {
+				ss.byInv.add(s)
+			}
+		}
+	}
 	ss.byStart.spill()
-	ss.byInv.spill()
 	ss.byEnd.spill()
+}
+
+// atRoom reports whether a list in memory is at its capacity: the next
+// section grows it.
+func (ss *sectionSet) atRoom() bool {
+	return len(ss.byStart.mem) == cap(ss.byStart.mem) || len(ss.byEnd.mem) == cap(ss.byEnd.mem)
 }
 
 // grow makes room for n sections more in memory.
 func (ss *sectionSet) grow(n int) {
-	ss.byStart.mem = slices.Grow(ss.byStart.mem, n)
-	ss.byInv.mem = slices.Grow(ss.byInv.mem, n)
-	ss.byEnd.mem = slices.Grow(ss.byEnd.mem, n)
+	ss.byStart.reserve(n)
+	ss.byEnd.reserve(n)
 }
 
 // add takes a section once it is closed.
@@ -105,7 +126,7 @@ func (ss *sectionSet) add(s Section) {
 		ss.late++
 	}
 	ss.byStart.add(s)
-	if s.WriteType == history.Ok {
+	if s.WriteType == history.Ok && ss.listed {
 		ss.byInv.add(s)
 	}
 	if s.WriteType == history.Ok && !s.WriteResolved {
@@ -119,8 +140,56 @@ func (ss *sectionSet) add(s Section) {
 func (ss *sectionSet) done() error {
 	if !ss.finished {
 		ss.finished, ss.err = true, cmp.Or(ss.byStart.done(), ss.byInv.done(), ss.byEnd.done())
+		if ss.err == nil && !ss.listed {
+			ss.index()
+		}
 	}
 	return ss.err
+}
+
+// index orders byStart's acknowledged writes, in memory and sorted, by
+// invocation. A set in memory holds far fewer than 2^31 sections (its
+// budget's worth).
+func (ss *sectionSet) index() {
+	secs := ss.byStart.mem
+	ss.inv = make([]int32, 0, len(secs))
+	for i := range secs {
+		if secs[i].WriteType == history.Ok {
+			ss.inv = append(ss.inv, int32(i))
+		}
+	}
+	// Sections come nearly in this order already, which pdqsort finds.
+	order := sectionOrder(func(s *Section) int64 { return s.WriteInv })
+	slices.SortFunc(ss.inv, func(a, b int32) int { return order(secs[a], secs[b]) })
+}
+
+// invIter reads the acknowledged writes by invocation.
+type invIter struct {
+	list listIter[Section]
+	secs []Section
+	inv  []int32
+}
+
+// byInvocation returns an iterator of the acknowledged writes by
+// invocation; the set must be done.
+func (ss *sectionSet) byInvocation() invIter {
+	if ss.listed {
+		return invIter{list: ss.byInv.iter()}
+	}
+	return invIter{secs: ss.byStart.mem, inv: ss.inv}
+}
+
+// next returns the next section. An I/O error panics with a spillError.
+func (it *invIter) next() (Section, bool) {
+	if it.secs == nil {
+		return it.list.next()
+	}
+	if len(it.inv) == 0 {
+		return Section{}, false
+	}
+	s := it.secs[it.inv[0]]
+	it.inv = it.inv[1:]
+	return s, true
 }
 
 func (ss *sectionSet) close() {
