@@ -32,7 +32,7 @@ const (
 )
 
 // DefaultMemory is the memory a streamed check (Open) keeps its records in
-// before it moves them to disk: about 250,000 critical sections' worth. With
+// before it moves them to disk: about 330,000 critical sections' worth. With
 // the parse's buffers and Go's own, the whole check of any history stays
 // under 256 MB (docs/performance.md).
 const DefaultMemory = 128 << 20

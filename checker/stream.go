@@ -102,7 +102,7 @@ type openCall struct {
 }
 
 // NewStream returns an empty Stream. Past about 32 MB of records (some
-// 65,000 critical sections), it keeps them on disk, in unlinked temporary
+// 85,000 critical sections), it keeps them on disk, in unlinked temporary
 // files under $TMPDIR that nothing outlives.
 func NewStream() *Stream { return newStream(streamMemory, 0) }
 

@@ -307,8 +307,9 @@ func printResults(out io.Writer, rs checker.Results) {
 // collectorRoom is the heap a streamed check may take beyond its records'
 // budget before the collector runs: the parse's chunks and batches of ops
 // in flight, the runs being sorted, the garbage of the ops already added.
-// With the default budget (128 MB) the limit is 192 MiB, and 250,000
-// sections, held in memory, peak at 217–228 MB RSS (docs/performance.md).
+// With the default budget (128 MB) the limit is 192 MiB: 250,000
+// sections, held in memory, peak at 146–150 MB RSS, and a history whose
+// records go to disk at 217–218 MB (docs/performance.md).
 const collectorRoom = 64 << 20
 
 // collectForStream lets the collector wait until the heap nears the
