@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hiatus-dev/hiatus/history"
@@ -92,6 +93,9 @@ func TestGolden(t *testing.T) {
 			} else if d := disk.AppendEDN(nil); !bytes.Equal(d, got) {
 				t.Errorf("results.edn with the records on disk differs:\n got %s\nwant %s", d, got)
 			}
+			if strings.HasPrefix(in.name, "edge-") {
+				spillAtEveryOp(t, ops, got)
+			}
 			if *update {
 				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 					t.Fatal(err)
@@ -109,6 +113,32 @@ func TestGolden(t *testing.T) {
 				t.Errorf("results.edn differs from %s:\n got %s\nwant %s", path, got, want)
 			}
 		})
+	}
+}
+
+// spillAtEveryOp checks ops with the records moved to disk after each op
+// in turn, those in memory then (sections, calls, the order of writes by
+// invocation) and those after each taking their own way, against want.
+func spillAtEveryOp(t *testing.T, ops []history.Op, want []byte) {
+	t.Helper()
+	for k := range len(ops) + 1 {
+		s := newStream(1<<40, 2)
+		for i, o := range ops {
+			if i == k {
+				s.memory = 1 // the next Add spills
+			}
+			s.Add(o)
+		}
+		if k == len(ops) {
+			s.memory = 1 // Check's finish spills
+		}
+		rs, err := s.Check(Options{})
+		if err != nil {
+			t.Fatalf("spilled after op %d: %v", k, err)
+		}
+		if got := rs.AppendEDN(nil); !bytes.Equal(got, want) {
+			t.Fatalf("spilled after op %d: results.edn differs:\n got %s\nwant %s", k, got, want)
+		}
 	}
 }
 

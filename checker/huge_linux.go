@@ -15,6 +15,15 @@ import (
 // machine (docs/performance.md). Go's heap asks for none since Go 1.21.1,
 // and a kernel whose transparent huge pages are "madvise", as Debian's
 // are, gives them only where asked.
+//
+// What it costs, and why a check may pay it: the range keeps the flag
+// after the collector frees the slice, so khugepaged may gather into huge
+// pages again memory the scavenger gave back (the growth of RSS for which
+// Go stopped asking); and with defrag "madvise" a fault there may wait
+// for the kernel to compact memory. hiatus check, the one caller of Open
+// in hiatus, is a process that ends with its verdict, its heap bounded by
+// its budget, and was measured with both; a long-lived program that calls
+// Open may see its RSS stay higher after a check.
 func hugePages[T any](s []T) {
 	var zero T
 	size := uintptr(cap(s)) * unsafe.Sizeof(zero)

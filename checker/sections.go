@@ -148,8 +148,8 @@ func (ss *sectionSet) done() error {
 }
 
 // index orders byStart's acknowledged writes, in memory and sorted, by
-// invocation. A set in memory holds far fewer than 2^31 sections (its
-// budget's worth).
+// invocation. 2^31 sections in memory would be 240 GB of them: int32
+// indexes are enough.
 func (ss *sectionSet) index() {
 	secs := ss.byStart.mem
 	ss.inv = make([]int32, 0, len(secs))
@@ -166,25 +166,27 @@ func (ss *sectionSet) index() {
 	})
 }
 
-// invIter reads the acknowledged writes by invocation.
+// invIter reads the acknowledged writes by invocation: from byInv, or
+// through the index.
 type invIter struct {
-	list listIter[Section]
-	secs []Section
-	inv  []int32
+	listed bool
+	list   listIter[Section]
+	secs   []Section
+	inv    []int32
 }
 
 // byInvocation returns an iterator of the acknowledged writes by
 // invocation; the set must be done.
 func (ss *sectionSet) byInvocation() invIter {
 	if ss.listed {
-		return invIter{list: ss.byInv.iter()}
+		return invIter{listed: true, list: ss.byInv.iter()}
 	}
 	return invIter{secs: ss.byStart.mem, inv: ss.inv}
 }
 
 // next returns the next section. An I/O error panics with a spillError.
 func (it *invIter) next() (Section, bool) {
-	if it.secs == nil {
+	if it.listed {
 		return it.list.next()
 	}
 	if len(it.inv) == 0 {

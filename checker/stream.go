@@ -137,7 +137,8 @@ func newStream(memory int64, run int) *Stream {
 // Grow does: a caller that knows the size of a history (from its file's,
 // say) spares the Stream copying what it keeps as it grows. It makes room
 // up to the Stream's memory, past which the records go to disk; room that
-// is never used costs address space, not memory.
+// is never used costs address space, not memory (but for the rest of a
+// huge page, 2 MiB at most a list: see hugePages).
 func (s *Stream) Grow(n int) {
 	// A critical section is eight ops, and makes one Section and two
 	// counter operations, its read and its write.
@@ -162,7 +163,7 @@ func (s *Stream) spillIfFull() {
 		return
 	}
 	full := int64(s.calls.len())*callBytes+int64(s.secs.n)*sectionBytes >= s.memory
-	if !full && !(s.roomed && (len(s.calls.mem) == cap(s.calls.mem) || s.secs.atRoom())) {
+	if !full && !(s.roomed && s.atRoom()) {
 		return
 	}
 	if !s.calls.spill() {
@@ -171,6 +172,12 @@ func (s *Stream) spillIfFull() {
 	}
 	s.secs.spill()
 	s.memory = 0 // on disk now, for good
+}
+
+// atRoom reports whether a list of records in memory is at its capacity:
+// the next record grows it.
+func (s *Stream) atRoom() bool {
+	return len(s.calls.mem) == cap(s.calls.mem) || s.secs.atRoom()
 }
 
 // Ops returns the number of ops added.

@@ -117,9 +117,7 @@ type extra struct {
 // add reads the value of the extra key k, which d has read, and keeps it
 // if the Reader does.
 func (ex *extras) add(d *fastDec, k []byte) bool {
-	same := func(b []byte) bool { return string(b) == string(k) }
-	if ex.nleft == len(ex.left) || ex.nkept == len(ex.kept) || slices.ContainsFunc(ex.left[:ex.nleft], same) ||
-		slices.ContainsFunc(ex.kept[:ex.nkept], func(e extra) bool { return same(e.k) }) {
+	if ex.nleft == len(ex.left) || ex.nkept == len(ex.kept) || ex.has(k) {
 		return false
 	}
 	if !d.r.keeps(k) {
@@ -132,6 +130,13 @@ func (ex *extras) add(d *fastDec, k []byte) bool {
 	ex.kept[ex.nkept] = extra{k: k, text: d.b[start:d.i], v: v}
 	ex.nkept++
 	return ok
+}
+
+// has reports whether the op has had the key k already, kept or not.
+func (ex *extras) has(k []byte) bool {
+	same := func(b []byte) bool { return string(b) == string(k) }
+	return slices.ContainsFunc(ex.left[:ex.nleft], same) ||
+		slices.ContainsFunc(ex.kept[:ex.nkept], func(e extra) bool { return same(e.k) })
 }
 
 // extra returns the map of the keys kept. Ops whose kept keys are written

@@ -725,6 +725,14 @@ func TestKeepExtraShares(t *testing.T) {
 	if got := ops[len(ops)-1].Extra; len(got) != 1 || got[KeyFence] != int64(3*maxShared-1) {
 		t.Errorf("the last write's extras: %v", got)
 	}
+	// Values written alike under other keys are other extras: a :fence 5
+	// after a :lease-ms 5 is not given the acquire's map.
+	two := "{:type :ok, :process 1, :f :acquire, :lease-ms 5}\n{:type :invoke, :process 1, :f :write, :value 1, :fence 5}\n"
+	r = NewReader(strings.NewReader(two), "h.edn")
+	r.KeepExtra(KeyLeaseMS, KeyFence)
+	if ops, err := readAll(r); err != nil || len(ops) != 2 || len(ops[1].Extra) != 1 || ops[1].Extra[KeyFence] != int64(5) {
+		t.Errorf("%q keeping :lease-ms and :fence: %v, %v", two, ops, err)
+	}
 	for _, src := range []string{
 		`{:type :ok, :process 1, :f :acquire, :token "a", :token "b"}`,
 		`{:type :ok, :process 1, :f :acquire, :token "\q"}`,
