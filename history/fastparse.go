@@ -329,18 +329,11 @@ func (d *fastDec) value() (any, bool) {
 // integer, as an op's extra keys mostly are, allocates nothing.
 func (d *fastDec) skip() bool {
 	if d.i < len(d.b) && d.b[d.i] == '"' {
-		s := d.i + 1
-		for j := s; j < len(d.b); j++ {
-			switch d.b[j] {
-			case '"':
-				d.i = j + 1
-				return utf8.Valid(d.b[s:j])
-			case '\\':
-				_, ok := d.escaped(s)
-				return ok
-			}
+		_, esc, ok := d.plainStr()
+		if esc {
+			_, ok = d.escaped(d.i + 1)
 		}
-		return false
+		return ok
 	}
 	if d.i < len(d.b) && ('0' <= d.b[d.i] && d.b[d.i] <= '9' || d.b[d.i] == '-') {
 		i := d.i
@@ -423,17 +416,28 @@ func decimal(a []byte) (int64, bool) {
 
 // str reads a string that uses only the escapes AppendOp writes.
 func (d *fastDec) str() (any, bool) {
+	b, esc, ok := d.plainStr()
+	if esc {
+		return d.escaped(d.i + 1)
+	}
+	return string(b), ok
+}
+
+// plainStr reads the string at d.i when it has no escape, and returns its
+// bytes, without making a string of them; esc says it has one, and leaves
+// d.i at its quote, for escaped.
+func (d *fastDec) plainStr() (b []byte, esc, ok bool) {
 	s := d.i + 1
 	for j := s; j < len(d.b); j++ {
 		switch d.b[j] {
 		case '"':
 			d.i = j + 1
-			return string(d.b[s:j]), utf8.Valid(d.b[s:j])
+			return d.b[s:j], false, utf8.Valid(d.b[s:j])
 		case '\\':
-			return d.escaped(s)
+			return nil, true, false
 		}
 	}
-	return nil, false
+	return nil, false, false
 }
 
 func (d *fastDec) escaped(s int) (any, bool) {
