@@ -31,22 +31,19 @@ var ErrNoTarget = errors.New("nemesis: no target")
 // holderWait is Schedule.HolderWait's default.
 const holderWait = time.Second
 
-// awaitHolder waits until the worker in slot holds the lock and has not
-// yet sent its write (inFlight: has sent it, and has no answer yet), wait
-// at most: a replayed fault that hit a lock holder hits one
-// again where a pause costs an update, and one that found a write in
-// flight finds one again, whatever the phase of the worker's loop at its
-// moment. (A holder stopped after its write loses nothing, and with little
-// work that is half its time.) It polls every 100 µs: the window is the
-// read and the work, a few milliseconds at the least. It returns the
-// worker to aim at: slot's; or, when slot's did not get there within the
-// wait, the next worker to get there, within another (the workers are
-// alike, and what the fault hit in the run was a holder at the start of
-// its section, not a slot: two workers with long sections, one re-taking
-// the lock at each release, starved the other for seconds); else slot's.
-// False when ctx ended first.
-func awaitHolder(ctx context.Context, targets func() []Target, slot int, inFlight bool, wait time.Duration) (int, bool) {
-	there := func(t Target) bool { return inFlight && t.Writing || !inFlight && t.Holding && !t.Written }
+// awaitHolder waits until the worker in slot is there, wait at most: a
+// replayed fault that hit a lock holder hits one again where a pause costs
+// an update, and one that found a write in flight finds one again, whatever
+// the phase of the worker's loop at its moment. (A holder stopped after its
+// write loses nothing, and with little work that is half its time.) It
+// polls every 100 µs: the window is the read and the work, a few
+// milliseconds at the least. It returns the worker to aim at: slot's; or,
+// when slot's did not get there within the wait, the next worker to get
+// there, within another (the workers are alike, and what the fault hit in
+// the run was a holder at the start of its section, not a slot: two workers
+// with long sections, one re-taking the lock at each release, starved the
+// other for seconds); else slot's. False when ctx ended first.
+func awaitHolder(ctx context.Context, targets func() []Target, slot int, there func(Target) bool, wait time.Duration) (int, bool) {
 	was := map[int]bool{} // after the first wait: who was there at the last look
 	for round, deadline := 0, time.Now().Add(wait); round < 2; round, deadline = round+1, time.Now().Add(wait) {
 		for time.Now().Before(deadline) {
@@ -66,6 +63,14 @@ func awaitHolder(ctx context.Context, targets func() []Target, slot int, inFligh
 	}
 	return slot, true
 }
+
+// holdsUnwritten says t holds the lock and has not yet sent its write:
+// where a Planned.Holder fault is aimed.
+func holdsUnwritten(t Target) bool { return t.Holding && !t.Written }
+
+// inFlight says t's write is sent and not yet answered: where a
+// Planned.InFlight fault is aimed.
+func inFlight(t Target) bool { return t.Writing }
 
 // pick chooses a target at random, or the worker a replayed schedule
 // aims at.

@@ -229,17 +229,25 @@ type LinkFault struct {
 type holdingLink interface{ Holding() bool }
 
 // A flightAimer is a fault that a replay can aim at a request in flight
-// on the links of the worker in slot: awaitInFlight waits until they hold
-// one. The worker's write is sent by the time its invocation is seen, but
-// its bytes may not yet be in the link: a drop then would fail it unsent,
-// not leave it in flight.
+// on the links of the worker in slot: holding says they hold one. The
+// worker's write is sent by the time its invocation is seen, but its bytes
+// may not yet be in the link: a drop then would fail it unsent, not leave
+// it in flight.
 type flightAimer interface {
-	awaitInFlight(ctx context.Context, slot int, wait time.Duration) bool
+	holding(slot int) bool
 }
 
-func (n *LinkFault) awaitInFlight(ctx context.Context, slot int, wait time.Duration) bool {
+// holding says one of the links of the worker in slot holds a request its
+// server has not yet been given; true when none of them can tell.
+func (n *LinkFault) holding(slot int) bool {
 	links, _, _ := n.Links(slot, n.aimNodes, rand.New(rand.NewSource(1)))
-	return awaitHolding(ctx, links, wait)
+	var hs []holdingLink
+	for _, l := range links {
+		if h, ok := l.(holdingLink); ok {
+			hs = append(hs, h)
+		}
+	}
+	return len(hs) == 0 || slices.ContainsFunc(hs, holdingLink.Holding)
 }
 
 func (n *LinkFault) aimAt(worker Slot)      { n.aim = worker }

@@ -101,17 +101,31 @@ func (s *Schedule) aim(ctx context.Context, f Fault, p Planned) bool {
 		worker, wait := p.Worker, cmp.Or(s.HolderWait, holderWait)
 		slot, ok := p.Worker.Index()
 		if (p.Holder || p.InFlight) && ok {
-			if slot, ok = awaitHolder(ctx, a.targets, slot, p.InFlight, wait); !ok {
+			if slot, ok = awaitHolder(ctx, a.targets, slot, aimedAt(f, p), wait); !ok {
 				return false
 			}
 			worker = On(slot)
 		}
 		a.aimAt(worker) // none: one drawn, as the run did
-		if w, isLink := f.(flightAimer); p.InFlight && ok && isLink && !w.awaitInFlight(ctx, slot, wait) {
-			return false
-		}
 	}
 	return true
+}
+
+// aimedAt says where p's worker must be for f to begin: holding the lock
+// before its write, or with its write in flight. A link fault aimed at a
+// write in flight waits, besides, for the worker's links to hold a request,
+// in the same look: the write's invocation is recorded before its bytes are
+// sent, and a wait for the links after the write was seen took the next
+// request held, the next section's read, when the write had been answered
+// meanwhile (as it is when sent before a delay began).
+func aimedAt(f Fault, p Planned) func(Target) bool {
+	if !p.InFlight {
+		return holdsUnwritten
+	}
+	if l, ok := f.(flightAimer); ok {
+		return func(t Target) bool { return t.Writing && l.holding(t.Worker) }
+	}
+	return inFlight
 }
 
 // Kinds are the kinds of fault the plan holds, each once, in order.

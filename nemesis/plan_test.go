@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"math/rand"
 	"reflect"
 	"testing"
 	"time"
@@ -112,10 +113,72 @@ func TestAwaitHolder(t *testing.T) {
 				}
 				return tc.before
 			}
-			got, ok := awaitHolder(context.Background(), targets, 1, tc.inFlight, wait)
+			there := holdsUnwritten
+			if tc.inFlight {
+				there = inFlight
+			}
+			got, ok := awaitHolder(context.Background(), targets, 1, there, wait)
 			if !ok || got != tc.want {
 				t.Errorf("aimed at worker %d (%v), want %d", got, ok, tc.want)
 			}
 		})
+	}
+}
+
+// heldLink is a link whose Holding is set by the test: the proxy's word
+// that it holds a request its server has not yet been given.
+type heldLink struct {
+	fakeLink
+	held func() bool
+}
+
+func (l *heldLink) Holding() bool { return l.held() }
+
+// TestAimInFlight: a link fault aimed at a write in flight begins only at a
+// look that finds the worker's write invoked and unanswered and its links
+// holding a request, both at once. Here the write was sent before the
+// delay that holds the links' requests began and was answered unheld;
+// the next request held is the next section's read; only the write after
+// that is held in flight. (Aimed in two waits, write then links, the drop
+// began on the read, and a test's run of drop-postgres found a read cut
+// where it wanted a write.)
+func TestAimInFlight(t *testing.T) {
+	type phase struct {
+		looks         int // how many looks it lasts
+		writing, held bool
+		name          string
+	}
+	phases := []phase{
+		{10, true, false, "the write invoked, sent before the delay, unheld"},
+		{10, false, true, "the write answered; the next read held"},
+		{10, false, false, "the read answered; work"},
+		{10, true, false, "the next write invoked, its bytes not yet in the link"},
+		{1, true, true, "the next write held"},
+	}
+	looks := 0
+	now := func() phase {
+		n := looks
+		for _, p := range phases {
+			if n < p.looks {
+				return p
+			}
+			n -= p.looks
+		}
+		return phases[len(phases)-1]
+	}
+	targets := func() []Target {
+		looks++
+		p := now()
+		return []Target{{Worker: 0, Holding: true, Written: p.writing, Writing: p.writing}}
+	}
+	link := &heldLink{held: func() bool { return now().held }}
+	f := &LinkFault{Which: KindDropPostgres, Action: Drop, Workers: targets,
+		Links: func(int, []int, *rand.Rand) ([]Link, string, []int) { return []Link{link}, "postgres", nil }}
+	s := &Schedule{HolderWait: time.Minute}
+	if !s.aim(context.Background(), f, Planned{Kind: KindDropPostgres, Worker: On(0), InFlight: true}) {
+		t.Fatal("aim: the context ended")
+	}
+	if p := now(); !p.writing || !p.held {
+		t.Errorf("the drop was aimed at look %d, %s: want it at a held write", looks, p.name)
 	}
 }
