@@ -258,29 +258,39 @@ func startRun(t *testing.T, args ...string) (*exec.Cmd, string) {
 	return cmd, root
 }
 
-// waitJournal waits until the run's journal holds a line containing s and
-// returns the run directory.
-func waitJournal(t *testing.T, root, s string) string {
+// waitJournal waits until the journal of the run cmd started holds a line
+// containing s, and returns the run directory; it fails when the run ends
+// first. It sets no deadline of its own: under two CPU burners and the
+// suite, a run's throwaway servers took more than the 20 s it once allowed
+// to start, and a run that hangs is the suite's timeout's to catch.
+func waitJournal(t *testing.T, cmd *exec.Cmd, root, s string) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	for {
 		dir, err := filepath.EvalSymlinks(filepath.Join(root, "latest"))
-		if err == nil {
-			if f, err := os.Open(filepath.Join(dir, store.Journal)); err == nil {
-				sc := bufio.NewScanner(f)
-				for sc.Scan() {
-					if strings.Contains(sc.Text(), s) {
-						f.Close()
-						return dir
-					}
-				}
-				f.Close()
-			}
+		if err == nil && journalHolds(filepath.Join(dir, store.Journal), s) {
+			return dir
+		}
+		if st := procState(cmd.Process.Pid); st == "" || st == "Z" {
+			t.Fatalf("the run ended, and its journal never showed %q", s)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("the journal never showed %q", s)
-	return ""
+}
+
+// journalHolds says the journal at path has a line containing s.
+func journalHolds(path, s string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), s) {
+			return true
+		}
+	}
+	return false
 }
 
 // journalPIDs returns the worker PIDs the nemesis named in the journal.
@@ -326,7 +336,7 @@ func TestInterrupt(t *testing.T) {
 	t.Parallel()
 	const limit = time.Minute
 	cmd, root := startRun(t, "--nemesis", "sigstop", "--pause", "5s", "--interval", "300ms", "--time-limit", limit.String())
-	dir := waitJournal(t, root, ":f :pause")
+	dir := waitJournal(t, cmd, root, ":f :pause")
 	pids := journalPIDs(t, dir)
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -358,7 +368,7 @@ func TestInterrupt(t *testing.T) {
 func TestKill9(t *testing.T) {
 	t.Parallel()
 	cmd, root := startRun(t, "--nemesis", "sigstop", "--pause", "2s", "--interval", "200ms", "--time-limit", "30s")
-	dir := waitJournal(t, root, ":f :pause")
+	dir := waitJournal(t, cmd, root, ":f :pause")
 	time.Sleep(300 * time.Millisecond)
 	pids := journalPIDs(t, dir)
 	if err := cmd.Process.Kill(); err != nil {
@@ -450,7 +460,7 @@ func startIsolating(t *testing.T) (*exec.Cmd, string, map[string]uint64) {
 		t.Skip("NOT RUN: --hosts netns needs root (CI runs as root)")
 	}
 	cmd, root := startRun(t, "--hosts", "netns", "--nemesis", "isolate", "--pause", "2s", "--interval", "200ms", "--time-limit", "30s")
-	waitJournal(t, root, ":f :start")
+	waitJournal(t, cmd, root, ":f :start")
 	prefix := fmt.Sprintf("hz%d-", cmd.Process.Pid)
 	spaces := namespaces(t, prefix)
 	if len(spaces) != 6 {
