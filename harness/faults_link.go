@@ -18,7 +18,8 @@ func linkFaults() []faultKind {
 				if needs&needPostgresLink != 0 {
 					links = e.env.topo.postgresLink
 				}
-				return &nemesis.LinkFault{Which: name, Action: action, Links: links, Workers: e.workers.Targets, Slow: e.cfg.delay()}
+				return &nemesis.LinkFault{Which: name, Action: action, Links: links, Writes: needs&needPostgresLink != 0,
+					Workers: e.workers.Targets, Slow: e.cfg.delay()}
 			}}
 	}
 	return []faultKind{

@@ -288,7 +288,7 @@ func (p proxy) Slow(_ context.Context, d time.Duration) error {
 	p.l.Slow(d)
 	return nil
 }
-func (p proxy) Holding() bool { return p.l.Holding() }
+func (p proxy) Awaiting() bool { return p.l.Awaiting() }
 func (p proxy) Heal(context.Context) error {
 	p.l.Slow(0)
 	p.l.Heal()

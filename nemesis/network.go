@@ -216,7 +216,11 @@ type LinkFault struct {
 	// and the lock nodes they lead to: those of nodes, a replay's, when it
 	// is not nil; else r chooses, for a minority or a majority of several
 	// nodes.
-	Links    func(slot int, nodes []int, r *rand.Rand) ([]Link, string, []int)
+	Links func(slot int, nodes []int, r *rand.Rand) ([]Link, string, []int)
+	// Writes says the links carry the worker's write (PostgreSQL's): a
+	// fault aimed at a write in flight waits for them to have a request
+	// unanswered.
+	Writes   bool
 	Workers  func() []Target
 	links    []Link
 	nodes    []int // the lock nodes the links cut lead to
@@ -224,30 +228,34 @@ type LinkFault struct {
 	aimNodes []int // the lock nodes to act on; nil to choose
 }
 
-// A holdingLink can tell whether it holds a request a worker sent and its
-// server has not yet been given (a proxy's can; the kernel's cannot).
-type holdingLink interface{ Holding() bool }
+// An awaitingLink can tell whether a request a worker sent over it has not
+// yet been answered (a proxy's can; the kernel's cannot).
+type awaitingLink interface{ Awaiting() bool }
 
 // A flightAimer is a fault that a replay can aim at a request in flight
-// on the links of the worker in slot: holding says they hold one. The
-// worker's write is sent by the time its invocation is seen, but its bytes
-// may not yet be in the link: a drop then would fail it unsent, not leave
-// it in flight.
+// on the links of the worker in slot: awaiting says one is. The worker's
+// write is sent by the time its invocation is seen, but its bytes may not
+// yet be in the link: a drop then would fail it unsent, not leave it in
+// flight.
 type flightAimer interface {
-	holding(slot int) bool
+	awaiting(slot int) bool
 }
 
-// holding says one of the links of the worker in slot holds a request its
-// server has not yet been given; true when none of them can tell.
-func (n *LinkFault) holding(slot int) bool {
+// awaiting says a request the worker in slot sent over the links its write
+// goes by is unanswered; true when the fault's links do not carry the
+// write, or none of them can tell.
+func (n *LinkFault) awaiting(slot int) bool {
+	if !n.Writes {
+		return true
+	}
 	links, _, _ := n.Links(slot, n.aimNodes, rand.New(rand.NewSource(1)))
-	var hs []holdingLink
+	var as []awaitingLink
 	for _, l := range links {
-		if h, ok := l.(holdingLink); ok {
-			hs = append(hs, h)
+		if a, ok := l.(awaitingLink); ok {
+			as = append(as, a)
 		}
 	}
-	return len(hs) == 0 || slices.ContainsFunc(hs, holdingLink.Holding)
+	return len(as) == 0 || slices.ContainsFunc(as, awaitingLink.Awaiting)
 }
 
 func (n *LinkFault) aimAt(worker Slot)      { n.aim = worker }
@@ -291,27 +299,6 @@ func (n *LinkFault) Begin(ctx context.Context, r *rand.Rand) (map[history.Keywor
 		}
 	}
 	return v, nil
-}
-
-// awaitHolding waits until one of links holds a request, wait at most; at
-// once when none can tell. False when ctx ended first.
-func awaitHolding(ctx context.Context, links []Link, wait time.Duration) bool {
-	var hs []holdingLink
-	for _, l := range links {
-		if h, ok := l.(holdingLink); ok {
-			hs = append(hs, h)
-		}
-	}
-	deadline := time.Now().Add(wait)
-	for len(hs) > 0 && time.Now().Before(deadline) {
-		if slices.ContainsFunc(hs, holdingLink.Holding) {
-			return true
-		}
-		if !sleep(ctx, 100*time.Microsecond) {
-			return false
-		}
-	}
-	return true
 }
 
 // End implements Fault.

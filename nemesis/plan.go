@@ -112,18 +112,19 @@ func (s *Schedule) aim(ctx context.Context, f Fault, p Planned) bool {
 }
 
 // aimedAt says where p's worker must be for f to begin: holding the lock
-// before its write, or with its write in flight. A link fault aimed at a
-// write in flight waits, besides, for the worker's links to hold a request,
-// in the same look: the write's invocation is recorded before its bytes are
-// sent, and a wait for the links after the write was seen took the next
-// request held, the next section's read, when the write had been answered
-// meanwhile (as it is when sent before a delay began).
+// before its write, or with its write in flight. A fault of the links the
+// write goes by, aimed at a write in flight, waits besides for them to have
+// a request unanswered, in the same look: the write's invocation is
+// recorded before its bytes are sent, and a wait for the links after the
+// write was seen took the next request, the next section's read, when the
+// write had been answered meanwhile (as it is when sent before a delay
+// began).
 func aimedAt(f Fault, p Planned) func(Target) bool {
 	if !p.InFlight {
 		return holdsUnwritten
 	}
 	if l, ok := f.(flightAimer); ok {
-		return func(t Target) bool { return t.Writing && l.holding(t.Worker) }
+		return func(t Target) bool { return t.Writing && l.awaiting(t.Worker) }
 	}
 	return inFlight
 }

@@ -125,18 +125,18 @@ func TestAwaitHolder(t *testing.T) {
 	}
 }
 
-// heldLink is a link whose Holding is set by the test: the proxy's word
-// that it holds a request its server has not yet been given.
+// heldLink is a link whose Awaiting is set by the test: the proxy's word
+// that a request sent over it is unanswered.
 type heldLink struct {
 	fakeLink
 	held func() bool
 }
 
-func (l *heldLink) Holding() bool { return l.held() }
+func (l *heldLink) Awaiting() bool { return l.held() }
 
-// TestAimInFlight: a link fault aimed at a write in flight begins only at a
-// look that finds the worker's write invoked and unanswered and its links
-// holding a request, both at once. Here the write was sent before the
+// TestAimInFlight: a fault of the links the write goes by, aimed at a write
+// in flight, begins only at a look that finds the worker's write invoked
+// and unanswered and its links with a request unanswered, both at once. Here the write was sent before the
 // delay that holds the links' requests began and was answered unheld;
 // the next request held is the next section's read; only the write after
 // that is held in flight. (Aimed in two waits, write then links, the drop
@@ -172,7 +172,7 @@ func TestAimInFlight(t *testing.T) {
 		return []Target{{Worker: 0, Holding: true, Written: p.writing, Writing: p.writing}}
 	}
 	link := &heldLink{held: func() bool { return now().held }}
-	f := &LinkFault{Which: KindDropPostgres, Action: Drop, Workers: targets,
+	f := &LinkFault{Which: KindDropPostgres, Action: Drop, Workers: targets, Writes: true,
 		Links: func(int, []int, *rand.Rand) ([]Link, string, []int) { return []Link{link}, "postgres", nil }}
 	s := &Schedule{HolderWait: time.Minute}
 	if !s.aim(context.Background(), f, Planned{Kind: KindDropPostgres, Worker: On(0), InFlight: true}) {
@@ -180,5 +180,15 @@ func TestAimInFlight(t *testing.T) {
 	}
 	if p := now(); !p.writing || !p.held {
 		t.Errorf("the drop was aimed at look %d, %s: want it at a held write", looks, p.name)
+	}
+
+	// A fault of links the write does not go by (Redis's) waits for the
+	// write alone: its links are idle while the worker writes.
+	looks, f.Writes = 0, false
+	if !s.aim(context.Background(), f, Planned{Kind: KindDropRedis, Worker: On(0), InFlight: true}) {
+		t.Fatal("aim: the context ended")
+	}
+	if looks != 1 {
+		t.Errorf("a drop of links the write does not go by was aimed at look %d: want the first, at the write", looks)
 	}
 }

@@ -186,14 +186,15 @@ func (l *Link) Close() error {
 	return l.closeErr
 }
 
-// Holding reports whether a connection the link forwards holds bytes its
-// client sent and the target has not yet been given: a request in flight,
-// held by a delay or a cut.
-func (l *Link) Holding() bool {
+// Awaiting reports whether a connection the link forwards has a request in
+// flight: its client sent bytes that the target has not yet answered,
+// whether the link holds them (a delay's, a cut's) or the target has them.
+// (A protocol of requests and answers, as PostgreSQL's and Redis's are.)
+func (l *Link) Awaiting() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for c := range l.conns {
-		if c.held.Load() > 0 {
+		if c.awaiting.Load() {
 			return true
 		}
 	}
@@ -286,9 +287,9 @@ type conn struct {
 	cancel context.CancelFunc // cancels the dial
 	once   sync.Once
 	halves atomic.Int32 // directions whose EOF has been passed on
-	// held counts the client's bytes read and not yet delivered: a
-	// request the link holds (a delay's, a cut's).
-	held atomic.Int64
+	// awaiting: the client has sent bytes since the target's last answer
+	// was given to it.
+	awaiting atomic.Bool
 
 	// Guarded by l.mu:
 	server   net.Conn // nil until dialed
@@ -347,7 +348,7 @@ func (c *conn) read(src net.Conn, q chan<- chunk, f *counts) {
 		if n > 0 {
 			f.read.Add(int64(n))
 			if src == c.client {
-				c.held.Add(int64(n))
+				c.awaiting.Store(true)
 			}
 			select {
 			case q <- chunk{bytes.Clone(buf[:n]), c.l.due()}:
@@ -410,11 +411,11 @@ func (c *conn) write(dst net.Conn, q <-chan chunk, f *counts) {
 		if !c.sleepUntil(ch.due) || !c.pass() {
 			return
 		}
-		// No longer held once given to the target: counted before the
-		// write, so that whoever sees the answer sees the link let go.
-		// (After it, a reader of the answer could still find it held.)
-		if dst != c.client {
-			c.held.Add(-int64(len(ch.b)))
+		// Answered once the answer is given to the client: marked before
+		// the write, since after it the client's next request could be
+		// read, and marked, first.
+		if dst == c.client {
+			c.awaiting.Store(false)
 		}
 		if _, err := dst.Write(ch.b); err != nil {
 			c.end(true, nil)

@@ -193,25 +193,42 @@ func TestSlow(t *testing.T) {
 	}
 }
 
-// TestHolding: a link holds a request from when a cut takes its bytes to
-// when they are delivered, and only then; the answer's bytes, on the way
-// back, are not a request.
-func TestHolding(t *testing.T) {
-	l := listen(t, echo(t))
-	c := dial(t, l.Addr())
-	send(t, c, "warm")
-	expect(t, c, "warm")
-	if l.Holding() {
-		t.Fatal("holding with nothing sent")
-	}
-	l.Cut()
-	send(t, c, "held")
-	waitFor(t, "the request to enter the link", l.Holding)
-	l.Heal()
-	expect(t, c, "held")
-	if l.Holding() {
-		t.Error("holding a request delivered and answered")
-	}
+// TestAwaiting: a link has a request in flight from when its bytes enter
+// the link until the answer is given to the client: while a cut holds it,
+// and while the target has it and has not answered; not when idle.
+func TestAwaiting(t *testing.T) {
+	t.Run("held by a cut", func(t *testing.T) {
+		l := listen(t, echo(t))
+		c := dial(t, l.Addr())
+		send(t, c, "warm")
+		expect(t, c, "warm")
+		if l.Awaiting() {
+			t.Fatal("awaiting with nothing sent")
+		}
+		l.Cut()
+		send(t, c, "held")
+		waitFor(t, "the request to enter the link", l.Awaiting)
+		l.Heal()
+		expect(t, c, "held")
+		if l.Awaiting() {
+			t.Error("awaiting a request delivered and answered")
+		}
+	})
+	t.Run("at the target", func(t *testing.T) {
+		tg := newTarget(t)
+		l := listen(t, tg.addr())
+		client, server := pair(t, l, tg)
+		send(t, client, "request")
+		expect(t, server, "request")
+		if !l.Awaiting() {
+			t.Error("not awaiting a request the target has not answered")
+		}
+		send(t, server, "answer")
+		expect(t, client, "answer")
+		if l.Awaiting() {
+			t.Error("awaiting a request answered")
+		}
+	})
 }
 
 // TestDrop: Drop resets open connections on both sides, mid-request, and
