@@ -197,12 +197,12 @@ func TestRunNetworkFaults(t *testing.T) {
 			// holds for --delay, a hundred times what the nemesis takes to
 			// see the write's invocation (it polls every 100 µs). The link
 			// stays slowed to the run's end: one write cut is the case.
-			// The drop waits for the write and the links' holding in one
-			// look: the write of the section the delay began in may have
-			// been sent before it, and answered at once, and the next
-			// request held is then a read. Each aimed fault waits up to a
-			// second (Schedule.HolderWait); the write comes within the
-			// read's delay and the work.
+			// The drop waits for the write, and for the link to have a
+			// request unanswered, in one look: the write of the section
+			// the delay began in may have been sent before it and answered
+			// at once, and the next request held is then a read. Each
+			// aimed fault waits up to a second (Schedule.HolderWait); the
+			// write comes within the read's delay and the work.
 			c.Workers, c.Work, c.Delay = 1, faultLease/6, 500*time.Millisecond
 			c.Nemesis = "delay-postgres,drop-postgres"
 			at := time.Second
