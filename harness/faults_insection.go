@@ -63,7 +63,12 @@ func (ws *workerSet) stopWaiters(holder int, from int64, d time.Duration) {
 			ws.lg.logf("stop-waiters: worker %d not stopped: the holder's pause of %v was half over (%v) before its turn came", p.slot, d, time.Duration(at-from))
 			continue
 		}
+		if !ws.stops.claim(p.slot) {
+			ws.lg.logf("stop-waiters: worker %d not stopped: an earlier holder's pause has it stopped", p.slot)
+			continue
+		}
 		if err := group(p, syscall.SIGSTOP); err != nil {
+			ws.stops.free(p.slot)
 			ws.lg.logf("stop-waiters: worker %d: %v", p.slot, err) // it exited meanwhile
 			continue
 		}
@@ -77,6 +82,7 @@ func (ws *workerSet) stopWaiters(holder int, from int64, d time.Duration) {
 		for _, s := range all {
 			_ = group(s.p, syscall.SIGCONT)
 			ws.event(ws.clock.Now(context.Background()), history.FResume, s.v)
+			ws.stops.free(s.p.slot)
 		}
 	})
 }
@@ -133,10 +139,34 @@ func (ws *workerSet) event(at int64, f history.Keyword, v map[history.Keyword]an
 // or, when the run ends first, by endAll, so that no worker is left stopped
 // and every :resume is recorded before the journal is closed.
 type waiterStops struct {
-	mu   sync.Mutex
-	ends map[int]func() // what ends each stop under way, by its number
-	next int
-	wg   sync.WaitGroup // ends running
+	mu      sync.Mutex
+	ends    map[int]func() // what ends each stop under way, by its number
+	next    int
+	wg      sync.WaitGroup // ends running
+	stopped map[int]bool   // the worker slots a stop under way holds
+}
+
+// claim marks slot stopped and says whether it was not already: a waiter
+// that a stop under way holds is not stopped again by the next, whose
+// events would say it stopped when the first's resume, earlier, woke it.
+func (s *waiterStops) claim(slot int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped[slot] {
+		return false
+	}
+	if s.stopped == nil {
+		s.stopped = map[int]bool{}
+	}
+	s.stopped[slot] = true
+	return true
+}
+
+// free marks slot no longer stopped.
+func (s *waiterStops) free(slot int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.stopped, slot)
 }
 
 // add begins to time a stop that end ends, d from now.
