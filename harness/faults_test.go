@@ -325,11 +325,8 @@ func TestRunNetworkFaults(t *testing.T) {
 				if t.Failed() {
 					// The run's directory goes with the test: its history
 					// is what a failure in CI is read from.
-					var b []byte
-					for _, o := range r.ops {
-						b = append(history.AppendOp(b, o), '\n')
-					}
-					t.Logf("history.edn:\n%s", b)
+					b, err := os.ReadFile(filepath.Join(r.res.Dir, store.History))
+					t.Logf("history.edn (%v):\n%s", err, b)
 				}
 			})
 		}
@@ -650,8 +647,8 @@ func (r faultRun) nodeHeld(t *testing.T, w window) {
 // --retry, while the link is slowed, and each of its round trips is.
 func (r faultRun) slowed(t *testing.T, w window, d time.Duration) {
 	t.Helper()
-	for _, c := range r.calls(r.slot(w)) {
-		if c.inv.Time < w.end.Time && c.comp.Time > w.begin.Time && c.comp.Time-c.inv.Time >= int64(d) {
+	for _, c := range r.during(w) {
+		if c.comp.Time-c.inv.Time >= int64(d) {
 			return
 		}
 	}

@@ -136,10 +136,10 @@ func (l *heldLink) Awaiting() bool { return l.held() }
 
 // TestAimInFlight: a fault of the links the write goes by, aimed at a write
 // in flight, begins only at a look that finds the worker's write invoked
-// and unanswered and its links with a request unanswered, both at once. Here the write was sent before the
-// delay that holds the links' requests began and was answered unheld;
-// the next request held is the next section's read; only the write after
-// that is held in flight. (Aimed in two waits, write then links, the drop
+// and unanswered and its links with a request unanswered, both at once.
+// Here the write was sent before the delay that holds the links' requests
+// began and was answered unheld; the next request held is the next
+// section's read; only the write after that is held in flight. (Aimed in two waits, write then links, the drop
 // began on the read, and a test's run of drop-postgres found a read cut
 // where it wanted a write.)
 func TestAimInFlight(t *testing.T) {
