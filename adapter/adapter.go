@@ -17,11 +17,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hiatus-dev/hiatus/internal/printable"
 )
 
 // Protocol is the version of the protocol this package speaks; the init
@@ -41,6 +45,25 @@ const (
 	TypeHello = "hello" // the answer to init
 )
 
+// Report types: what an adapter writes of its own accord, answering no
+// request (no in_reply_to): a renewal its library makes on its own, when
+// it begins and when it is answered.
+const (
+	TypeRenewing = "renewing" // the library begins a renewal of a grant: renewal, token
+	TypeRenewed  = "renewed"  // that renewal's answer: renewal, result, reason
+)
+
+// A Report is a line an adapter writes of its own accord: a renewal of a
+// grant its library makes on its own, begun (TypeRenewing, written before
+// the renewal is sent) or answered (TypeRenewed).
+type Report struct {
+	Type    string `json:"type"`
+	Renewal int64  `json:"renewal"`          // the adapter's number for the renewal, the same in its two lines
+	Token   string `json:"token,omitempty"`  // renewing: the grant's token
+	Result  string `json:"result,omitempty"` // renewed: ok, fail or info, as a renew's answer
+	Reason  string `json:"reason,omitempty"` // renewed: why, for fail and info (not-held, stolen, …)
+}
+
 // Reasons of a fail answer that mean more than their words.
 const (
 	ReasonBusy    = "busy"     // acquire: another holder has the lock
@@ -52,13 +75,33 @@ const (
 // where the lock's server is, and the lock's name and lease.
 type Setup struct {
 	RedisURL string
-	Lock     string
-	Lease    time.Duration
-	Retry    time.Duration // the wait between attempts, for adapters that poll
-	Hello    time.Duration // the wait for the hello; 0 for HelloTimeout
+	// ZooKeeper is the connect string (host:port,host:port) of the
+	// ZooKeeper ensemble the run started for an adapter that keeps its
+	// lock there (--adapter-store zookeeper); "" for none.
+	ZooKeeper string
+	Lock      string
+	// ClientName is the name the adapter's connections to the lock's
+	// server are to give themselves (CLIENT SETNAME): the worker's, so
+	// that the lock server's record says whose commands they are.
+	ClientName string
+	Lease      time.Duration
+	Retry      time.Duration // the wait between attempts, for adapters that poll
+	Hello      time.Duration // the wait for the hello; 0 for HelloTimeout
 	// Trace, if set, takes every line sent and received, marked -> and
 	// <-: a transcript of the exchange. It is not sent.
 	Trace io.Writer
+	// Reports, if set, takes each renewal the adapter reports of its
+	// library's own (Report), in the order written, once its lines were
+	// found well-formed and paired; it is called from the goroutine that
+	// reads the adapter's answers, and must not block. Nil drops them.
+	Reports func(Report)
+	// Mark, if set, is the mark (NewMark) of a set of adapters, such as
+	// a run's, whose owner kills what they leave behind once it is done
+	// with them all (Reap(Mark)), even when no Close of theirs ran: their
+	// worker was killed. If "", the adapter is a set of its own, and its
+	// Close kills what it left. Either way every process the adapter
+	// starts carries the mark in its environment (MarkEnv).
+	Mark string
 }
 
 // Hello is what an adapter says of itself in answer to init.
@@ -68,12 +111,20 @@ type Hello struct {
 	Library string `json:"library,omitempty"` // the lock library and its version
 	Fencing bool   `json:"fencing,omitempty"` // its grants carry a fencing token
 	Renewal bool   `json:"renewal,omitempty"` // it takes renew requests
+	// Key is the key the library keeps the lock that init named under,
+	// when not that name (simple-redis-mutex's "@simple-redis-mutex:lock-"
+	// and the name): the key the run's record of the lock's server
+	// watches. "" for the name itself.
+	Key string `json:"key,omitempty"`
 }
 
-// String says what the adapter said of itself, in one line.
+// String says what the adapter said of itself, in one line, its words
+// escaped for a terminal (printable.Escape): a hello that clears the
+// screen and prints a verdict of its own shows as the escapes it is.
 func (h Hello) String() string {
 	yes := map[bool]string{true: "yes", false: "no"}
-	return fmt.Sprintf("%s %s (%s), fencing %s, renewal %s", h.Name, h.Version, h.Library, yes[h.Fencing], yes[h.Renewal])
+	return fmt.Sprintf("%s %s (%s), fencing %s, renewal %s", printable.Escape(h.Name), printable.Escape(h.Version),
+		printable.Escape(h.Library), yes[h.Fencing], yes[h.Renewal])
 }
 
 // A Request is a message to an adapter. ID is set by Process.Request.
@@ -89,7 +140,11 @@ type Request struct {
 	// init only
 	Protocol int    `json:"protocol,omitempty"`
 	RedisURL string `json:"redis_url,omitempty"`
-	RetryMS  int64  `json:"retry_ms,omitempty"`
+	// ZooKeeper is the ensemble's connect string, for an adapter that
+	// keeps its lock on ZooKeeper.
+	ZooKeeper  string `json:"zookeeper,omitempty"`
+	RetryMS    int64  `json:"retry_ms,omitempty"`
+	ClientName string `json:"client_name,omitempty"`
 }
 
 // An Answer is an adapter's answer to one request.
@@ -101,12 +156,74 @@ type Answer struct {
 	Fence     int64  `json:"fence,omitempty"`    // acquire: the fencing token, if the lock has one
 	LeaseMS   int64  `json:"lease_ms,omitempty"` // acquire: the lease granted, if not the one asked
 	Hello
+	// hasFence and hasLease say whether the adapter wrote fence and
+	// lease_ms (and not null): 0 is a value out of the protocol, not none.
+	hasFence, hasLease bool
+}
+
+// parseAnswer reads an answer line as the adapter wrote it.
+func parseAnswer(line []byte) (Answer, error) {
+	var a Answer
+	if err := json.Unmarshal(line, &a); err != nil {
+		return a, err
+	}
+	var has struct {
+		Fence   json.RawMessage `json:"fence"`
+		LeaseMS json.RawMessage `json:"lease_ms"`
+	}
+	if err := json.Unmarshal(line, &has); err != nil {
+		return a, err
+	}
+	given := func(v json.RawMessage) bool { return len(v) > 0 && string(v) != "null" }
+	a.hasFence, a.hasLease = given(has.Fence), given(has.LeaseMS)
+	return a, nil
+}
+
+// maxLeaseMS is the longest lease hiatus can count in a time.Duration.
+const maxLeaseMS = math.MaxInt64 / int64(time.Millisecond)
+
+// outside says how a grant, a's answer to an acquire, breaks the protocol
+// for an adapter that said hello h, or "" if it does not: it carries its
+// token, its fence if h says fencing (a positive integer) and its lease,
+// if it gives one, as a positive number of milliseconds. Such a grant is
+// no grant: a fence of 0 would be recorded as none, a lease of -1000 ms
+// dropped for the one asked, and the history would say what did not
+// happen.
+func outside(a Answer, h Hello) string {
+	switch {
+	case a.Type != TypeOK:
+		return ""
+	case a.Token == "":
+		return "a grant without a token: its release could not name it"
+	case h.Fencing && !a.hasFence:
+		return "a grant without a fence, yet its hello said fencing"
+	case h.Fencing && a.Fence <= 0:
+		return fmt.Sprintf("fence %d: its hello said fencing, and a fencing token is a positive integer", a.Fence)
+	case a.hasLease && a.LeaseMS <= 0:
+		return fmt.Sprintf("lease_ms %d: a lease granted is a positive number of milliseconds", a.LeaseMS)
+	case a.hasLease && a.LeaseMS > maxLeaseMS:
+		return fmt.Sprintf("lease_ms %d: more than hiatus can count (%d)", a.LeaseMS, maxLeaseMS)
+	}
+	return ""
 }
 
 // String is the answer as the adapter wrote it (not its Hello's words).
 func (a Answer) String() string {
 	b, _ := json.Marshal(a)
 	return string(b)
+}
+
+// said is the answer's type and reason, for a message: fail "busy". Its
+// type is escaped for a terminal, its reason quoted.
+func (a Answer) said() string {
+	return fmt.Sprintf("%s %q", printable.Escape(a.Type), a.Reason)
+}
+
+// Quoted is what an adapter wrote on its standard error, for a message:
+// each line escaped for a terminal (printable.Lines) and indented, so that
+// none of it can pass for a line of hiatus's own.
+func Quoted(stderr string) string {
+	return "    " + strings.ReplaceAll(printable.Lines(stderr), "\n", "\n    ")
 }
 
 // An Error is a request that got no answer, or could not be sent: the
@@ -131,6 +248,9 @@ func (e *Error) Unwrap() error { return e.Err }
 var (
 	ErrNoAnswer = errors.New("no answer in time")
 	ErrGone     = errors.New("the adapter is gone") // it exited or broke the protocol; see the wrapped reason
+	// ErrProtocol is an answer outside the protocol, returned with the
+	// answer: the adapter acted, but what it said of it cannot be taken.
+	ErrProtocol = errors.New("an answer outside the protocol")
 )
 
 // A goneError is ErrGone with its reason: the adapter exited, or broke the
@@ -158,7 +278,7 @@ type Process struct {
 	cmd        *exec.Cmd
 	stdin      io.WriteCloser
 	stdout     io.ReadCloser
-	log        io.Writer  // complaints: late, doubled or stray answers
+	log        *stderrLog // its standard error, and complaints: late, doubled or stray answers
 	wmu        sync.Mutex // serializes writes to stdin
 	trace      io.Writer  // the transcript, if asked for (Setup.Trace)
 	traceMu    sync.Mutex
@@ -168,9 +288,17 @@ type Process struct {
 	done       map[int64]string  // requests answered lately, by type: a second answer is a complaint
 	late       map[int64]pending // requests given up on, until their answer comes
 	broken     error             // why the adapter is gone; nil while it runs
-	complaints []string          // what it did wrong that hiatus could live with
+	complaints []string          // what it did wrong that hiatus could live with: the first maxComplaints
+	complained int               // how many complaints there were
 	gone       chan struct{}     // closed when broken is set
 	exited     chan struct{}     // closed when the process has been waited for
+	mark       string            // MarkEnv's value in its environment
+	reaps      bool              // Close kills what it left (Setup.Mark was "")
+	reapOnce   sync.Once
+	left       []Leftover // what Close killed
+	reports    func(Report)
+	renewing   map[int64]bool // renewals reported begun and not yet answered
+	reported   int            // renewals reported answered
 }
 
 type pending struct {
@@ -180,17 +308,24 @@ type pending struct {
 
 // Start starts the adapter command (run by /bin/sh, as a shell would),
 // sends it init and waits up to s.Hello (HelloTimeout if 0) for its hello. Its standard
-// error goes to stderr; so do complaints about its answers. It is killed
-// if this process dies.
+// error goes to stderr, up to StderrBudget bytes; so do complaints about
+// its answers. It is killed if this process dies.
 func Start(ctx context.Context, command string, s Setup, stderr io.Writer) (*Process, error) {
 	// "exec" makes the shell become the adapter, so that signals and
 	// exits are the adapter's own.
 	cmd := exec.Command("/bin/sh", "-c", "exec "+command)
-	cmd.Stderr = stderr
+	errlog := newStderrLog(stderr, command, StderrBudget)
+	cmd.Stderr = errlog // a pipe, read at once, even past the budget
 	// A child of the adapter's own may hold its stderr open long after it
 	// exited: Wait gives up on the pipe a second after the exit.
 	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Its children inherit the mark, however they leave it: Reap finds them.
+	mark := NewMark()
+	if s.Mark != "" {
+		mark = s.Mark + "." + mark
+	}
+	cmd.Env = append(os.Environ(), MarkEnv+"="+mark)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("adapter %q: %w", command, err)
@@ -202,18 +337,19 @@ func Start(ctx context.Context, command string, s Setup, stderr io.Writer) (*Pro
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("adapter %q: start: %w", command, err)
 	}
-	p := &Process{Command: command, cmd: cmd, stdin: stdin, stdout: stdout, log: stderr, trace: s.Trace, wait: map[int64]pending{},
-		done: map[int64]string{}, late: map[int64]pending{}, gone: make(chan struct{}), exited: make(chan struct{})}
+	p := &Process{Command: command, cmd: cmd, stdin: stdin, stdout: stdout, log: errlog, trace: s.Trace, wait: map[int64]pending{},
+		done: map[int64]string{}, late: map[int64]pending{}, gone: make(chan struct{}), exited: make(chan struct{}),
+		mark: mark, reaps: s.Mark == "", reports: s.Reports, renewing: map[int64]bool{}}
 	go p.read(stdout)
-	a, err := p.Request(ctx, Request{Type: "init", Protocol: Protocol, RedisURL: s.RedisURL, Lock: s.Lock,
-		LeaseMS: s.Lease.Milliseconds(), RetryMS: s.Retry.Milliseconds()}, cmp.Or(s.Hello, HelloTimeout))
+	a, err := p.Request(ctx, Request{Type: "init", Protocol: Protocol, RedisURL: s.RedisURL, ZooKeeper: s.ZooKeeper, Lock: s.Lock,
+		LeaseMS: s.Lease.Milliseconds(), RetryMS: s.Retry.Milliseconds(), ClientName: s.ClientName}, cmp.Or(s.Hello, HelloTimeout))
 	switch {
 	case err != nil:
 		p.Close()
 		return nil, fmt.Errorf("adapter %q did not say hello: %w", command, errors.Unwrap(err))
 	case a.Type != TypeHello:
 		p.Close()
-		return nil, fmt.Errorf("adapter %q answered init with %q, not hello: %s", command, a.Type, a.Reason)
+		return nil, fmt.Errorf("adapter %q answered init with %q, not hello: %s", command, a.Type, printable.Escape(a.Reason))
 	case a.Name == "":
 		p.Close()
 		return nil, fmt.Errorf("adapter %q said hello without a name", command)
@@ -236,8 +372,20 @@ func (p *Process) Signal(sig os.Signal) error {
 
 // Request sends r and waits up to timeout for its answer. It fails with
 // an *Error when no answer came: ctx ended, the time ran out, or the
-// adapter is gone. An answer of any type is returned as it is.
+// adapter is gone. An answer of any type is returned as it is; one outside
+// the protocol (see outside) comes with an *Error that wraps ErrProtocol.
 func (p *Process) Request(ctx context.Context, r Request, timeout time.Duration) (Answer, error) {
+	a, err := p.request(ctx, r, timeout)
+	if err != nil || r.Type != "acquire" {
+		return a, err
+	}
+	if why := outside(a, p.Hello); why != "" {
+		return a, &Error{Adapter: p.Command, Request: r.Type, ID: *a.InReplyTo, Sent: true, Err: fmt.Errorf("%w: %s", ErrProtocol, why)}
+	}
+	return a, nil
+}
+
+func (p *Process) request(ctx context.Context, r Request, timeout time.Duration) (Answer, error) {
 	ch := make(chan Answer, 1)
 	p.mu.Lock()
 	r.ID = p.next
@@ -348,6 +496,9 @@ func (p *Process) reason() error {
 // Err says why the adapter is gone, or nil while it runs.
 func (p *Process) Err() error { return p.reason() }
 
+// Gone is closed once the adapter is gone (Err says why).
+func (p *Process) Gone() <-chan struct{} { return p.gone }
+
 // read matches the adapter's answers to their requests until its output
 // ends or it writes something that is no answer; then the adapter is gone.
 func (p *Process) read(stdout io.Reader) {
@@ -360,8 +511,12 @@ func (p *Process) read(stdout io.Reader) {
 			continue
 		}
 		p.traced("<-", line)
-		var a Answer
-		if err := json.Unmarshal(line, &a); err != nil || a.InReplyTo == nil || a.Type == "" {
+		if isReport(line) {
+			p.report(line)
+			continue
+		}
+		a, err := parseAnswer(line)
+		if err != nil || a.InReplyTo == nil || a.Type == "" {
 			why = fmt.Errorf("it wrote %q, which is no answer (want a JSON object with type and in_reply_to)", clip(line))
 			break
 		}
@@ -376,6 +531,7 @@ func (p *Process) read(stdout io.Reader) {
 		_ = p.stdout.Close()     // a child of its own may hold the pipe open
 	}
 	err := p.cmd.Wait()
+	p.log.close(p.cmd.Process.Pid) // its stderr is read to its end
 	if why == nil {
 		why = fmt.Errorf("it exited (%v)", exitWords(err))
 	}
@@ -413,17 +569,91 @@ func (p *Process) deliver(a Answer) {
 		complaint = fmt.Sprintf("granted the lock in answer to acquire request %d after hiatus had given up on it; released at once", id)
 		go p.Request(context.Background(), Request{Type: "release", Lock: late.lock, Token: a.Token}, HelloTimeout) //nolint:errcheck // best effort
 	case wasLate:
-		complaint = fmt.Sprintf("answered %s request %d (%s) after hiatus had given up on it; dropped", late.kind, id, a.Type)
+		complaint = fmt.Sprintf("answered %s request %d (%s) after hiatus had given up on it; dropped", late.kind, id, printable.Escape(a.Type))
 	case answered:
-		complaint = fmt.Sprintf("answered %s request %d twice; the first answer counts, this one (%s) is dropped", kind, id, a.Type)
+		complaint = fmt.Sprintf("answered %s request %d twice; the first answer counts, this one (%s) is dropped", kind, id, printable.Escape(a.Type))
 	default:
-		complaint = fmt.Sprintf("answered request %d (%s), which hiatus never sent; dropped", id, a.Type)
+		complaint = fmt.Sprintf("answered request %d (%s), which hiatus never sent; dropped", id, printable.Escape(a.Type))
 	}
-	p.mu.Lock()
-	p.complaints = append(p.complaints, complaint)
-	p.mu.Unlock()
-	fmt.Fprintf(p.log, "hiatus: adapter %q %s\n", p.Command, complaint)
+	p.complain(complaint)
 }
+
+// complain notes what the adapter did wrong that hiatus can live with,
+// and logs the first maxComplaints such.
+func (p *Process) complain(complaint string) {
+	p.mu.Lock()
+	p.complained++
+	n := p.complained
+	if n <= maxComplaints {
+		p.complaints = append(p.complaints, complaint)
+	}
+	p.mu.Unlock()
+	switch {
+	case n < maxComplaints:
+		p.log.say("hiatus: adapter %q %s", p.Command, complaint)
+	case n == maxComplaints:
+		p.log.say("hiatus: adapter %q %s; its further complaints are counted, not logged", p.Command, complaint)
+	}
+}
+
+// isReport says line is a report (Report): a JSON object of a report's
+// type, answering no request.
+func isReport(line []byte) bool {
+	var head struct {
+		Type      string          `json:"type"`
+		InReplyTo json.RawMessage `json:"in_reply_to"`
+	}
+	return json.Unmarshal(line, &head) == nil && len(head.InReplyTo) == 0 && (head.Type == TypeRenewing || head.Type == TypeRenewed)
+}
+
+// report takes a line the adapter wrote of its own accord: a renewal its
+// library began or had answered. One that is malformed, or does not pair
+// (answered but never begun, begun twice), is a complaint, and dropped.
+func (p *Process) report(line []byte) {
+	var r Report
+	err := json.Unmarshal(line, &r)
+	var why string
+	switch {
+	case err != nil:
+		why = fmt.Sprintf("wrote a report that is not one (%v)", err)
+	case r.Type == TypeRenewing && r.Token == "":
+		why = fmt.Sprintf("reported renewal %d begun without the grant's token", r.Renewal)
+	case r.Type == TypeRenewing && p.renewing[r.Renewal]:
+		why = fmt.Sprintf("reported renewal %d begun twice", r.Renewal)
+	case r.Type == TypeRenewed && !p.renewing[r.Renewal]:
+		why = fmt.Sprintf("reported renewal %d answered, which it never reported begun", r.Renewal)
+	case r.Type == TypeRenewed && r.Result != TypeOK && r.Result != TypeFail && r.Result != TypeInfo:
+		why = fmt.Sprintf("reported renewal %d answered %q, which is no result (ok, fail, info)", r.Renewal, printable.Escape(r.Result))
+	}
+	if why != "" {
+		p.complain(why)
+		return
+	}
+	if r.Type == TypeRenewing {
+		p.renewing[r.Renewal] = true
+	} else {
+		delete(p.renewing, r.Renewal)
+		p.mu.Lock()
+		p.reported++
+		p.mu.Unlock()
+	}
+	if p.reports != nil {
+		p.reports(r)
+	}
+}
+
+// Reported is how many renewals of its library's own the adapter has
+// reported answered.
+func (p *Process) Reported() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reported
+}
+
+// maxComplaints is how many complaints of one adapter are kept and logged:
+// one that answers requests never sent, as fast as it can, would fill the
+// log and the memory.
+const maxComplaints = 20
 
 // remember notes that request id was answered, forgetting those long
 // past: a second answer comes right after the first.
@@ -439,16 +669,47 @@ func (p *Process) remember(id int64, kind string) {
 }
 
 // Complaints are what the adapter did wrong that hiatus could live with:
-// answers twice to one request, answers to none it waits for.
+// answers twice to one request, answers to none it waits for. Only the
+// first few are kept: Complained counts them all.
 func (p *Process) Complaints() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.complaints...)
 }
 
+// Complained is how many complaints there were, kept or not.
+func (p *Process) Complained() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.complained
+}
+
 // Close ends the adapter: its standard input closes, which tells it to
-// exit; one still running 2 s later, or stopped, is killed.
+// exit; one still running 2 s later, or stopped, is killed. Then, unless
+// its Setup named a set of adapters to reap together, what it left
+// running is killed (Reap), and said in the log: Left lists them.
 func (p *Process) Close() {
+	p.end()
+	if !p.reaps {
+		return
+	}
+	p.reapOnce.Do(func() {
+		left, err := Reap(p.mark)
+		p.mu.Lock()
+		p.left = left
+		p.mu.Unlock()
+		if len(left) > 0 {
+			p.log.say("hiatus: adapter %q left %s running after it exited: killed. "+
+				"An adapter's processes must end with it (no setsid, no daemon)", p.Command, Leftovers(left))
+		}
+		if err != nil {
+			p.log.say("hiatus: adapter %q: %v", p.Command, err)
+		}
+	})
+}
+
+// end ends the adapter process itself.
+func (p *Process) end() {
 	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped adapter could not read its EOF
 	_ = p.stdin.Close()
 	select {
@@ -456,7 +717,7 @@ func (p *Process) Close() {
 		return
 	case <-time.After(2 * time.Second):
 	}
-	fmt.Fprintf(p.log, "hiatus: adapter %q did not exit within 2 s of its input closing; killed\n", p.Command)
+	p.log.say("hiatus: adapter %q did not exit within 2 s of its input closing; killed", p.Command)
 	_ = p.cmd.Process.Kill()
 	select {
 	case <-p.exited:
@@ -467,11 +728,20 @@ func (p *Process) Close() {
 	}
 }
 
-// traced writes a line of the exchange to the trace, if there is one.
+// Left lists the processes the adapter left running, which Close killed.
+func (p *Process) Left() []Leftover {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Leftover(nil), p.left...)
+}
+
+// traced writes a line of the exchange to the trace, if there is one,
+// escaped for the terminal it is shown on: JSON takes a bidi override or
+// a C1 control as it is, and a line that is no JSON anything.
 func (p *Process) traced(dir string, line []byte) {
 	if p.trace != nil {
 		p.traceMu.Lock()
-		fmt.Fprintf(p.trace, "%s %s\n", dir, line)
+		fmt.Fprintf(p.trace, "%s %s\n", dir, printable.Escape(string(line)))
 		p.traceMu.Unlock()
 	}
 }

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,24 +10,37 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hiatus-dev/hiatus/internal/printable"
 )
 
 // ErrNonconforming is returned by Conform when an adapter failed a check.
 var ErrNonconforming = errors.New("the adapter does not conform to the protocol")
 
+// CheckClientName is the client_name Conform tells the adapters it checks.
+const CheckClientName = "hiatus-adapter-check"
+
 // Conform runs the conformance check of the adapter command against the
 // Redis at redisURL, on a lock of its own: hello; acquire; contention
 // between two adapter processes; release; the release of a lock whose
 // lease expired; fencing and renewal when the adapter says it has them; a
-// request it cannot understand; exit when its input closes. It says on out,
+// request it cannot understand; exit when its input closes, and nothing of
+// either process left running (what is, is killed). It says on out,
 // in plain words, what each check found, and what to fix.
 //
 // With trace, every line of the first process's exchange is written to out
 // too, as it happens.
 func Conform(ctx context.Context, command, redisURL string, out io.Writer, trace bool) error {
+	return ConformAt(ctx, command, Setup{RedisURL: redisURL}, out, trace)
+}
+
+// ConformAt is Conform with the servers at: the Redis at.RedisURL, and
+// the ZooKeeper ensemble at.ZooKeeper for an adapter that keeps its lock
+// there. Its other fields are the check's own.
+func ConformAt(ctx context.Context, command string, at Setup, out io.Writer, trace bool) error {
 	c := &conformance{ctx: ctx, out: out, command: command,
 		lock: fmt.Sprintf("hiatus:adapter-check:%d:%d", os.Getpid(), time.Now().UnixNano())}
-	s := Setup{RedisURL: redisURL, Lock: c.lock, Lease: 2 * time.Second, Retry: 5 * time.Millisecond}
+	s := Setup{RedisURL: at.RedisURL, ZooKeeper: at.ZooKeeper, Lock: c.lock, Lease: 2 * time.Second, Retry: 5 * time.Millisecond, ClientName: CheckClientName}
 	if trace {
 		s.Trace = out
 	}
@@ -53,12 +67,15 @@ func Conform(ctx context.Context, command, redisURL string, out io.Writer, trace
 		c.lapsedRenewal(a, b)
 	}
 	c.malformed(a)
+	if n := a.Reported() + b.Reported(); n > 0 {
+		c.pass("renewal reports", fmt.Sprintf("%d renewals its library made on its own reported, each begun (renewing) and answered (renewed)", n))
+	}
 	for _, p := range []*Process{a, b} {
 		if cs := p.Complaints(); len(cs) > 0 {
-			c.fail("answers", fmt.Sprintf("it %s (and %d more such)", cs[0], len(cs)-1))
+			c.fail("answers", fmt.Sprintf("it %s (and %d more such)", cs[0], p.Complained()-1))
 		}
 	}
-	c.exit(b)
+	c.exit(a, b)
 	if c.failed > 0 {
 		fmt.Fprintf(out, "\n%d of %d checks failed\n", c.failed, c.checks)
 		return ErrNonconforming
@@ -79,20 +96,24 @@ type conformance struct {
 	warned         int // checks that passed the protocol with a warn about the lock
 }
 
+// pass, fail and warn say what a check found, on a line (and those of
+// what it quotes of the adapter's stderr, indented). What the adapter
+// said is escaped where it is quoted, so that it can make no line of its
+// own; these escape the rest too, as a last guard for the terminal.
 func (c *conformance) pass(check, what string) {
 	c.checks++
-	fmt.Fprintf(c.out, "ok    %-22s %s\n", check, what)
+	fmt.Fprintf(c.out, "ok    %-22s %s\n", check, printable.Lines(what))
 }
 
 func (c *conformance) fail(check, what string) {
 	c.checks++
 	c.failed++
-	fmt.Fprintf(c.out, "FAIL  %-22s %s\n", check, what)
+	fmt.Fprintf(c.out, "FAIL  %-22s %s\n", check, printable.Lines(what))
 }
 
 func (c *conformance) warn(check, what string) {
 	c.warned++
-	fmt.Fprintf(c.out, "warn  %-22s %s\n", check, what)
+	fmt.Fprintf(c.out, "warn  %-22s %s\n", check, printable.Lines(what))
 }
 
 // start starts an adapter process, keeping what it writes on stderr to
@@ -103,7 +124,7 @@ func (c *conformance) start(check string, s Setup) (*Process, error) {
 	if err != nil {
 		why := err.Error()
 		if t := stderr.String(); t != "" {
-			why += "; it wrote on stderr:\n" + t
+			why += "; it wrote on stderr:\n" + Quoted(t)
 		}
 		c.fail(check, why)
 	}
@@ -115,6 +136,11 @@ func (c *conformance) ask(p *Process, check string, r Request) (Answer, bool) {
 	a, err := p.Request(c.ctx, r, 5*time.Second)
 	if err != nil {
 		c.fail(check, err.Error())
+		if errors.Is(err, ErrProtocol) && a.Token != "" {
+			// A grant all the same: given back, so that the checks
+			// after it find the lock free.
+			_, _ = p.Request(c.ctx, Request{Type: "release", Lock: c.lock, Token: a.Token}, 5*time.Second)
+		}
 		return a, false
 	}
 	return a, true
@@ -135,10 +161,10 @@ func (c *conformance) contention(a, b *Process) {
 	case !ok:
 		return
 	case g.Type != TypeOK || g.Token == "":
-		c.fail("acquire", fmt.Sprintf("a free lock was not granted with a token: answered %s %q (want ok with a token)", g.Type, g.Reason))
+		c.fail("acquire", fmt.Sprintf("a free lock was not granted with a token: answered %s (want ok with a token)", g.said()))
 		return
 	}
-	c.pass("acquire", "a free lock granted, token "+g.Token)
+	c.pass("acquire", "a free lock granted, token "+printable.Escape(g.Token))
 	if x, ok := c.acquire(b, "contention", 2*time.Second, 300*time.Millisecond); ok {
 		switch {
 		case x.Type == TypeOK:
@@ -146,14 +172,14 @@ func (c *conformance) contention(a, b *Process) {
 		case x.Type == TypeFail && x.Reason == ReasonBusy:
 			c.pass("contention", "a second process was refused (busy) for the 300 ms it was asked to wait")
 		default:
-			c.fail("contention", fmt.Sprintf("a second process got %s %q: want fail with reason %q", x.Type, x.Reason, ReasonBusy))
+			c.fail("contention", fmt.Sprintf("a second process got %s: want fail with reason %q", x.said(), ReasonBusy))
 		}
 	}
 	if r, ok := c.release(a, "release", g.Token); ok {
 		if r.Type == TypeOK {
 			c.pass("release", "released")
 		} else {
-			c.fail("release", fmt.Sprintf("the holder's release answered %s %q: want ok", r.Type, r.Reason))
+			c.fail("release", fmt.Sprintf("the holder's release answered %s: want ok", r.said()))
 		}
 	}
 	if x, ok := c.acquire(b, "free again", 2*time.Second, time.Second); ok {
@@ -161,7 +187,7 @@ func (c *conformance) contention(a, b *Process) {
 			c.pass("free again", "the second process got the lock once it was released")
 			c.release(b, "free again", x.Token)
 		} else {
-			c.fail("free again", fmt.Sprintf("after a release the second process got %s %q: want ok", x.Type, x.Reason))
+			c.fail("free again", fmt.Sprintf("after a release the second process got %s: want ok", x.said()))
 		}
 	}
 }
@@ -179,7 +205,7 @@ func (c *conformance) contention(a, b *Process) {
 func (c *conformance) lapse(a, b *Process, check string, lease time.Duration) (g, x Answer, ok bool) {
 	g, ok = c.acquire(a, check, lease, time.Second)
 	if !ok || g.Type != TypeOK {
-		c.fail(check, fmt.Sprintf("could not acquire: %s %q", g.Type, g.Reason))
+		c.fail(check, fmt.Sprintf("could not acquire: %s", g.said()))
 		return g, x, false
 	}
 	time.Sleep(2 * lease)
@@ -189,9 +215,9 @@ func (c *conformance) lapse(a, b *Process, check string, lease time.Duration) (g
 	}
 	y, ok := c.acquire(b, check, lease, 2*lease)
 	if ok && y.Type == TypeOK {
-		c.fail(check, fmt.Sprintf("asked %v after the holder's %v grant, the second process answered %s %q, yet asked again it was granted "+
+		c.fail(check, fmt.Sprintf("asked %v after the holder's %v grant, the second process answered %s, yet asked again it was granted "+
 			"the lock within %v, the holder not having released it: its refusal left a grant behind that nobody holds "+
-			"(a SET that landed after its library gave up), and the lock was taken for nobody", 2*lease, lease, x.Type, x.Reason, 2*lease))
+			"(a SET that landed after its library gave up), and the lock was taken for nobody", 2*lease, lease, x.said(), 2*lease))
 		c.release(b, check, y.Token)
 		c.release(a, check, g.Token)
 		return g, x, false
@@ -216,7 +242,7 @@ func (c *conformance) expiry(a, b *Process) {
 	case !lapsed && r.Type == TypeOK:
 		c.pass(check, fmt.Sprintf("it kept its %v lease alive itself (%v later another process was refused for %v, and again for %v), and released it", lease, 2*lease, lease, 2*lease))
 	case !lapsed:
-		c.fail(check, fmt.Sprintf("it kept the lock %v past its %v lease, yet its release answered %s %q", 2*lease, lease, r.Type, r.Reason))
+		c.fail(check, fmt.Sprintf("it kept the lock %v past its %v lease, yet its release answered %s", 2*lease, lease, r.said()))
 	case r.Type == TypeFail && r.Reason == ReasonStolen:
 		c.pass(check, fmt.Sprintf("its %v lease lapsed, another process took the lock, and its release said fail %q", lease, r.Reason))
 	case r.Type == TypeFail && r.Reason == ReasonNotHeld:
@@ -226,7 +252,7 @@ func (c *conformance) expiry(a, b *Process) {
 			"(answer fail %q or %q if the lock library tells; if it cannot, this is what it lets an application believe)",
 			lease, ReasonStolen, ReasonNotHeld))
 	default:
-		c.fail(check, fmt.Sprintf("its %v lease lapsed, and its release answered %s %q: want fail %q or %q", lease, r.Type, r.Reason, ReasonStolen, ReasonNotHeld))
+		c.fail(check, fmt.Sprintf("its %v lease lapsed, and its release answered %s: want fail %q or %q", lease, r.said(), ReasonStolen, ReasonNotHeld))
 	}
 	if lapsed {
 		c.release(b, check, x.Token)
@@ -265,7 +291,7 @@ func (c *conformance) renewal(a, b *Process) {
 			return
 		}
 		if r.Type != TypeOK {
-			c.fail("renewal", fmt.Sprintf("a renewal of a held lock answered %s %q: want ok", r.Type, r.Reason))
+			c.fail("renewal", fmt.Sprintf("a renewal of a held lock answered %s: want ok", r.said()))
 			return
 		}
 	}
@@ -304,7 +330,7 @@ func (c *conformance) lapsedRenewal(a, b *Process) {
 	case r.Type == TypeFail:
 		c.pass(check, fmt.Sprintf("its %v lease lapsed, another process took the lock, and its renew said fail %q", lease, r.Reason))
 	default:
-		c.fail(check, fmt.Sprintf("its %v lease lapsed, and its renew answered %s %q: want fail", lease, r.Type, r.Reason))
+		c.fail(check, fmt.Sprintf("its %v lease lapsed, and its renew answered %s: want fail", lease, r.said()))
 	}
 	c.release(a, check, g.Token)
 	c.release(b, check, x.Token)
@@ -318,31 +344,44 @@ func (c *conformance) malformed(a *Process) {
 		return
 	}
 	if r.Type != TypeError {
-		c.fail("malformed request", fmt.Sprintf("a request of type \"frobnicate\" was answered %s %q: want error", r.Type, r.Reason))
+		c.fail("malformed request", fmt.Sprintf("a request of type \"frobnicate\" was answered %s: want error", r.said()))
 		return
 	}
 	if g, ok := c.acquire(a, "malformed request", time.Second, time.Second); ok && g.Type == TypeOK {
 		c.release(a, "malformed request", g.Token)
-		c.pass("malformed request", fmt.Sprintf("answered error (%s), then went on", r.Reason))
+		c.pass("malformed request", fmt.Sprintf("answered error (%s), then went on", printable.Escape(r.Reason)))
 	} else if ok {
-		c.fail("malformed request", fmt.Sprintf("after an error answer, an acquire of the free lock got %s %q", g.Type, g.Reason))
+		c.fail("malformed request", fmt.Sprintf("after an error answer, an acquire of the free lock got %s", g.said()))
 	}
 }
 
-// exit: it ends once its input closes.
-func (c *conformance) exit(b *Process) {
+// exit: it ends once its input closes, and leaves no process of its own
+// running: both processes are closed, and what they left is killed.
+func (c *conformance) exit(a, b *Process) {
 	t0 := time.Now()
 	_ = b.stdin.Close()
+	var exited string
 	select {
 	case <-b.exited:
-		c.pass("exit", fmt.Sprintf("exited %v after its input closed", time.Since(t0).Round(time.Millisecond)))
+		exited = fmt.Sprintf("exited %v after its input closed", time.Since(t0).Round(time.Millisecond))
 	case <-time.After(2 * time.Second):
+	}
+	a.Close()
+	b.Close()
+	left := append(a.Left(), b.Left()...)
+	switch {
+	case exited == "":
 		c.fail("exit", "still running 2 s after its input closed: an adapter must exit at the end of its input (hiatus kills it then)")
+	case len(left) > 0:
+		c.fail("exit", fmt.Sprintf("%s, but the two adapter processes left %s running, killed now. An adapter's processes must end with it "+
+			"(no setsid, no daemon): a pause of its worker would not freeze them, and nothing would end them", exited, Leftovers(left)))
+	default:
+		c.pass("exit", exited)
 	}
 }
 
-// A Tail keeps the last 2 kB written to it: what an adapter said on its
-// standard error before it failed, to show with the failure.
+// A Tail keeps the last StderrTail bytes written to it: what an adapter
+// said on its standard error before it failed, to show with the failure.
 type Tail struct {
 	mu  sync.Mutex
 	buf []byte
@@ -351,11 +390,18 @@ type Tail struct {
 func (t *Tail) Write(b []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if n := len(t.buf); n > 2048 {
-		t.buf = t.buf[n-2048:]
+	keep := b[max(len(b)-StderrTail, 0):]
+	if over := len(t.buf) + len(keep) - StderrTail; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...) // in place: it never grows past StderrTail
 	}
+	t.buf = append(t.buf, keep...)
 	return len(b), nil
+}
+
+func (t *Tail) bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return bytes.Clone(t.buf)
 }
 
 func (t *Tail) String() string {

@@ -40,6 +40,11 @@ type Options struct {
 	// memory before it moves them to disk: DefaultMemory when 0. It changes
 	// no result, only the check's speed and memory.
 	Memory int64
+	// Record is the lock server's record of the run (lockserver.edn), nil
+	// for a history without one: then :availability and :fence-order go
+	// by the history alone, and :lock-server is not checked. A Stream
+	// takes it before its ops (Stream.SetRecord); Open and Check give it.
+	Record *Record
 	// ReadWhole, if not nil, is called before Open or File.Check reads
 	// every op of a history into memory after a Stream could not check it
 	// (another model, ops out of time order): a caller that bounded the
@@ -133,6 +138,7 @@ func newPlan(ops []history.Op, opts Options) (*plan, error) {
 			sort.SliceStable(p.ops, func(i, j int) bool { return p.ops[i].Time < p.ops[j].Time })
 		}
 		p.stream = newStream(0, 0) // porcupine and the drawing read its calls in memory
+		p.stream.SetRecord(opts.Record)
 		if len(p.ops) > 0 && &p.ops[0] != &ops[0] {
 			// Sorted: its ops' positions are not the file's.
 			dups, first := fileDuplicates(ops)
@@ -355,8 +361,8 @@ func opsMissing(o history.Op) (string, bool) {
 }
 
 // Detect names the model a history's client ops call for, by their :f
-// values: :acquire and :release with :read or :write (hiatus's own) →
-// lock-counter; :cas → cas-register; :txn → multi-register; :acquire and
+// values: :acquire and :release with :read or :write (hiatus's own, with
+// :extend and the lock's :renew) → lock-counter; :cas → cas-register; :txn → multi-register; :acquire and
 // :release alone → mutex; :add → counter; :read and :write alone →
 // register. The final read is not required: a run cut short has none.
 func Detect(ops []history.Op) (string, error) {
@@ -383,7 +389,8 @@ func detect(fs map[history.Keyword]bool) (string, error) {
 	switch {
 	case len(fs) == 0:
 		return "", fmt.Errorf("%w: the history has no client ops to tell a model by; pass --model", ErrUnknownModel)
-	case fs[history.FAcquire] && (fs[history.FRead] || fs[history.FWrite]) && only(history.FAcquire, history.FRelease, history.FRead, history.FWrite, history.FExtend):
+	case fs[history.FAcquire] && (fs[history.FRead] || fs[history.FWrite]) &&
+		only(history.FAcquire, history.FRelease, history.FRead, history.FWrite, history.FExtend, history.FRenew):
 		return ModelLockCounter, nil
 	case fs["cas"] && only("cas", history.FRead, history.FWrite):
 		return ModelCASRegister, nil

@@ -273,6 +273,27 @@ func (s *Stream) cause(c lcCall) string {
 	return s.sectionCause(c, false)
 }
 
+// whileHolding is how a pause's words say the section held its lease,
+// as the history has it; toldHeld makes it the library's word alone.
+const whileHolding = "while holding a"
+
+// toldHeld rewrites, in explanation expl, the words of a pause of process
+// p "while holding a N ms lease" as "while told it held a N ms lease":
+// the record shows its section had no key at the server.
+func toldHeld(expl string, p history.Process) string {
+	for _, lead := range []string{fmt.Sprintf("process %v was paused (", p), fmt.Sprintf("process %v (op ", p)} {
+		i := strings.Index(expl, lead)
+		if i < 0 {
+			continue
+		}
+		clause, _, _ := strings.Cut(expl[i:], ";")
+		if j := strings.Index(clause, " "+whileHolding+" "); j >= 0 {
+			return expl[:i+j] + " while told it held a " + expl[i+j+len(whileHolding)+2:]
+		}
+	}
+	return expl
+}
+
 // sectionCause says what let increment c's section lose the lock: with
 // paused, the pause that stopped its process while it held the lock;
 // otherwise, a write sent after its lease had expired. "" if neither.
@@ -281,9 +302,19 @@ func (s *Stream) sectionCause(c lcCall, paused bool) string {
 	if !ok {
 		return ""
 	}
-	if pa, ok := pauseDuring(sec, s.pauses.pauses); ok && paused {
-		return fmt.Sprintf("process %v (%s) was stopped by nemesis op %d (%s) for %d ms while holding a %d ms lease",
-			c.process, s.name(c.pos()), pa.Index, pa.Kind, (pa.End-pa.Start)/1e6, sec.LeaseNS/1e6)
+	pa, ok := pauseDuring(sec, s.pauses.pauses)
+	if ok && paused {
+		msg := fmt.Sprintf("process %v (%s) was stopped by nemesis op %d (%s) for %d ms %s %d ms lease",
+			c.process, s.name(c.pos()), pa.Index, pa.Kind, (pa.End-pa.Start)/1e6, whileHolding, sec.LeaseNS/1e6)
+		if why := s.renewalCause(sec, &pa); why != "" {
+			msg += ", but " + why // the pause did not cost the grant: the lock's renewals tell what did
+		}
+		return msg
+	}
+	if !ok && paused {
+		if why := s.renewalCause(sec, nil); why != "" {
+			return fmt.Sprintf("process %v (%s): %s", c.process, s.name(c.pos()), why)
+		}
 	}
 	if !paused && sec.LeaseNS > 0 && sec.WriteInv > sec.Start+sec.LeaseNS {
 		return fmt.Sprintf("process %v sent %s %d ms after its acquire, past its %d ms lease",

@@ -28,7 +28,7 @@ type LockCounterFigures struct {
 	FenceViolations int64 `json:"fence-violations"`          // accepted writes whose fence was no larger than one accepted before them
 	Pauses          int64 `json:"pauses"`                    // processes frozen: by the nemesis (SIGSTOP) or in-section pauses
 	Faults          int64 `json:"faults"`                    // nemesis faults begun: pauses of processes or servers, kills
-	InfoOps         int64 `json:"info-ops"`                  // client ops of any kind that completed :info
+	InfoOps         int64 `json:"info-ops"`                  // the workers' ops of any kind that completed :info (not the lock's renewals)
 }
 
 // figureNames pairs each figure with its one name, in results.edn's order:

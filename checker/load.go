@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/files"
 )
 
 // A File is a history read from a file for checking: every op, or, for a
@@ -24,6 +25,9 @@ type File struct {
 	// Processes says how the history writes each process numbered below
 	// -1 (history.Reader.Processes); nil when it has none.
 	Processes map[history.Process]string
+	// Record is the lock server's record the File was opened with, which
+	// Check holds the history to; nil for none.
+	Record *Record
 }
 
 // An InputError is what is wrong with a history file or with the options
@@ -47,7 +51,7 @@ func Open(ctx context.Context, path string, opts Options, whole bool, wrap func(
 	if wrap == nil {
 		wrap = func(r io.Reader) io.Reader { return r }
 	}
-	f, err := history.OpenRegular(path)
+	f, err := files.Open(path)
 	if err != nil {
 		return nil, inputErrorf("read history: %w", err)
 	}
@@ -79,14 +83,19 @@ func openStream(ctx context.Context, f *os.File, path string, opts Options, wrap
 	if opts.Analyzer == AnalyzerPorcupine || opts.Model != "" && opts.Model != ModelLockCounter {
 		return nil, ErrWholeHistory
 	}
-	h := &File{Path: path, Stream: NewStreamMemory(opts.Memory)}
+	h := &File{Path: path, Stream: NewStreamMemory(opts.Memory), Record: opts.Record}
 	if fi, err := f.Stat(); err == nil {
 		// hiatus writes about 100 bytes an op; a little more room than
 		// needed is cheaper than growing.
 		h.Stream.Grow(int(fi.Size() / 80))
 	}
+	keys := streamKeys()
+	if opts.Record != nil {
+		h.Stream.SetRecord(opts.Record)
+		keys = append(keys, recordStreamKeys()...)
+	}
 	rd := history.NewReader(wrap(f), path)
-	rd.KeepExtra(streamKeys()...)
+	rd.KeepExtra(keys...)
 	err := rd.Each(ctx, h.Stream.Add)
 	switch {
 	case errors.Is(err, history.ErrTruncated):
@@ -124,7 +133,7 @@ func readWhole(ctx context.Context, r io.Reader, name string, opts Options) (*Fi
 	var ops []history.Op
 	rd := history.NewReader(r, name)
 	err := rd.Each(ctx, func(o history.Op) { ops = append(ops, o) })
-	h := &File{Path: name, Ops: ops, N: len(ops)}
+	h := &File{Path: name, Ops: ops, N: len(ops), Record: opts.Record}
 	switch {
 	case errors.Is(err, history.ErrTruncated):
 		h.Truncated = err
@@ -168,7 +177,7 @@ func (h *File) resolve(opts Options, detect func() (string, error)) error {
 // sorts it. A File read whole is checked by Check.
 func (h *File) Check(ctx context.Context, opts Options) (rs Results, err error) {
 	defer func() { rs.Processes = h.Processes }()
-	opts.Model, opts.Truncated = h.Model, h.Truncated != nil
+	opts.Model, opts.Truncated, opts.Record = h.Model, h.Truncated != nil, h.Record
 	if h.Stream != nil {
 		rs, err := h.Stream.Check(opts)
 		if !errors.Is(err, ErrWholeHistory) {

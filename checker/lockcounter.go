@@ -223,8 +223,8 @@ func (c *lcCounts) add(o history.Op) {
 		}
 		return
 	}
-	if o.Type == history.Info {
-		c.infoOps++
+	if o.Type == history.Info && !o.Process.IsRenewer() {
+		c.infoOps++ // the workers' ops: a lock's own renewals are not theirs
 	}
 	switch {
 	case o.F == history.FWrite && o.Type == history.Ok:
@@ -295,7 +295,8 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 			violations, plural(int64(violations), "write", "writes"))
 	}
 	if r.Valid == Invalid && len(stale) > 0 {
-		r.Explanation += "; first stale write: " + describeStale(stale[0], pauses)
+		r.Explanation += "; first stale write: " + s.describeStale(stale[0], pauses)
+		r.blame = []blame{{stale[0].Process, stale[0].WriteInv}}
 	}
 	r.lockCounter = &f
 	r.Fields = append(f.fields(),
@@ -542,18 +543,33 @@ func pauseDuring(s Section, pauses []Pause) (Pause, bool) {
 	return Pause{}, false
 }
 
-func describeStale(s staleWrite, pauses []Pause) string {
-	msg := fmt.Sprintf("op %d (process %v) wrote %d after reading %d", s.Write, s.Process, s.WriteValue, s.Read)
-	if s.other >= 0 {
-		msg += fmt.Sprintf(", but op %d had already written %d", s.other, s.WriteValue)
+// describeStale says what stale write st did, and what let its section
+// lose the lock: a pause of its process, unless the lock's own renewals
+// tell otherwise (renewalCause), else a write sent past its lease.
+func (s *Stream) describeStale(st staleWrite, pauses []Pause) string {
+	msg := fmt.Sprintf("op %d (process %v) wrote %d after reading %d", st.Write, st.Process, st.WriteValue, st.Read)
+	if st.other >= 0 {
+		msg += fmt.Sprintf(", but op %d had already written %d", st.other, st.WriteValue)
 	}
-	msg += fmt.Sprintf(" and the counter had reached %d", s.top)
-	if p, ok := pauseDuring(s.Section, pauses); ok {
-		msg += fmt.Sprintf("; process %v was paused (%s, nemesis op %d) for %d ms while holding a %d ms lease",
-			s.Process, p.Kind, p.Index, (p.End-p.Start)/1e6, s.LeaseNS/1e6)
-	} else if s.LeaseNS > 0 && s.WriteInv > s.Start+s.LeaseNS {
+	msg += fmt.Sprintf(" and the counter had reached %d", st.top)
+	p, paused := pauseDuring(st.Section, pauses)
+	var pause *Pause
+	if paused {
+		pause = &p
+	}
+	renewals := s.renewalCause(st.Section, pause)
+	switch {
+	case paused && renewals != "":
+		msg += fmt.Sprintf("; process %v was paused (%s, nemesis op %d) for %d ms %s %d ms lease, but %s",
+			st.Process, p.Kind, p.Index, (p.End-p.Start)/1e6, whileHolding, st.LeaseNS/1e6, renewals)
+	case paused:
+		msg += fmt.Sprintf("; process %v was paused (%s, nemesis op %d) for %d ms %s %d ms lease",
+			st.Process, p.Kind, p.Index, (p.End-p.Start)/1e6, whileHolding, st.LeaseNS/1e6)
+	case renewals != "":
+		msg += fmt.Sprintf("; %s", renewals)
+	case st.LeaseNS > 0 && st.WriteInv > st.Start+st.LeaseNS:
 		msg += fmt.Sprintf("; it was sent %d ms after the acquire, past its %d ms lease",
-			(s.WriteInv-s.Start)/1e6, s.LeaseNS/1e6)
+			(st.WriteInv-st.Start)/1e6, st.LeaseNS/1e6)
 	}
 	return msg
 }

@@ -19,7 +19,18 @@ type mutant struct {
 	name  string
 	file  string
 	edits [][2]string // old, new
+	// tests are the properties that must catch it (a -run pattern); ""
+	// for the counter walk's: TestModelReference, then
+	// TestCounterWalkAgreesWithPorcupine.
+	tests string
 }
+
+// The properties of the anomaly checks: the sweep's against the
+// reference, the record's against the simulation.
+const (
+	anomalyProperty = "^TestAnomaliesAgreeWithReference$"
+	recordProperty  = "^TestRecordChecksAgreeWithSimulation$"
+)
 
 var mutants = []mutant{
 	{
@@ -85,6 +96,72 @@ var mutants = []mutant{
 			"	if c.write && (c.maybe || c.late) {",
 			"	if c.write && c.maybe {"}},
 	},
+	{
+		name:  "a frozen waiter is counted as refused",
+		file:  "locks.go",
+		tests: anomalyProperty,
+		edits: [][2]string{{"	live := lp.waiting && lp.frozen == 0", "	live := lp.waiting"}},
+	},
+	{
+		name:  "a fault of no process freezes no one",
+		file:  "locks.go",
+		tests: anomalyProperty,
+		edits: [][2]string{{"	open := t.holders == 0 && !t.maybe && t.waiters > 0 && t.global == 0", "	open := t.holders == 0 && !t.maybe && t.waiters > 0"}},
+	},
+	{
+		name:  "an acquire of unknown outcome could hold nothing",
+		file:  "locks.go",
+		tests: anomalyProperty,
+		edits: [][2]string{{"		t.maybe, t.dirty = true, true // it may have been granted; a later grant ends that", "		t.dirty = true"}},
+	},
+	{
+		name:  "a gap after a killed holder is held to one lease",
+		file:  "locks.go",
+		tests: anomalyProperty,
+		edits: [][2]string{{"		return 2 * g.lease", "		return g.lease"}},
+	},
+	{
+		name:  "a fence is held to the grants of its own instant",
+		file:  "locks.go",
+		tests: anomalyProperty,
+		edits: [][2]string{{"		lp.waiting, lp.before = true, t.settled", "		lp.waiting, lp.before = true, maxFence(t.settled, t.atNow)"}},
+	},
+	{
+		name:  "an acquire is answered by the first grant of its interval",
+		file:  "recordmatch.go",
+		tests: recordProperty,
+		edits: [][2]string{{"			last[ws[k].call] = i", "			if _, ok := last[ws[k].call]; !ok {\n				last[ws[k].call] = i\n			}"}},
+	},
+	{
+		name:  "an orphan is never the lease doing its job",
+		file:  "recordcheck.go",
+		tests: recordProperty,
+		edits: [][2]string{{"			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease", "			o.reported = false"}},
+	},
+	{
+		name:  "an orphan needs no refused acquire",
+		file:  "recordcheck.go",
+		tests: recordProperty,
+		edits: [][2]string{{"			if n == 0 {\n				continue\n			}", "			if n < 0 {\n				continue\n			}"}},
+	},
+	{
+		name:  "a release of a lapsed key may answer ok",
+		file:  "recordcheck.go",
+		tests: recordProperty,
+		edits: [][2]string{{"	case v.before(s.end, c.inv):\n", "	case v.before(s.end, c.inv):\n		return nil\n"}},
+	},
+	{
+		name:  "a grant's fence is held to the grant just before it only",
+		file:  "recordcheck.go",
+		tests: recordProperty,
+		edits: [][2]string{{"		if i == 0 || g.fence > top.fence {", "		if true {"}},
+	},
+	{
+		name:  "a grant over a live holder's key is the server's right",
+		file:  "recordcheck.go",
+		tests: recordProperty,
+		edits: [][2]string{{"		if prev.status != holdKnown || v.before(prev.heldTo, s.start) {", "		if true {"}},
+	},
 }
 
 // TestMutants breaks the checker in each way of mutants, in a copy of the
@@ -125,7 +202,11 @@ func TestMutants(t *testing.T) {
 			if err := os.WriteFile(path, src, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.CommandContext(context.Background(), gobin, "test", "./checker", "-count=1", "-run", "^(TestModelReference|TestCounterWalkAgreesWithPorcupine)$",
+			tests := m.tests
+			if tests == "" {
+				tests = "^(TestModelReference|TestCounterWalkAgreesWithPorcupine)$"
+			}
+			cmd := exec.CommandContext(context.Background(), gobin, "test", "./checker", "-count=1", "-run", tests,
 				"-rapid.checks=100000", "-rapid.nofailfile", "-failfast")
 			cmd.Dir = dir
 			out, err := cmd.CombinedOutput()

@@ -91,6 +91,15 @@ type Result struct {
 	// lockCounter holds the :lock-counter check's figures, typed; nil for
 	// any other check.
 	lockCounter *LockCounterFigures
+	// blame are the writes the check blames, the first first, for the
+	// layer the lock server's record says broke; nil if none.
+	blame []blame
+}
+
+// A blame is a write of a process, sent at a time.
+type blame struct {
+	process history.Process
+	time    int64
 }
 
 // A Field is one named figure or piece of evidence of a Result.

@@ -50,10 +50,19 @@ type Stream struct {
 	builder sectionBuilder
 	secs    sectionSet
 	pauses  pauseBuilder
-	counts  lcCounts
-	stats   stats
+	// The lock's own renewals, for the explanations.
+	renewals renewalBuilder
+	counts   lcCounts
+	stats    stats
 	// What the :ops-missing events of the run say.
 	missing []string
+	// The lock as the history tells it, and the lock server's record
+	// beside it (SetRecord), matched to it by Check.
+	locks          lockTracker
+	record         *Record
+	view           *recordView
+	recordBad      int
+	recordFirstBad string
 
 	// The sections whose flags Check notes (FlagSections), and the flags.
 	flagLo, flagHi int64
@@ -82,6 +91,17 @@ type Stream struct {
 // and a string an op. TestStreamKeys holds the list to the Gets.
 func streamKeys() []history.Keyword {
 	return []history.Keyword{history.KeyLeaseMS, history.KeyFence, history.KeyFinal, history.KeyResolved}
+}
+
+// recordStreamKeys are the extra keys of a history's ops that the checks
+// of the lock server's record read beside streamKeys: a Reader feeding a
+// Stream that has a record keeps them too.
+func recordStreamKeys() []history.Keyword { return []history.Keyword{history.KeyToken} }
+
+// recordKeys are the extra keys of the record's own events (readRecord),
+// which are read whole, every key kept.
+func recordKeys() []history.Keyword {
+	return []history.Keyword{history.KeyKey, history.KeyToken, history.KeyWas, history.KeyClient, history.KeyCommand, history.KeyDeadline, history.KeyUntil}
 }
 
 // An openCall is an invocation waiting for its completion.
@@ -128,6 +148,7 @@ func newStream(memory int64, run int) *Stream {
 		memory: memory,
 		calls:  callStore{runSize: run},
 		secs:   newSectionSet(run),
+		locks:  newLockTracker(),
 	}
 	s.builder.emit = s.secs.add
 	return s
@@ -206,7 +227,13 @@ func (s *Stream) Add(o history.Op) {
 	}
 	s.builder.add(o)
 	s.pauses.add(o)
+	s.renewals.add(i, o)
 	s.counts.add(o)
+	var sec *Section
+	if o.F == history.FAcquire && o.Type == history.Ok && o.IsClient() {
+		sec, _ = s.builder.open.Get(o.Process) // the section it began
+	}
+	s.locks.add(&o, sec)
 	s.stats.add(o)
 	if m, ok := opsMissing(o); ok {
 		s.missing = append(s.missing, m)
@@ -347,8 +374,13 @@ func (s *Stream) finish() {
 		s.addCall(&c)
 	}
 	s.open.Clear()
+	if s.record != nil {
+		s.locks.keepOpen()
+	}
+	s.locks.finish(s.maxTime)
 	s.builder.finish()
 	s.pauses.finish()
+	s.renewals.finish()
 	s.spillIfFull()
 }
 
@@ -413,6 +445,8 @@ func (s *Stream) Check(opts Options) (rs Results, err error) {
 		return Results{}, fmt.Errorf("%w: porcupine searches all the ops", ErrWholeHistory)
 	case s.timed && !s.sorted:
 		return Results{}, fmt.Errorf("%w: its ops are out of time order, as in a journal, and must be sorted first", ErrWholeHistory)
+	case opts.Record != nil && opts.Record != s.record:
+		return Results{}, errors.New("the lock server's record must be given to the Stream before its ops (SetRecord), not to its Check")
 	}
 	return s.results(initial.(int64), opts.Truncated, nil), nil
 }
@@ -444,8 +478,15 @@ func (s *Stream) results(initial int64, truncated bool, linear func() Result) Re
 		} else {
 			lin = s.linear(initial, w)
 		}
-		rs.Add(<-lc)
+		lcr := <-lc
+		s.matchRecord()
+		s.layer(&lcr, lin.blame)
+		s.layer(&lin, nil)
+		rs.Add(lcr)
 		rs.Add(lin)
+		for _, r := range s.anomalies() {
+			rs.Add(r)
+		}
 	}
 	note := historyNote{n: s.n, truncated: truncated, problems: s.problems, first: s.firstProblems, missing: s.missing}
 	if s.fileDups != nil {
@@ -459,6 +500,46 @@ func (s *Stream) results(initial int64, truncated bool, linear func() Result) Re
 	rs.Add(s.stats.result([]history.Keyword{history.FWrite}))
 	incomplete(&rs, s.missing)
 	return rs
+}
+
+// SetRecord gives the Stream the lock server's record of the run, before
+// any op is added: the Stream then keeps the history's lock calls, which
+// the record's checks hold to it (about 100 bytes a call, in memory).
+func (s *Stream) SetRecord(r *Record) error {
+	if s.n > 0 {
+		return fmt.Errorf("the lock server's record must be given before the history's ops (%d added)", s.n)
+	}
+	s.record, s.locks.keep = r, r != nil
+	return nil
+}
+
+// matchRecord matches the record to the lock calls the Stream kept.
+func (s *Stream) matchRecord() {
+	if s.record == nil || s.view != nil || s.record.LockNodes > 1 {
+		return
+	}
+	evs, bad, first := readRecord(s.record)
+	s.recordBad, s.recordFirstBad = bad, first
+	s.view = newRecordView(evs, s.locks.calls, s.record.Workers, s.record.Slack, s.locks.faults)
+}
+
+// layer adds to an invalid lock-counter or linear result r, from the
+// record, which layer let another holder in before a write it blames (or,
+// failing those, one of more): the first the record says lost its key.
+func (s *Stream) layer(r *Result, more []blame) {
+	if s.view == nil || r.Valid != Invalid {
+		return
+	}
+	for _, b := range slices.Concat(r.blame, more) {
+		if lb := s.view.layerWords(b.process, b.time); lb.layer != "" {
+			if lb.keyless {
+				r.Explanation = toldHeld(r.Explanation, b.process)
+			}
+			r.Explanation += "; " + layerName(lb.layer) + ": " + lb.words
+			r.Fields = append(r.Fields, Field{"layer", lb.layer})
+			return
+		}
+	}
 }
 
 // Close lets go of what the Stream keeps on disk; Check does it when it is
@@ -512,5 +593,12 @@ func (s *Stream) linear(initial int64, w *counterWalk) (r Result) {
 	expl, fields := s.explainWalk(w, v, initial)
 	r.Fields = append(r.Fields, fields...)
 	r.Explanation = expl
+	if c := s.calls.get(v.op); c.write {
+		r.blame = []blame{{c.process, c.call}}
+	}
+	if v.fault == faultCollision {
+		o := s.calls.get(v.other)
+		r.blame = append(r.blame, blame{o.process, o.call})
+	}
 	return r
 }

@@ -43,6 +43,7 @@ func (s *served) Init(ctx context.Context, st adapter.Setup) (adapter.Hello, err
 	if err != nil {
 		return adapter.Hello{}, fmt.Errorf("redis_url: %w", err)
 	}
+	opts.ClientName = st.ClientName // the worker's: the lock server's record names it
 	s.rdb = redis.NewClient(opts)
 	s.cfg = LockConfig{Redis: s.rdb, Key: st.Lock, Lease: st.Lease, Retry: st.Retry}
 	if _, err := s.lockFor(st.Lease); err != nil {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,9 +59,10 @@ type Counter struct {
 	Metrics *guard.Metrics
 }
 
-// guard is the guard the counter's writes go through.
+// guard is the guard the counter's writes go through: GuardNone when
+// Guard is "" (package guard refuses the zero Kind).
 func (c *Counter) guard() guard.Guard {
-	return guard.Guard{Kind: c.Guard, Lock: c.Lock, Metrics: c.Metrics}
+	return guard.Guard{Kind: cmp.Or(c.Guard, GuardNone), Lock: c.Lock, Metrics: c.Metrics}
 }
 
 // A WriteID names one write in the audit table: the process that sent it
@@ -145,8 +147,12 @@ func (c *Counter) ReadAs(ctx context.Context, fence int64) (int64, error) {
 // still holds fence (see ReadAs), under GuardCAS when the counter still
 // holds read. A refused write returns ErrStale or ErrChanged.
 func (c *Counter) Write(ctx context.Context, value, read, fence int64, id WriteID) error {
-	cond, cargs := c.Guard.Cond("fence", "value", 6, fence, read)
-	err := c.guard().Write(ctx, c.DB, `WITH w AS (
+	g := c.guard()
+	cond, cargs, err := g.Kind.Cond("fence", "value", 6, fence, read)
+	if err != nil {
+		return fmt.Errorf("write counter %d: %w", c.ID, err)
+	}
+	err = g.Write(ctx, c.DB, `WITH w AS (
 		UPDATE counter SET value = $1, fence = GREATEST(fence, $3) WHERE id = $2 AND `+cond+` RETURNING id)
 		INSERT INTO counter_audit (counter_id, process, section, value, fence)
 		SELECT id, $4, $5, $1, $3 FROM w`, append([]any{value, c.ID, fence, id.Process, id.Section}, cargs...)...)

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // An Etcd is etcd's own lock, the Mutex of go.etcd.io/etcd/client/v3/concurrency,
@@ -21,8 +23,9 @@ import (
 // third of its TTL) until the release: a holder keeps the lock as long as
 // its process runs and reaches etcd, as Renew's does; a holder whose
 // process stops (SIGSTOP) or is cut off sends no keep-alive, and when the
-// TTL runs out etcd deletes its key and the next waiter holds. The holder
-// is not told: the Session's Done says so, and a user of the Mutex who does
+// TTL runs out etcd deletes its key and the next waiter holds. Each
+// keep-alive of a grant held is recorded as a renewal (keepAlives). The
+// holder is not told: the Session's Done says so, and a user of the Mutex who does
 // not watch it, as here, goes on as if it held the lock.
 //
 // Each Acquire has a session (a lease) of its own, revoked at the release:
@@ -35,6 +38,7 @@ type Etcd struct {
 	cli    *clientv3.Client
 	where  string // "at ENDPOINTS", for messages
 	key    string
+	client string // the worker's name, announced with each lease (EtcdClientKey); "" for none
 	prefix string // the Mutex's: every holder's and waiter's key is under it
 	ttl    int    // the lease asked for, in whole seconds
 	retry  time.Duration
@@ -49,6 +53,8 @@ type Etcd struct {
 
 	mu   sync.Mutex
 	held map[string]*etcdHold // by grant token
+	// alive records the client's keep-alives of the grants held.
+	alive keepAlives
 }
 
 // An etcdHold is one acquisition: its session, and the Mutex made on it.
@@ -62,11 +68,37 @@ type etcdHold struct {
 // holder's key and each waiter's, under EtcdPrefix(key)+"/".
 func EtcdPrefix(key string) string { return "/hiatus/" + key }
 
+// EtcdClientKey is where an etcd lock named key says whose a lease is: the
+// worker's name, put with the lease attached as soon as it is granted,
+// before any key of the lock's. etcd's leases carry no name, and the lock
+// server's record names a lease's keys by it. It shares EtcdPrefix(key)
+// with the lock's keys, outside their line: one watch of the prefix sees
+// the name before the keys, in revision order.
+func EtcdClientKey(key string, lease int64) string {
+	return EtcdPrefix(key) + "-clients/" + strconv.FormatInt(lease, 16)
+}
+
+// announce puts the worker's name under EtcdClientKey of lease; nothing
+// when name is "".
+func announce(ctx context.Context, cli *clientv3.Client, key, name string, lease clientv3.LeaseID) error {
+	if name == "" {
+		return nil
+	}
+	if _, err := cli.Put(ctx, EtcdClientKey(key, int64(lease)), name, clientv3.WithLease(lease)); err != nil {
+		return fmt.Errorf("say whose lease %x is: %w", int64(lease), err)
+	}
+	return nil
+}
+
 func etcdKind() LockKind {
 	return LockKind{Name: "etcd", About: "etcd's concurrency.Mutex on a session whose lease its client keeps alive; fenced by the key's revision",
 		Store: OnEtcd,
 		New: func(ctx context.Context, cfg LockConfig) (Lock, error) {
-			return NewEtcd(ctx, cfg.Endpoints, cfg.Key, cfg.Lease, cfg.Retry, cfg.Fenced)
+			l, err := NewEtcd(ctx, cfg.Endpoints, cfg.Key, cfg.Lease, cfg.Retry, cfg.Fenced)
+			if err == nil {
+				l.client = cfg.ClientName
+			}
+			return l, err
 		}}
 }
 
@@ -79,19 +111,20 @@ func etcdKind() LockKind {
 // long as ctx lets it; Close ends the client.
 func NewEtcd(ctx context.Context, endpoints []string, key string, lease, retry time.Duration, fenced bool) (*Etcd, error) {
 	where := "at " + strings.Join(endpoints, ",")
+	l := &Etcd{where: where, key: key, prefix: EtcdPrefix(key), ttl: max(int((lease+time.Second-1)/time.Second), 1),
+		retry: retryOr(retry), fenced: fenced, held: map[string]*etcdHold{}}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: endpoints,
 		// Off: the client would log to the run's terminal each request
 		// that failed while the server was down, which the history
 		// records already.
-		Logger: zap.NewNop(),
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{l.alive.dialOption()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd lock %s %s: %w", key, where, err)
 	}
-	ttl := int((lease + time.Second - 1) / time.Second)
-	l := &Etcd{cli: cli, where: where, key: key, prefix: EtcdPrefix(key), ttl: max(ttl, 1),
-		retry: retryOr(retry), fenced: fenced, held: map[string]*etcdHold{}}
+	l.cli = cli
 	l.ctx, l.stop = context.WithCancel(context.Background())
 	// Without this a wrong endpoint would be found by the first Acquire,
 	// which retries until its ctx ends.
@@ -139,6 +172,10 @@ func (l *Etcd) try(ctx context.Context) (Grant, error) {
 		return Grant{}, fmt.Errorf("etcd lock %s %s: grant a lease: %w", l.key, l.where, err)
 	}
 	ttl := time.Duration(lease.TTL) * time.Second
+	if err := announce(ctx, l.cli, l.key, l.client, lease.ID); err != nil {
+		revoke(l.ctx, l.cli, lease.ID, ttl)
+		return Grant{}, fmt.Errorf("etcd lock %s %s: %w", l.key, l.where, err)
+	}
 	s, err := concurrency.NewSession(l.cli, concurrency.WithLease(lease.ID),
 		concurrency.WithTTL(int(lease.TTL)), concurrency.WithContext(l.ctx))
 	if err != nil {
@@ -197,6 +234,7 @@ func (l *Etcd) try(ctx context.Context) (Grant, error) {
 	l.mu.Lock()
 	l.held[g.Token] = h
 	l.mu.Unlock()
+	l.alive.hold(ctx, s.Lease(), g)
 	return g, nil
 }
 
@@ -236,6 +274,7 @@ func (l *Etcd) Release(ctx context.Context, g Grant) error {
 // discard stops keeping h's lease alive and revokes it, which deletes h's
 // key if it is still there.
 func (l *Etcd) discard(ctx context.Context, h *etcdHold) {
+	l.alive.drop(h.s.Lease())
 	h.s.Orphan()
 	revoke(ctx, l.cli, h.s.Lease(), h.ttl)
 }
@@ -258,6 +297,7 @@ func (l *Etcd) Freeze() (thaw func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, h := range l.held {
+		l.alive.drop(h.s.Lease())
 		h.s.Orphan()
 	}
 	return func() {}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -358,6 +359,64 @@ func TestEtcdPausedHolder(t *testing.T) {
 			contend(ctx, a, b, inside, resume, lease, tc.bWait)
 
 			r.checkPaused(t, tc.want)
+		})
+	}
+}
+
+// TestEtcdKeepAlivesRecorded: etcd's client keeps a holder's lease alive
+// on its own, and each keep-alive of a grant held is in the history: a
+// :renew op of the holder's renewer, :by :library, naming the grant's
+// token, answered :ok while the lease lives; once the lease is gone
+// (revoked here, as when it runs out), the next is answered :fail :lost.
+// Both etcd locks: the client's Mutex on a session, and the server's Lock
+// RPC on a lease hiatus keeps alive through the client.
+func TestEtcdKeepAlivesRecorded(t *testing.T) {
+	for _, name := range []string{"etcd", "etcd-v3lock"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, r := newEtcdRig(t), newRig(t)
+			l, err := client.NewLock(context.Background(), name, client.LockConfig{Redis: r.rdb, Endpoints: []string{e.url}, Key: e.key,
+				FenceKey: "fence:" + r.name, Lease: time.Second, Retry: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.(io.Closer).Close() })
+			isRenewal := func(o history.Op, typ history.Type) bool {
+				holder, _, ok := o.Process.Renews()
+				return ok && holder == 0 && o.Type == typ
+			}
+			var token string
+			w := &client.Worker{Lock: l, Counter: &client.Counter{DB: r.db, ID: r.id}, Clock: r.clock, Record: r.record, Process: 0, Stride: 10,
+				Renewals: &client.Renewals{Clock: r.clock, Record: r.record},
+				Hook: func(_ context.Context, s client.Section) {
+					token = s.Grant.Token
+					r.await(t, func(o history.Op) bool { return isRenewal(o, history.Ok) })
+					if err := e.expire(s.Grant); err != nil {
+						t.Error(err)
+					}
+					r.await(t, func(o history.Op) bool { return isRenewal(o, history.Fail) })
+				}}
+			if err := w.Section(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var oks, lost int
+			for _, o := range r.ops {
+				switch {
+				case !o.Process.IsRenewer():
+				case o.F != history.FRenew || o.Get(history.KeyBy) != history.ByLibrary || o.Get(history.KeyToken) != token:
+					t.Errorf("renewal %s: want a :renew :by :library of token %s", history.AppendOp(nil, o), token)
+				case o.Type == history.Ok:
+					oks++
+				case o.Type == history.Fail && o.Error == history.ErrLost:
+					lost++
+				}
+			}
+			if oks == 0 || lost != 1 {
+				t.Errorf("keep-alives: %d ok, %d lost; want some ok, then one lost", oks, lost)
+			}
+			if _, err := history.Pairs(r.history(t)); err != nil {
+				t.Errorf("the history does not pair: %v", err)
+			}
 		})
 	}
 }

@@ -48,6 +48,7 @@ type EtcdLockRPC struct {
 	where  string // "at ENDPOINTS", for messages
 	key    string
 	name   string // the lock's name as Lock is given it; its keys are name/LEASE
+	client string // the worker's name, announced with each lease (EtcdClientKey); "" for none
 	ttl    int    // the lease asked for, in whole seconds
 	retry  time.Duration
 	fencer fencer
@@ -59,6 +60,8 @@ type EtcdLockRPC struct {
 
 	mu   sync.Mutex
 	held map[string]*rpcHold // by grant token
+	// alive records the client's keep-alives of the grants held.
+	alive keepAlives
 }
 
 // An rpcHold is one acquisition's lease, kept alive until stop.
@@ -72,7 +75,11 @@ func etcdLockRPCKind() LockKind {
 	return LockKind{Name: "etcd-v3lock", About: "etcd's server-side Lock RPC (v3lock) on a lease its client keeps alive: the Mutex of the server's version (3.4's on Debian)",
 		Store: OnEtcd,
 		New: func(ctx context.Context, cfg LockConfig) (Lock, error) {
-			return NewEtcdLockRPC(ctx, cfg.Endpoints, cfg.Key, cfg.Lease, cfg.Retry, cfg.fencer())
+			l, err := NewEtcdLockRPC(ctx, cfg.Endpoints, cfg.Key, cfg.Lease, cfg.Retry, cfg.fencer())
+			if err == nil {
+				l.client = cfg.ClientName
+			}
+			return l, err
 		}}
 }
 
@@ -85,13 +92,13 @@ func etcdLockRPCKind() LockKind {
 // that the cluster answers, waiting as long as ctx lets it.
 func NewEtcdLockRPC(ctx context.Context, endpoints []string, key string, lease, retry time.Duration, f fencer) (*EtcdLockRPC, error) {
 	where := "at " + strings.Join(endpoints, ",")
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, Logger: zap.NewNop()})
+	l := &EtcdLockRPC{where: where, key: key, name: EtcdPrefix(key), ttl: max(int((lease+time.Second-1)/time.Second), 1),
+		retry: retryOr(retry), fencer: f, held: map[string]*rpcHold{}}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, Logger: zap.NewNop(), DialOptions: []grpc.DialOption{l.alive.dialOption()}})
 	if err != nil {
 		return nil, fmt.Errorf("etcd lock RPC %s %s: %w", key, where, err)
 	}
-	ttl := int((lease + time.Second - 1) / time.Second)
-	l := &EtcdLockRPC{cli: cli, where: where, key: key, name: EtcdPrefix(key), ttl: max(ttl, 1),
-		retry: retryOr(retry), fencer: f, held: map[string]*rpcHold{}}
+	l.cli = cli
 	l.ctx, l.stop = context.WithCancel(context.Background())
 	if _, err := cli.Get(ctx, l.name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
 		l.stop()
@@ -132,6 +139,10 @@ func (l *EtcdLockRPC) try(ctx context.Context) (Grant, error) {
 		return Grant{}, fmt.Errorf("etcd lock RPC %s %s: grant a lease: %w", l.key, l.where, err)
 	}
 	h := &rpcHold{lease: lease.ID, ttl: time.Duration(lease.TTL) * time.Second}
+	if err := announce(ctx, l.cli, l.key, l.client, lease.ID); err != nil {
+		revoke(l.ctx, l.cli, lease.ID, h.ttl)
+		return Grant{}, fmt.Errorf("etcd lock RPC %s %s: %w", l.key, l.where, err)
+	}
 	kctx, stop := context.WithCancel(l.ctx)
 	h.stop = stop
 	alive, err := l.cli.KeepAlive(kctx, lease.ID)
@@ -158,6 +169,7 @@ func (l *EtcdLockRPC) try(ctx context.Context) (Grant, error) {
 	l.mu.Lock()
 	l.held[g.Token] = h
 	l.mu.Unlock()
+	l.alive.hold(ctx, h.lease, g)
 	return g, nil
 }
 
@@ -273,6 +285,7 @@ func (l *EtcdLockRPC) Release(ctx context.Context, g Grant) error {
 // discard stops keeping h's lease alive and revokes it, which deletes h's
 // key if it is still there.
 func (l *EtcdLockRPC) discard(ctx context.Context, h *rpcHold) {
+	l.alive.drop(h.lease)
 	h.stop()
 	revoke(ctx, l.cli, h.lease, max(h.ttl, time.Second))
 }
@@ -283,6 +296,7 @@ func (l *EtcdLockRPC) Freeze() (thaw func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, h := range l.held {
+		l.alive.drop(h.lease)
 		h.stop()
 	}
 	return func() {}

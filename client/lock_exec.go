@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/hiatus-dev/hiatus/adapter"
+	"github.com/hiatus-dev/hiatus/history"
 )
 
 // ExecPrefix marks a lock name that is an adapter's command:
@@ -50,6 +51,19 @@ type Exec struct {
 	// renewing keeps the watchdog's renewals and Extend's apart: the
 	// adapter is asked one thing at a time.
 	renewing sync.Mutex
+	// grants are the grants held, by token, with their Acquire's context,
+	// for the renewals the adapter reports of its library's own; reports
+	// takes those reports to the goroutine that records them.
+	grantsMu sync.Mutex
+	grants   map[string]heldGrant
+	reports  chan adapter.Report
+}
+
+// A heldGrant is a grant an adapter gave and the context of the Acquire
+// that took it: its holder, whose renewer records its renewals.
+type heldGrant struct {
+	ctx context.Context
+	g   Grant
 }
 
 // execWait is how long an acquire asks the adapter to keep trying before
@@ -69,20 +83,78 @@ func execKind(name, command string) LockKind {
 // NewExec starts the adapter command and waits for its hello. Its
 // standard error, and complaints about its answers, go to stderr.
 func NewExec(ctx context.Context, command string, cfg LockConfig, stderr io.Writer) (*Exec, error) {
-	p, err := adapter.Start(ctx, command, adapter.Setup{RedisURL: cfg.RedisURL, Lock: cfg.Key, Lease: cfg.Lease,
-		Retry: cfg.Retry, Hello: cfg.Hello}, stderr)
+	reports := make(chan adapter.Report, 1024)
+	report := func(r adapter.Report) {
+		select {
+		case reports <- r:
+		default: // hundreds behind: the recorder is stuck, not the adapter's fault
+		}
+	}
+	p, err := adapter.Start(ctx, command, adapter.Setup{RedisURL: cfg.RedisURL, ZooKeeper: cfg.zooKeeper(), Lock: cfg.Key, Lease: cfg.Lease,
+		Retry: cfg.Retry, Hello: cfg.Hello, Mark: cfg.AdapterMark, Reports: report, ClientName: cfg.ClientName}, stderr)
 	if err != nil {
 		return nil, err
 	}
 	if pg, err := syscall.Getpgid(p.PID()); err == nil && pg != syscall.Getpgrp() {
 		fmt.Fprintf(stderr, "hiatus: adapter %q left its worker's process group (setsid?): a pause of the worker will not freeze it\n", command)
 	}
-	return &Exec{p: p, key: cfg.Key, lease: cfg.Lease, retry: retryOr(cfg.Retry), opTimeout: cfg.OpTimeout,
-		fence: fencer{Redis: cfg.Redis, Key: cfg.FenceKey, On: cfg.Fenced && !p.Hello.Fencing}}, nil
+	l := &Exec{p: p, key: cfg.Key, lease: cfg.Lease, retry: retryOr(cfg.Retry), opTimeout: cfg.OpTimeout,
+		fence:  fencer{Redis: cfg.Redis, Key: cfg.FenceKey, On: cfg.Fenced && !p.Hello.Fencing},
+		grants: map[string]heldGrant{}, reports: reports}
+	go l.recordReports()
+	return l, nil
+}
+
+// recordReports records each renewal the adapter reports of its library's
+// own as a :renew op of the renewer of the grant's holder (by
+// history.ByAdapter), stamped when its lines are read: the adapter writes
+// renewing before it sends the renewal, so the invocation's time may
+// follow the sending by the pipe's latency and a TIME's. A renewal of a
+// grant not held (given up, released) is not recorded. It ends when the
+// adapter's output does, with the renewals then open never completed.
+func (l *Exec) recordReports() {
+	open := map[int64]renewing{}
+	for {
+		select {
+		case r := <-l.reports:
+			l.recordReport(open, r)
+		case <-l.p.Gone():
+			return
+		}
+	}
+}
+
+// recordReport records one report's line: a renewal begun or answered.
+func (l *Exec) recordReport(open map[int64]renewing, r adapter.Report) {
+	if r.Type == adapter.TypeRenewed {
+		if rn, ok := open[r.Renewal]; ok {
+			delete(open, r.Renewal)
+			var err error // ok
+			if r.Result != adapter.TypeOK {
+				err = l.answered(adapter.Answer{Type: r.Result, Reason: r.Reason})
+			}
+			rn.end(context.Background(), err)
+		}
+		return
+	}
+	l.grantsMu.Lock()
+	held, ok := l.grants[r.Token]
+	l.grantsMu.Unlock()
+	if !ok {
+		return // a grant not held: given up, or released
+	}
+	if h, isHolder := holderOf(held.ctx); isHolder {
+		open[r.Renewal] = h.begin(held.ctx, history.ByAdapter, held.g)
+	}
 }
 
 // PID is the adapter's process ID.
 func (l *Exec) PID() int { return l.p.PID() }
+
+// Complaints are what the adapter did wrong that hiatus could live with
+// (an answer twice to one request, one to a request never sent), in the
+// order it did them: adapter.Process.Complaints.
+func (l *Exec) Complaints() []string { return l.p.Complaints() }
 
 // Freeze implements Freezer: it stops the adapter (SIGSTOP), as a worker
 // about to stop itself whole does (the application is both; whoever
@@ -114,6 +186,12 @@ func (l *Exec) Acquire(ctx context.Context) (Grant, error) {
 		req := adapter.Request{Type: "acquire", Lock: l.key, LeaseMS: l.lease.Milliseconds(), WaitMS: patience.Milliseconds()}
 		asked := time.Now()
 		a, err := l.p.Request(context.WithoutCancel(ctx), req, patience+l.timeout())
+		if errors.Is(err, adapter.ErrProtocol) && a.Token != "" {
+			// A grant out of the protocol (a fence of 0, a lease of
+			// -1000 ms) is no grant: recorded as the adapter's fault,
+			// of unknown outcome, and given back, as no one else would.
+			_, _ = l.p.Request(context.WithoutCancel(ctx), adapter.Request{Type: "release", Lock: l.key, Token: a.Token}, l.timeout())
+		}
 		if err != nil {
 			return Grant{}, l.failed(err)
 		}
@@ -125,8 +203,6 @@ func (l *Exec) Acquire(ctx context.Context) (Grant, error) {
 			continue
 		case a.Type != adapter.TypeOK:
 			return Grant{}, l.answered(a)
-		case a.Token == "":
-			return Grant{}, fmt.Errorf("adapter %q granted the lock without a token: its release could not name it", l.p.Command)
 		}
 		g := Grant{Token: a.Token, Lease: l.lease}
 		if a.LeaseMS > 0 {
@@ -139,8 +215,11 @@ func (l *Exec) Acquire(ctx context.Context) (Grant, error) {
 			return Grant{}, err
 		}
 		if l.p.Hello.Renewal {
-			l.startWatch(g)
+			l.startWatch(ctx, g)
 		}
+		l.grantsMu.Lock()
+		l.grants[g.Token] = heldGrant{ctx: context.WithoutCancel(ctx), g: g}
+		l.grantsMu.Unlock()
 		return g, nil
 	}
 }
@@ -148,6 +227,9 @@ func (l *Exec) Acquire(ctx context.Context) (Grant, error) {
 // Release implements Lock.
 func (l *Exec) Release(ctx context.Context, g Grant) error {
 	l.stopWatch()
+	l.grantsMu.Lock()
+	delete(l.grants, g.Token)
+	l.grantsMu.Unlock()
 	// Its own time, not what stopWatch left of ctx's: a renewal in
 	// flight may have taken it, and the release would go out expired.
 	a, err := l.p.Request(context.WithoutCancel(ctx), adapter.Request{Type: "release", Lock: l.key, Token: g.Token}, l.timeout())
@@ -166,6 +248,12 @@ func (l *Exec) Extend(ctx context.Context, g Grant) error {
 	if !l.p.Hello.Renewal {
 		return &Refused{Reason: fmt.Sprintf("adapter %q takes no renew requests (its hello said renewal: false)", l.p.Command)}
 	}
+	return l.renewGrant(ctx, g)
+}
+
+// renewGrant asks the adapter to renew g: nil when it did; any fail not
+// renewed, with its reason as given.
+func (l *Exec) renewGrant(ctx context.Context, g Grant) error {
 	a, err := l.renew(ctx, g)
 	switch {
 	case err != nil:
@@ -173,25 +261,28 @@ func (l *Exec) Extend(ctx context.Context, g Grant) error {
 	case a.Type == adapter.TypeOK:
 		return nil
 	}
-	return l.answered(a) // any fail: not extended, and its reason as given
+	return l.answered(a)
 }
 
 // startWatch renews g every lease/3 until stopWatch, or until a renewal
-// fails: the lock is lost, and its release will say so.
-func (l *Exec) startWatch(g Grant) {
+// fails: the lock is lost, and its release will say so. Each renewal is
+// recorded as ctx, the Acquire's, says (RecordRenewal).
+func (l *Exec) startWatch(ctx context.Context, g Grant) {
+	ctx = context.WithoutCancel(ctx) // the grant outlives the run's end: its section is finished
 	l.stop = make(chan struct{})
 	l.watch.Add(1)
 	go func(stop <-chan struct{}) {
 		defer l.watch.Done()
 		t := time.NewTicker(max(g.Lease/3, time.Millisecond))
 		defer t.Stop()
+		renew := func(ctx context.Context) error { return l.renewGrant(ctx, g) }
 		for {
 			select {
 			case <-stop:
 				return
 			case <-t.C:
 			}
-			if a, err := l.renew(context.Background(), g); err != nil || a.Type != adapter.TypeOK {
+			if RecordRenewal(ctx, history.ByWatchdog, g, renew) != nil {
 				return
 			}
 		}

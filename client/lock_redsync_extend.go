@@ -35,7 +35,7 @@ func (l *RedsyncExtend) Acquire(ctx context.Context) (Grant, error) {
 	if err != nil {
 		return g, err
 	}
-	l.dogs.start(ctx, g.Token, l.lease/3, renewal(l, g))
+	l.dogs.start(ctx, g, l.lease/3, func(ctx context.Context) error { return l.Extend(ctx, g) })
 	return g, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/history"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -45,7 +46,7 @@ func (l *Renew) Acquire(ctx context.Context) (Grant, error) {
 	if every <= 0 {
 		every = l.Lease / 3
 	}
-	l.dogs.start(ctx, g.Token, every, renewal(l, g))
+	l.dogs.start(ctx, g, every, func(ctx context.Context) error { return l.Extend(ctx, g) })
 	return g, nil
 }
 
@@ -87,20 +88,21 @@ type watchdog struct {
 	done chan struct{}
 }
 
-// start renews the grant of token every every, by extend, until stop or
-// until extend says the lock is no longer ours: a lapsed lease is never
-// taken back. An error is a renewal that may not have happened: it is
-// tried again at the next tick. The watchdog outlives ctx, which ends with
-// the run: a section begun is finished, and its lock is kept until
-// released.
-func (d *watchdogs) start(ctx context.Context, token string, every time.Duration, extend func(context.Context) (ours bool, err error)) {
+// start renews grant g every every, by extend, until stop or until extend
+// says the lock is no longer ours (ErrLost, ErrNotHeld, ErrStolen): a
+// lapsed lease is never taken back. Another error is a renewal that may
+// not have happened: it is tried again at the next tick. Each renewal is
+// recorded (RecordRenewal) as ctx, the Acquire's, says. The watchdog outlives ctx,
+// which ends with the run: a section begun is finished, and its lock is
+// kept until released.
+func (d *watchdogs) start(ctx context.Context, g Grant, every time.Duration, extend func(context.Context) error) {
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	w := &watchdog{stop: stop, done: make(chan struct{})}
 	d.mu.Lock()
 	if d.watching == nil {
 		d.watching = map[string]*watchdog{}
 	}
-	d.watching[token] = w
+	d.watching[g.Token] = w
 	d.mu.Unlock()
 	go func() {
 		defer close(w.done)
@@ -114,26 +116,20 @@ func (d *watchdogs) start(ctx context.Context, token string, every time.Duration
 			}
 			d.frozen.RLock()
 			rctx, cancel := context.WithTimeout(wctx, every)
-			ours, err := extend(rctx)
+			err := RecordRenewal(rctx, history.ByWatchdog, g, extend)
 			cancel()
 			d.frozen.RUnlock()
-			if err == nil && !ours {
+			if lost(err) {
 				return
 			}
 		}
 	}()
 }
 
-// renewal is a watchdog's renewal of g by l's Extend: not ours once l says
-// the grant is lost; an error is a renewal that may not have happened.
-func renewal(l Extender, g Grant) func(context.Context) (ours bool, err error) {
-	return func(ctx context.Context) (bool, error) {
-		err := l.Extend(ctx, g)
-		if errors.Is(err, ErrLost) {
-			return false, nil
-		}
-		return err == nil, err
-	}
+// lost says err is a lock's word that the grant is not the holder's any
+// more.
+func lost(err error) bool {
+	return errors.Is(err, ErrLost) || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrStolen)
 }
 
 // stop stops the watchdog of token and waits until it has sent its last

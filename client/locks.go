@@ -24,7 +24,7 @@ type LockConfig struct {
 	Nodes    []*redis.Client
 	Postgres *pgxpool.Pool // the workload's; pg-advisory opens a session of its own on its server
 	// Endpoints are the client URLs of the lock's own servers when they
-	// are not Redis (etcd's).
+	// are not Redis (etcd's, ZooKeeper's).
 	Endpoints []string
 	Key       string        // the lock's name
 	FenceKey  string        // where fencing tokens come from, for locks that fence with INCR
@@ -37,6 +37,15 @@ type LockConfig struct {
 	RedisURL  string
 	OpTimeout time.Duration
 	Hello     time.Duration
+	// ClientName is the name the lock's connections to its servers give
+	// themselves, the worker's ("worker-3", history.WorkerName), for the
+	// lock server's record; an adapter is told it in init. hiatus's own
+	// locks use the clients they are handed, which the worker named.
+	ClientName string
+	// AdapterMark is the mark of the run's adapters (adapter.Setup.Mark),
+	// whose end kills what they leave behind; "" for an adapter that
+	// kills its own on Close.
+	AdapterMark string
 }
 
 // node is the one Redis a lock kept on one server is kept on: the lock's
@@ -46,6 +55,18 @@ func (c LockConfig) node() *redis.Client {
 		return c.Nodes[0]
 	}
 	return c.Redis
+}
+
+// zooKeeper is the connect string of the ZooKeeper servers among
+// Endpoints (zookeeper://host:port), for an adapter; "" for none.
+func (c LockConfig) zooKeeper() string {
+	var out []string
+	for _, e := range c.Endpoints {
+		if hp, ok := strings.CutPrefix(e, "zookeeper://"); ok {
+			out = append(out, hp)
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // fencer hands out the fencing tokens of a lock that has none of its own.
@@ -67,6 +88,9 @@ const (
 	OnPostgres
 	// OnEtcd: an etcd server of its own (LockConfig.Endpoints).
 	OnEtcd
+	// OnZooKeeper: a ZooKeeper ensemble of its own: one server, or
+	// --nodes (LockConfig.Endpoints, host:port each).
+	OnZooKeeper
 	// Elsewhere: where the run knows nothing of (a lock of a program's
 	// own): no fault of the lock's servers can go with it.
 	Elsewhere
@@ -97,7 +121,7 @@ type LockKind struct {
 
 // LockKinds are hiatus's own locks.
 func LockKinds() []LockKind {
-	return []LockKind{setnxKind(), renewKind(), redsyncKind(), redisLockKind(), pgAdvisoryKind(), redlockKind(), etcdKind(), redsyncExtendKind(), etcdLockRPCKind()}
+	return []LockKind{setnxKind(), renewKind(), redsyncKind(), redisLockKind(), pgAdvisoryKind(), redlockKind(), etcdKind(), redsyncExtendKind(), etcdLockRPCKind(), zooKeeperKind()}
 }
 
 // LockNames lists hiatus's own locks.
@@ -206,6 +230,10 @@ func retryOr(d time.Duration) time.Duration {
 	}
 	return d
 }
+
+// AdvisoryKey is the bigint key of the PostgreSQL advisory lock the
+// pg-advisory lock named name takes.
+func AdvisoryKey(name string) int64 { return advisoryKey(name) }
 
 // advisoryKey maps a lock name to the bigint key of a PostgreSQL advisory
 // lock.

@@ -69,6 +69,9 @@ type Worker struct {
 	// lock (an Extender) to extend the grant, and write only when it did:
 	// what a careful user of a renewing lock does. The ask is an :extend op.
 	ExtendBeforeWrite bool
+	// Renewals, when set, records what the lock does on its own while a
+	// grant is held (its renewals) as :renew ops of the holder's renewer.
+	Renewals *Renewals
 
 	sections int
 	failures int // acquires in a row that failed with an error
@@ -98,7 +101,7 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) Section(ctx context.Context) error {
 	w.sections++
 	w.invoke(ctx, history.FAcquire, nil, nil)
-	g, err := w.Lock.Acquire(ctx)
+	g, err := w.Lock.Acquire(withHolder(ctx, w.Renewals, w.Process))
 	switch {
 	case errors.Is(err, ErrGaveUp):
 		w.complete(ctx, history.Fail, history.FAcquire, nil, history.ErrTimeout, nil)

@@ -34,7 +34,10 @@ func deposit(ctx context.Context, db *pgxpool.Pool, locks locker, g guard.Guard,
 			if err != nil {
 				return err
 			}
-			cond, args := g.Kind.Cond("fence", "balance", 4, token, balance)
+			cond, args, err := g.Kind.Cond("fence", "balance", 4, token, balance)
+			if err != nil {
+				return err // a Kind the package does not know: nothing is written
+			}
 			return g.Write(ctx, db, `UPDATE account SET balance = $1, fence = GREATEST(fence, $3) WHERE id = $2 AND `+cond,
 				append([]any{balance + amount, id, token}, args...)...)
 		}()

@@ -9,13 +9,19 @@
 // write's WHERE clause, Write runs the statement and says whether the
 // guard let it land. hiatus's own workers write through this package, so
 // what a hiatus run measures is what a service that imports it ships.
+//
+// What it cannot honour it refuses (ErrInvalid), before anything is sent:
+// a Kind it does not know is never taken for None, and a mistake in a
+// Guard or its Metrics is an error or counts nothing, never a panic.
 package guard
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,6 +35,17 @@ var ErrStale = errors.New("guard: stale fence, rejected")
 // ErrChanged is returned by a write under CAS that PostgreSQL refused
 // because the row no longer held the value the writer had read.
 var ErrChanged = errors.New("guard: value changed since the read, write rejected")
+
+// ErrInvalid is returned, before anything is sent, for what the package
+// cannot honour: a Kind that is not one of Kinds() (ErrUnknownKind too), a
+// Lock that is not UTF-8 (no metric can be labelled with it), no database.
+// The statement was not run: the write did not land.
+var ErrInvalid = errors.New("guard: refused, nothing sent")
+
+// ErrUnknownKind is returned for a Kind that is not one of Kinds(): a
+// guard the package does not know is never taken for None. The zero Kind
+// is one: a Guard that checks nothing must say None.
+var ErrUnknownKind = errors.New("unknown guard kind")
 
 // A Kind is what the resource checks before it lets a write land.
 type Kind string
@@ -56,6 +73,23 @@ const (
 // Kinds lists the kinds, for flags and tables.
 func Kinds() []Kind { return []Kind{None, Fence, FenceRMW, CAS} }
 
+// ParseKind returns the kind s names, exactly as Kinds() spells it
+// ("fence", not "Fence" nor "fenced"), or an error wrapping ErrInvalid and
+// ErrUnknownKind.
+func ParseKind(s string) (Kind, error) {
+	k := Kind(s)
+	return k, k.check()
+}
+
+// check says whether k is one of Kinds().
+func (k Kind) check() error {
+	switch k {
+	case None, Fence, FenceRMW, CAS:
+		return nil
+	}
+	return fmt.Errorf("%w: %w %q (want one of none, fence, fence-rmw, cas)", ErrInvalid, ErrUnknownKind, string(k))
+}
+
 // Fenced reports whether k needs a fencing token with each grant.
 func (k Kind) Fenced() bool { return k == Fence || k == FenceRMW }
 
@@ -80,18 +114,21 @@ const (
 // token the holder's fencing token and read the value it read. Under None
 // it is TRUE, with no arguments. The write must also carry the token into
 // the row, SET fence = GREATEST(fence, token), for Fence and FenceRMW to
-// see it.
-func (k Kind) Cond(fence, value string, n int, token, read any) (string, []any) {
+// see it. A k that is not one of Kinds() is an error (ErrUnknownKind),
+// never a condition that lets every write land.
+func (k Kind) Cond(fence, value string, n int, token, read any) (string, []any, error) {
 	p := "$" + strconv.Itoa(n)
 	switch k {
+	case None:
+		return "TRUE", nil, nil
 	case Fence:
-		return fence + " < " + p, []any{token}
+		return fence + " < " + p, []any{token}, nil
 	case FenceRMW:
-		return fence + " = " + p, []any{token}
+		return fence + " = " + p, []any{token}, nil
 	case CAS:
-		return value + " = " + p, []any{read}
+		return value + " = " + p, []any{read}, nil
 	}
-	return "TRUE", nil
+	return "", nil, k.check()
 }
 
 // ReadCond returns the condition of a FenceRMW read, which records token
@@ -111,11 +148,40 @@ type Querier interface {
 
 // A Guard runs the guarded statements of the holders of one lock.
 type Guard struct {
-	Kind Kind
+	Kind Kind // one of Kinds(): the zero Kind is refused, not taken for None
 	// Lock names the lock, as the metrics' lock label: a name per kind of
 	// lock a service takes ("orders", "billing-run"), not one per key.
+	// It must be UTF-8, as a label must, whether or not Metrics is set.
 	Lock    string
 	Metrics *Metrics // nil counts nothing
+}
+
+// check says whether g can be honoured with db: an error wrapping
+// ErrInvalid if not, before anything is sent or counted.
+func (g Guard) check(db any) error {
+	if err := g.Kind.check(); err != nil {
+		return err
+	}
+	if !utf8.ValidString(g.Lock) {
+		return fmt.Errorf("%w: lock name %q is not UTF-8, which no metric's label can be", ErrInvalid, g.Lock)
+	}
+	if isNil(db) {
+		return fmt.Errorf("%w: no database to run the statement on", ErrInvalid)
+	}
+	return nil
+}
+
+// isNil says whether v is nil, or an interface holding a nil pointer (a
+// nil *pgxpool.Pool): either would panic when called.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return r.IsNil()
+	}
+	return false
 }
 
 // Write runs stmt, an UPDATE of one row (or a statement whose rows are
@@ -125,8 +191,13 @@ type Guard struct {
 // guard refused it. Under None a write that changed nothing is an error
 // wrapping pgx.ErrNoRows: the row is missing. (Under the others a missing
 // row is taken for a refusal: the row must exist before the first write.)
+// A Guard the package cannot honour (an unknown Kind, a Lock that is not
+// UTF-8, a nil db) is an error wrapping ErrInvalid, the statement not run.
 // Any other error is the statement's: the write may or may not have landed.
 func (g Guard) Write(ctx context.Context, db Execer, stmt string, args ...any) error {
+	if err := g.check(db); err != nil {
+		return err
+	}
 	g.Metrics.attempt(g, opWrite)
 	tag, err := db.Exec(ctx, stmt, args...)
 	if err != nil {
@@ -135,7 +206,7 @@ func (g Guard) Write(ctx context.Context, db Execer, stmt string, args ...any) e
 	if tag.RowsAffected() > 0 {
 		return nil
 	}
-	if g.Kind == None || g.Kind == "" {
+	if g.Kind == None {
 		return fmt.Errorf("guard: write changed no row: %w", pgx.ErrNoRows)
 	}
 	g.Metrics.reject(g, opWrite)
@@ -148,8 +219,12 @@ func (g Guard) Write(ctx context.Context, db Execer, stmt string, args ...any) e
 // Read runs stmt, a read of one row, scanning it into dest. Under FenceRMW
 // stmt is an UPDATE … WHERE … AND ReadCond(…) RETURNING …, and a read that
 // finds no row is refused: ErrStale. Under the other kinds it is the
-// caller's SELECT, not counted, and no row is pgx.ErrNoRows as usual.
+// caller's SELECT, not counted, and no row is pgx.ErrNoRows as usual. A
+// Guard the package cannot honour is refused as by Write: ErrInvalid.
 func (g Guard) Read(ctx context.Context, db Querier, stmt string, args []any, dest ...any) error {
+	if err := g.check(db); err != nil {
+		return err
+	}
 	if g.Kind != FenceRMW {
 		return db.QueryRow(ctx, stmt, args...).Scan(dest...)
 	}

@@ -27,8 +27,8 @@ const (
 //	guard_rejections_total{lock, guard, op, reason} those the guard refused: reason stale-fence or value-changed
 //
 // A rejection is a holder that wrote after its lock had been granted to
-// another: each one is a lost update the guard prevented. A nil *Metrics
-// counts nothing.
+// another: each one is a lost update the guard prevented. A nil *Metrics,
+// or one not made by NewMetrics (a zero Metrics), counts nothing.
 type Metrics struct {
 	attempts, rejections *prometheus.CounterVec
 	own                  *prometheus.Registry // the same counters, for Expvar
@@ -39,8 +39,8 @@ type Metrics struct {
 // one). Registered a second time with the same reg, it counts on the
 // counters registered first.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	if reg == nil {
-		return nil, errors.New("guard: NewMetrics needs a prometheus.Registerer")
+	if isNil(reg) { // a nil *prometheus.Registry too: its Register would panic
+		return nil, errors.New("guard: NewMetrics needs a prometheus.Registerer, not nil")
 	}
 	m := &Metrics{
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: AttemptsName,
@@ -65,14 +65,19 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// counting says whether m counts: made by NewMetrics, which sets all its
+// fields. (A Guard's labels are valid, Guard.check: WithLabelValues cannot
+// panic.)
+func (m *Metrics) counting() bool { return m != nil && m.own != nil }
+
 func (m *Metrics) attempt(g Guard, op string) {
-	if m != nil {
+	if m.counting() {
 		m.attempts.WithLabelValues(g.Lock, string(g.Kind), op).Inc()
 	}
 }
 
 func (m *Metrics) reject(g Guard, op string) {
-	if m != nil {
+	if m.counting() {
 		m.rejections.WithLabelValues(g.Lock, string(g.Kind), op, g.Kind.reason()).Inc()
 	}
 }
@@ -80,10 +85,14 @@ func (m *Metrics) reject(g Guard, op string) {
 // Expvar returns the counts as an expvar.Var, for a service that serves
 // /debug/vars rather than Prometheus: publish it under a name of its own
 // (expvar.Publish("guard", m.Expvar())). Its value is a map from each
-// series, as name{label="value",…}, to its count.
+// series, as name{label="value",…}, to its count: empty for a Metrics
+// that counts nothing (nil, or not made by NewMetrics).
 func (m *Metrics) Expvar() expvar.Var {
 	return expvar.Func(func() any {
 		out := map[string]float64{}
+		if !m.counting() {
+			return out
+		}
 		mfs, err := m.own.Gather()
 		if err != nil {
 			return out

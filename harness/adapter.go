@@ -10,21 +10,33 @@ import (
 	"github.com/hiatus-dev/hiatus/internal/servers"
 )
 
+// An adapterProbe is what the run learnt of its lock adapter before any
+// worker started it: its hello, and the processes it left running, which
+// its Close killed.
+type adapterProbe struct {
+	hello adapter.Hello
+	left  []adapter.Leftover
+}
+
 // probeAdapter starts the run's lock adapter, when it has one, and waits
 // for its hello before any worker starts it: an adapter that cannot start
 // is a setup error, said once with what it wrote, not a worker per slot
 // failing in the log.
-func probeAdapter(ctx context.Context, cfg Config) (*adapter.Hello, error) {
+func probeAdapter(ctx context.Context, cfg Config, zk *servers.ZooKeeper) (*adapterProbe, error) {
 	command, ok := strings.CutPrefix(cfg.Lock, client.ExecPrefix)
 	if !ok {
 		return nil, nil
 	}
 	var stderr adapter.Tail
-	p, err := adapter.Start(ctx, command, adapter.Setup{RedisURL: cfg.RedisURL, Lock: lockKey(cfg.Name),
+	connect := ""
+	if zk != nil {
+		connect = zk.ConnectString()
+	}
+	p, err := adapter.Start(ctx, command, adapter.Setup{RedisURL: cfg.RedisURL, ZooKeeper: connect, Lock: lockKey(cfg.Name),
 		Lease: cfg.Lease, Retry: cfg.Retry, Hello: cfg.AdapterHello}, &stderr)
 	if err != nil {
 		if t := stderr.String(); t != "" {
-			return nil, setupErrorf("--lock: %v; it wrote on stderr:\n%s", err, t)
+			return nil, setupErrorf("--lock: %v; it wrote on stderr:\n%s", err, adapter.Quoted(t))
 		}
 		return nil, setupErrorf("--lock: %v", err)
 	}
@@ -32,13 +44,31 @@ func probeAdapter(ctx context.Context, cfg Config) (*adapter.Hello, error) {
 	if cfg.ExtendBeforeWrite && !p.Hello.Renewal {
 		return nil, setupErrorf("--extend-before-write: adapter %q takes no renew requests (its hello said renewal: false)", command)
 	}
-	return &p.Hello, nil
+	return &adapterProbe{hello: p.Hello, left: p.Left()}, nil
+}
+
+// log says what the probe found, in the run's log and to the user.
+func (a *adapterProbe) log(lg *runLog) {
+	lg.printf("lock adapter: %s", a.hello)
+	if len(a.left) > 0 {
+		lg.printf("lock adapter: started for its hello, it left %s running after it exited: killed", adapter.Leftovers(a.left))
+	}
 }
 
 // CheckAdapter runs the protocol's conformance check (adapter.Conform) of
 // the adapter command against the Redis at redisURL, or a throwaway
-// redis-server when it is "", saying what it found on out.
-func CheckAdapter(ctx context.Context, command, redisURL string, out io.Writer, trace bool) error {
+// redis-server when it is "", and with store AdapterOnZooKeeper a
+// throwaway ZooKeeper server, saying what it found on out.
+func CheckAdapter(ctx context.Context, command, redisURL, store string, out io.Writer, trace bool) error {
+	at := adapter.Setup{}
+	if store == AdapterOnZooKeeper {
+		z, err := servers.StartZooKeeper(ctx, 1)
+		if err != nil {
+			return setupErrorf("throwaway ZooKeeper: %w", err)
+		}
+		defer z.Stop()
+		at.ZooKeeper = z.ConnectString()
+	}
 	if redisURL == "" {
 		sv, err := servers.StartRedis(ctx)
 		if err != nil {
@@ -47,5 +77,6 @@ func CheckAdapter(ctx context.Context, command, redisURL string, out io.Writer, 
 		defer sv.Stop()
 		redisURL = sv.URL
 	}
-	return adapter.Conform(ctx, command, redisURL, out, trace)
+	at.RedisURL = redisURL
+	return adapter.ConformAt(ctx, command, at, out, trace)
 }

@@ -8,10 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/adapter"
 	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/adaptertest"
@@ -161,5 +164,87 @@ func TestRunAdapterPausedInFlight(t *testing.T) {
 	}
 	if left := adaptertest.Leftovers(mark); len(left) > 0 {
 		t.Errorf("processes left behind: %v", left)
+	}
+}
+
+// TestRunAdapterLeavesNothing: an adapter that floods its standard error
+// and leaves a daemon behind (setsid, as a library's helper might) fills
+// hiatus.log with no more than its budget a process, and what it left —
+// its probe's, each worker's — is killed at the run's end and said.
+func TestRunAdapterLeavesNothing(t *testing.T) {
+	const flood = 4 << 20
+	command, mark := adaptertest.Marked(fmt.Sprintf(`sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 & yes flooding the log | head -c %d >&2; exec %s'`,
+		flood, adaptertest.Command("setnx")))
+	t.Cleanup(func() {
+		for pid := range adaptertest.Leftovers(mark) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	res, out, err := adapterRun(t, command, func(*harness.Config) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := adaptertest.Leftovers(mark); len(left) > 0 {
+		t.Errorf("processes left behind: %v", left)
+	}
+	for _, want := range []string{"lock adapter: started for its hello, it left 1 process (pid ",
+		"lock adapters left 2 processes (pid ", "sleep 300) running after their workers ended: killed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the run's output lacks %q:\n%s", want, out)
+		}
+	}
+	log, err := os.ReadFile(filepath.Join(res.Dir, store.Log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log) > 1<<20 {
+		t.Errorf("hiatus.log has %d bytes: its 2 workers' adapters wrote %d each on stderr, and the log takes %d of each", len(log), flood, adapter.StderrBudget)
+	}
+	if n := strings.Count(string(log), "past the 65536 the log takes of one adapter; dropped"); n != 2 {
+		t.Errorf("hiatus.log says %d times what was dropped, want once for each worker's adapter", n)
+	}
+}
+
+// TestRunAdapterOutsideProtocol: a grant out of the protocol — a fence of
+// 0 from an adapter whose hello says fencing, a lease of -1000 ms — is
+// recorded as the adapter's fault, an acquire of unknown outcome (:info)
+// that says what was wrong, never as a grant without its fence or lease.
+func TestRunAdapterOutsideProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		hello, grant adaptertest.Fields
+		want         string
+	}{
+		{"fence 0", adaptertest.Fields{"fencing": true}, adaptertest.Fields{"fence": 0}, "an answer outside the protocol: fence 0"},
+		{"negative lease", nil, adaptertest.Fields{"lease_ms": -1000}, "an answer outside the protocol: lease_ms -1000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			command, mark := adaptertest.Marked(adaptertest.CommandWith("setnx", tc.hello, tc.grant))
+			res, _, err := adapterRun(t, command, func(c *harness.Config) { c.Guard = client.GuardFence })
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
+			if err != nil {
+				t.Fatal(err)
+			}
+			infos := 0
+			for _, o := range ops {
+				switch {
+				case !o.IsClient() || o.F != history.FAcquire:
+				case o.Type == history.Ok:
+					t.Errorf("op %d: an acquire recorded :ok (fence %v, lease %v), yet every grant was out of the protocol", o.Index, o.Extra[history.KeyFence], o.Extra[history.KeyLeaseMS])
+				case o.Type == history.Info && strings.Contains(fmt.Sprint(o.Error), tc.want):
+					infos++
+				}
+			}
+			if infos == 0 {
+				t.Errorf("no acquire recorded :info with %q", tc.want)
+			}
+			if left := adaptertest.Leftovers(mark); len(left) > 0 {
+				t.Errorf("processes left behind: %v", left)
+			}
+		})
 	}
 }

@@ -3,10 +3,12 @@ package harness
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"strings"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -18,13 +20,15 @@ import (
 // redisClient connects with retries off: a retried SET NX could be granted
 // twice and the history would never know. Every request is bounded by
 // timeout, and by its context's deadline, so that a paused server makes a
-// bounded wait, never a hang.
-func redisClient(rawURL string, pool int, timeout time.Duration) (*redis.Client, error) {
+// bounded wait, never a hang. Its connections call themselves name
+// (CLIENT SETNAME): a worker's, or the run's own (history.ClientRun), which
+// the lock server's record gives their commands.
+func redisClient(rawURL, name string, pool int, timeout time.Duration) (*redis.Client, error) {
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("--redis-url %s: %v", Redact(rawURL), redactErr(err))
 	}
-	opt.MaxRetries = -1
+	opt.MaxRetries, opt.ClientName = -1, name
 	opt.PoolSize = pool + 2
 	opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout = timeout, timeout, timeout
 	opt.ContextTimeoutEnabled = true
@@ -33,11 +37,12 @@ func redisClient(rawURL string, pool int, timeout time.Duration) (*redis.Client,
 
 // failoverClient connects to the primary the sentinels name, and follows
 // their failovers, as redisClient connects (no retries, bounded waits).
-// direct maps the addresses they give to those it dials.
-func failoverClient(sentinels []string, direct map[string]string, timeout time.Duration) *redis.Client {
+// direct maps the addresses they give to those it dials; its connections
+// call themselves name.
+func failoverClient(sentinels []string, direct map[string]string, name string, timeout time.Duration) *redis.Client {
 	var d net.Dialer
 	return redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName: servers.MasterName, SentinelAddrs: sentinels, MaxRetries: -1, PoolSize: 4,
+		MasterName: servers.MasterName, SentinelAddrs: sentinels, MaxRetries: -1, PoolSize: 4, ClientName: name,
 		ReadTimeout: timeout, WriteTimeout: timeout, DialTimeout: timeout, ContextTimeoutEnabled: true,
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if to, ok := direct[addr]; ok {
@@ -49,13 +54,15 @@ func failoverClient(sentinels []string, direct map[string]string, timeout time.D
 }
 
 // postgresPool connects to PostgreSQL; app names the sessions
-// (application_name) so that the run can tell when its workers' are gone.
-func postgresPool(ctx context.Context, rawURL string, conns int32, app string) (*pgxpool.Pool, error) {
+// (application_name) so that the run can tell when its workers' are gone;
+// params are more of their runtime parameters, if any.
+func postgresPool(ctx context.Context, rawURL string, conns int32, app string, params map[string]string) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("--postgres-url %s: %v", Redact(rawURL), redactErr(err))
 	}
 	pc.MaxConns = conns
+	maps.Copy(pc.ConnConfig.RuntimeParams, params)
 	pc.ConnConfig.RuntimeParams["application_name"] = app
 	db, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -104,7 +111,7 @@ func seats(ctx context.Context, db *pgxpool.Pool, cfg Config) error {
 func ServerVersions(ctx context.Context, redisURL, postgresURL string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rdb, err := redisClient(redisURL, 1, 5*time.Second)
+	rdb, err := redisClient(redisURL, history.ClientRun, 1, 5*time.Second)
 	if err != nil {
 		return "", &SetupError{Err: err}
 	}
@@ -113,7 +120,7 @@ func ServerVersions(ctx context.Context, redisURL, postgresURL string) (string, 
 	if err != nil {
 		return "", setupErrorf("cannot reach Redis at %s: %v", Redact(redisURL), err)
 	}
-	db, err := postgresPool(ctx, postgresURL, 1, "hiatus-compare")
+	db, err := postgresPool(ctx, postgresURL, 1, "hiatus-compare", nil)
 	if err != nil {
 		return "", &SetupError{Err: err}
 	}

@@ -25,6 +25,7 @@ type collector struct {
 	infoWrites []client.WriteID // :info writes the audit table may settle
 	current    []atomic.Int64   // per worker slot: the process it records as now
 	pending    []*history.Op    // per worker slot: its open invocation, if any
+	renewing   []*history.Op    // per worker slot: the open renewal of its lock, if any
 	holding    []bool           // per worker slot: it holds the lock (acquired, release not completed)
 	written    []bool           // per worker slot: it has sent the write of the section it holds
 	resume     func(slot int)   // sends SIGCONT to the worker in slot
@@ -37,7 +38,7 @@ type collector struct {
 
 func newCollector(journal io.Writer, workers int) *collector {
 	c := &collector{journal: history.NewWriter(journal), current: make([]atomic.Int64, workers),
-		pending: make([]*history.Op, workers), holding: make([]bool, workers), written: make([]bool, workers), maxProcess: -1}
+		pending: make([]*history.Op, workers), renewing: make([]*history.Op, workers), holding: make([]bool, workers), written: make([]bool, workers), maxProcess: -1}
 	for i := range c.current {
 		c.current[i].Store(int64(i))
 	}
@@ -96,10 +97,22 @@ func (c *collector) read(slot int, r io.Reader, lg *runLog) {
 // take records op o of the worker in slot, and resumes the worker after
 // an in-section stop, which it cannot wake from alone.
 func (c *collector) take(slot int, o history.Op) {
+	o.Index = history.Unset // the reader numbers ops within this one stream
+	if o.Process.IsRenewer() {
+		// The lock's own renewals run beside the worker's ops, under a
+		// process of their own: they change nothing of the worker's.
+		c.record(o)
+		c.mu.Lock()
+		c.renewing[slot] = nil
+		if o.Type == history.Invoke {
+			c.renewing[slot] = &o
+		}
+		c.mu.Unlock()
+		return
+	}
 	if o.IsClient() {
 		c.current[slot].Store(int64(o.Process))
 	}
-	o.Index = history.Unset // the reader numbers ops within this one stream
 	c.record(o)
 	if o.IsClient() {
 		c.mu.Lock()
@@ -146,18 +159,31 @@ func (c *collector) holds(slot int) (holding, written, writing bool) {
 	return c.holding[slot], c.written[slot], p != nil && p.F == history.FWrite
 }
 
+// calling reports what the worker in slot has in flight: the :f of its
+// open op ("" for none), and whether its lock has a renewal open.
+func (c *collector) calling(slot int) (f history.Keyword, renewing bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.pending[slot]; p != nil {
+		f = p.F
+	}
+	return f, c.renewing[slot] != nil
+}
+
 // crashed completes the open invocation of the worker in slot, killed at
-// time t, as :info: it may or may not have taken effect.
+// time t, and its lock's open renewal, as :info: they may or may not have
+// taken effect.
 func (c *collector) crashed(slot int, t int64) {
 	c.mu.Lock()
-	inv := c.pending[slot]
-	c.pending[slot], c.holding[slot] = nil, false
+	inv, renewal := c.pending[slot], c.renewing[slot]
+	c.pending[slot], c.renewing[slot], c.holding[slot] = nil, nil, false
 	c.mu.Unlock()
-	if inv == nil {
-		return
+	for _, inv := range []*history.Op{inv, renewal} {
+		if inv != nil {
+			c.record(history.Op{Index: history.Unset, Time: t, Type: history.Info, Process: inv.Process,
+				F: inv.F, Value: inv.Value, Error: history.ErrKilled, Extra: inv.Extra})
+		}
 	}
-	c.record(history.Op{Index: history.Unset, Time: t, Type: history.Info, Process: inv.Process,
-		F: inv.F, Value: inv.Value, Error: history.ErrKilled, Extra: inv.Extra})
 }
 
 // stats returns what the collector learned of the ops it took.

@@ -12,7 +12,9 @@ import (
 
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/lockserver"
 	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/hiatus-dev/hiatus/store"
 	"github.com/hiatus-dev/hiatus/topology"
 )
 
@@ -51,6 +53,11 @@ type Config struct {
 	// AdapterHello bounds an exec: adapter's start, to its hello: an
 	// interpreter's start and imports, slow on a loaded machine.
 	AdapterHello time.Duration
+	// AdapterStore is where an exec: adapter keeps its lock (a lock of
+	// hiatus's own ignores it, as pause-test's mix of locks needs): AdapterOnRedis
+	// ("" too: the run's Redis, or a node of its own, told as redis_url)
+	// or AdapterOnZooKeeper (a throwaway ensemble, told as zookeeper).
+	AdapterStore string
 	Nemesis      Nemesis         // the faults, one every Interval for Pause; "" or "none" for none
 	RedisPID     int             // of an external Redis, for pause-redis
 	PostgresPID  int             // of an external PostgreSQL's postmaster, for pause-postgres
@@ -70,6 +77,10 @@ type Config struct {
 	PostgresURL  string          // "" starts a throwaway PostgreSQL
 	Store        string          // directory where runs are kept
 	CounterID    int64           // row of the counter table (runs sharing a server need distinct rows and names)
+	// LockServerRecord is what the run records of the lock's own servers
+	// (lockserver.edn): lockserver.ModeFull, as "" too, ModeCommands or
+	// ModeNone.
+	LockServerRecord lockserver.Mode
 
 	// ExtendBeforeWrite has each holder extend its grant right before its
 	// write, and write only when the lock said it still held it.
@@ -118,6 +129,7 @@ func DefaultConfig() Config {
 		Work: DefaultWork, Retry: DefaultRetry, OpTimeout: DefaultOpTimeout, AdapterHello: DefaultAdapterHello, Nemesis: DefaultNemesis,
 		Pause: DefaultPause, Interval: DefaultInterval, PauseKind: DefaultPauseKind, Lock: DefaultLock,
 		Store: DefaultStore, CounterID: DefaultCounterID, Seed: time.Now().UnixNano(), Hosts: HostsLocal, Guard: client.GuardNone,
+		LockServerRecord: lockserver.ModeFull,
 	}
 }
 
@@ -146,10 +158,18 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// The most workers and Redis nodes a run may have: far above any run
+// measured here (64 workers, 5 nodes), and bounds on what a test.edn handed
+// to replay can ask a machine to start.
+const (
+	MaxWorkers = 10_000
+	MaxNodes   = 15
+)
+
 func (c Config) validate() error {
 	switch {
-	case c.Workers < 1:
-		return fmt.Errorf("--workers must be at least 1, not %d", c.Workers)
+	case c.Workers < 1 || c.Workers > MaxWorkers:
+		return fmt.Errorf("--workers must be from 1 to %d, not %d", MaxWorkers, c.Workers)
 	case c.TimeLimit <= 0:
 		return fmt.Errorf("--time-limit must be positive, not %v", c.TimeLimit)
 	case c.Lease <= 0:
@@ -180,8 +200,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("--extend-before-write: --lock %s cannot extend a grant (those that can: %s, an adapter whose hello says renewal)", c.Lock, strings.Join(extenders(), ", "))
 	case c.Guard != "" && !slices.Contains(client.Guards(), c.Guard):
 		return fmt.Errorf("--guard %q: want one of %v", c.Guard, client.Guards())
+	case c.AdapterStore != "" && c.AdapterStore != AdapterOnRedis && c.AdapterStore != AdapterOnZooKeeper:
+		return fmt.Errorf("--adapter-store %q: want %s or %s", c.AdapterStore, AdapterOnRedis, AdapterOnZooKeeper)
 	case c.Nodes < 0 || c.ClockStrobe < 0 || c.Delay < 0:
 		return fmt.Errorf("--nodes, --clock-strobe and --delay cannot be negative")
+	case c.Nodes > MaxNodes:
+		return fmt.Errorf("--nodes must be at most %d, not %d", MaxNodes, c.Nodes)
 	case c.Hosts != "" && c.Hosts != HostsLocal && c.Hosts != HostsNetns && c.inventory() == "":
 		return fmt.Errorf("--hosts %q: want local, netns or ssh:FILE (an inventory of machines, docs/hosts.md)", c.Hosts)
 	case c.Hosts == "netns" && c.netnsHosts() > topology.MaxHosts:
@@ -189,12 +213,16 @@ func (c Config) validate() error {
 			c.Workers, c.netnsHosts()-c.Workers, c.netnsHosts(), topology.MaxHosts)
 	case c.inventory() != "" && c.lockKind().Store == client.OnEtcd:
 		return fmt.Errorf("--hosts %s: --lock %s needs etcd, which hiatus does not start on a node yet", c.Hosts, c.Lock)
-	case c.Nodes > 0 && c.lockKind().Store != client.OnRedisNodes:
-		return fmt.Errorf("--nodes %d is redlock's: --lock %s is kept on one node", c.Nodes, c.Lock)
-	case c.Name == "" || c.Name == "latest" || strings.ContainsAny(c.Name, `/\`):
-		return fmt.Errorf("--name %q: want a plain name", c.Name)
+	case c.inventory() != "" && c.onZooKeeper():
+		return fmt.Errorf("--hosts %s: --lock %s needs ZooKeeper, which hiatus does not start on a node yet", c.Hosts, c.Lock)
+	case c.Nodes > 0 && c.lockKind().Store != client.OnRedisNodes && !c.onZooKeeper():
+		return fmt.Errorf("--nodes %d is redlock's and ZooKeeper's: --lock %s is kept on one node", c.Nodes, c.Lock)
+	case !store.PlainName(c.Name):
+		return fmt.Errorf("--name %q: want a plain name (printable, no / or \\, not . or .. or latest, at most %d bytes)", c.Name, store.MaxName)
 	case c.Store == "":
 		return fmt.Errorf("--store: want a directory")
+	case !slices.Contains(lockserver.Modes(), c.lockServerRecord()):
+		return fmt.Errorf("--lock-server-record %q: want one of %v", c.LockServerRecord, lockserver.Modes())
 	}
 	if err := c.validateNemesis(); err != nil {
 		return err
@@ -202,8 +230,9 @@ func (c Config) validate() error {
 	if (c.ClockJump != 0 || c.ClockStrobe != 0) && !c.faultIn("clock") {
 		return fmt.Errorf("--clock-jump and --clock-strobe go with --nemesis clock")
 	}
-	if c.Delay > 0 && !c.faultIn("delay-redis", "delay-postgres") {
-		return fmt.Errorf("--delay goes with --nemesis delay-redis or delay-postgres")
+	delays := slices.DeleteFunc(NemesisNames(), func(k string) bool { return !strings.HasPrefix(k, "delay-") })
+	if c.Delay > 0 && !c.faultIn(delays...) {
+		return fmt.Errorf("--delay goes with --nemesis %s", strings.Join(delays, ", "))
 	}
 	for _, u := range []string{c.RedisURL, c.PostgresURL} {
 		if u == "" {
@@ -218,6 +247,12 @@ func (c Config) validate() error {
 
 // guard is the guard of the run's writes: Guard, none when unset.
 func (c Config) guard() client.Guard { return cmp.Or(c.Guard, client.GuardNone) }
+
+// lockServerRecord is what the run records of the lock's servers: full
+// when unset.
+func (c Config) lockServerRecord() lockserver.Mode {
+	return cmp.Or(c.LockServerRecord, lockserver.ModeFull)
+}
 
 func lockKey(name string) string  { return "hiatus:lock:" + name }
 func fenceKey(name string) string { return "hiatus:fence:" + name }
@@ -276,6 +311,13 @@ func (c Config) delay() time.Duration     { return cmp.Or(c.Delay, c.Lease) }
 // section is about what a section takes but for pauses: its work and a
 // retry, and, in a run with a delay fault, two round trips (the read and
 // the write) across a delayed link.
+// holderWait is how long a replayed fault that hit a holder, a write or
+// a lock call in flight waits for its worker to be there again, and a
+// reply-only delay for a lock call to catch: five sections at the least,
+// since with 1 s of work a second found the other worker holding turn
+// after turn.
+func (c Config) holderWait() time.Duration { return max(time.Second, 5*c.section()) }
+
 func (c Config) section() time.Duration {
 	d := c.Work + c.Retry
 	if slices.ContainsFunc(c.FaultNames(), func(f string) bool { return strings.HasPrefix(f, "delay-") }) {
@@ -289,6 +331,19 @@ func (c Config) section() time.Duration {
 func (c Config) redisLock() bool {
 	s := c.lockKind().Store
 	return s == client.OnRedis || s == client.OnRedisNodes
+}
+
+// onZooKeeper reports whether the lock is kept on a ZooKeeper ensemble of
+// its own.
+func (c Config) onZooKeeper() bool { return c.lockKind().Store == client.OnZooKeeper }
+
+// zkNodes is how many servers the lock's ZooKeeper ensemble has: --nodes,
+// one by default; none for a lock not kept on ZooKeeper.
+func (c Config) zkNodes() int {
+	if !c.onZooKeeper() {
+		return 0
+	}
+	return max(c.Nodes, 1)
 }
 
 // lockNodes is how many Redis nodes of its own the lock is kept on: a
@@ -319,7 +374,8 @@ func (c Config) lockNodes() int {
 }
 
 // netnsHosts is how many hosts --hosts netns makes: one a worker, a lock
-// node, a throwaway PostgreSQL, etcd, and each of failover's five servers.
+// node, a throwaway PostgreSQL, etcd, each ZooKeeper server, and each of
+// failover's five servers.
 func (c Config) netnsHosts() int {
 	n := c.Workers + c.lockNodes()
 	if c.PostgresURL == "" {
@@ -328,6 +384,7 @@ func (c Config) netnsHosts() int {
 	if c.lockKind().Store == client.OnEtcd {
 		n++
 	}
+	n += c.zkNodes()
 	if c.needs()&needReplica != 0 {
 		n += 5
 	}

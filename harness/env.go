@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/servers"
+	"github.com/hiatus-dev/hiatus/lockserver"
 	"github.com/hiatus-dev/hiatus/store"
 	"github.com/hiatus-dev/hiatus/topology"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -62,7 +64,7 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 			e.stops = append(e.stops, sv.Stop)
 		}
 	}
-	e.rdb, err = redisClient(cfg.RedisURL, cfg.Workers, cfg.OpTimeout)
+	e.rdb, err = redisClient(cfg.RedisURL, history.ClientRun, cfg.Workers, cfg.OpTimeout)
 	if err != nil {
 		return nil, &SetupError{Err: err}
 	}
@@ -71,7 +73,7 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 	if err := e.rdb.Ping(pctx).Err(); err != nil {
 		return nil, setupErrorf("cannot reach Redis at %s: %v", Redact(cfg.RedisURL), err)
 	}
-	e.db, err = postgresPool(pctx, cfg.PostgresURL, 4, "hiatus-run")
+	e.db, err = postgresPool(pctx, cfg.PostgresURL, 4, "hiatus-run", nil)
 	if err != nil {
 		return nil, &SetupError{Err: err}
 	}
@@ -167,6 +169,13 @@ func (e *env) logServers(run store.Run, cfg Config, lg *runLog) {
 		lg.logf("%s: throwaway, %s, at %s; its own log is kept as %s", sv.s.Name(), where, Redact(sv.url), sv.log)
 		sv.s.KeepLog(run.Path(sv.log))
 	}
+	if z := e.topo.zk; z != nil {
+		for i, s := range z.Servers {
+			log := fmt.Sprintf(store.ZooKeeperLog, i)
+			lg.logf("ZooKeeper server %d: throwaway, pid %d, at %s; its own log is kept as %s", i, s.ProcessID(), s.Addr, log)
+			s.KeepLog(run.Path(log))
+		}
+	}
 	if e.orphans != nil {
 		lg.printf("what killed runs left could not all be removed: %v", e.orphans)
 	}
@@ -186,6 +195,12 @@ type env struct {
 	redis, postgres *servers.Server
 	topo            *topo // the lock's own nodes, and the workers' links
 	orphans         error // what killed runs left and this one could not remove
+	// record is the lock server's record of the run, once it has begun;
+	// nil for none. The clock fault steps the nodes' clocks through it.
+	record *lockserver.Recorder
+	// adapterKey is the key the run's lock adapter said (its hello's key)
+	// its library keeps the lock under; "" for the lock's name.
+	adapterKey string
 }
 
 // close disconnects from the servers and undoes what startEnv made, last

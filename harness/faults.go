@@ -35,10 +35,14 @@ const (
 	needLockServers need = 1 << iota
 	// needRedisNodes: those servers must be Redis nodes.
 	needRedisNodes
+	// needLockNodes: those servers must be the lock's nodes (topo.nodes):
+	// Redis nodes, or the ZooKeeper ensemble's servers.
+	needLockNodes
 	// needFakeClock: the lock's nodes run under a clock it can step.
 	needFakeClock
 	// needRedisLinks, needPostgresLink: it acts on a worker's paths to
-	// the lock's Redis nodes, or to PostgreSQL.
+	// the lock's nodes (Redis's, or the ZooKeeper ensemble's servers), or
+	// to PostgreSQL.
 	needRedisLinks
 	needPostgresLink
 	// needProxy: it acts through a proxy in the path, even between hosts
@@ -219,11 +223,13 @@ func (c Config) validateFault(k faultKind) error {
 		return fmt.Errorf("--nemesis %s cuts a worker's host off from the network: it needs --hosts netns (as root)", k.name)
 	case c.inventory() != "" && k.needs&needLocal != 0:
 		return fmt.Errorf("--nemesis %s is not injected over --hosts ssh yet: it acts on processes of this machine (docs/hosts.md)", k.name)
-	case k.needs&(needRedisNodes|needRedisLinks) != 0 && !c.redisLock():
+	case k.needs&needRedisNodes != 0 && !c.redisLock():
 		return fmt.Errorf("--nemesis %s acts on the lock's Redis nodes: --lock %s is not kept on Redis", c.Nemesis, c.Lock)
-	case k.needs&needLockServers != 0 && !c.redisLock() && c.lockKind().Store != client.OnEtcd:
+	case k.needs&(needLockNodes|needRedisLinks) != 0 && !c.redisLock() && !c.onZooKeeper():
+		return fmt.Errorf("--nemesis %s acts on the lock's nodes: --lock %s is not kept on Redis or ZooKeeper", c.Nemesis, c.Lock)
+	case k.needs&needLockServers != 0 && !c.redisLock() && c.lockKind().Store != client.OnEtcd && !c.onZooKeeper():
 		return fmt.Errorf("--nemesis %s acts on the lock's own servers: --lock %s keeps its lock on none", k.name, c.Lock)
-	case k.needs&needRunRedis != 0 && (c.lockNodes() > 0 || c.needs()&needReplica != 0 || c.lockKind().Store == client.OnEtcd):
+	case k.needs&needRunRedis != 0 && (c.lockNodes() > 0 || c.needs()&needReplica != 0 || c.lockKind().Store == client.OnEtcd || c.onZooKeeper()):
 		return fmt.Errorf("--nemesis %s acts on the run's Redis, which holds the history's clock and the fences, not the lock: the lock is on nodes of its own here (use restart)", c.Nemesis)
 	case k.needs&needReplica != 0 && c.needs()&(needLockServers|needRedisLinks) != 0:
 		return fmt.Errorf("--nemesis failover cannot go with faults of the lock's other nodes (%s)", c.Nemesis)

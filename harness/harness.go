@@ -109,7 +109,7 @@ func runWatched(ctx context.Context, cfg Config, watch Watch) (res Result, err e
 			res.Leftover = cerr
 		}
 	}()
-	hello, err := probeAdapter(bg, cfg)
+	probe, err := probeAdapter(bg, cfg, env.topo.zk)
 	if err != nil {
 		return Result{}, err
 	}
@@ -119,8 +119,9 @@ func runWatched(ctx context.Context, cfg Config, watch Watch) (res Result, err e
 	}
 	defer lg.close()
 	lg.printf("run %s: %s", run.Dir, cfg.Describe())
-	if hello != nil {
-		lg.printf("lock adapter: %s", hello)
+	if probe != nil {
+		probe.log(lg)
+		env.adapterKey = probe.hello.Key
 	}
 	env.logServers(run, cfg, lg)
 
@@ -160,7 +161,7 @@ func createRun(ctx context.Context, cfg Config, env *env, out io.Writer) (run st
 // openJournal opens the journal of run, and a collector of the ops of
 // workers workers and the nemesis into it; the caller closes the file.
 func openJournal(run store.Run, workers int) (*collector, *os.File, error) {
-	journal, err := os.OpenFile(run.Path(store.Journal), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	journal, err := run.Append(store.Journal)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open journal: %w", err)
 	}
@@ -180,10 +181,20 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 
 	// Made here, not by the workers: a worker in a network namespace may
 	// run as another user, and the run directory must stay removable.
-	if err := os.MkdirAll(run.Path(store.Metrics), 0o755); err != nil {
+	metrics, err := run.MakeDir(store.Metrics)
+	if err != nil {
 		return nil, fmt.Errorf("make the metrics directory: %w", err)
 	}
-	workers, err := startWorkers(ctx, cfg, start, col, clock, env.topo, lg, run.Path(store.Metrics))
+	// The lock server's record begins before the first worker, and ends
+	// after the last op: the final read. Stop is idempotent; this one is
+	// for the paths that end sooner.
+	rec, err := startRecord(ctx, cfg, env, run, start, lg)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Stop(bg)
+	env.record = rec
+	workers, err := startWorkers(ctx, cfg, start, col, clock, env.topo, lg, metrics)
 	defer workers.kill() // on every path: resume and end them
 	if err != nil {
 		return nil, err
@@ -199,7 +210,7 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 		// again for five sections at the least: with 1 s of work, a
 		// second found the other worker holding turn after turn.
 		sched := &nemesis.Schedule{Faults: faults, Pause: cfg.Pause, Interval: cfg.Interval, Plan: cfg.Plan, Overlap: cfg.Nemesis == Random,
-			HolderWait: max(time.Second, 5*cfg.section()),
+			HolderWait: cfg.holderWait(),
 			Rand:       rand.New(rand.NewSource(cfg.Seed)), Clock: clock, Record: func(o history.Op) {
 				lg.logf("nemesis: %s %s", o.F, history.AppendValue(nil, o.Value))
 				col.record(o)
@@ -223,6 +234,10 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 	workers.wait(watch.Abort, cfg.Pause+2*cfg.OpTimeout+5*time.Second)
 	col.wait()
 	final(bg, clock, env.counter, col, cfg.Workers)
+	if err := rec.Stop(bg); err != nil {
+		// The verdict does not need it: the history is checked as before.
+		lg.printf("%v", err)
+	}
 	return col, nil
 }
 
@@ -233,6 +248,7 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 // knows it is incomplete.
 func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *collector, lg *runLog) (checker.Results, error) {
 	rd := newReaders(cfg)
+	withRecord(cfg, run, rd.stream, lg)
 	if err := writeHistory(ctx, cfg, env, run, col, lg, rd); err != nil {
 		return checker.Results{}, err
 	}
@@ -242,6 +258,12 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 		}
 	}
 	rd.stream.FlagSections(rd.tl.Kept()) // the timeline colours what the check found
+	srv := readServerRecord(run, lg)
+	if srv != nil {
+		for _, e := range srv.Events {
+			rd.tl.AddServer(e)
+		}
+	}
 	rs := analyze(rd.stream)
 	rd.tl.SetFlags(rd.stream.Flagged())
 	if err := run.WriteFile(store.Results, rs.AppendEDN(nil)); err != nil {
@@ -263,6 +285,28 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 		lg.printf("timeline: %v", err)
 	}
 	return rs, nil
+}
+
+// withRecord gives the check the lock server's record of the run, when
+// the run has one (lockserver.edn, written before the history is), so
+// that the history's answers are held to it and an invalid verdict says
+// which layer broke. A record that cannot be read is logged, and the run
+// is checked by its history alone.
+func withRecord(cfg Config, run store.Run, s *checker.Stream, lg *runLog) {
+	path, ok, err := run.Optional(store.LockServer)
+	if err != nil || !ok {
+		if err != nil {
+			lg.printf("%s: %v: the run is checked by its history alone", store.LockServer, err)
+		}
+		return
+	}
+	rec, err := checker.ReadRecord(path, cfg.Workers)
+	if err == nil {
+		err = s.SetRecord(rec)
+	}
+	if err != nil {
+		lg.printf("%s: %v: the run is checked by its history alone", store.LockServer, err)
+	}
 }
 
 // readers are what reads the history as history.edn is written: the
@@ -390,7 +434,8 @@ func writeLinearView(ctx context.Context, run store.Run) error {
 // longHistory is the journal, in ops, whose end the run announces.
 const longHistory = 1_000_000
 
-// analyze is the verdict of a run's history.
+// analyze is the verdict of a run's history, beside its lock server's
+// record when the stream was given one (withRecord).
 func analyze(s *checker.Stream) checker.Results {
 	rs, err := s.Check(checker.Options{Model: checker.ModelLockCounter})
 	if err != nil {

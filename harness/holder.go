@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/history"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,7 +20,7 @@ func bareMajority(urls []string, key string, wait time.Duration) func(context.Co
 	return func(ctx context.Context, avoid []int) (int, bool) {
 		var rdbs []*redis.Client
 		for _, u := range urls {
-			rdb, err := redisClient(u, 1, 100*time.Millisecond)
+			rdb, err := redisClient(u, history.ClientRun, 1, 100*time.Millisecond)
 			if err != nil {
 				return 0, false
 			}

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/hiatus-dev/hiatus/client"
 )
@@ -41,6 +42,9 @@ func (l Lab) Validate(cfg Config) error {
 // Elsewhere when there is none of that name (Validate says so).
 func (c Config) lockKind() client.LockKind {
 	if k, ok := client.LockKindOf(c.Lock, c.own); ok {
+		if strings.HasPrefix(c.Lock, client.ExecPrefix) && c.AdapterStore == AdapterOnZooKeeper {
+			k.Store = client.OnZooKeeper
+		}
 		return k
 	}
 	return client.LockKind{Name: c.Lock, Store: client.Elsewhere}

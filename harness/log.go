@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/internal/printable"
 	"github.com/hiatus-dev/hiatus/store"
 )
 
@@ -20,24 +21,27 @@ type runLog struct {
 }
 
 func newRunLog(run store.Run, out io.Writer) (*runLog, error) {
-	f, err := os.OpenFile(run.Path(store.Log), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := run.Append(store.Log)
 	if err != nil {
 		return nil, fmt.Errorf("open run log: %w", err)
 	}
 	return &runLog{f: f, out: out}, nil
 }
 
-// logf writes to the log only.
+// logf writes to the log only, escaped as printf's terminal copy is: the
+// log is read on a terminal too (less, tail -f).
 func (l *runLog) logf(format string, args ...any) {
-	fmt.Fprintf(l.f, "%s %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+	fmt.Fprintf(l.f, "%s %s\n", time.Now().UTC().Format(time.RFC3339Nano), printable.Lines(fmt.Sprintf(format, args...)))
 }
 
-// printf writes to the log and to the user.
+// printf writes to the log and to the user, escaped for a terminal
+// (printable.Lines): a headline may quote what an adapter said, or the
+// command it was started by.
 func (l *runLog) printf(format string, args ...any) {
 	l.logf(format, args...)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fmt.Fprintf(l.out, format+"\n", args...)
+	fmt.Fprintln(l.out, printable.Lines(fmt.Sprintf(format, args...)))
 }
 
 func (l *runLog) close() { l.f.Close() }

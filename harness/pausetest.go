@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -108,11 +109,36 @@ type PauseVerdict struct {
 	// acquire to its checked run directory (the locks' start not counted:
 	// an adapter's interpreter's).
 	Elapsed time.Duration
+	// Unheld, when A never held the lock, is how its acquire ended, as
+	// the history has it: the sequence did not begin.
+	Unheld string
+	// Complaints are what the holders' adapters did wrong during the case
+	// that hiatus lived with (an answer to a request it never sent, or
+	// twice to one), as client.Exec's Complaints say them, each after the
+	// holder whose adapter it was.
+	Complaints []string
+}
+
+// Verdict is the case's: Valid when the sequence happened and the check
+// found no update lost, Invalid when it found the history invalid (an
+// update lost), Unknown when the case reached no verdict on the lock: B
+// was Late, A never held the lock (an adapter that broke the protocol, a
+// server gone), or the check could not decide. Explanation says why.
+func (v PauseVerdict) Verdict() checker.Validity {
+	switch {
+	case v.Taken == Late:
+		return checker.Unknown
+	case v.Results.Valid == checker.Invalid:
+		return checker.Invalid
+	case v.Taken == 0 || v.Results.Valid != checker.Valid:
+		return checker.Unknown
+	}
+	return checker.Valid
 }
 
 // Passed says the sequence happened and no update was lost: the check
 // found the history valid.
-func (v PauseVerdict) Passed() bool { return v.Results.Valid == checker.Valid && v.Taken != Late }
+func (v PauseVerdict) Passed() bool { return v.Verdict() == checker.Valid }
 
 // Figures are the lock-counter check's figures of the case's history.
 func (v PauseVerdict) Figures() checker.LockCounterFigures {
@@ -120,17 +146,37 @@ func (v PauseVerdict) Figures() checker.LockCounterFigures {
 	return f
 }
 
-// Explanation is the lock-counter check's: why the case failed.
+// Explanation says why the case did not pass: the check's explanation of
+// an update lost (Invalid), or why the case reached no verdict (Unknown):
+// B Late, A's acquire that failed and what its adapter did wrong, the
+// check that could not decide. It is empty for a case that passed.
 func (v PauseVerdict) Explanation() string {
-	if v.Taken == Late {
+	verdict := v.Verdict()
+	switch {
+	case verdict == checker.Valid:
+		return ""
+	case v.Taken == Late:
 		return fmt.Sprintf("inconclusive after %d attempts: A's lease lapsed, but B did not take the lock within a lease after it (a starved machine?)", v.Attempts)
 	}
+	var why []string
+	if len(v.Complaints) > 0 { // first: the cause of what follows
+		why = append(why, "the adapter broke the protocol: "+strings.Join(v.Complaints, "; "))
+	}
+	if v.Unheld != "" {
+		why = append(why, "holder A never held the lock: its acquire ended "+v.Unheld)
+	}
 	for _, r := range v.Results.Checks {
-		if _, ok := r.LockCounter(); ok {
-			return r.Explanation
+		if r.Valid == verdict && r.Explanation != "" {
+			why = append(why, r.Name+": "+r.Explanation)
 		}
 	}
-	return ""
+	switch {
+	case len(why) > 0:
+		return strings.Join(why, "; ")
+	case verdict == checker.Invalid:
+		return "the check found the history invalid"
+	}
+	return "the case reached no verdict" // interrupted: B never took the lock
 }
 
 // PauseTest runs the paused-holder test on hiatus's locks and adapters:
@@ -246,6 +292,29 @@ const lateAttempts = 3
 type holders struct {
 	a, b           client.Lock
 	closeA, closeB func()
+	told           [2]int // how many of each lock's complaints were told
+}
+
+// A complainer is a lock that says what its adapter did wrong:
+// client.Exec.
+type complainer interface{ Complaints() []string }
+
+// complaints are what the holders' adapters did wrong since it was last
+// asked, each named by its holder.
+func (h *holders) complaints() []string {
+	var out []string
+	for i, l := range []client.Lock{h.a, h.b} {
+		c, ok := l.(complainer)
+		if !ok {
+			continue
+		}
+		all := c.Complaints()
+		for _, s := range all[min(h.told[i], len(all)):] {
+			out = append(out, fmt.Sprintf("holder %c's adapter %s", 'A'+i, s))
+		}
+		h.told[i] = len(all)
+	}
+	return out
 }
 
 func newHolders(ctx context.Context, cfg Config, env *env) (*holders, error) {
@@ -286,6 +355,10 @@ func pauseCase(ctx context.Context, cfg Config, env *env, h *holders) (PauseVerd
 	clock := client.NewRedisClock(env.rdb, start)
 	p := &pausedHolder{cfg: cfg, clock: clock, rec: col.record, counter: env.counter, lg: lg}
 	v := p.run(ctx, h)
+	v.Complaints = h.complaints()
+	for _, c := range v.Complaints {
+		lg.logf("%s", c)
+	}
 	final(bg, clock, env.counter, col, 2)
 	rs, err := finish(bg, cfg, env, run, col, lg)
 	if err != nil {
@@ -310,6 +383,7 @@ func (p *pausedHolder) run(ctx context.Context, h *holders) PauseVerdict {
 	var v PauseVerdict
 	var askedA, grantedA, grantedB atomic.Int64 // on the server's clock
 	var releasedA atomic.Value                  // how A's release ended: its history.Type
+	var unheld atomic.Value                     // how A's acquire ended when it did not grant: words
 	inside, resume := make(chan client.Grant, 1), make(chan struct{})
 	a := p.worker(h.a, 0, func(o history.Op) {
 		switch {
@@ -317,6 +391,8 @@ func (p *pausedHolder) run(ctx context.Context, h *holders) PauseVerdict {
 			askedA.Store(o.Time)
 		case o.F == history.FAcquire && o.Type == history.Ok:
 			grantedA.Store(o.Time)
+		case o.F == history.FAcquire:
+			unheld.Store(fmt.Sprintf(":%s, %v", o.Type, o.Error))
 		case o.F == history.FRelease && o.Type != history.Invoke:
 			releasedA.Store(o.Type)
 		}
@@ -346,6 +422,7 @@ func (p *pausedHolder) run(ctx context.Context, h *holders) PauseVerdict {
 	select {
 	case g = <-inside:
 	case <-aDone: // A never held: its acquire failed, and the history says why
+		v.Unheld, _ = unheld.Load().(string)
 		return v
 	}
 	// B's wait is bounded only against a lock that never grants again.

@@ -87,6 +87,9 @@ func TestPauseTest(t *testing.T) {
 		{lock: "del-release", keeping: lapses, guards: two[:1], pauses: []history.Keyword{nemesis.KindSleep}}, // the lab's
 		// etcd grants 2 s at the least: a case takes 2 to 4 s.
 		{lock: "etcd", keeping: renews, freezes: true, guards: two[:1], pauses: harness.PauseKinds()},
+		// ZooKeeper's client pings its session every third of its
+		// timeout, as a watchdog renews: a renewing lock's lease.
+		{lock: "zookeeper", keeping: renews, freezes: true, guards: two, pauses: harness.PauseKinds(), lease: 1500 * time.Millisecond},
 	} {
 		name := tc.lock
 		if i == 3 {

@@ -11,6 +11,7 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/shellquote"
+	"github.com/hiatus-dev/hiatus/lockserver"
 )
 
 // A Setting is one field of Config, declared once: the flag that sets it,
@@ -43,6 +44,41 @@ type Setting struct {
 	kept     func(Config) bool
 	noReplay bool                // a replay does not take it (server URLs: test.edn hides their passwords)
 	describe func(Config) string // Describe's words for it; nil for none
+}
+
+// Where an exec: adapter keeps its lock (Config.AdapterStore).
+const (
+	AdapterOnRedis     = "redis"
+	AdapterOnZooKeeper = "zookeeper"
+)
+
+// adapterStoreSetting is --adapter-store: where an exec: adapter keeps its
+// lock, which decides the servers the run starts for it.
+func adapterStoreSetting() Setting {
+	return Setting{Flag: "adapter-store", Key: "adapter-store", keyword: true, DefaultText: AdapterOnRedis,
+		Usage:  "where an exec: adapter keeps its lock: redis (told redis_url) or zookeeper (a throwaway ZooKeeper ensemble of --nodes servers, told as zookeeper in init)",
+		goName: "AdapterStore", get: func(c Config) any { return c.AdapterStore }, set: setString(func(c *Config) *string { return &c.AdapterStore }),
+		kept: func(c Config) bool { return strings.HasPrefix(c.Lock, client.ExecPrefix) && c.AdapterStore != "" },
+		describe: func(c Config) string {
+			if c.AdapterStore == AdapterOnZooKeeper {
+				return "the adapter's lock on ZooKeeper"
+			}
+			return ""
+		}}
+}
+
+// nodesSetting is --nodes: redlock's Redis nodes, or the servers of the
+// ZooKeeper lock's ensemble.
+func nodesSetting() Setting {
+	return Setting{Flag: "nodes", Key: "lock-nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant); the servers of the ZooKeeper ensemble of --lock zookeeper (1, standalone, by default)", DefaultText: fmt.Sprint(DefaultNodes),
+		goName: "Nodes", get: func(c Config) any { return c.Nodes }, set: setTo(func(c *Config) *int { return &c.Nodes }),
+		kept: func(c Config) bool { return c.lockKind().Store == client.OnRedisNodes || c.onZooKeeper() },
+		describe: func(c Config) string {
+			if c.onZooKeeper() {
+				return fmt.Sprintf("%d ZooKeeper servers", c.zkNodes())
+			}
+			return fmt.Sprintf("%d nodes", c.nodes())
+		}}
 }
 
 // Default is the setting's value in DefaultConfig, typed as Get's.
@@ -92,10 +128,8 @@ func Settings() []Setting {
 			"nodes fsync every write (AOF)", func(c *Config) *bool { return &c.NodeAOF }),
 		local(boolSetting("no-plots", "NoPlots", "leave out each run's latency and rate plots (PNG), which cost more than a short run's check; hiatus plot RUN-DIR draws them later",
 			"no plots", func(c *Config) *bool { return &c.NoPlots })),
-		{Flag: "nodes", Key: "lock-nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant)", DefaultText: fmt.Sprint(DefaultNodes),
-			goName: "Nodes", get: func(c Config) any { return c.Nodes }, set: setTo(func(c *Config) *int { return &c.Nodes }),
-			kept:     func(c Config) bool { return c.lockKind().Store == client.OnRedisNodes },
-			describe: func(c Config) string { return fmt.Sprintf("%d nodes", c.nodes()) }},
+		nodesSetting(),
+		adapterStoreSetting(),
 		{Flag: "clock-jump", Key: "clock-jump-ms", Usage: "how far --nemesis clock steps a node's clock: forward, or back when negative (-500ms)", DefaultText: "the lease",
 			goName: "ClockJump", get: func(c Config) any { return c.ClockJump }, set: setTo(func(c *Config) *time.Duration { return &c.ClockJump }),
 			kept:     func(c Config) bool { return c.faultIn("clock") },
@@ -133,6 +167,7 @@ func Settings() []Setting {
 			get: func(c Config) any { return c.PostgresPID }, set: setTo(func(c *Config) *int { return &c.PostgresPID })},
 		{Flag: "store", Shared: true, Local: true, Usage: "directory where runs are kept", goName: "Store",
 			get: func(c Config) any { return c.Store }, set: setString(func(c *Config) *string { return &c.Store })},
+		lockServerRecordSetting(),
 		{Flag: "counter-id", Key: "counter-id", Shared: true, Local: true, Usage: "row of the counter table the runs use (runs sharing a server need distinct rows and names)",
 			goName: "CounterID", get: func(c Config) any { return c.CounterID }, set: setTo(func(c *Config) *int64 { return &c.CounterID })},
 	}
@@ -215,6 +250,27 @@ func guardSetting() Setting {
 		}}
 }
 
+// lockServerRecordSetting is --lock-server-record: a setting of the
+// servers (an external one may refuse MONITOR or CONFIG SET), which a
+// replay takes too, on the throwaway servers it starts.
+func lockServerRecordSetting() Setting {
+	return Setting{Flag: "lock-server-record", Key: "lock-server-record", Shared: true, Local: true, keyword: true, goName: "LockServerRecord",
+		Usage: "what the run records of the lock's own servers in lockserver.edn: full (each node's commands, through MONITOR or a watch, " +
+			"and the server's word on what each did: Redis's keyspace notifications, turned on by CONFIG SET), commands (the commands " +
+			"alone, for a server that refuses CONFIG SET) or none (a server that refuses MONITOR: the run is checked from its history alone)",
+		get: func(c Config) any { return string(c.lockServerRecord()) },
+		set: setString(func(c *Config) *lockserver.Mode { return &c.LockServerRecord }),
+		describe: func(c Config) string {
+			switch c.lockServerRecord() {
+			case lockserver.ModeNone:
+				return "lock server unrecorded"
+			case lockserver.ModeCommands:
+				return "lock server's commands recorded"
+			}
+			return ""
+		}}
+}
+
 // local is s, a setting of the machine that compare takes too.
 func local(s Setting) Setting {
 	s.Shared, s.Local = true, true
@@ -259,8 +315,12 @@ func setTo[T any](p func(*Config) *T) func(*Config, any) error {
 func (c Config) Resolved() Config {
 	c.Guard = c.guard()
 	c.Hosts = cmp.Or(c.Hosts, HostsLocal)
+	c.LockServerRecord = c.lockServerRecord()
 	if c.lockKind().Store == client.OnRedisNodes {
 		c.Nodes = c.nodes()
+	}
+	if c.onZooKeeper() {
+		c.Nodes = c.zkNodes()
 	}
 	if c.faultIn("clock") {
 		c.ClockJump = c.clockJump()
@@ -319,7 +379,7 @@ func (c Config) ednMap() map[history.Keyword]any {
 		m[s.Key] = v
 	}
 	// What the settings make of the run, for a reader of test.edn.
-	m["lock-nodes"] = c.lockNodes()
+	m["lock-nodes"] = c.lockNodes() + c.zkNodes()
 	m["fenced?"] = c.Guard.Fenced()
 	m["description"] = c.Describe()
 	return m
@@ -370,7 +430,11 @@ func ParseConfig(b []byte) (Config, error) {
 func fromEDN(s Setting, x any) (any, error) {
 	switch s.get(Config{}).(type) {
 	case time.Duration:
-		if n, ok := history.Int(x); ok {
+		n, ok := history.Int(x)
+		if ok && (n > maxMS || n < -maxMS) { // it would wrap round
+			return nil, fmt.Errorf("%d milliseconds is more than a time.Duration holds (about 292 years)", n)
+		}
+		if ok {
 			return time.Duration(n) * time.Millisecond, nil
 		}
 		return nil, fmt.Errorf("want milliseconds, not %s", history.AppendValue(nil, x))

@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -243,7 +244,10 @@ func onNodes(t *testing.T, res harness.Result) {
 func sshLeftovers(t *testing.T, sn *sshtest.Net) {
 	t.Helper()
 	for _, n := range sshtest.Lab {
-		l, err := sn.Leftovers(context.Background(), n.Name, "hs")
+		// This process's runs' alone: the nodes are namespaces of this
+		// machine, whose /tmp and processes another package's tests,
+		// running beside these (cmd/hiatus's runs over SSH), share.
+		l, err := sn.Leftovers(context.Background(), n.Name, fmt.Sprintf("hs%d-", os.Getpid()))
 		if err != nil {
 			t.Errorf("node %s: %v", n.Name, err)
 		} else if len(l) > 0 {

@@ -47,6 +47,10 @@ type topo struct {
 	roles     []hostRole          // every host, for the log and for isolate
 	repl      *servers.Replicated // the lock's replicated Redis, for the failover fault; nil without
 	etcd      *servers.Server     // the etcd lock's throwaway server; nil for other locks
+	// zk is the ZooKeeper lock's throwaway ensemble; nil for other locks.
+	// Its servers are the lock's nodes (nodes, nodeURLs, nodeHosts), so
+	// that the node and link faults act on them.
+	zk *servers.ZooKeeper
 }
 
 // A path is how a worker reaches one server, and what the link faults act
@@ -117,6 +121,36 @@ func (t *topo) startLockNodes(ctx context.Context, cfg Config, net *topology.Net
 	return nil
 }
 
+// startZooKeeper starts the ZooKeeper ensemble of a lock kept on one, on
+// hosts of net (zk0, zk1, …) or on this machine, and makes its servers the
+// lock's nodes.
+func (t *topo) startZooKeeper(ctx context.Context, cfg Config, net *topology.Net) error {
+	n := cfg.zkNodes()
+	if n == 0 {
+		return nil
+	}
+	hosts := make([]servers.Host, n)
+	if net != nil {
+		for i := range hosts {
+			h, err := t.addHost(ctx, fmt.Sprintf("zk%d", i), fmt.Sprintf("ZooKeeper server %d", i))
+			if err != nil {
+				return err
+			}
+			hosts[i] = h
+			t.nodeHosts = append(t.nodeHosts, h)
+		}
+	}
+	z, err := servers.StartZooKeeperOn(ctx, hosts)
+	if err != nil {
+		return setupErrorf("throwaway ZooKeeper: %w", err)
+	}
+	t.zk, t.nodes, t.nodeURLs = z, slices.Clone(z.Servers), nil
+	for _, s := range z.Servers {
+		t.nodeURLs = append(t.nodeURLs, s.URL)
+	}
+	return nil
+}
+
 // startTopo starts the lock's nodes (under a clock that can be jumped when
 // the clock fault is on) and the workers' paths, as cfg asks; on net, when
 // it is not nil, with pgHost PostgreSQL's host or nil.
@@ -137,6 +171,9 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, nodes *sshNod
 		}
 	}()
 	if err := t.startLockNodes(ctx, cfg, net, nodes); err != nil {
+		return nil, err
+	}
+	if err := t.startZooKeeper(ctx, cfg, net); err != nil {
 		return nil, err
 	}
 	if cfg.lockKind().Store == client.OnEtcd {
@@ -289,6 +326,11 @@ func (p proxy) Slow(_ context.Context, d time.Duration) error {
 	return nil
 }
 func (p proxy) Awaiting() bool { return p.l.Awaiting() }
+func (p proxy) SlowReplies(_ context.Context, d time.Duration) error {
+	p.l.SlowReplies(d)
+	return nil
+}
+func (p proxy) RepliesHeld() int64 { return p.l.Stats().RepliesHeld }
 func (p proxy) Heal(context.Context) error {
 	p.l.Slow(0)
 	p.l.Heal()
@@ -353,12 +395,21 @@ func (t *topo) nodeLinks(majority bool) func(int, []int, *rand.Rand) ([]nemesis.
 func (t *topo) pickNodeLinks(slot int, picked []int, r *rand.Rand, majority bool) ([]nemesis.Link, string, []int) {
 	ps := t.paths[slot][:len(t.nodeURLs)]
 	if len(ps) == 1 {
-		return []nemesis.Link{ps[0].link}, "redis", []int{0}
+		name := "redis"
+		if t.zk != nil {
+			name = "zookeeper"
+		}
+		return []nemesis.Link{ps[0].link}, name, []int{0}
 	}
 	if picked == nil {
 		n := max(1, (len(ps)-1)/2)
 		if majority {
 			n = len(ps)/2 + 1
+			if t.zk != nil {
+				// A ZooKeeper client moves its session to any server
+				// it reaches: cut from the ensemble is cut from all.
+				n = len(ps)
+			}
 		}
 		picked = r.Perm(len(ps))[:n]
 		slices.Sort(picked)
@@ -407,7 +458,7 @@ func (t *topo) close() {
 		}
 	}
 	for _, s := range t.nodes {
-		s.Stop()
+		s.Stop() // a ZooKeeper ensemble's servers too
 	}
 	if t.repl != nil {
 		t.repl.Close()

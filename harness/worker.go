@@ -14,6 +14,7 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/guard"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/lockserver"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,7 +90,7 @@ func opsOutput() (*os.File, error) {
 type workerConfig struct {
 	RedisURL, PostgresURL string   // the run's Redis (the clock, the fences); PostgreSQL as this worker reaches it
 	NodeURLs              []string // the lock's Redis nodes as this worker reaches them
-	Endpoints             []string // the lock's own servers that are not Redis (etcd's)
+	Endpoints             []string // the lock's own servers that are not Redis (etcd's, ZooKeeper's)
 	// Sentinels, when set, name the lock's Redis primary: the worker
 	// follows its failovers. Direct maps the addresses they give to those
 	// the worker dials.
@@ -120,6 +121,19 @@ type workerConfig struct {
 	// (DeadlineIn, workerStart.In), for its clock is not the run's.
 	Remote     bool
 	DeadlineIn time.Duration
+
+	// AdapterMark is the run's adapters' (adapter.Setup.Mark); "" on a
+	// node, whose adapters each kill what they leave on Close.
+	AdapterMark string
+	// RecordPostgres has the worker's PostgreSQL sessions log the
+	// advisory lock's calls for the lock server's record.
+	RecordPostgres bool
+}
+
+// clientName is what the worker's connections to the servers call
+// themselves: its slot's name, which it keeps across its processes.
+func (wc workerConfig) clientName() string {
+	return history.WorkerName(history.Process(wc.Process), int(wc.Stride))
 }
 
 // readyLine is what a remote worker writes on its standard error once it
@@ -181,14 +195,20 @@ func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, own []cli
 	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rdb, err := redisClient(wc.RedisURL, 1, wc.OpTimeout)
+	rdb, err := redisClient(wc.RedisURL, wc.clientName(), 1, wc.OpTimeout)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
 	// One session a worker: its steps are sequential, and 64 workers must
 	// fit in a server's default 100 connections.
-	db, err := postgresPool(context.WithoutCancel(ctx), wc.PostgresURL, 1, workerApp(wc.CounterID))
+	var params map[string]string
+	if wc.RecordPostgres {
+		// The lock's session is a copy of this one's: its advisory lock
+		// calls are logged, by the worker's name (lockserver).
+		params = lockserver.SessionParams(wc.clientName())
+	}
+	db, err := postgresPool(context.WithoutCancel(ctx), wc.PostgresURL, 1, workerApp(wc.CounterID), params)
 	if err != nil {
 		return err
 	}
@@ -207,6 +227,7 @@ func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, own []cli
 		Lock: lock, Counter: counter,
 		Clock: clock, Record: record, Process: history.Process(wc.Process), Stride: wc.Stride,
 		Work: wc.Work, OpTimeout: wc.OpTimeout, ExtendBeforeWrite: wc.ExtendBeforeWrite,
+		Renewals: &client.Renewals{Clock: clock, Record: record},
 	}
 	if wc.InjectEvery > 0 {
 		in := &nemesis.InSection{Every: wc.InjectEvery, Pause: wc.Pause, Kind: history.Keyword(wc.PauseKind),
@@ -308,7 +329,8 @@ func workerLock(ctx context.Context, wc workerConfig, rdb *redis.Client, db *pgx
 		return nil, nil, fmt.Errorf("worker: no lock %q: hand it to the Lab whose ServeWorker this process calls", wc.Lock)
 	}
 	lc := client.LockConfig{Redis: rdb, Postgres: db, Key: wc.LockKey, FenceKey: wc.FenceKey, Lease: wc.Lease,
-		Retry: wc.Retry, Fenced: wc.Fenced, RedisURL: wc.RedisURL, OpTimeout: wc.OpTimeout, Hello: wc.AdapterHello, Endpoints: wc.Endpoints}
+		Retry: wc.Retry, Fenced: wc.Fenced, RedisURL: wc.RedisURL, OpTimeout: wc.OpTimeout, Hello: wc.AdapterHello, Endpoints: wc.Endpoints,
+		AdapterMark: wc.AdapterMark, ClientName: wc.clientName()}
 	var closers []func() error
 	close = func() {
 		for _, c := range closers {
@@ -323,7 +345,7 @@ func workerLock(ctx context.Context, wc workerConfig, rdb *redis.Client, db *pgx
 	if len(wc.NodeURLs) > 0 && wc.NodeURLs[0] != wc.RedisURL {
 		lc.RedisURL = wc.NodeURLs[0] // an adapter's one node
 		for _, u := range wc.NodeURLs {
-			n, err := redisClient(u, 2, wc.OpTimeout)
+			n, err := redisClient(u, wc.clientName(), 2, wc.OpTimeout)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -332,7 +354,7 @@ func workerLock(ctx context.Context, wc workerConfig, rdb *redis.Client, db *pgx
 		}
 	}
 	if len(wc.Sentinels) > 0 {
-		n := failoverClient(wc.Sentinels, wc.Direct, wc.OpTimeout)
+		n := failoverClient(wc.Sentinels, wc.Direct, wc.clientName(), wc.OpTimeout)
 		closers = append(closers, n.Close)
 		lc.Nodes = []*redis.Client{n}
 	}

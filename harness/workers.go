@@ -9,12 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/adapter"
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/printable"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/topology"
 )
@@ -31,6 +34,10 @@ type workerSet struct {
 	lg       *runLog
 	topo     *topo
 	metrics  string // the directory the workers write their guard metrics to
+	// adapterMark marks the lock adapters of the workers on this machine
+	// and whatever they start (adapter.Setup.Mark): kill ends what they
+	// left. "" when the lock is no adapter.
+	adapterMark string
 
 	mu    sync.Mutex
 	slots []*workerProc // the worker in each slot now
@@ -66,6 +73,9 @@ func startWorkers(ctx context.Context, cfg Config, start time.Time, col *collect
 	}
 	ws := &workerSet{cfg: cfg, start: start, self: self,
 		col: col, clock: clock, topo: t, lg: lg, metrics: metrics, slots: make([]*workerProc, cfg.Workers)}
+	if strings.HasPrefix(cfg.Lock, client.ExecPrefix) {
+		ws.adapterMark = adapter.NewMark()
+	}
 	col.resume, col.stopWaiters = ws.resume, ws.stopWaiters
 	for i := range cfg.Workers {
 		if err := ws.spawn(i, int64(i)); err != nil {
@@ -119,6 +129,7 @@ func (ws *workerSet) spawn(slot int, process int64) error {
 		// Its clock is not this machine's, and the run directory is not
 		// on its machine.
 		wc.Remote, wc.MetricsFile = true, ""
+		wc.AdapterMark = "" // kill looks on this machine only: each adapter there kills what it left
 		if deadline != 0 {
 			wc.DeadlineIn, wc.DeadlineUnixNano = max(time.Until(ws.deadline), time.Nanosecond), 0
 		}
@@ -260,6 +271,7 @@ func (ws *workerSet) workerConfig(slot int, process, deadline int64) workerConfi
 	wc := ws.cfg.workerConfig(ws.topo, slot, process)
 	wc.StartUnixNano, wc.DeadlineUnixNano = ws.start.UnixNano(), deadline
 	wc.MetricsFile = filepath.Join(ws.metrics, fmt.Sprintf("worker-%d.prom", process))
+	wc.AdapterMark = ws.adapterMark
 	return wc
 }
 
@@ -267,13 +279,19 @@ func (ws *workerSet) workerConfig(slot int, process, deadline int64) workerConfi
 // recording as process, of the run and its servers.
 func (c Config) workerConfig(t *topo, slot int, process int64) workerConfig {
 	nodes, postgres, redis := t.urls(slot)
+	endpoints := t.endpoints()
+	if t.zk != nil {
+		// The ensemble's servers as this worker reaches them, through its
+		// links: ZooKeeper's, not Redis nodes.
+		endpoints, nodes = nodes, nil
+	}
 	return workerConfig{
 		RedisURL: redis, PostgresURL: postgres, NodeURLs: nodes, LockKey: lockKey(c.Name),
 		FenceKey: fenceKey(c.Name), CounterID: c.CounterID, Lease: c.Lease, Retry: c.Retry,
 		Work: c.Work, OpTimeout: c.OpTimeout, AdapterHello: c.AdapterHello, Pause: c.Pause, Fenced: c.guard().Fenced(), Guard: c.guard(),
 		InjectEvery: c.InjectEvery, PauseKind: string(c.PauseKind), Lock: c.Lock, ExtendBeforeWrite: c.ExtendBeforeWrite,
-		Process: process, Stride: int64(c.Workers),
-		Sentinels: t.sentinels(), Direct: t.direct(), Endpoints: t.endpoints(),
+		Process: process, Stride: int64(c.Workers), RecordPostgres: c.recordPostgres(),
+		Sentinels: t.sentinels(), Direct: t.direct(), Endpoints: endpoints,
 	}
 }
 
@@ -307,7 +325,7 @@ func (ws *workerSet) watch(p *workerProc, stdout io.Reader, stderr *lastLine) {
 	case exitCode(err) > 0:
 		// It gave up of itself (a kill is no exit code): say why
 		// where the user looks, not only in the log.
-		ws.lg.printf("worker %d (pid %d) ended early, %v: %s", p.slot, pid, err, stderr.last())
+		ws.lg.printf("worker %d (pid %d) ended early, %v: %s", p.slot, pid, err, printable.Escape(stderr.last()))
 	case err != nil:
 		ws.lg.logf("worker %d (pid %d): %v", p.slot, pid, err)
 	default:
@@ -326,8 +344,10 @@ func (ws *workerSet) Targets() []nemesis.Target {
 			continue
 		}
 		holding, written, writing := ws.col.holds(p.slot)
+		op, renewing := ws.col.calling(p.slot)
 		ts = append(ts, nemesis.Target{Worker: p.slot, PID: p.proc.Pid(), Group: groupOf{p.proc},
-			Process: history.Process(ws.col.current[p.slot].Load()), Holding: holding, Written: written, Writing: writing})
+			Process: history.Process(ws.col.current[p.slot].Load()), Holding: holding, Written: written, Writing: writing,
+			Op: op, Renewing: renewing})
 	}
 	return ts
 }
@@ -426,6 +446,7 @@ func group(p *workerProc, sig syscall.Signal) error { return p.proc.SignalGroup(
 
 // kill resumes and ends every worker still running, and waits for them. A
 // stopped process is sent SIGCONT first, so that none is ever left stopped.
+// Then it kills what their lock adapters left running.
 func (ws *workerSet) kill() {
 	ws.signal(syscall.SIGKILL)
 	ws.stops.endAll()
@@ -434,6 +455,24 @@ func (ws *workerSet) kill() {
 	ws.mu.Unlock()
 	for _, p := range all {
 		<-p.done
+	}
+	ws.reapAdapters()
+}
+
+// reapAdapters kills every process the workers' lock adapters left
+// running, found by their mark wherever they went: a worker killed by the
+// nemesis or at the run's end closed none of its adapter's, and a child
+// that left the worker's process group (setsid) outlives its group's kill.
+func (ws *workerSet) reapAdapters() {
+	if ws.adapterMark == "" {
+		return
+	}
+	left, err := adapter.Reap(ws.adapterMark)
+	if len(left) > 0 {
+		ws.lg.printf("lock adapters left %s running after their workers ended: killed", adapter.Leftovers(left))
+	}
+	if err != nil {
+		ws.lg.printf("lock adapters: %v", err)
 	}
 }
 

@@ -17,7 +17,11 @@ import (
 // It is written by hand rather than with an EDN library's encoder because the
 // key order must be stable for people who read and diff histories, and the
 // writer sits on the recording path (BenchmarkAppendOp: about 130 ns and one allocation an op).
-func AppendOp(dst []byte, o Op) []byte {
+func AppendOp(dst []byte, o Op) []byte { return appendOp(dst, o, "") }
+
+// appendOp appends o as AppendOp does, its :process written as the string
+// name unless name is "" (a lock server's record names its nodes).
+func appendOp(dst []byte, o Op, name string) []byte {
 	dst = append(dst, '{')
 	first := true
 	key := func(k string) {
@@ -41,7 +45,11 @@ func AppendOp(dst []byte, o Op) []byte {
 	dst = append(dst, ':')
 	dst = append(dst, o.Type.String()...)
 	key("process")
-	if o.Process == Nemesis {
+	if name != "" {
+		dst = appendString(dst, name)
+	} else if h, g, ok := o.Process.Renews(); ok {
+		dst = appendRenewer(append(dst, ':'), h, g)
+	} else if o.Process == Nemesis {
 		dst = append(dst, ":nemesis"...)
 	} else {
 		dst = strconv.AppendInt(dst, int64(o.Process), 10)

@@ -272,6 +272,10 @@ func (d *fastDec) count() (int64, bool) {
 func (d *fastDec) process() (Process, bool) {
 	if d.i < len(d.b) && d.b[d.i] == ':' {
 		k, ok := d.keyword()
+		if ok && len(k) > len(renewerName) && string(k[:len(renewerName)]) == renewerName {
+			r, isRenewer := parseRenewer(string(k))
+			return r, isRenewer // any other name is the general path's
+		}
 		return Nemesis, ok && string(k) == "nemesis"
 	}
 	v, ok := d.value()

@@ -158,6 +158,10 @@ func (r *Reader) setProcess(op *Op, v any, raw []byte) {
 			op.Process = Nemesis
 			return
 		}
+		if rp, ok := parseRenewer(string(p)); ok && string(raw) == ":"+string(p) {
+			op.Process = rp
+			return
+		}
 	}
 	op.Process = r.named(string(raw))
 }
@@ -224,10 +228,59 @@ func unmarshal(b []byte, tags *edn.TagMap) (v any, err error) {
 			err = fmt.Errorf("EDN decoder failed: %v", p)
 		}
 	}()
+	if err := checkDepth(b); err != nil {
+		return nil, err
+	}
 	d := edn.NewDecoder(bytes.NewReader(b))
 	d.UseTagMap(tags)
 	err = d.Decode(&v)
 	return v, err
+}
+
+// checkDepth refuses values nested deeper than maxDepth before the
+// library decodes them: its decoder recursed a level a bracket, and a
+// test.edn of 4 MiB of "[" overflowed the stack, which no recover catches.
+func checkDepth(b []byte) error { return CheckNesting(b, maxDepth) }
+
+// ErrNested is the error of EDN nested deeper than a reader takes.
+var ErrNested = errors.New("values nested deeper than hiatus reads")
+
+// CheckNesting refuses EDN whose lists, vectors, maps or sets are nested
+// more than most deep, or that holds more than most*100 tags (#), each of
+// which the EDN decoder recurses into too. It reads EDN's words as the
+// decoder does: strings, a character (\x) and comments (;) hold no
+// brackets. What is malformed otherwise it leaves to the decoder.
+func CheckNesting(b []byte, most int) error {
+	depth, tags := 0, 0
+	for j := 0; j < len(b); j++ {
+		switch b[j] {
+		case '"':
+			e := stringEnd(b, j)
+			if e < 0 {
+				return nil
+			}
+			j = e - 1
+		case '\\':
+			j++
+		case ';':
+			k := bytes.IndexByte(b[j:], '\n')
+			if k < 0 {
+				return nil
+			}
+			j += k
+		case '(', '[', '{':
+			if depth++; depth > most {
+				return fmt.Errorf("%w: more than %d levels", ErrNested, most)
+			}
+		case ')', ']', '}':
+			depth = max(depth-1, 0)
+		case '#':
+			if tags++; tags > most*100 {
+				return fmt.Errorf("%w: more than %d tags", ErrNested, most*100)
+			}
+		}
+	}
+	return nil
 }
 
 // convert turns a value decoded by the library into the types the Op doc

@@ -1,6 +1,7 @@
 // Package history owns the operation model shared by every part of hiatus:
 // Jepsen-style invoke / ok / fail / info events, their EDN encoding, and the
-// pairing of invocations with completions. It imports nothing of hiatus.
+// pairing of invocations with completions. It imports nothing of hiatus
+// but internal/files, the one way hiatus opens a file.
 package history
 
 import (
@@ -54,9 +55,10 @@ func ParseType(s string) (Type, error) {
 
 // A Process is the logical process that performed an op: a history's
 // non-negative integer processes as they are written; Nemesis for Jepsen's
-// :nemesis; and any other process (a name, a negative number) numbered
-// below -1 by the Reader that read it (Reader.Processes says how each is
-// written). Every process but Nemesis is a client.
+// :nemesis; the renewers of a lock's grants (:renew-3, see Renewer); and
+// any other process (a name, a negative number) numbered below -1 by the
+// Reader that read it (Reader.Processes says how each is written). Every
+// process but Nemesis is a client.
 type Process int64
 
 // Nemesis is the process of fault events.
@@ -68,6 +70,9 @@ func (p Process) IsClient() bool { return p != Nemesis }
 func (p Process) String() string {
 	if p == Nemesis {
 		return ":nemesis"
+	}
+	if h, g, ok := p.Renews(); ok {
+		return ":" + string(appendRenewer(nil, h, g))
 	}
 	return fmt.Sprint(int64(p))
 }

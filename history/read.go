@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"olympos.io/encoding/edn"
 )
 
@@ -45,7 +46,8 @@ const (
 //
 // Ops that lack :index get their position in the history (0 for the first
 // op map) so that results can name them; ops that lack :time get Unset.
-// :process :nemesis reads as Nemesis; a non-negative integer as itself; any
+// :process :nemesis reads as Nemesis; a non-negative integer as itself; a
+// renewer's name (:renew-3, :renew-3-1) as that renewer (Renewer); any
 // other process (a keyword or string name, a negative number, any EDN value)
 // as a number below -1: -2 for the first the Reader meets, -3 for the next
 // and so on, one number per way of writing it, stable within one history
@@ -139,9 +141,9 @@ func ReadAll(r io.Reader, name string) ([]Op, error) {
 }
 
 // ReadFile reads every op of the history file at path, as ReadAll does.
-// It reads only a regular file (OpenRegular).
+// It reads only a regular file (files.Open).
 func ReadFile(path string) ([]Op, error) {
-	f, err := OpenRegular(path)
+	f, err := files.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/hiatus-dev/hiatus/internal/files"
 )
 
 // SortOptions bound a SortFile.
@@ -42,7 +44,7 @@ const (
 // they arrived, so that a process's own ops stay in order — with dense
 // :index from 0.
 func SortFile(ctx context.Context, path string, o SortOptions, emit func(Op) error) error {
-	f, err := OpenRegular(path)
+	f, err := files.Open(path)
 	if err != nil {
 		return fmt.Errorf("sort the journal: %w", err)
 	}

@@ -14,7 +14,15 @@ const (
 	// FExtend is a holder asking, before its write, that its grant last
 	// another lease (--extend-before-write): :ok, it writes; :fail, the
 	// lock said it is not the holder's any more, and it does not.
-	FExtend  Keyword = "extend"
+	FExtend Keyword = "extend"
+	// FRenew is a lock's own renewal of a grant while its holder holds it
+	// (a watchdog's, an adapter's library's), recorded under the holder's
+	// renewer process (Renewer), beside the worker's ops: :ok, the lock
+	// says the grant lasts another lease; :fail with :error :lost,
+	// :expired or :stolen, it says the grant is not the holder's any
+	// more; :info, the answer is unknown. It carries the grant's :token,
+	// the :lease-ms asked for, and :by, who renewed.
+	FRenew   Keyword = "renew"
 	FPause   Keyword = "pause"
 	FResume  Keyword = "resume"
 	FKill    Keyword = "kill"
@@ -39,6 +47,20 @@ const (
 	KeySection  Keyword = "section"  // the worker's section number, on a write: its audit key
 	KeyFinal    Keyword = "final?"   // true on the final read
 	KeyResolved Keyword = "resolved" // :audit on a write whose :info the audit table settled
+	KeyBy       Keyword = "by"       // who made a renewal: ByWatchdog, ByLibrary or ByAdapter
+)
+
+// Who made a renewal (:by on a :renew op).
+const (
+	// ByWatchdog: hiatus's own watchdog, in the worker, every lease/3 (a
+	// built-in lock's, or one asking an adapter to renew).
+	ByWatchdog Keyword = "watchdog"
+	// ByAdapter: the adapter's library on its own, as the adapter reported
+	// it (docs/adapter-protocol.md).
+	ByAdapter Keyword = "adapter"
+	// ByLibrary: the lock's client library on its own, in the worker
+	// (etcd's client, keeping a lease alive).
+	ByLibrary Keyword = "library"
 )
 
 // Error values of lock-counter ops.

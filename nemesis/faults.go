@@ -23,6 +23,32 @@ type Target struct {
 	Holding bool            // it holds the lock, as far as its ops say
 	Written bool            // it has sent the write of the section it holds
 	Writing bool            // that write is sent and not yet answered
+	// Op is the :f of the worker's op in flight ("" for none), and
+	// Renewing says its lock has a renewal of its own in flight (a
+	// :renew of its renewer): see Calling.
+	Op       history.Keyword
+	Renewing bool
+}
+
+// LockCalls are the calls a worker's lock makes to its servers that a
+// fault can be aimed at while in flight: the worker's acquire, extend and
+// release, and its lock's own renewals.
+func LockCalls() []history.Keyword {
+	return []history.Keyword{history.FAcquire, history.FExtend, history.FRelease, history.FRenew}
+}
+
+// Calling returns the one lock call t has in flight (LockCalls); false
+// for none, or for two at once (an extend waiting behind a renewal), when
+// which of them a link's request is cannot be told.
+func (t Target) Calling() (history.Keyword, bool) {
+	call := t.Op == history.FAcquire || t.Op == history.FExtend || t.Op == history.FRelease
+	switch {
+	case call && !t.Renewing:
+		return t.Op, true
+	case t.Renewing && !call:
+		return history.FRenew, true
+	}
+	return "", false
 }
 
 // ErrNoTarget is returned by a fault that finds nothing to act on.

@@ -52,6 +52,7 @@ const (
 	KindPartitionMajority history.Keyword = "partition-redis-majority" // a worker cut from a majority of the lock's Redis nodes
 	KindPartitionPostgres history.Keyword = "partition-postgres"       // a worker cut from PostgreSQL
 	KindDelayRedis        history.Keyword = "delay-redis"              // a worker's links to the lock's nodes slowed
+	KindDelayRedisReplies history.Keyword = "delay-redis-replies"      // the lock's nodes' replies to a worker slowed, from a lock call in flight
 	KindDelayPostgres     history.Keyword = "delay-postgres"           // a worker's link to PostgreSQL slowed
 	KindDropRedis         history.Keyword = "drop-redis"               // a worker's connections to the lock's nodes reset
 	KindDropPostgres      history.Keyword = "drop-postgres"            // a worker's connections to PostgreSQL reset

@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -203,6 +204,10 @@ const (
 	// Drop: the links' connections are reset, and new ones until the heal:
 	// a request in flight may have arrived or not.
 	Drop
+	// DelayReplies: what the servers answer arrives Slow late, what the
+	// worker sends at once; begun once a lock call is in flight (see
+	// LinkFault.Call), whose reply it holds.
+	DelayReplies
 )
 
 // LinkFault cuts, slows or breaks the links of one worker: to the lock's
@@ -220,13 +225,31 @@ type LinkFault struct {
 	// Writes says the links carry the worker's write (PostgreSQL's): a
 	// fault aimed at a write in flight waits for them to have a request
 	// unanswered.
-	Writes   bool
-	Workers  func() []Target
+	Writes  bool
+	Workers func() []Target
+	// CallWait bounds how long a DelayReplies fault waits, once begun, for
+	// a lock call of its worker's in flight to catch (0: holderWait);
+	// past it the delay begins on idle links.
+	CallWait time.Duration
 	links    []Link
-	nodes    []int // the lock nodes the links cut lead to
-	aim      Slot  // as SigStop's
-	aimNodes []int // the lock nodes to act on; nil to choose
+	nodes    []int           // the lock nodes the links cut lead to
+	aim      Slot            // as SigStop's
+	aimNodes []int           // the lock nodes to act on; nil to choose
+	call     history.Keyword // the lock call to catch in flight; "" for any
 }
+
+// A replyLink can delay what the server answers and not what the worker
+// sends (a proxy's can), and count the replies it held.
+type replyLink interface {
+	SlowReplies(ctx context.Context, d time.Duration) error
+	RepliesHeld() int64
+}
+
+// A callAimer is a fault a replay can aim at a lock call in flight
+// (LockCalls), as the run's fault caught one.
+type callAimer interface{ aimAtCall(call history.Keyword) }
+
+func (n *LinkFault) aimAtCall(call history.Keyword) { n.call = call }
 
 // An awaitingLink can tell whether a request a worker sent over it has not
 // yet been answered (a proxy's can; the kernel's cannot).
@@ -282,8 +305,14 @@ func (n *LinkFault) Begin(ctx context.Context, r *rand.Rand) (map[history.Keywor
 	if len(nodes) > 0 {
 		v["nodes"] = nodeList(nodes) // for a replay to act on the same
 	}
-	if n.Action == Delay {
+	if n.Action == Delay || n.Action == DelayReplies {
 		v["delay-ms"] = n.Slow.Milliseconds()
+	}
+	if n.Action == DelayReplies {
+		if err := n.catchCall(ctx, t.Worker, v); err != nil {
+			return nil, errors.Join(err, n.End(context.WithoutCancel(ctx)))
+		}
+		return v, nil
 	}
 	for _, l := range links {
 		switch n.Action {
@@ -299,6 +328,92 @@ func (n *LinkFault) Begin(ctx context.Context, r *rand.Rand) (map[history.Keywor
 		}
 	}
 	return v, nil
+}
+
+// catchCall begins a DelayReplies fault on a lock call of the worker in
+// slot in flight (the one aimed at, or any), and says which in v's :call:
+// it waits, up to CallWait, for the worker's ops to show the call in
+// flight, delays the replies on its links, and keeps the delay once a
+// reply is held before the call completes. When the call completed
+// first — answered before the delay began: the worker's op is recorded
+// before its request is sent, and seen a little after — the delay ends
+// and it waits for the next. Past CallWait it delays the replies with no
+// call caught. A link that cannot delay replies alone is an error.
+func (n *LinkFault) catchCall(ctx context.Context, slot int, v map[history.Keyword]any) error {
+	var links []replyLink
+	for _, l := range n.links {
+		rl, ok := l.(replyLink)
+		if !ok {
+			return fmt.Errorf("nemesis: %s: a link of worker %d cannot delay replies alone (it takes a proxy)", n.Which, slot)
+		}
+		links = append(links, rl)
+	}
+	held := func() (h int64) {
+		for _, l := range links {
+			h += l.RepliesHeld()
+		}
+		return h
+	}
+	slow := func(d time.Duration) error {
+		var errs []error
+		for _, l := range links {
+			errs = append(errs, l.SlowReplies(ctx, d))
+		}
+		return errors.Join(errs...)
+	}
+	deadline := time.Now().Add(cmp.Or(n.CallWait, holderWait))
+	for time.Now().Before(deadline) {
+		call, ok := n.calling(slot)
+		if !ok {
+			if !sleep(ctx, 100*time.Microsecond) {
+				break
+			}
+			continue
+		}
+		before := held()
+		if err := slow(n.Slow); err != nil {
+			return err
+		}
+		if n.heldBefore(ctx, slot, call, before, held, deadline) {
+			v["call"] = call
+			return nil
+		}
+		if err := slow(0); err != nil {
+			return err
+		}
+	}
+	return slow(n.Slow)
+}
+
+// calling returns the lock call the worker in slot has in flight, when it
+// is the one the fault is aimed at (any, when none is).
+func (n *LinkFault) calling(slot int) (history.Keyword, bool) {
+	for _, t := range n.Workers() {
+		if t.Worker != slot {
+			continue
+		}
+		call, ok := t.Calling()
+		return call, ok && (n.call == "" || call == n.call)
+	}
+	return "", false
+}
+
+// heldBefore waits until the links hold a reply more than before, true,
+// or the worker in slot no longer has call in flight (or the deadline
+// passed: a call that hangs), false.
+func (n *LinkFault) heldBefore(ctx context.Context, slot int, call history.Keyword, before int64, held func() int64, deadline time.Time) bool {
+	for time.Now().Before(deadline) {
+		if held() > before {
+			return true
+		}
+		if now, ok := n.calling(slot); !ok || now != call {
+			return held() > before // a reply held as the call completed counts
+		}
+		if !sleep(ctx, 100*time.Microsecond) {
+			return false
+		}
+	}
+	return held() > before
 }
 
 // End implements Fault.
@@ -404,6 +519,14 @@ func (n *Sequence) aimAtNodes(nodes []int) {
 	for _, p := range n.Parts {
 		if a, ok := p.(nodesAimer); ok {
 			a.aimAtNodes(nodes)
+		}
+	}
+}
+
+func (n *Sequence) aimAtCall(call history.Keyword) {
+	for _, p := range n.Parts {
+		if a, ok := p.(callAimer); ok {
+			a.aimAtCall(call)
 		}
 	}
 }

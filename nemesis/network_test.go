@@ -213,3 +213,113 @@ func TestClockStrobe(t *testing.T) {
 		}
 	}
 }
+
+// replyFake is a link that can delay replies alone, which records the
+// delays asked and counts a reply held when a delay begins while the
+// test's phase says the call's reply is yet to come.
+type replyFake struct {
+	fakeLink
+	mu      sync.Mutex
+	slowed  []time.Duration
+	held    int64
+	pending func() bool
+}
+
+func (l *replyFake) SlowReplies(_ context.Context, d time.Duration) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.slowed = append(l.slowed, d)
+	if d > 0 && l.pending() {
+		l.held++
+	}
+	return nil
+}
+
+func (l *replyFake) RepliesHeld() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held
+}
+
+// TestCatchCall: a reply-only delay begins on a lock call in flight, and
+// keeps only a delay that held a reply before the call completed. Here
+// the first extend is answered before the delay took hold (the worker's op
+// is seen after its request went): the delay ends, and begins again on
+// the next extend, whose reply it holds, and its event says :call
+// :extend. An extend and a renewal in flight at once are not taken (which
+// request is whose cannot be told), nor, when the fault is aimed at a
+// renewal, an extend. A call that never completes, its reply never held,
+// is given up at CallWait: the delay begins with no call caught.
+func TestCatchCall(t *testing.T) {
+	type phase struct {
+		looks   int
+		t       Target
+		pending bool // the call's reply is yet to come: a delay holds it
+		name    string
+	}
+	extend := Target{Worker: 0, Holding: true, Op: history.FExtend}
+	for _, tc := range []struct {
+		name   string
+		aim    history.Keyword
+		wait   time.Duration
+		phases []phase
+		slowed []time.Duration
+		call   any
+		at     string // the phase it began in
+	}{
+		{"the second extend", "", time.Minute, []phase{
+			{10, Target{Worker: 0}, false, "no call"},
+			{10, extend, false, "an extend, answered before the delay"},
+			{10, Target{Worker: 0, Holding: true, Op: history.FWrite}, false, "the write"},
+			{10, Target{Worker: 0, Holding: true, Op: history.FExtend, Renewing: true}, true, "an extend behind a renewal"},
+			{1, extend, true, "the next extend, its reply to come"},
+		}, []time.Duration{time.Second, 0, time.Second}, history.FExtend, "the next extend, its reply to come"},
+		{"aimed at a renewal", history.FRenew, time.Minute, []phase{
+			{10, extend, true, "an extend"},
+			{10, Target{Worker: 0, Holding: true}, false, "the write"},
+			{1, Target{Worker: 0, Holding: true, Renewing: true}, true, "a renewal, its reply to come"},
+		}, []time.Duration{time.Second}, history.FRenew, "a renewal, its reply to come"},
+		{"a call that hangs", "", 20 * time.Millisecond, []phase{
+			{1, extend, false, "an extend, its request lost"},
+		}, []time.Duration{time.Second, 0, time.Second}, nil, "an extend, its request lost"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			looks := 0
+			now := func() phase {
+				n := looks
+				for _, p := range tc.phases {
+					if n < p.looks {
+						return p
+					}
+					n -= p.looks
+				}
+				return tc.phases[len(tc.phases)-1]
+			}
+			link := &replyFake{pending: func() bool { return now().pending }}
+			f := &LinkFault{Which: KindDelayRedisReplies, Action: DelayReplies, Slow: time.Second, CallWait: tc.wait,
+				Workers: func() []Target { looks++; return []Target{now().t} },
+				Links:   func(int, []int, *rand.Rand) ([]Link, string, []int) { return []Link{link}, "redis", nil }}
+			f.aimAtCall(tc.aim)
+			v, err := f.Begin(context.Background(), rand.New(rand.NewSource(1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v["call"] != tc.call || !reflect.DeepEqual(link.slowed[:min(len(link.slowed), 3)], tc.slowed) || now().name != tc.at {
+				t.Errorf("began at %q with :call %v, delays %v; want at %q, :call %v, delays %v", now().name, v["call"], link.slowed, tc.at, tc.call, tc.slowed)
+			}
+			if err := f.End(context.Background()); err != nil || link.healed != 1 {
+				t.Errorf("End: %v, healed %d times", err, link.healed)
+			}
+		})
+	}
+
+	// A link that cannot delay replies alone (a kernel's filter) is an
+	// error, and leaves nothing behind.
+	plain := &fakeLink{}
+	f := &LinkFault{Which: KindDelayRedisReplies, Action: DelayReplies, Slow: time.Second,
+		Workers: func() []Target { return []Target{extend} },
+		Links:   func(int, []int, *rand.Rand) ([]Link, string, []int) { return []Link{plain}, "redis", nil }}
+	if _, err := f.Begin(context.Background(), rand.New(rand.NewSource(1))); err == nil || plain.healed != 1 {
+		t.Errorf("Begin on a link that cannot delay replies: %v, healed %d times", err, plain.healed)
+	}
+}

@@ -31,6 +31,11 @@ type Planned struct {
 	// in flight again. A link fault that finds one leaves its outcome
 	// unknown (:info), where one a moment earlier fails it unsent.
 	InFlight bool
+	// Call is the lock call (LockCalls) the fault caught in flight: a
+	// reply-only delay begins once the worker's call is sent, and a
+	// replay waits (Schedule.HolderWait) for a call of that kind in
+	// flight again, whose reply it holds. "" for none.
+	Call history.Keyword
 }
 
 // A Plan is a schedule of faults, in the order they begin.
@@ -100,13 +105,16 @@ func (s *Schedule) aim(ctx context.Context, f Fault, p Planned) bool {
 		// Before the fault's event is stamped: the wait is no part of it.
 		worker, wait := p.Worker, cmp.Or(s.HolderWait, holderWait)
 		slot, ok := p.Worker.Index()
-		if (p.Holder || p.InFlight) && ok {
+		if (p.Holder || p.InFlight || p.Call != "") && ok {
 			if slot, ok = awaitHolder(ctx, a.targets, slot, aimedAt(f, p), wait); !ok {
 				return false
 			}
 			worker = On(slot)
 		}
 		a.aimAt(worker) // none: one drawn, as the run did
+	}
+	if a, ok := f.(callAimer); ok {
+		a.aimAtCall(p.Call)
 	}
 	return true
 }
@@ -120,6 +128,9 @@ func (s *Schedule) aim(ctx context.Context, f Fault, p Planned) bool {
 // write had been answered meanwhile (as it is when sent before a delay
 // began).
 func aimedAt(f Fault, p Planned) func(Target) bool {
+	if p.Call != "" {
+		return func(t Target) bool { call, ok := t.Calling(); return ok && call == p.Call }
+	}
 	if !p.InFlight {
 		return holdsUnwritten
 	}
@@ -162,6 +173,9 @@ func (p Plan) AppendEDN(b []byte) []byte {
 		if f.InFlight {
 			m["in-flight?"] = true
 		}
+		if f.Call != "" {
+			m["call"] = f.Call
+		}
 		fs[i] = m
 	}
 	b = history.AppendValue(b, map[history.Keyword]any{"faults": fs})
@@ -192,8 +206,12 @@ func ParsePlan(edn string) (Plan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("schedule: fault %d: %w", i, err)
 		}
+		call, err := readCall(f["call"])
+		if err != nil {
+			return nil, fmt.Errorf("schedule: fault %d: %w", i, err)
+		}
 		p = append(p, Planned{Kind: kind, Worker: slotOf(f["worker"]), Node: slotOf(f["node"]), Nodes: nodes, At: time.Duration(at) * time.Millisecond,
-			Length: time.Duration(ms) * time.Millisecond, Holder: f["holder?"] == true, InFlight: f["in-flight?"] == true})
+			Length: time.Duration(ms) * time.Millisecond, Holder: f["holder?"] == true, InFlight: f["in-flight?"] == true, Call: call})
 	}
 	slices.SortStableFunc(p, func(a, b Planned) int { return cmp.Compare(a.At, b.At) })
 	return p, nil
@@ -263,8 +281,9 @@ func (r *PlanRecorder) begin(o history.Op, e history.FaultEvent) {
 		node = Slot{}
 	}
 	nodes, _ := readNodes(v["nodes"]) // one the nemesis wrote reads
+	call, _ := readCall(v["call"])    // as the nemesis caught it
 	r.plan = append(r.plan, Planned{Kind: e.Kind, Worker: w, Node: node, Nodes: nodes, At: time.Duration(o.Time),
-		Length: time.Duration(ms) * time.Millisecond, Holder: !w.IsNone() && r.holding[proc], InFlight: !w.IsNone() && r.writing[proc]})
+		Length: time.Duration(ms) * time.Millisecond, Holder: !w.IsNone() && r.holding[proc], InFlight: !w.IsNone() && r.writing[proc], Call: call})
 	if _, ok := r.acquiring[proc]; ok && !w.IsNone() {
 		r.acquiring[proc] = len(r.plan) - 1
 	}
@@ -305,6 +324,9 @@ func (f Planned) GoString() string {
 	if f.InFlight {
 		s += ", InFlight: true"
 	}
+	if f.Call != "" {
+		s += fmt.Sprintf(", Call: %q", f.Call)
+	}
 	return s + "}"
 }
 
@@ -323,6 +345,18 @@ func nodeList(nodes []int) []any {
 		out[i] = int64(n)
 	}
 	return out
+}
+
+// readCall reads a :call, one of LockCalls; "" for none.
+func readCall(v any) (history.Keyword, error) {
+	if v == nil {
+		return "", nil
+	}
+	k, ok := v.(history.Keyword)
+	if !ok || !slices.Contains(LockCalls(), k) {
+		return "", fmt.Errorf(":call %s: want one of the lock calls %v", history.AppendValue(nil, v), LockCalls())
+	}
+	return k, nil
 }
 
 // readNodes reads a :nodes vector of node indexes; nil for none.

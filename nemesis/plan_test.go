@@ -47,6 +47,10 @@ func TestPlanRecorder(t *testing.T) {
 		ev(3890, history.FStop, map[history.Keyword]any{"kind": KindDropPostgres, "worker": int64(0), "process": int64(0),
 			"links": "postgres", "ms": int64(20)}),
 		client(3890, 0, history.FWrite, history.Info),
+		ev(3895, history.FStart, map[history.Keyword]any{"kind": KindDelayRedisReplies, "worker": int64(1), "process": int64(1),
+			"links": "redis", "ms": int64(5), "call": history.FExtend}), // the extend it caught
+		ev(3900, history.FStop, map[history.Keyword]any{"kind": KindDelayRedisReplies, "worker": int64(1), "process": int64(1),
+			"links": "redis", "ms": int64(5), "call": history.FExtend}),
 		client(3900, 5, history.FAcquire, history.Invoke),
 		ev(4000, history.FPause, stop(2, 5)),          // never ended: the history stops
 		client(4810, 5, history.FAcquire, history.Ok), // its grant came in the freeze
@@ -62,6 +66,7 @@ func TestPlanRecorder(t *testing.T) {
 		{Kind: KindClock, Node: On(2), At: 3400 * time.Millisecond, Length: 300 * time.Millisecond},
 		{Kind: KindPartitionRedis, Worker: On(0), Nodes: []int{1, 3}, At: 3750 * time.Millisecond, Length: 100 * time.Millisecond},
 		{Kind: KindDropPostgres, Worker: On(0), At: 3870 * time.Millisecond, Length: 20 * time.Millisecond, InFlight: true},
+		{Kind: KindDelayRedisReplies, Worker: On(1), At: 3895 * time.Millisecond, Length: 5 * time.Millisecond, Call: history.FExtend},
 		{Kind: KindSigStop, Worker: On(2), At: 4000 * time.Millisecond, Length: 800 * time.Millisecond, Holder: true},
 	}
 	got := r.Plan()
@@ -72,10 +77,11 @@ func TestPlanRecorder(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(back, want) {
 		t.Errorf("through schedule.edn: %+v, %v", back, err)
 	}
-	if k := got.Kinds(); !reflect.DeepEqual(k, []string{"sigstop", "kill-redis", "clock", "partition-redis", "drop-postgres"}) {
+	if k := got.Kinds(); !reflect.DeepEqual(k, []string{"sigstop", "kill-redis", "clock", "partition-redis", "drop-postgres", "delay-redis-replies"}) {
 		t.Errorf("kinds %q", k)
 	}
-	for _, bad := range []string{"{:faults [{:kind :sigstop :at-ms 10}]}", "[]", "{:faults [{:kind :partition-redis :at-ms 1 :ms 5 :nodes [-1]}]}", "{:faults [{:kind :sigstop :at-ms -1 :ms 5}]}", "{:faults"} {
+	for _, bad := range []string{"{:faults [{:kind :sigstop :at-ms 10}]}", "[]", "{:faults [{:kind :partition-redis :at-ms 1 :ms 5 :nodes [-1]}]}", "{:faults [{:kind :sigstop :at-ms -1 :ms 5}]}", "{:faults",
+		"{:faults [{:kind :delay-redis-replies :at-ms 1 :ms 5 :call :write}]}", `{:faults [{:kind :delay-redis-replies :at-ms 1 :ms 5 :call "extend"}]}`} {
 		if _, err := ParsePlan(bad); err == nil {
 			t.Errorf("ParsePlan(%q) took it", bad)
 		}

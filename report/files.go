@@ -11,6 +11,7 @@ import (
 
 	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/hiatus-dev/hiatus/store"
 )
 
@@ -74,6 +75,9 @@ func DrawTimeline(ctx context.Context, path, out string, t *Timeline) error {
 	if err != nil {
 		return err
 	}
+	if err := addServer(ctx, dir, t); err != nil {
+		return err
+	}
 	s.FlagSections(t.Kept())
 	rs, err := s.Check(checker.Options{Model: checker.ModelLockCounter, Truncated: truncated})
 	switch {
@@ -89,18 +93,44 @@ func DrawTimeline(ctx context.Context, path, out string, t *Timeline) error {
 			page.SetResults(m)
 		}
 	}
-	err = store.Run{Dir: filepath.Dir(out)}.WriteWith(filepath.Base(out), func(w io.Writer) error { return t.WriteHTML(w, page) })
+	err = files.WriteWith(out, func(w io.Writer) error { return t.WriteHTML(w, page) })
 	if errors.Is(err, ErrUntimed) || errors.Is(err, ErrNoSections) || errors.Is(err, ErrUnsorted) {
 		return &InputError{path, fmt.Errorf("%w: nothing to draw", err)}
 	}
 	return err
 }
 
+// addServer hands t the lock server's record of the run in dir, when it
+// has one (lockserver.edn), event by event.
+func addServer(ctx context.Context, dir string, t *Timeline) error {
+	path, ok, err := store.Run{Dir: dir}.Optional(store.LockServer)
+	if err != nil || !ok {
+		return err
+	}
+	f, err := files.Open(path)
+	if err != nil {
+		return &InputError{path, err}
+	}
+	defer f.Close()
+	r := history.NewServerReader(f, path)
+	for ctx.Err() == nil {
+		e, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return &InputError{path, err}
+		}
+		t.AddServer(e)
+	}
+	return ctx.Err()
+}
+
 // eachOp hands add every op of the history file at path, and says whether
 // the file ended in a truncated op, as a run cut short leaves it. Only a
 // cancelled ctx is returned as is.
 func eachOp(ctx context.Context, path string, add func(history.Op)) (truncated bool, err error) {
-	f, err := history.OpenRegular(path)
+	f, err := files.Open(path)
 	if err != nil {
 		return false, &InputError{path, fmt.Errorf("read history: %w", err)}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/hiatus-dev/hiatus/store"
 )
 
@@ -40,11 +41,11 @@ func ReadSummary(dir string) Summary {
 		dir = real // store/latest names no run
 	}
 	return summarize(filepath.Base(filepath.Dir(dir)), filepath.Base(dir), func(name string) (map[history.Keyword]any, bool) {
-		return readEDN(filepath.Join(dir, name))
+		return readEDN(dir, name)
 	})
 }
 
-// maxSummaryFile is the most of a test.edn or results.edn ReadSummaryFS
+// maxSummaryFile is the most of a test.edn or results.edn a summary
 // reads: hiatus writes them in kilobytes, and a store served to others
 // may hold anything under those names.
 const maxSummaryFile = 16 << 20
@@ -102,9 +103,15 @@ func (s *Summary) SetResults(res map[history.Keyword]any) {
 	s.Checks, s.Figures = checks(res)
 }
 
-// readEDN reads a map from an EDN file, a regular one.
-func readEDN(p string) (map[history.Keyword]any, bool) {
-	b, err := history.ReadRegular(p)
+// readEDN reads a map from the EDN file name of the run directory dir: a
+// regular file of its own (not a link), of at most maxSummaryFile bytes.
+func readEDN(dir, name string) (map[history.Keyword]any, bool) {
+	d, err := files.OpenDir(dir)
+	if err != nil {
+		return nil, false
+	}
+	defer d.Close()
+	b, err := d.ReadFile(name, maxSummaryFile)
 	if err != nil {
 		return nil, false
 	}

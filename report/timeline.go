@@ -70,6 +70,7 @@ type Timeline struct {
 	// came: the worker slots of a history that does not say them.
 	early   map[history.Process]bool
 	retired bool
+	server  serverRows // the lock server's record, a row a node (AddServer)
 }
 
 // A tlSection is one critical section, as the page draws it.
@@ -121,6 +122,9 @@ func (t *Timeline) Add(o history.Op) {
 	if !o.IsClient() {
 		t.faults.add(o)
 		return
+	}
+	if o.Process.IsRenewer() {
+		return // a lock's own renewal: no worker's row
 	}
 	t.procs[o.Process] = true
 	if !t.retired {

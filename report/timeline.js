@@ -8,15 +8,23 @@
 (function () {
   const D = JSON.parse(document.getElementById("data").textContent);
   for (const k of ["faults", "faultAt", "faultRow", "marks", "markAt", "markRow", "rows"]) D[k] = D[k] || [];
+  // The lock server's record: a row a node, under the workers' rows.
+  const SV = D.server || {};
+  for (const k of ["nodes", "clients", "ends", "node", "t0", "t1", "dl", "c", "w", "by", "how", "tok", "gapAt", "gapNode"]) SV[k] = SV[k] || [];
+  const NW = D.rows.length;
   const STALE = 1, LOST = 2, OVERLAP = 4, LATE = 8, OVERRAN = 16;
   const COLOR = {
     bar: "#4a78b5", overlap: "#e0a100", stale: "#d62020", lost: "#8e24aa",
     lease: "#9fd0f0", overran: "#d62020", fault: "rgba(120,60,200,0.16)", faultEdge: "rgba(120,60,200,0.6)",
     kill: "rgba(40,40,40,0.18)", read: "#1b7f3b", write: "#222", grid: "#eee", axis: "#555", sel: "#000",
+    gap: "rgba(90,90,90,0.25)", deleted: "#222", expired: "#d62020", overwritten: "#e0a100",
   };
+  // A holder's colour on the server's rows: its worker slot's.
+  const HOLDER = ["#4a78b5", "#2e9e6b", "#c77800", "#8e24aa", "#d64b8a", "#5c6bc0", "#00897b", "#795548"];
+  function holderColour(k) { return SV.w[k] >= 0 ? HOLDER[SV.w[k] % HOLDER.length] : "#888"; }
   // Rows shrink when there are many, so that the canvas stays within what a
   // browser will paint (65,535 pixels, at twice the density).
-  const NROWS = Math.max(1, (D.rows || []).length);
+  const NROWS = Math.max(1, D.rows.length + SV.nodes.length);
   const ROW = Math.max(10, Math.min(34, Math.floor(30000 / NROWS))), LABEL = 150, AXIS = 26;
   const BAR_Y = Math.round(ROW * 0.2), BAR_H = Math.max(4, Math.round(ROW * 0.42)), LEASE_Y = Math.round(ROW * 0.72), LEASE_H = Math.max(1, Math.round(ROW * 0.12));
 
@@ -198,11 +206,62 @@
         section(i, r, detail); drawn++; lastF = px; lastC = c;
       });
     }
+    serverRows();
     faultLabels();
     marks();
     labels();
     status.textContent = fmt(v0) + " – " + fmt(v1) + " · " + drawn + " of " + n + " sections drawn";
     status.dataset.t0 = v0; status.dataset.t1 = v1; status.dataset.drawn = drawn;
+  }
+
+  // serverRows draws the lock server's record: on each node's row, each
+  // hold of the key in its holder's colour, its deadline as a lease line,
+  // a tick at its end (dark: deleted, red: expired, amber: overwritten),
+  // and the record's gaps shaded.
+  function serverRows() {
+    SV.gapAt.forEach(([a, b], k) => {
+      if (b < v0 || a > v1) return;
+      const y = AXIS + (NW + SV.gapNode[k]) * ROW, xa = Math.max(LABEL, x(a)), xb = Math.max(xa + 2, Math.min(width, x(b)));
+      ctx.fillStyle = COLOR.gap; ctx.fillRect(xa, y, xb - xa, ROW);
+    });
+    ctx.font = "10px sans-serif"; ctx.textBaseline = "middle";
+    let lastPx = -1, lastRow = -1;
+    for (let k = 0; k < SV.t0.length; k++) {
+      const a = SV.t0[k], b = SV.t1[k];
+      if (b < v0 || a > v1) continue;
+      const r = NW + SV.node[k], y = AXIS + r * ROW, xa = Math.max(LABEL, x(a)), xb = Math.max(xa + 1, Math.min(width, x(b)));
+      if (xb - xa < 1 && Math.floor(xa) === lastPx && r === lastRow) continue;
+      lastPx = Math.floor(xa); lastRow = r;
+      if (SV.dl[k] >= 0) {
+        ctx.fillStyle = COLOR.lease;
+        ctx.fillRect(xa, y + LEASE_Y, Math.max(1, Math.min(width, x(SV.dl[k])) - xa), LEASE_H);
+      }
+      ctx.fillStyle = holderColour(k);
+      ctx.fillRect(xa, y + BAR_Y, xb - xa > 4 ? xb - xa - 1 : xb - xa, BAR_H);
+      const end = SV.ends[SV.how[k]];
+      const tickC = { delete: COLOR.deleted, expire: COLOR.expired, overwrite: COLOR.overwritten }[end];
+      if (tickC && xb - xa > 3) { ctx.fillStyle = tickC; ctx.fillRect(xb - 2, y + 2, 2, ROW - 4); }
+      const who = SV.clients[SV.c[k]];
+      if (who && xb - xa > ctx.measureText(who).width + 6) { ctx.fillStyle = "#fff"; ctx.fillText(who, xa + 2, y + BAR_Y + BAR_H / 2); }
+    }
+  }
+  function holdWords(k) {
+    const end = SV.ends[SV.how[k]], by = SV.clients[SV.by[k]];
+    const how = { delete: "deleted" + (by ? " by " + by : ""), expire: "expired: its deadline passed", overwrite: "overwritten" + (by ? " by " + by : ""),
+      gap: "the record lost sight of the node" }[end] || "still held at the record's end";
+    return SV.nodes[SV.node[k]] + ": the key held by " + (SV.clients[SV.c[k]] || "an unnamed connection") + (SV.tok[k] ? " (token " + SV.tok[k] + ")" : "") +
+      "\n" + fmt(SV.t0[k]) + " – " + fmt(SV.t1[k]) + " (" + fmt(SV.t1[k] - SV.t0[k]) + "): " + how +
+      (SV.dl[k] >= 0 ? "\ndeadline " + fmt(SV.dl[k]) : "");
+  }
+  function serverHit(r, t, slack) {
+    const node = r - NW;
+    for (let k = 0; k < SV.t0.length; k++) {
+      if (SV.node[k] === node && t >= SV.t0[k] - slack && t <= SV.t1[k] + slack) return { hold: k };
+    }
+    for (let k = 0; k < SV.gapAt.length; k++) {
+      if (SV.gapNode[k] === node && t >= SV.gapAt[k][0] && t <= SV.gapAt[k][1]) return { gap: k };
+    }
+    return null;
   }
 
   // upper is the index, in a row's list, of the first section starting
@@ -237,6 +296,12 @@
       const procs = row.procs || [];
       const words = procs.length > 1 ? "processes " + procs.slice(0, 4).join(", ") + (procs.length > 4 ? ", …" : "") : "";
       ctx.fillStyle = "#888"; ctx.font = "10px sans-serif"; ctx.fillText(words, 6, y + 25);
+    });
+    SV.nodes.forEach((name, k) => {
+      const y = AXIS + (NW + k) * ROW;
+      ctx.fillStyle = "#eef3f8"; ctx.fillRect(0, y, LABEL - 1, ROW);
+      ctx.fillStyle = "#222"; ctx.font = "12px sans-serif"; ctx.fillText(name, 6, y + 11);
+      ctx.fillStyle = "#888"; ctx.font = "10px sans-serif"; ctx.fillText("lock server: who held the key", 6, y + 25);
     });
     ctx.fillStyle = "#555"; ctx.font = "11px sans-serif"; ctx.fillText("Redis clock", 6, AXIS / 2);
   }
@@ -305,6 +370,7 @@
     const r = Math.floor((py - AXIS) / ROW);
     if (r < 0 || r >= nrows || px < LABEL) return null;
     const t = tAt(px), slack = 3 * (v1 - v0) / (width - LABEL);
+    if (r >= NW) return serverHit(r, t, slack);
     const list = rowSecs[r];
     let best = -1, bestD = Infinity;
     for (let k = first(r, t - slack), end = upper(list, t + slack); k < end; k++) {
@@ -339,7 +405,8 @@
     }
     const h = hit(e.offsetX, e.offsetY);
     if (!h) { tip.hidden = true; return; }
-    tip.textContent = h.section !== undefined ? words(h.section) : faultWords(h.fault);
+    tip.textContent = h.section !== undefined ? words(h.section) : h.hold !== undefined ? holdWords(h.hold) :
+      h.gap !== undefined ? SV.nodes[SV.gapNode[h.gap]] + ": the record lost sight of the node" : faultWords(h.fault);
     tip.hidden = false;
     tip.style.left = Math.min(e.offsetX + 14, width - tip.offsetWidth - 4) + "px";
     tip.style.top = (e.offsetY + 14) + "px";
@@ -350,6 +417,7 @@
       const h = hit(e.offsetX, e.offsetY);
       if (h && h.section !== undefined) { selected = h.section; describe(h.section); draw(); }
       if (h && h.fault !== undefined) document.getElementById("selected").textContent = faultWords(h.fault);
+      if (h && h.hold !== undefined) document.getElementById("selected").textContent = holdWords(h.hold);
     }
     drag = null;
   });
@@ -432,6 +500,8 @@
     [COLOR.overran, "held past its lease"], [COLOR.overlap, "overlapping section"], [COLOR.stale, "stale write"],
     [COLOR.lost, "write whose update was lost"], [COLOR.fault, "pause or fault (SIGSTOP, in-section, link, clock, failover)"], [COLOR.kill, "kill"],
     [COLOR.read, "read"], [COLOR.write, "write sent (▼)"],
+    ...(SV.nodes.length ? [[HOLDER[0], "the key held on a lock node, in its holder's colour"], [COLOR.expired, "expired"], [COLOR.deleted, "deleted"],
+      [COLOR.overwritten, "overwritten"], [COLOR.gap, "record gap"]] : []),
   ].map(([c, w]) => '<span><i style="background:' + c + '"></i>' + w + "</span>").join("");
 
   window.addEventListener("resize", resize);
@@ -441,6 +511,9 @@
   // from the start of navigation).
   window.timeline = {
     view, show, fit, zoom, violations, sections: n, goOp, hit, get range() { return [v0, v1]; },
+    holds: SV.t0.length, holdWords,
+    // Where hold k of the lock server's record is drawn, as place does.
+    placeHold(k) { return { x0: x(SV.t0[k]), x1: x(SV.t1[k]), top: AXIS + (NW + SV.node[k]) * ROW, barY: BAR_Y, barH: BAR_H }; },
     // Where section i is drawn, in CSS pixels of the canvas: its bar's
     // left and right, the end of its lease, and its row's top, with the
     // bar's and the lease line's offsets in the row; and its flags.

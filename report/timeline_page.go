@@ -84,6 +84,7 @@ type tlData struct {
 	MarkRow  []int             `json:"markRow"`
 	Rels     []history.Keyword `json:"rels"`
 	S        tlColumns         `json:"s"`
+	Server   tlServer          `json:"server"` // the lock server's record: a row a node, under the workers'
 }
 
 type tlColumns struct {
@@ -129,6 +130,7 @@ func (t *Timeline) data() tlData {
 	for _, m := range t.marks {
 		d.Marks, d.MarkAt, d.MarkRow = append(d.Marks, m), append(d.MarkAt, us(m.At)), append(d.MarkRow, rowOf[history.Process(m.Proc)])
 	}
+	d.Server = t.serverData(us)
 	rel := map[history.Keyword]int{"": 0}
 	c := &d.S
 	var prevT0, prevAcq int64

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/hiatus-dev/hiatus/store"
 )
 
@@ -21,14 +21,24 @@ type Case struct {
 	Violated []string
 }
 
-// Open reads the run directory dir back as a Case. A run that found
+// Open reads the run directory dir back as a Case, and refuses, before
+// anything is started, a test.edn or schedule.edn that a run of hiatus's
+// own locks could not take (harness.ReplayConfig, CheckReplay), and
+// one that asks to run a command or to reach machines that allow does not
+// name (harness.Allowed): dir may come from anyone. A run that found
 // nothing invalid has no violation to replay: an error.
-func Open(dir string) (Case, error) {
+func Open(dir string, allow harness.Allowed) (Case, error) {
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real // store/latest names another run tomorrow
 	}
 	cfg, err := harness.ReplayConfig(dir)
 	if err != nil {
+		return Case{}, err
+	}
+	if err := harness.CheckReplay(cfg, dir); err != nil {
+		return Case{}, err
+	}
+	if err := allow.Check(cfg, filepath.Join(dir, store.Test)); err != nil {
 		return Case{}, err
 	}
 	violated, err := harness.Violated(dir)
@@ -125,12 +135,31 @@ func (c Case) Minimise(ctx context.Context, runs int, o Options, first func(Verd
 		return res, "", err
 	}
 	res.Spent = time.Since(start)
-	dir := filepath.Join(c.Config.Store, strings.TrimSuffix(c.Config.Name, "-replay")+"-shrink", time.Now().UTC().Format(store.TimeLayout))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	d, err := reproducerDir(c.Config.Store, strings.TrimSuffix(c.Config.Name, "-replay")+"-shrink")
+	if err != nil {
 		return res, "", err
 	}
+	defer d.Close()
 	// The servers shared by the replays are not the reproducer's.
 	r := res
 	r.Config.RedisURL, r.Config.PostgresURL = "", ""
-	return res, dir, Write(dir, c.Dir, c.Violated, r)
+	return res, d.Path(), write(d, c.Dir, c.Violated, r)
+}
+
+// reproducerDir makes the directory STORE/NAME/START-TIME/ of a
+// reproducer: the store is the user's (its path's links are followed),
+// what is inside it may be shared, and a link planted there as NAME is
+// not followed.
+func reproducerDir(root, name string) (*files.Dir, error) {
+	st, err := files.MakeDir(root)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	tests, err := st.MakeSub(name)
+	if err != nil {
+		return nil, err
+	}
+	defer tests.Close()
+	return tests.MakeSub(time.Now().UTC().Format(store.TimeLayout))
 }

@@ -5,14 +5,16 @@ import (
 	"fmt"
 	"go/format"
 	"io"
-	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
+	"unicode"
 
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/hiatus-dev/hiatus/report"
 	"github.com/hiatus-dev/hiatus/store"
 )
@@ -29,15 +31,25 @@ const (
 // violation again (and, for an unfenced run, passes with fencing), and the
 // timeline of one failing replay.
 func Write(dir, source string, violated []string, r Result) error {
-	run := store.Run{Dir: dir}
-	if err := run.WriteFile(store.Schedule, r.Config.Plan.AppendEDN(nil)); err != nil {
-		return err
-	}
-	schedule, err := filepath.Abs(filepath.Join(dir, store.Schedule))
+	d, err := files.OpenDir(dir)
 	if err != nil {
 		return err
 	}
-	if err := run.WriteFile(CommandFile, []byte(Command(r.Config, schedule)+"\n")); err != nil {
+	defer d.Close()
+	return write(d, source, violated, r)
+}
+
+// write is Write into d, whose names are written by temporary file and
+// rename, through no link planted there.
+func write(d *files.Dir, source string, violated []string, r Result) error {
+	if err := d.WriteFile(store.Schedule, r.Config.Plan.AppendEDN(nil)); err != nil {
+		return err
+	}
+	schedule, err := filepath.Abs(d.Join(store.Schedule))
+	if err != nil {
+		return err
+	}
+	if err := d.WriteFile(CommandFile, []byte(Command(r.Config, schedule)+"\n")); err != nil {
 		return err
 	}
 	var test bytes.Buffer
@@ -50,18 +62,23 @@ func Write(dir, source string, violated []string, r Result) error {
 	if err != nil {
 		return fmt.Errorf("reproducer test: %w", err)
 	}
-	if err := run.WriteFile(TestFile, src); err != nil {
+	if err := d.WriteFile(TestFile, src); err != nil {
 		return err
 	}
 	if r.Verdict.Dir == "" {
 		return nil
 	}
-	f, err := os.Open(filepath.Join(r.Verdict.Dir, report.TimelineFile))
+	vd, err := files.OpenDir(r.Verdict.Dir)
+	if err != nil {
+		return nil // the replay is gone: nothing to keep
+	}
+	defer vd.Close()
+	f, err := vd.Open(report.TimelineFile)
 	if err != nil {
 		return nil // the replay drew none: nothing to keep
 	}
 	defer f.Close()
-	return run.WriteWith(report.TimelineFile, func(w io.Writer) error { _, err := io.Copy(w, f); return err })
+	return d.WriteWith(report.TimelineFile, func(w io.Writer) error { _, err := io.Copy(w, f); return err })
 }
 
 // Command is the `hiatus run` command line of cfg, its schedule in the
@@ -82,7 +99,20 @@ func (d testData) UsesTime() bool {
 	return len(d.R.Config.Plan) > 0 || strings.Contains(strings.Join(d.R.Config.GoStatements(), "\n"), "time.")
 }
 
-var testFile = template.Must(template.New("repro").Parse(`// Reproduces the violation ({{range $i, $v := .Violated}}{{if $i}}, {{end}}{{$v}}{{end}} invalid) of {{.Source}},
+// inComment is s as the text of a Go line comment: as it is, or in Go's
+// quotes when it holds a character that is not printable. A newline in
+// the run directory's path or in a check's name (results.edn's keys)
+// would otherwise end the comment, and what follows it would be Go that
+// go test compiles and runs.
+func inComment(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+var testFile = template.Must(template.New("repro").Funcs(template.FuncMap{"comment": inComment}).Parse(
+	`// Reproduces the violation ({{range $i, $v := .Violated}}{{if $i}}, {{end}}{{comment $v}}{{end}} invalid) of {{comment .Source}},
 // as ` + "`hiatus shrink`" + ` left it on {{.Date}}: {{len .R.Config.Plan}} faults, a {{.R.Config.TimeLimit}} run,
 // {{.R.Config.Workers}} workers; it recurred in {{.R.Verdict.Failed}} of {{.R.Verdict.Runs}} replays.
 //

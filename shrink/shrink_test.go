@@ -3,6 +3,7 @@ package shrink_test
 import (
 	"bytes"
 	"context"
+	"go/ast"
 	"go/format"
 	"go/parser"
 	"go/token"
@@ -287,5 +288,69 @@ func TestMinimise(t *testing.T) {
 	}
 	if len(res.Config.Plan) != 0 || res.Config.Workers != 2 {
 		t.Errorf("shrunk to %d faults, %d workers: want no fault and two workers, as every candidate fails", len(res.Config.Plan), res.Config.Workers)
+	}
+}
+
+// TestReproducerComments: a run directory's path and its results.edn's
+// check names reach the comments of repro_test.go, which go test compiles:
+// one holding a newline, and Go after it, stays in its comment (quoted):
+// the reproducer is written, parses, and holds no code from the names.
+// (The newline used to end the comment: gofmt refused what followed, and
+// Write failed at the end of the whole shrink.)
+func TestReproducerComments(t *testing.T) {
+	inject := "\nfunc init() { panic(\"ran\") }\n//"
+	cfg := harness.DefaultConfig()
+	cfg.Plan = nemesis.Plan{{Kind: "sigstop", Worker: nemesis.On(1), At: 500 * ms, Length: 800 * ms}}
+	for _, tc := range []struct {
+		name, source string
+		violated     []string
+	}{
+		{"path", "/runs/x" + inject, []string{"linear"}},
+		{"check", "/runs/x", []string{"linear)" + inject}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r := shrink.Result{Config: cfg, Verdict: shrink.Verdict{Failed: 3, Runs: 3}}
+			if err := shrink.Write(dir, tc.source, tc.violated, r); err != nil {
+				t.Fatal(err)
+			}
+			src, err := os.ReadFile(filepath.Join(dir, shrink.TestFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), shrink.TestFile, src, 0)
+			if err != nil {
+				t.Fatalf("repro_test.go does not parse: %v\n%s", err, src)
+			}
+			for _, d := range f.Decls {
+				if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == "init" {
+					t.Fatalf("repro_test.go has code from the run directory's names:\n%s", src)
+				}
+			}
+		})
+	}
+}
+
+// TestMinimiseLinkPlanted: a link planted in a shared store where the
+// reproducer's directory goes (STORE/NAME-shrink) is not followed: the
+// reproducer is refused, and nothing is written where the link points.
+func TestMinimiseLinkPlanted(t *testing.T) {
+	cfg := harness.DefaultConfig()
+	cfg.Store, cfg.Name = t.TempDir(), "lock-counter-replay"
+	cfg.Plan = nemesis.Plan{{Kind: "sigstop", Worker: nemesis.On(1), At: 2 * time.Second, Length: 800 * ms}}
+	elsewhere := t.TempDir()
+	if err := os.Symlink(elsewhere, filepath.Join(cfg.Store, "lock-counter-shrink")); err != nil {
+		t.Fatal(err)
+	}
+	c := shrink.Case{Dir: "store/lock-counter/x", Config: cfg, Violated: []string{"linear"}}
+	judge := func(context.Context, harness.Config) (shrink.Verdict, error) {
+		return shrink.Verdict{Failed: 2, Runs: 2}, nil
+	}
+	_, dir, err := c.Minimise(context.Background(), 2, shrink.Options{Judge: judge, Need: 2, Budget: time.Minute}, nil)
+	if err == nil || dir != "" {
+		t.Errorf("Minimise through a planted link: %v, reproducer %q; want an error", err, dir)
+	}
+	if left, _ := os.ReadDir(elsewhere); len(left) > 0 {
+		t.Errorf("written where the link points: %v", left)
 	}
 }

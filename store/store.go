@@ -5,19 +5,18 @@
 package store
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
-	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/files"
 )
 
 // File names inside a run directory.
@@ -35,9 +34,19 @@ const (
 	// format, after each write its guard refused and when it ends.
 	Metrics = "metrics"
 
+	// LockServer is the lock server's record: what the lock's own
+	// servers did to its keys, one event a line, sorted by time
+	// (docs/history-format.md); LockServerJournal the same events as they
+	// came, while the run goes, removed once LockServer is whole.
+	LockServer        = "lockserver.edn"
+	LockServerJournal = "lockserver.journal.edn"
+
 	// The logs of the throwaway servers a run started, kept when they go.
 	RedisLog    = "redis-server.log"
 	PostgresLog = "postgres.log"
+	// ZooKeeperLog is the name of the log of the ZooKeeper lock's server
+	// i: ZooKeeperLog(0) is zookeeper-0.log.
+	ZooKeeperLog = "zookeeper-%d.log"
 
 	// CompareRuns is the run list a comparison's directory holds: row, run,
 	// setup and run directory, tab-separated, one run a line.
@@ -60,51 +69,71 @@ type Run struct {
 // Path returns the path of the file name inside the run.
 func (r Run) Path(name string) string { return filepath.Join(r.Dir, name) }
 
+// MaxName is the longest test name, in bytes: a directory's name, with
+// room under the file system's 255 for what runs append (-replay, -shrink).
+const MaxName = 200
+
+// PlainName reports whether name can name a test: a directory of the store
+// of its own (no / or \, not . or .. or latest), printable (it is shown on
+// terminals and in pages), and at most MaxName bytes.
+func PlainName(name string) bool {
+	switch {
+	case name == "" || name == "." || name == ".." || name == "latest" || len(name) > MaxName:
+		return false
+	case strings.ContainsAny(name, `/\`) || !utf8.ValidString(name):
+		return false
+	}
+	return !strings.ContainsFunc(name, func(r rune) bool { return !strconv.IsPrint(r) })
+}
+
 // Create makes the directory for a run of test started at start under root,
-// and points root/latest and root/<test>/latest at it.
+// and points root/latest and root/<test>/latest at it. The store is the
+// user's: its test directories may be links (to a larger disk, say). The
+// run's own directory is new, made by this run and no one else, and the
+// files written into it are never written through a link (internal/files).
 func Create(root, test string, start time.Time) (Run, error) {
-	if test == "" || strings.ContainsAny(test, `/\`) || test == "latest" {
+	if !PlainName(test) {
 		return Run{}, fmt.Errorf("store: bad test name %q", test)
 	}
 	name := start.UTC().Format(TimeLayout)
-	dir := filepath.Join(root, test, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	top, err := files.MakeDir(root)
+	if err != nil {
 		return Run{}, fmt.Errorf("store: create run directory: %w", err)
 	}
-	if err := link(filepath.Join(test, name), filepath.Join(root, "latest")); err != nil {
-		return Run{}, err
+	defer top.Close()
+	tests, err := files.MakeDir(filepath.Join(root, test))
+	if err != nil {
+		return Run{}, fmt.Errorf("store: create run directory: %w", err)
 	}
-	if err := link(name, filepath.Join(root, test, "latest")); err != nil {
-		return Run{}, err
+	defer tests.Close()
+	run, err := tests.MakeNew(name)
+	if err != nil {
+		return Run{}, fmt.Errorf("store: create run directory: %w", err)
 	}
-	return Run{Dir: dir}, nil
+	run.Close()
+	if err := top.Link(filepath.Join(test, name), "latest"); err != nil {
+		return Run{}, fmt.Errorf("store: link: %w", err)
+	}
+	if err := tests.Link(name, "latest"); err != nil {
+		return Run{}, fmt.Errorf("store: link: %w", err)
+	}
+	return Run{Dir: filepath.Join(root, test, name)}, nil
 }
 
 // Writable makes the store root if it is missing and says whether runs can
-// be written into it, by writing and removing a file there: a run refuses
-// an unwritable store before it starts a server, not after.
+// be written into it, by starting a file there and dropping it: a run
+// refuses an unwritable store before it starts a server, not after.
 func Writable(root string) error {
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	d, err := files.MakeDir(root)
+	if err != nil {
 		return fmt.Errorf("store %s: %w", root, err)
 	}
-	f, err := createTemp(root, "writable")
+	defer d.Close()
+	f, err := d.Create("writable")
 	if err != nil {
 		return fmt.Errorf("store %s cannot be written: %w", root, err)
 	}
-	f.Close()
-	return os.Remove(f.Name())
-}
-
-// link points the symlink at to target, replacing an older link atomically.
-func link(target, at string) error {
-	tmp := at + ".tmp"
-	_ = os.Remove(tmp)
-	if err := os.Symlink(target, tmp); err != nil {
-		return fmt.Errorf("store: link %s: %w", at, err)
-	}
-	if err := os.Rename(tmp, at); err != nil {
-		return fmt.Errorf("store: link %s: %w", at, err)
-	}
+	f.Abort()
 	return nil
 }
 
@@ -123,15 +152,26 @@ func Resolve(root, path string) (Run, string, error) {
 	if !fi.IsDir() {
 		return Run{}, path, nil
 	}
+	d, err := files.OpenDir(path)
+	if err != nil {
+		return Run{}, "", fmt.Errorf("store: %w", err)
+	}
+	defer d.Close()
 	run := Run{Dir: path}
 	for _, name := range []string{History, Journal} {
-		if _, err := os.Stat(run.Path(name)); err == nil {
+		// A run directory may come from anyone: its history is read only
+		// if it is a file of its own, not a link to one elsewhere.
+		if fi, err := d.Lstat(name); err == nil {
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				return Run{}, "", fmt.Errorf("store: %s: %w", run.Path(name), files.ErrLink)
+			}
 			return run, run.Path(name), nil
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return Run{}, "", fmt.Errorf("store: %w", err)
 		}
 	}
-	if runs, err := history.ReadRegular(filepath.Join(path, CompareRuns)); err == nil {
+	if _, err := d.Lstat(CompareRuns); err == nil {
+		runs, _ := d.ReadFile(CompareRuns, 1<<20) // for an example only
 		return Run{}, "", fmt.Errorf("store: %s is a comparison, not a run: check one of the runs %s lists%s",
 			path, filepath.Join(path, CompareRuns), firstRun(runs))
 	}
@@ -149,95 +189,101 @@ func firstRun(list []byte) string {
 	return ", such as: hiatus check " + fields[3]
 }
 
-// WriteFile writes data to name inside the run, through a temporary file and
-// a rename, so that a crash never leaves half a file where a whole one was.
+// WriteFile writes data to name inside the run, whole or not at all: a
+// crash never leaves half a file where a whole one was, and a link planted
+// at name is replaced, not written through.
 func (r Run) WriteFile(name string, data []byte) error {
-	f, err := r.Create(name)
-	if err != nil {
+	return r.WriteWith(name, func(w io.Writer) error {
+		_, err := w.Write(data)
 		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Abort()
-		return err
-	}
-	return f.Close()
+	})
 }
 
 // WriteWith writes name inside the run with write, buffered, whole or not
 // at all, as WriteFile does: for files made as they are written (a page, a
 // drawing). write's error is returned as it is.
 func (r Run) WriteWith(name string, write func(io.Writer) error) error {
-	f, err := r.Create(name)
+	d, err := files.OpenDir(r.Dir)
 	if err != nil {
-		return err
+		return fmt.Errorf("store: %w", err)
 	}
-	w := bufio.NewWriter(f)
-	if err = write(w); err == nil {
-		err = w.Flush()
-	}
-	if err != nil {
-		f.Abort()
-		return err
-	}
-	return f.Close()
-}
-
-// A File is a file of a run being written: it takes its name only when
-// closed, whole; until then, or when aborted, the name is left as it was.
-type File struct {
-	tmp  *os.File
-	path string
-	name string
+	defer d.Close()
+	return d.WriteWith(name, write)
 }
 
 // Create starts writing name inside the run, for files too large to make
 // in memory first; see WriteFile. Close or Abort it.
-func (r Run) Create(name string) (*File, error) {
-	tmp, err := createTemp(r.Dir, name)
+func (r Run) Create(name string) (*files.File, error) {
+	f, err := files.CreateIn(r.Dir, name)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	return &File{tmp: tmp, path: r.Path(name), name: name}, nil
+	return f, nil
 }
 
-// Write implements io.Writer.
-func (f *File) Write(p []byte) (int, error) {
-	n, err := f.tmp.Write(p)
+// Append opens name inside the run for writing at its end (a log, the
+// journal), making it if it is missing; a link or special file there is
+// refused.
+func (r Run) Append(name string) (*os.File, error) {
+	d, err := files.OpenDir(r.Dir)
 	if err != nil {
-		err = fmt.Errorf("store: write %s: %w", f.name, err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
-	return n, err
+	defer d.Close()
+	f, err := d.Append(name)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	return f, nil
 }
 
-// Close gives the file its name.
-func (f *File) Close() error {
-	if err := f.tmp.Close(); err != nil {
-		os.Remove(f.tmp.Name())
-		return fmt.Errorf("store: write %s: %w", f.name, err)
+// MakeDir makes the directory name inside the run, a directory and not a
+// link, and returns its path.
+func (r Run) MakeDir(name string) (string, error) {
+	d, err := files.OpenDir(r.Dir)
+	if err != nil {
+		return "", fmt.Errorf("store: %w", err)
 	}
-	if err := os.Rename(f.tmp.Name(), f.path); err != nil {
-		os.Remove(f.tmp.Name())
-		return fmt.Errorf("store: write %s: %w", f.name, err)
+	defer d.Close()
+	sub, err := d.MakeSub(name)
+	if err != nil {
+		return "", fmt.Errorf("store: %w", err)
+	}
+	sub.Close()
+	return r.Path(name), nil
+}
+
+// Remove removes the file name inside the run, if it is there.
+func (r Run) Remove(name string) error {
+	d, err := files.OpenDir(r.Dir)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	defer d.Close()
+	if err := d.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("store: %w", err)
 	}
 	return nil
 }
 
-// Abort drops what was written.
-func (f *File) Abort() {
-	f.tmp.Close()
-	os.Remove(f.tmp.Name())
-}
-
-// createTemp creates a new file beside name in dir, as os.CreateTemp does,
-// but with the mode of every other file of a run, 0644 less the umask:
-// CreateTemp's 0600 would make some of a run's files private and others not.
-func createTemp(dir, name string) (*os.File, error) {
-	for range 100 {
-		path := filepath.Join(dir, "."+name+"."+strconv.FormatUint(rand.Uint64(), 36))
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if !errors.Is(err, fs.ErrExist) {
-			return f, err
-		}
+// Optional returns the path of the file name inside the run, and whether
+// the run has it: a run made before the file was, or without it, has not.
+// A link there is refused, as Resolve refuses one: a run directory may
+// come from anyone.
+func (r Run) Optional(name string) (string, bool, error) {
+	d, err := files.OpenDir(r.Dir)
+	if err != nil {
+		return "", false, fmt.Errorf("store: %w", err)
 	}
-	return nil, fmt.Errorf("create a temporary file for %s in %s: every name tried exists", name, dir)
+	defer d.Close()
+	fi, err := d.Lstat(name)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("store: %w", err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return "", false, fmt.Errorf("store: %s: %w", r.Path(name), files.ErrLink)
+	}
+	return r.Path(name), true, nil
 }

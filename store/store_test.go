@@ -1,6 +1,10 @@
 package store
 
 import (
+	"errors"
+	"io/fs"
+
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,5 +113,73 @@ func TestWriteFileMode(t *testing.T) {
 	}
 	if fi.Mode().Perm() != ji.Mode().Perm() {
 		t.Errorf("%s is %v, a file the run appends to %v", Results, fi.Mode().Perm(), ji.Mode().Perm())
+	}
+}
+
+// TestPlantedLinks: a link planted in a run directory is neither written
+// through nor read: a link at a run file's name is replaced by the file or
+// refused, and a run whose history is a link is not read. A test's
+// directory that is a link is the user's own (a larger disk) and is
+// followed; a run's directory that already exists is refused.
+func TestPlantedLinks(t *testing.T) {
+	root, elsewhere := t.TempDir(), t.TempDir()
+	secret := filepath.Join(elsewhere, "secret")
+	if err := os.WriteFile(secret, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(root, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if run, err := Create(root, "linked", t0); err != nil {
+		t.Errorf("Create through a test directory that is a link: %v", err)
+	} else if _, err := os.Stat(filepath.Join(elsewhere, filepath.Base(run.Dir))); err != nil {
+		t.Errorf("the run is not where the test directory's link points: %v", err)
+	}
+	if _, err := Create(root, "linked", t0); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("Create into an existing run directory: %v, want fs.ErrExist", err)
+	}
+	run, err := Create(root, "t", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{Results, Log} {
+		if err := os.Symlink(secret, run.Path(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := run.WriteFile(Results, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := run.Append(Log); err == nil {
+		f.Close()
+		t.Error("Append opened a log that is a link")
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "keep" {
+		t.Fatalf("a write went through a planted link: %s holds %q", secret, b)
+	}
+	if err := os.Symlink(secret, run.Path(History)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Resolve(root, run.Dir); !errors.Is(err, files.ErrLink) {
+		t.Errorf("Resolve of a run whose history is a link: %v, want files.ErrLink", err)
+	}
+}
+
+// TestPlainName: a test's name is a directory of the store of its own and
+// is shown on terminals: no path, no . or .., nothing a terminal acts on.
+func TestPlainName(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"lock-counter", true}, {"links-setnx-500ms-none", true}, {"a b", true}, {"ünïcode", true},
+		{"", false}, {".", false}, {"..", false}, {"latest", false}, {"a/b", false}, {`a\b`, false},
+		{"zz\x1b[2J", false}, {"a\nb", false}, {"a\u202eb", false}, {"\xff", false},
+		{strings.Repeat("x", MaxName), true}, {strings.Repeat("x", MaxName+1), false},
+	} {
+		if got := PlainName(c.name); got != c.ok {
+			t.Errorf("PlainName(%q) = %v, want %v", c.name, got, c.ok)
+		}
 	}
 }

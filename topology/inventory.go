@@ -1,15 +1,18 @@
 package topology
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net"
-	"os"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/hiatus-dev/hiatus/internal/files"
 )
 
 // An Inventory is the machines of --hosts ssh:FILE: where this machine is
@@ -81,84 +84,143 @@ func (inv Inventory) With(r Role) []Node {
 //	node db 10.0.0.9:2222 redis,postgres user=admin key=/keys/db
 //
 // Relative file names are relative to the inventory's directory. Its
-// errors name the file and the line.
+// errors name the file and the line. Only a regular file is read, of no
+// more than InventoryLimit bytes, in lines of no more than LineLimit.
 func ReadInventory(path string) (Inventory, error) {
-	f, err := os.Open(path)
+	b, err := files.ReadFile(path, InventoryLimit)
 	if err != nil {
 		return Inventory{}, fmt.Errorf("inventory: %w", err)
 	}
-	defer f.Close()
-	inv := Inventory{}
-	defaults := Node{User: "root", Dir: "/tmp"}
-	type pending struct {
-		n    Node
-		set  map[string]bool
-		line int
-	}
-	var nodes []pending
-	sc := bufio.NewScanner(f)
-	base := filepath.Dir(path)
-	for line := 1; sc.Scan(); line++ {
-		text, _, _ := strings.Cut(sc.Text(), "#")
-		f := strings.Fields(text)
-		if len(f) == 0 {
-			continue
-		}
-		bad := func(format string, a ...any) error {
-			return fmt.Errorf("inventory %s:%d: %s", path, line, fmt.Sprintf(format, a...))
-		}
-		switch f[0] {
-		case "control", "user", "key", "known-hosts", "dir":
-			if len(f) != 2 {
-				return Inventory{}, bad("%s takes one value, not %d", f[0], len(f)-1)
-			}
-			switch f[0] {
-			case "control":
-				if net.ParseIP(f[1]) == nil {
-					return Inventory{}, bad("control %q: want an IP address", f[1])
-				}
-				inv.Control = f[1]
-			default:
-				if err := setField(&defaults, f[0], keyPath(base, f[0], f[1])); err != nil {
-					return Inventory{}, bad("%v", err)
-				}
-			}
-		case "node":
-			n, set, err := parseNode(f, base)
-			if err != nil {
-				return Inventory{}, bad("%v", err)
-			}
-			if slices.ContainsFunc(nodes, func(p pending) bool { return p.n.Name == n.Name }) {
-				return Inventory{}, bad("node %s named twice", n.Name)
-			}
-			nodes = append(nodes, pending{n, set, line})
-		default:
-			return Inventory{}, bad("unknown setting %q: want control, user, key, known-hosts, dir or node", f[0])
+	r := &inventoryReader{path: path, base: filepath.Dir(path), defaults: Node{User: "root", Dir: "/tmp"}}
+	for i, text := range strings.Split(string(b), "\n") {
+		if err := r.line(i+1, text); err != nil {
+			return Inventory{}, err
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return Inventory{}, fmt.Errorf("inventory %s: %w", path, err)
+	return r.finish()
+}
+
+// The bounds of an inventory: far above one of thousands of nodes.
+const (
+	InventoryLimit = 1 << 20  // bytes in the file
+	LineLimit      = 16 << 10 // bytes in a line: a node's line with its settings' paths
+)
+
+// An inventoryReader is an inventory being read, line by line.
+type inventoryReader struct {
+	path, base string // the file, and its directory
+	inv        Inventory
+	defaults   Node
+	nodes      []pendingNode
+}
+
+// A pendingNode is a node read, which takes the defaults of the whole
+// file for what it does not set itself.
+type pendingNode struct {
+	n    Node
+	set  map[string]bool
+	line int
+}
+
+// line reads the line numbered line, text.
+func (r *inventoryReader) line(line int, text string) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("inventory %s:%d: %s", r.path, line, fmt.Sprintf(format, a...))
 	}
-	for _, p := range nodes {
+	if len(text) > LineLimit {
+		return bad("a line of %d bytes, longer than %d", len(text), LineLimit)
+	}
+	if i := strings.IndexFunc(text, isControl); i >= 0 {
+		c, _ := utf8.DecodeRuneInString(text[i:])
+		return bad("a control character (%U) in column %d", c, i+1)
+	}
+	text, _, _ = strings.Cut(text, "#")
+	f := strings.Fields(text)
+	if len(f) == 0 {
+		return nil
+	}
+	switch f[0] {
+	case "control", "user", "key", "known-hosts", "dir":
+		if len(f) != 2 {
+			return bad("%s takes one value, not %d", f[0], len(f)-1)
+		}
+		if f[0] != "control" {
+			if err := setField(&r.defaults, f[0], keyPath(r.base, f[0], f[1])); err != nil {
+				return bad("%v", err)
+			}
+			return nil
+		}
+		ip := net.ParseIP(f[1])
+		if ip == nil {
+			return bad("control %q: want an IP address", f[1])
+		}
+		if why := unusable(ip); why != "" {
+			return bad("control %s: %s", f[1], why)
+		}
+		r.inv.Control = f[1]
+	case "node":
+		n, set, err := parseNode(f, r.base)
+		if err != nil {
+			return bad("%v", err)
+		}
+		if slices.ContainsFunc(r.nodes, func(p pendingNode) bool { return p.n.Name == n.Name }) {
+			return bad("node %s named twice", n.Name)
+		}
+		r.nodes = append(r.nodes, pendingNode{n, set, line})
+	default:
+		return bad("unknown setting %q: want control, user, key, known-hosts, dir or node", f[0])
+	}
+	return nil
+}
+
+// isControl says whether c is a control character, which no setting
+// holds: tabs and a line's closing carriage return are space.
+func isControl(c rune) bool {
+	return c != '\t' && c != '\r' && unicode.IsControl(c)
+}
+
+// finish gives each node the defaults it did not set, and checks what
+// the whole file must have.
+func (r *inventoryReader) finish() (Inventory, error) {
+	for _, p := range r.nodes {
 		n := p.n
 		for _, k := range []string{"user", "key", "known-hosts", "dir"} {
 			if !p.set[k] {
-				v, _ := field(&defaults, k)
+				v, _ := field(&r.defaults, k)
 				_ = setField(&n, k, *v)
 			}
 		}
 		if n.Key == "" || n.KnownHosts == "" {
-			return Inventory{}, fmt.Errorf("inventory %s:%d: node %s: no key or no known-hosts file: set them for it or for every node", path, p.line, n.Name)
+			return Inventory{}, fmt.Errorf("inventory %s:%d: node %s: no key or no known-hosts file: set them for it or for every node", r.path, p.line, n.Name)
 		}
-		inv.Nodes = append(inv.Nodes, n)
+		r.inv.Nodes = append(r.inv.Nodes, n)
 	}
 	switch {
-	case len(inv.Nodes) == 0:
-		return Inventory{}, fmt.Errorf("inventory %s: no node", path)
-	case inv.Control == "":
-		return Inventory{}, fmt.Errorf("inventory %s: no control address (the address the nodes reach this machine at)", path)
+	case len(r.inv.Nodes) == 0:
+		return Inventory{}, fmt.Errorf("inventory %s: no node", r.path)
+	case r.inv.Control == "":
+		return Inventory{}, fmt.Errorf("inventory %s: no control address (the address the nodes reach this machine at)", r.path)
 	}
-	return inv, nil
+	return r.inv, nil
+}
+
+// unusable says why ip can be neither a node's address nor the control
+// machine's, or "" if it can be: an unspecified address is any of the
+// machine that dials it (0.0.0.0:22 is this machine's sshd), a broadcast
+// or multicast address none. The inventory knows no prefix, so a
+// subnet's broadcast address is not told from a host's.
+func unusable(ip net.IP) string {
+	a, _ := netip.AddrFromSlice(ip)
+	a = a.Unmap()
+	switch {
+	case a.IsUnspecified():
+		return "the unspecified address, which stands for any address of the machine that uses it, not a node's (0.0.0.0:22 is this machine's sshd)"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address, not a node's"
+	case a.IsMulticast():
+		return "a multicast address, not a node's"
+	}
+	return ""
 }
 
 // parseNode reads the fields f of a node line, key files found from base,
@@ -179,6 +241,9 @@ func parseNode(f []string, base string) (Node, map[string]bool, error) {
 	host, port, err := net.SplitHostPort(n.Addr)
 	if p, perr := strconv.Atoi(port); err != nil || net.ParseIP(host) == nil || perr != nil || p < 1 || p > 65535 {
 		return n, nil, fmt.Errorf("node %s: address %q: want an IP address, with :PORT or not", n.Name, f[2])
+	}
+	if why := unusable(net.ParseIP(host)); why != "" {
+		return n, nil, fmt.Errorf("node %s: address %s: %s", n.Name, f[2], why)
 	}
 	for _, r := range strings.Split(f[3], ",") {
 		switch Role(r) {

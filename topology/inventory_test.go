@@ -1,12 +1,16 @@
 package topology_test
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/hiatus-dev/hiatus/topology"
 )
 
@@ -60,17 +64,55 @@ node db 10.0.0.31:2222 redis,postgres user=admin key=/k/db dir=/srv  # two roles
 		{head + "node w0 10.0.0.2:70000 worker\n", `inv:4: node w0: address "10.0.0.2:70000"`},
 		{head + "node w0 10.0.0.300 worker\n", `inv:4: node w0: address "10.0.0.300"`},
 		{"control somewhere\n", `inv:1: control "somewhere": want an IP address`},
+		{head + "node w0 0.0.0.0 worker\n", `inv:4: node w0: address 0.0.0.0: the unspecified address`},
+		{head + "node w0 0.0.0.0:2222 worker\n", `inv:4: node w0: address 0.0.0.0:2222: the unspecified address`},
+		{head + "node w0 :: worker\n", `inv:4: node w0: address ::: the unspecified address`},
+		{head + "node w0 [::ffff:0.0.0.0]:22 worker\n", `inv:4: node w0: address [::ffff:0.0.0.0]:22: the unspecified address`},
+		{head + "node w0 255.255.255.255 worker\n", `inv:4: node w0: address 255.255.255.255: the broadcast address`},
+		{head + "node w0 224.0.0.1 worker\n", `inv:4: node w0: address 224.0.0.1: a multicast address`},
+		{head + "node w0 239.255.255.250:1900 worker\n", `inv:4: node w0: address 239.255.255.250:1900: a multicast address`},
+		{head + "node w0 ff02::1 worker\n", `inv:4: node w0: address ff02::1: a multicast address`},
+		{head + "node w0 ::ffff:224.0.0.251 worker\n", `inv:4: node w0: address ::ffff:224.0.0.251: a multicast address`},
+		{"control 0.0.0.0\n", `inv:1: control 0.0.0.0: the unspecified address`},
+		{"control ::\n", `inv:1: control ::: the unspecified address`},
+		{"control 255.255.255.255\n", `inv:1: control 255.255.255.255: the broadcast address`},
+		{"control 224.0.0.251\n", `inv:1: control 224.0.0.251: a multicast address`},
+		{"control ff05::2\n", `inv:1: control ff05::2: a multicast address`},
+		{head + "# " + strings.Repeat("x", 200<<10) + "\nnode w0 10.0.0.2 worker\n", `inv:4: a line of 204802 bytes, longer than`},
+		{head + "node w0 10.0.0.2 worker dir=/tmp/\x00x\n", `inv:4: a control character (U+0000) in column 34`},
 		{"key /k\nknown-hosts /kh\nnode w0 10.0.0.2 worker\n", "no control address"},
 		{"control 10.0.0.1\nnode w0 10.0.0.2 worker\n", "inv:2: node w0: no key or no known-hosts file"},
 		{head, "no node"},
 	} {
 		_, err := topology.ReadInventory(write(tc.text))
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("%q: error %v, want one with %q", tc.text, err, tc.err)
+			t.Errorf("%.80q: error %v, want one with %q", tc.text, err, tc.err)
 		}
 	}
 	if _, err := topology.ReadInventory(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("a missing inventory: %v", err)
+	}
+}
+
+// TestReadInventoryFiles: only a regular file is read as an inventory, at
+// once, and only to InventoryLimit: a named pipe with no writer, which
+// would have hung the run past any signal, a device, which would have
+// filled its memory, and a file too large are refused, each named.
+func TestReadInventoryFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo, large := filepath.Join(dir, "fifo"), filepath.Join(dir, "large")
+	if err := errors.Join(syscall.Mkfifo(fifo, 0o644),
+		os.WriteFile(large, bytes.Repeat([]byte("# a comment\n"), topology.InventoryLimit/12+1), 0o644)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		err  error
+	}{{fifo, files.ErrNotRegular}, {"/dev/zero", files.ErrNotRegular}, {dir, files.ErrNotRegular}, {large, files.ErrTooLarge}} {
+		_, err := topology.ReadInventory(tc.path)
+		if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), "inventory: ") || !strings.Contains(err.Error(), tc.path) {
+			t.Errorf("%s: %v, want %v naming it", tc.path, err, tc.err)
+		}
 	}
 }
 

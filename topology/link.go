@@ -32,16 +32,20 @@ type Link struct {
 	closeErr  error
 
 	accepted atomic.Int64
-	up, down counts // clients to target, target to clients
+	up, down counts       // clients to target, target to clients
+	held     atomic.Int64 // reply chunks SlowReplies held
 
-	mu      sync.Mutex
-	target  string
-	cut     bool
-	open    chan struct{} // closed while the link is not cut
-	delay   time.Duration
-	dropped bool
-	closed  bool
-	conns   map[*conn]struct{}
+	mu     sync.Mutex
+	target string
+	cut    bool
+	open   chan struct{} // closed while the link is not cut
+	delay  time.Duration
+	// replyDelay holds each reply (what the target sends) until this long
+	// after the link read it; see SlowReplies.
+	replyDelay time.Duration
+	dropped    bool
+	closed     bool
+	conns      map[*conn]struct{}
 	// parked holds the sides whose peer closed during a cut: as in a
 	// partition, they learn of it only when the link heals.
 	parked map[net.Conn]struct{}
@@ -55,6 +59,8 @@ type Stats struct {
 	Open int64
 	Up   Flow // from clients to the target
 	Down Flow // from the target to clients
+	// RepliesHeld counts the chunks of replies SlowReplies held back.
+	RepliesHeld int64
 }
 
 // A Flow counts the bytes of one direction. Read-Written are held by a cut
@@ -128,6 +134,22 @@ func (l *Link) Slow(d time.Duration) {
 	l.delay = d
 }
 
+// SlowReplies delays the target's replies only: from now on, every chunk
+// the target sends that the link has not yet given the client — one it
+// holds already included — reaches the client d after the link read it,
+// while what clients send crosses as before. A request in flight goes on
+// to the target at once and is carried out there; its client learns of
+// it d late: the window of a client that trusts a late "yes" (a lease
+// extended, by the reply's time, gone). A delay of both directions makes
+// the request late too, which then finds the lease already gone.
+// SlowReplies(0) ends it, and so does Heal; replies already held keep
+// their delay. A chunk never overtakes an earlier one on its connection.
+func (l *Link) SlowReplies(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.replyDelay = d
+}
+
 // Drop breaks the link: every open connection is reset on both sides, and
 // new connections are reset at once, until Heal. A request in flight has an
 // unknown outcome: it may have been forwarded or not.
@@ -145,11 +167,11 @@ func (l *Link) Drop() {
 	}
 }
 
-// Heal ends Cut and Drop, not Slow: held bytes flow again and new
-// connections are forwarded.
+// Heal ends Cut, Drop and SlowReplies, not Slow: held bytes flow again
+// and new connections are forwarded.
 func (l *Link) Heal() {
 	l.mu.Lock()
-	l.dropped = false
+	l.dropped, l.replyDelay = false, 0
 	if l.cut {
 		l.cut = false
 		close(l.open)
@@ -206,7 +228,7 @@ func (l *Link) Stats() Stats {
 	l.mu.Lock()
 	open := len(l.conns)
 	l.mu.Unlock()
-	return Stats{Accepted: l.accepted.Load(), Open: int64(open), Up: l.up.flow(), Down: l.down.flow()}
+	return Stats{Accepted: l.accepted.Load(), Open: int64(open), Up: l.up.flow(), Down: l.down.flow(), RepliesHeld: l.held.Load()}
 }
 
 // unpark empties the parked set and returns what it held; l.mu is held.
@@ -262,18 +284,20 @@ func (l *Link) serve(client net.Conn) {
 	l.wg.Go(func() { c.forward(ctx, up) })
 }
 
-// A chunk is what one read took from a socket, and when it may be written.
+// A chunk is what one read took from a socket, when, and when it may be
+// written.
 type chunk struct {
-	b   []byte
-	due time.Time
+	b         []byte
+	read, due time.Time
 }
 
-// due is when a chunk read now may be written.
-func (l *Link) due() time.Time {
+// chunk is what a read took now, due when Slow says.
+func (l *Link) chunk(b []byte) chunk {
 	l.mu.Lock()
 	d := l.delay
 	l.mu.Unlock()
-	return time.Now().Add(d)
+	now := time.Now()
+	return chunk{b: bytes.Clone(b), read: now, due: now.Add(d)}
 }
 
 // A conn is one proxied connection: the client's side, accepted by the
@@ -351,7 +375,7 @@ func (c *conn) read(src net.Conn, q chan<- chunk, f *counts) {
 				c.awaiting.Store(true)
 			}
 			select {
-			case q <- chunk{bytes.Clone(buf[:n]), c.l.due()}:
+			case q <- c.l.chunk(buf[:n]):
 			case <-c.done:
 				return
 			}
@@ -411,11 +435,8 @@ func (c *conn) write(dst net.Conn, q <-chan chunk, f *counts) {
 		if !c.sleepUntil(ch.due) || !c.pass() {
 			return
 		}
-		// Answered once the answer is given to the client: marked before
-		// the write, since after it the client's next request could be
-		// read, and marked, first.
-		if dst == c.client {
-			c.awaiting.Store(false)
+		if dst == c.client && !c.answer(ch) {
+			return
 		}
 		if _, err := dst.Write(ch.b); err != nil {
 			c.end(true, nil)
@@ -423,6 +444,31 @@ func (c *conn) write(dst net.Conn, q <-chan chunk, f *counts) {
 		}
 		f.written.Add(int64(len(ch.b)))
 	}
+}
+
+// answer is the link's last step before it gives the client ch, a chunk
+// of its reply: held first, while SlowReplies says (the delay is read,
+// and the request marked answered, in one hold of the link's lock, so
+// that a request SlowReplies saw in flight has its reply held); then the
+// request is marked answered — before the write, since after it the
+// client's next request could be read, and marked, first. False if c
+// ends first.
+func (c *conn) answer(ch chunk) bool {
+	l := c.l
+	l.mu.Lock()
+	d := l.replyDelay
+	if d <= 0 || !time.Now().Before(ch.read.Add(d)) {
+		c.awaiting.Store(false)
+		l.mu.Unlock()
+		return true
+	}
+	l.mu.Unlock()
+	l.held.Add(1)
+	if !c.sleepUntil(ch.read.Add(d)) || !c.pass() {
+		return false
+	}
+	c.awaiting.Store(false)
+	return true
 }
 
 // halfClose passes an EOF on to dst, which can still send; once both

@@ -231,6 +231,43 @@ func TestAwaiting(t *testing.T) {
 	})
 }
 
+// TestSlowReplies: a reply-only delay holds what the target sends, the
+// reply to a request already in flight when it began included, and only
+// that: a request crosses at once (the target has it, and the next one,
+// while the client still waits for the first answer), and the answer
+// reaches the client no sooner than the delay after the link read it.
+// Ended, it holds nothing more.
+func TestSlowReplies(t *testing.T) {
+	const d = 100 * time.Millisecond
+	tg := newTarget(t)
+	l := listen(t, tg.addr())
+	client, server := pair(t, l, tg)
+	send(t, client, "request")
+	expect(t, server, "request")
+	l.SlowReplies(d)
+	start := time.Now()
+	send(t, server, "answer")
+	waitFor(t, "the answer to be held", func() bool { return l.Stats().RepliesHeld == 1 })
+	send(t, client, "second")
+	expect(t, server, "second") // a request is not held
+	if !l.Awaiting() {
+		t.Error("no request in flight while its answer is held")
+	}
+	expect(t, client, "answer")
+	if took := time.Since(start); took < d {
+		t.Errorf("the answer came %v after it was sent, want at least %v", took, d)
+	}
+	l.SlowReplies(0)
+	send(t, server, "second answer")
+	expect(t, client, "second answer")
+	if held := l.Stats().RepliesHeld; held != 1 {
+		t.Errorf("%d replies held, want the one sent while the delay was on", held)
+	}
+	if l.Awaiting() {
+		t.Error("awaiting with every request answered")
+	}
+}
+
 // TestDrop: Drop resets open connections on both sides, mid-request, and
 // resets new ones without reaching the target, until Heal.
 func TestDrop(t *testing.T) {

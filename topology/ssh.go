@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/hiatus-dev/hiatus/internal/shellquote"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -28,16 +30,18 @@ import (
 
 // An SSHHost is a machine reached over SSH: a node of an Inventory. What
 // a run starts there is tied to its connection. On connecting, it makes a
-// directory of the run's on the node (Dir) and starts a watchdog there: a
-// shell that waits for its standard input to close — the run's Close, or
-// the connection's loss when hiatus dies, even by SIGKILL — and then kills
+// directory of the run's on the node (Dir), inside a directory of the
+// user hiatus logs in as (RunsDir), and starts a watchdog there: a shell
+// that waits for its standard input to close — the run's Close, or the
+// connection's loss when hiatus dies, even by SIGKILL — and then kills
 // every process the run started on the node, removes the firewall rules
 // its Isolate added and the directory. What a watchdog could not do (the
 // node rebooted, say) the next run that connects to the node does first.
 type SSHHost struct {
 	node   Node
 	tag    string // the run's: names its directory and its firewall chain and rules
-	dir    string // the run's directory on the node
+	runs   Node   // the node, its Dir as the sweep resolved it, once known
+	dir    string // the run's directory on the node, once known
 	client *ssh.Client
 
 	watchIn  io.WriteCloser // closing it ends the run on the node
@@ -61,6 +65,10 @@ func NewRunTag() string {
 	return fmt.Sprintf("hs%d-%s", os.Getpid(), hex.EncodeToString(b))
 }
 
+// runTag is what NewRunTag makes; the sweep of a node (sweepScript) takes
+// the run directories it finds there for runs' by it.
+var runTag = regexp.MustCompile(`^hs[0-9]+-[0-9a-f]{6}$`)
+
 // sshTimeout bounds the connection to a node and its first commands.
 const sshTimeout = 15 * time.Second
 
@@ -71,13 +79,16 @@ func DialSSH(ctx context.Context, node Node, tag string) (*SSHHost, error) {
 	fail := func(err error) (*SSHHost, error) {
 		return nil, fmt.Errorf("node %s (%s): %w", node.Name, node.Addr, err)
 	}
+	if !runTag.MatchString(tag) {
+		return fail(fmt.Errorf("run tag %q: want one of NewRunTag's", tag))
+	}
 	ctx, cancel := context.WithTimeout(ctx, sshTimeout)
 	defer cancel()
 	client, err := dial(ctx, node)
 	if err != nil {
 		return fail(err)
 	}
-	h := &SSHHost{node: node, tag: tag, client: client, dir: RunDir(node, tag)}
+	h := &SSHHost{node: node, tag: tag, client: client}
 	if err := h.start(ctx); err != nil {
 		h.client.Close()
 		return fail(err)
@@ -114,18 +125,39 @@ func dial(ctx context.Context, node Node) (*ssh.Client, error) {
 	return ssh.NewClient(c, chans, reqs), nil
 }
 
-// RunDir is the directory on node of the run tagged tag (or, with a tag's
-// beginning, what the names of those of runs whose tags begin so begin
-// with): in the node's Dir, named after the node as well as the run, for
-// nodes that share a file system (a test's) to tell theirs apart.
-func RunDir(node Node, tag string) string {
-	return path.Join(node.Dir, "hiatus-ssh-"+node.Name+"-"+tag)
+// RunsDir is the directory on node that holds the runs of the user
+// hiatus logs in as there, whose uid is uid: DIR/hiatus-UID, DIR being
+// the node's Dir (a run's, its links resolved). hiatus makes it, mode 0711, and keeps a run there only
+// while it is that user's own: a directory, not a link, owned by uid,
+// that no one else may read or write in (others may pass through it, to
+// reach a server's directory that runs as another user: PostgreSQL's).
+// So nothing another user of the node made can pass for a run's: in a
+// DIR anyone may write in (/tmp), a directory beside it is not looked at.
+func RunsDir(node Node, uid int) string {
+	return path.Join(node.Dir, "hiatus-"+strconv.Itoa(uid))
 }
 
+// RunDir is the directory on node of the run tagged tag (or, with a tag's
+// beginning, what the names of those of runs whose tags begin so begin
+// with), in RunsDir of uid: named after the node as well as the run, for
+// nodes that share a file system (a test's) to tell theirs apart.
+func RunDir(node Node, uid int, tag string) string {
+	return path.Join(RunsDir(node, uid), "ssh-"+node.Name+"-"+tag)
+}
+
+// The bounds of the files a node's login reads: far above an OpenSSH
+// key's few kilobytes, and a known_hosts of many thousand hosts.
+const (
+	KeyLimit        = 1 << 20
+	KnownHostsLimit = 16 << 20
+)
+
 // clientConfig is how hiatus logs in to node: its key, and its host key
-// checked against its known_hosts file.
+// checked against its known_hosts file. Both are read as regular files
+// alone, to a limit: a named pipe would wait for a writer past any signal,
+// /dev/zero would never end.
 func clientConfig(node Node) (*ssh.ClientConfig, error) {
-	b, err := os.ReadFile(node.Key)
+	b, err := files.ReadFile(node.Key, KeyLimit)
 	if err != nil {
 		return nil, fmt.Errorf("key: %w", err)
 	}
@@ -133,7 +165,7 @@ func clientConfig(node Node) (*ssh.ClientConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("key %s: %w", node.Key, err)
 	}
-	hostKeys, err := knownhosts.New(node.KnownHosts)
+	hostKeys, err := knownHosts(node.KnownHosts)
 	if err != nil {
 		return nil, fmt.Errorf("known-hosts: %w", err)
 	}
@@ -141,12 +173,75 @@ func clientConfig(node Node) (*ssh.ClientConfig, error) {
 		HostKeyCallback: hostKeys, Timeout: sshTimeout}, nil
 }
 
+// knownHosts is the host key check of the known_hosts file at path, read
+// as files.ReadFile reads. knownhosts.New opens the files it is given by
+// name, as they are, and reads them whole: it is given a private copy of
+// what was read (a new temporary file of hiatus's, which nothing can have
+// been planted at or swap), removed once read. Its errors would name the
+// copy: the lines are checked first (checkKnownHosts), so that a mistake
+// in one is told with path and its number.
+func knownHosts(path string) (ssh.HostKeyCallback, error) {
+	b, err := files.ReadFile(path, KnownHostsLimit)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKnownHosts(b); err != nil {
+		return nil, fmt.Errorf("%s:%w", path, err)
+	}
+	f, err := os.CreateTemp("", "hiatus-known-hosts-")
+	if err != nil {
+		return nil, fmt.Errorf("%s: a private copy: %w", path, err)
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: a private copy: %w", path, err)
+	}
+	cb, err := knownhosts.New(f.Name())
+	if err != nil {
+		return nil, fmt.Errorf("%s (as copied to %s): %w", path, f.Name(), err)
+	}
+	return cb, nil
+}
+
+// checkKnownHosts refuses the first line of the known_hosts file b that is
+// not one, or longer than knownhosts reads, its error beginning with the
+// line's number.
+func checkKnownHosts(b []byte) error {
+	for i, line := range bytes.Split(b, []byte("\n")) {
+		if len(line) >= bufio.MaxScanTokenSize {
+			return fmt.Errorf("%d: a line of %d bytes, longer than knownhosts reads (%d)", i+1, len(line), bufio.MaxScanTokenSize-1)
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		if _, _, _, _, _, err := ssh.ParseKnownHosts(line); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("%d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
 // start removes what ended runs left on the node and starts the run's
 // watchdog, which makes the run's directory.
 func (h *SSHHost) start(ctx context.Context) error {
-	if out, err := h.Run(ctx, h.orphansScript()); err != nil {
+	out, err := h.Run(ctx, h.sweepScript())
+	if err != nil {
 		return fmt.Errorf("remove what ended runs left: %w: %s", err, out)
 	}
+	uid, dir, err := sweepAnswer(out)
+	if err != nil {
+		return err
+	}
+	// The run's directory is in DIR as the sweep found it, its links
+	// resolved: a link among them, another user's, could be pointed
+	// elsewhere since.
+	h.runs = Node{Name: h.node.Name, Dir: dir}
+	h.dir = RunDir(h.runs, uid, h.tag)
 	s, err := h.client.NewSession()
 	if err != nil {
 		return err
@@ -156,79 +251,202 @@ func (h *SSHHost) start(ctx context.Context) error {
 		s.Close()
 		return err
 	}
-	out, err := s.StdoutPipe()
+	out2, err := s.StdoutPipe()
 	if err != nil {
 		s.Close()
 		return err
 	}
 	var stderr strings.Builder
 	s.Stderr = &stderr
-	d := shellquote.Quote(h.dir)
-	// The watchdog's command line holds the directory: a later run tells
-	// a live watchdog by it, not by a PID that may have been reused.
-	// It runs the commands it reads, a line each, and answers with their
-	// exit status: a signal sent through it takes no new session, which
-	// a loaded node's sshd may take a good part of a second to open.
-	script := fmt.Sprintf("umask 022; mkdir %s && echo $$ > %s/watchdog && cat > %s/cleanup.sh <<'HIATUS_EOF'\n%sHIATUS_EOF\n"+
-		"echo "+startMark+"; while IFS= read -r c; do eval \"$c\" < /dev/null > /dev/null 2>&1; echo \"$?\"; done; sh %s/cleanup.sh",
-		d, d, d, h.cleanupScript(), d)
-	if err := s.Start(script); err != nil {
+	if err := s.Start(h.watchdogScript()); err != nil {
 		s.Close()
 		return err
 	}
-	h.watchOut = bufio.NewReader(out)
-	if _, err := readAfter(ctx, h.watchOut, startMark); err != nil {
+	h.watchOut = bufio.NewReader(out2)
+	line, err := readAfter(ctx, h.watchOut, markPrefix)
+	if err == nil && line != strings.TrimPrefix(startMark, markPrefix) {
+		err = refused(strings.TrimPrefix(markPrefix+line, refuseMark))
+	}
+	if err != nil {
 		in.Close()
 		s.Close()
+		if errors.Is(err, ErrRunsDir) {
+			return err
+		}
 		return fmt.Errorf("make the run's directory %s: %v: %s", h.dir, err, strings.TrimSpace(stderr.String()))
 	}
 	h.watch, h.watchIn = s, in
 	return nil
 }
 
+// watchdogScript is the watchdog's: it checks the runs' directory again
+// (it is the user's own, and so cannot have changed but by the user's or
+// root's doing since the sweep), makes the run's directory and, once
+// its input closes, cleans up. Its command line holds the directory: a
+// later run tells a live watchdog by it, not by a PID that may have been
+// reused. It runs the commands it reads, a line each, and answers with
+// their exit status: a signal sent through it takes no new session, which
+// a loaded node's sshd may take a good part of a second to open. Its
+// clean-up is in the script, as the sweep's is: no script on disk is run.
+func (h *SSHHost) watchdogScript() string {
+	return fmt.Sprintf(`umask 022
+%s
+hiatus_own %s || exit 0
+d=%s
+mkdir -- "$d" && echo $$ > "$d/watchdog" || exit 1
+echo %s
+while IFS= read -r c; do eval "$c" < /dev/null > /dev/null 2>&1; echo "$?"; done
+hiatus_cleanup "$d" %s`, shellFuncs, shellquote.Quote(h.runs.Dir), shellquote.Quote(h.dir), startMark,
+		shellquote.Quote(h.chain()))
+}
+
 // chain is the run's iptables chain on the node; its rules, and the jumps
 // to it, carry its name as their comment too.
 func (h *SSHHost) chain() string { return "hiatus-" + h.tag }
 
-// cleanupScript ends what the run started on the node: every process
-// whose working directory is in the run's directory (a command line would
-// not tell, for servers rewrite theirs), whatever its group — a child that
-// left its leader's is found too — scanned again until none is left, for
-// one may fork as it dies; then its firewall rules and the directory.
-func (h *SSHHost) cleanupScript() string {
-	d, ch := shellquote.Quote(h.dir), shellquote.Quote(h.chain())
-	return fmt.Sprintf(`d=%s
-n=0
-while [ $n -lt 20 ]; do
-  found=
-  for p in /proc/[0-9]*; do
-    case "$(readlink "$p"/cwd 2>/dev/null)" in
-    "$d"|"$d"/*) kill -s KILL "${p#/proc/}" 2>/dev/null && found=1;;
-    esac
-  done
-  [ -n "$found" ] || break
-  n=$((n + 1)); sleep 0.1
-done
-if command -v iptables >/dev/null 2>&1; then
-  for c in INPUT OUTPUT; do
-    while iptables -w -D "$c" -j %[2]s -m comment --comment %[2]s 2>/dev/null; do :; done
-  done
-  iptables -w -F %[2]s 2>/dev/null; iptables -w -X %[2]s 2>/dev/null
-fi
-rm -rf "$d"
-`, d, ch)
+// ErrRunsDir is the error of a node whose directory for hiatus's runs
+// (RunsDir) is not the own of the user hiatus logs in as.
+var ErrRunsDir = errors.New("the node's directory for hiatus's runs is not hiatus's own")
+
+// refused is the error of a refusal of the runs' directory, for reason.
+func refused(reason string) error {
+	return fmt.Errorf("%w: %s (hiatus keeps its runs in DIR/hiatus-UID: a directory, not a link, owned by the user it logs in as, that no one else may read or write in, in a DIR that, with each directory above it, is root's or that user's and that others may not write in unless it is sticky; docs/hosts.md)",
+		ErrRunsDir, reason)
 }
 
-// orphansScript runs the clean-up of each run directory of the node whose
-// watchdog is gone.
-func (h *SSHHost) orphansScript() string {
-	return fmt.Sprintf(`for d in %s*; do
-  [ -f "$d/watchdog" ] || continue
-  w=$(cat "$d/watchdog")
-  if [ -n "$w" ] && grep -qaF "$d" /proc/"$w"/cmdline 2>/dev/null; then continue; fi
-  sh "$d/cleanup.sh"
+// shellFuncs are the shell functions of the sweep and the watchdog.
+//
+// hiatus_own DIR refuses, saying why on a line that begins with
+// refuseMark, unless DIR/hiatus-UID (RunsDir; UID is the user's, in hu),
+// made if missing, is the user's own; DIR's links resolved (in hr), so
+// that what follows uses a path of directories alone, in p. DIR and each
+// directory above it must be one others can neither replace nor put a
+// directory of theirs in the place of what it holds, as sshd's
+// StrictModes asks of a home: root's or the user's, and not writable by
+// others unless sticky (/tmp).
+//
+// hiatus_cleanup RUNDIR CHAIN ends what a run started on the node: every
+// process whose working directory is in the run's directory (a command
+// line would not tell, for servers rewrite theirs), whatever its group —
+// a child that left its leader's is found too — scanned again until none
+// is left, for one may fork as it dies; then its firewall rules and the
+// directory.
+const shellFuncs = `hiatus_refuse() { echo "` + refuseMark + `$*"; }
+hiatus_own() {
+  hd=$1; hu=$(id -u) || return 1
+  set -- $(LC_ALL=C ls -ldnL -- "$hd" 2>/dev/null)
+  case $1 in
+  d*) ;;
+  '') hiatus_refuse "$hd does not exist"; return 1;;
+  *) hiatus_refuse "$hd is not a directory"; return 1;;
+  esac
+  hr=$(cd -P -- "$hd" 2>/dev/null && pwd -P && echo .) || { hiatus_refuse "$hd cannot be entered"; return 1; }
+  hr=${hr%.}; hr=${hr%?}
+  case $hr in
+  *"
+"*|'') hiatus_refuse "$hd is a path hiatus does not take (a line break in it)"; return 1;;
+  esac
+  a=$hr
+  while :; do
+    set -- $(LC_ALL=C ls -ldn -- "$a" 2>/dev/null)
+    w=$a; [ "$a" = "$hd" ] || w="$hd: $a"
+    case $1 in
+    d*) ;;
+    *) hiatus_refuse "$w is not a directory"; return 1;;
+    esac
+    if [ "$3" != 0 ] && [ "$3" != "$hu" ]; then hiatus_refuse "$w is owned by uid $3, not by root or uid $hu, the user hiatus logs in as (another user could put a directory of theirs in the place of hiatus's)"; return 1; fi
+    case $1 in
+    d????????[tT]*|d????-??-*) ;;
+    *) hiatus_refuse "$w has mode $1: others may write in it, and it is not sticky (another user could put a directory of theirs in the place of hiatus's)"; return 1;;
+    esac
+    [ "$a" = / ] && break
+    a=${a%/*}; a=${a:-/}
+  done
+  case $hr in /) p=/hiatus-$hu;; *) p=$hr/hiatus-$hu;; esac
+  [ -e "$p" ] || [ -L "$p" ] || mkdir -m 711 -- "$p" 2>/dev/null
+  if [ -L "$p" ]; then hiatus_refuse "$p is a symbolic link"; return 1; fi
+  set -- $(LC_ALL=C ls -ldn -- "$p" 2>/dev/null)
+  case $1 in
+  d*) ;;
+  '') hiatus_refuse "$p cannot be made"; return 1;;
+  *) hiatus_refuse "$p is not a directory"; return 1;;
+  esac
+  if [ "$3" != "$hu" ]; then hiatus_refuse "$p is owned by uid $3, not by uid $hu, the user hiatus logs in as"; return 1; fi
+  case $1 in
+  drwx--[-x]--[-x]|drwx--[-x]--[-x].) ;;
+  *) hiatus_refuse "$p has mode $1: want drwx--x--x or drwx------"; return 1;;
+  esac
+}
+hiatus_cleanup() {
+  n=0
+  while [ $n -lt 20 ]; do
+    found=
+    for q in /proc/[0-9]*; do
+      case "$(readlink "$q"/cwd 2>/dev/null)" in
+      "$1"|"$1"/*) kill -s KILL "${q#/proc/}" 2>/dev/null && found=1;;
+      esac
+    done
+    [ -n "$found" ] || break
+    n=$((n + 1)); sleep 0.1
+  done
+  if command -v iptables >/dev/null 2>&1; then
+    for c in INPUT OUTPUT; do
+      while iptables -w -D "$c" -j "$2" -m comment --comment "$2" 2>/dev/null; do :; done
+    done
+    iptables -w -F "$2" 2>/dev/null; iptables -w -X "$2" 2>/dev/null
+  fi
+  rm -rf -- "$1"
+}`
+
+// sweepScript checks the node's runs' directory (making it if missing),
+// cleans up each run directory of the node there whose watchdog is gone,
+// and says the user's uid and the node's DIR, its links resolved. It looks nowhere else: what is in the runs'
+// directory only the user (or root) can have put there. The clean-up is
+// made from the directory's name, the run's tag in it; nothing there is
+// run.
+func (h *SSHHost) sweepScript() string {
+	return fmt.Sprintf(`%s
+hiatus_own %s || exit 0
+for d in "$p"/ssh-%[3]s-*; do
+  [ -d "$d" ] && [ ! -L "$d" ] && [ -f "$d/watchdog" ] || continue
+  t=${d##*/ssh-%[3]s-}; n=${t%%-*}; n=${n#hs}; r=${t##*-}
+  case $n in ''|*[!0-9]*) continue;; esac
+  case $r in ??????) ;; *) continue;; esac
+  case $r in *[!0-9a-f]*) continue;; esac
+  [ "$t" = "hs$n-$r" ] || continue
+  w=; read -r w < "$d/watchdog"
+  case $w in ''|*[!0-9]*) ;; *) grep -qaF "$d" /proc/"$w"/cmdline 2>/dev/null && continue;; esac
+  hiatus_cleanup "$d" "hiatus-$t"
 done
-true`, shellquote.Quote(RunDir(h.node, "")))
+echo %[4]s"$hu $hr"`, shellFuncs, shellquote.Quote(path.Clean(h.node.Dir)), h.node.Name, uidMark)
+}
+
+// The lines of the sweep and the watchdog that say how they went; each
+// begins with markPrefix.
+const (
+	markPrefix = "hiatus-ssh-"
+	refuseMark = markPrefix + "refuse " // the runs' directory refused, and why
+	uidMark    = markPrefix + "uid "    // the sweep done, and the user's uid
+)
+
+// sweepAnswer is the uid and the resolved DIR the sweep's output out
+// says, or its refusal.
+func sweepAnswer(out []byte) (int, string, error) {
+	for line := range strings.Lines(string(out)) {
+		line = strings.TrimSuffix(line, "\n")
+		if reason, ok := strings.CutPrefix(line, refuseMark); ok {
+			return 0, "", refused(reason)
+		}
+		if rest, ok := strings.CutPrefix(line, uidMark); ok {
+			u, dir, _ := strings.Cut(rest, " ")
+			uid, err := strconv.Atoi(u)
+			if err != nil || uid < 0 || !path.IsAbs(dir) {
+				return 0, "", fmt.Errorf("the sweep said uid and directory %q", rest)
+			}
+			return uid, dir, nil
+		}
+	}
+	return 0, "", fmt.Errorf("the sweep said nothing of the user's uid: %q", out)
 }
 
 // Name is the node's name in the inventory.

@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/hiatus-dev/hiatus/internal/sshtest"
 	"github.com/hiatus-dev/hiatus/topology"
 	"golang.org/x/crypto/ssh"
@@ -272,5 +274,221 @@ func TestDialSilentNode(t *testing.T) {
 			t.Errorf("%s to a silent node did not return when its context ended", name)
 		}
 		cancel()
+	}
+}
+
+// TestSSHPlantedCleanup: what any user of a node may make where runs kept
+// their directories before (DIR/hiatus-ssh-<node>-*, DIR being /tmp), a
+// watchdog file naming a dead PID beside a cleanup.sh, is not run by the
+// next run to reach the node, which runs as root: no script found on disk
+// is ever run.
+func TestSSHPlantedCleanup(t *testing.T) {
+	ctx := context.Background()
+	sn := sshtest.StartT(t, []sshtest.Node{{Name: "plant", Roles: "worker"}})
+	inv, err := topology.ReadInventory(sn.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := inv.Nodes[0]
+	planted, err := os.MkdirTemp(node.Dir, "hiatus-ssh-"+node.Name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(planted) })
+	marker := filepath.Join(t.TempDir(), "ran")
+	// PID 0x3fffffff is above pid_max: no such process.
+	for name, text := range map[string]string{"watchdog": "1073741823\n", "cleanup.sh": "id > " + marker + "\n"} {
+		if err := os.WriteFile(filepath.Join(planted, name), []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := chownAll(planted, 65534); err != nil { // as nobody made it
+		t.Fatal(err)
+	}
+	h, err := topology.DialSSH(ctx, node, topology.NewRunTag())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(marker); err == nil {
+		t.Errorf("the run ran the script planted in %s: it wrote %q", planted, b)
+	}
+}
+
+// chownAll gives dir and what it holds to uid.
+func chownAll(dir string, uid int) error {
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
+}
+
+// TestSSHRunsDir: a run keeps its directory on a node only in DIR/hiatus-UID
+// of the user it logs in as, which it makes (mode 0711) or finds that
+// user's own: a link there, a directory of another user's or one others
+// may read or write in, a file, or a DIR where others could swap it is
+// refused, naming the node and the path, and nothing is made in it.
+func TestSSHRunsDir(t *testing.T) {
+	ctx := context.Background()
+	sn := sshtest.StartT(t, []sshtest.Node{{Name: "own", Roles: "worker"}})
+	inv, err := topology.ReadInventory(sn.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const uid = 0 // the test network's user is root
+	mkdir := func(mode os.FileMode) func(string) error {
+		return func(p string) error { return errors.Join(os.Mkdir(p, 0), os.Chmod(p, mode)) }
+	}
+	// other makes a directory of another user's, mode 0755, at p.
+	other := func(p string) error { return errors.Join(mkdir(0o755)(p), os.Chown(p, 65534, 65534)) }
+	for _, tc := range []struct {
+		name    string
+		dirMode os.FileMode            // DIR's
+		make    func(own string) error // what is at DIR/hiatus-UID before the run
+		// dir, when not nil, makes DIR in base (made by the test, 0700) and
+		// returns its path: a DIR elsewhere than base.
+		dir     func(base string) (string, error)
+		refused string // what the error says; "" for none
+	}{
+		{name: "missing", dirMode: 0o700},
+		{name: "own 0700", dirMode: 0o700, make: mkdir(0o700)},
+		{name: "own 0711", dirMode: 0o700, make: mkdir(0o711)},
+		{name: "in a sticky DIR", dirMode: 0o777 | os.ModeSticky},
+		{name: "a link", dirMode: 0o700, make: func(p string) error {
+			return errors.Join(mkdir(0o711)(p+"-target"), os.Symlink(p+"-target", p))
+		}, refused: "is a symbolic link"},
+		{name: "another user's", dirMode: 0o700, make: func(p string) error {
+			return errors.Join(mkdir(0o711)(p), os.Chown(p, 65534, 65534))
+		}, refused: "is owned by uid 65534"},
+		{name: "group-readable", dirMode: 0o700, make: mkdir(0o751), refused: "has mode drwxr-x--x"},
+		{name: "group-writable", dirMode: 0o700, make: mkdir(0o731), refused: "has mode drwx-wx--x"},
+		{name: "world-writable", dirMode: 0o700, make: mkdir(0o777), refused: "has mode drwxrwxrwx"},
+		{name: "a file", dirMode: 0o700, make: func(p string) error { return os.WriteFile(p, nil, 0o600) }, refused: "is not a directory"},
+		{name: "a DIR others may write in", dirMode: 0o777, refused: "others may write in it, and it is not sticky"},
+		{name: "a DIR of another user's", dirMode: 0o755, dir: func(base string) (string, error) {
+			return base + "/other", other(base + "/other")
+		}, refused: "is owned by uid 65534, not by root or uid 0"},
+		{name: "a link to another user's DIR", dirMode: 0o755, dir: func(base string) (string, error) {
+			return base + "/link", errors.Join(other(base+"/other"), os.Symlink(base+"/other", base+"/link"), os.Lchown(base+"/link", 65534, 65534))
+		}, refused: "/other is owned by uid 65534"},
+		{name: "a link to root's DIR", dirMode: 0o700, dir: func(base string) (string, error) {
+			return base + "/link", errors.Join(mkdir(0o755)(base+"/mine"), os.Symlink(base+"/mine", base+"/link"))
+		}},
+		{name: "an ancestor others may write in", dirMode: 0o700, dir: func(base string) (string, error) {
+			return base + "/open/dir", errors.Join(mkdir(0o777)(base+"/open"), mkdir(0o700)(base+"/open/dir"))
+		}, refused: "/open has mode drwxrwxrwx: others may write in it, and it is not sticky"},
+		{name: "an ancestor of another user's", dirMode: 0o700, dir: func(base string) (string, error) {
+			return base + "/other/dir", errors.Join(other(base+"/other"), mkdir(0o700)(base+"/other/dir"))
+		}, refused: "/other is owned by uid 65534"},
+		{name: "in a sticky ancestor", dirMode: 0o700, dir: func(base string) (string, error) {
+			return base + "/sticky/dir", errors.Join(mkdir(0o777|os.ModeSticky)(base+"/sticky"), mkdir(0o700)(base+"/sticky/dir"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := inv.Nodes[0]
+			node.Dir = t.TempDir()
+			if tc.dir != nil {
+				var err error
+				if node.Dir, err = tc.dir(node.Dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			resolved, err := filepath.EvalSymlinks(node.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			own := topology.RunsDir(topology.Node{Dir: resolved}, uid)
+			if tc.make != nil {
+				if err := tc.make(own); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Chmod(node.Dir, tc.dirMode); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Chmod(node.Dir, 0o700)
+			h, err := topology.DialSSH(ctx, node, topology.NewRunTag())
+			if tc.refused == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi, err := os.Lstat(h.Dir()); err != nil || filepath.Dir(h.Dir()) != own {
+					t.Errorf("the run's directory %s (%v), want one in %s", h.Dir(), err, own)
+				} else if fi, err = os.Lstat(own); err != nil || !fi.IsDir() || fi.Mode().Perm()&0o066 != 0 {
+					t.Errorf("%s: %v, %v; want a directory no one else reads or writes in", own, fi.Mode(), err)
+				}
+				if err := h.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if es, err := os.ReadDir(own); err != nil || len(es) > 0 {
+					t.Errorf("after Close %s holds %v (%v)", own, es, err)
+				}
+				return
+			}
+			if err == nil {
+				h.Close()
+				t.Fatalf("DialSSH succeeded; want it refused: %s", tc.refused)
+			}
+			if !errors.Is(err, topology.ErrRunsDir) || !strings.Contains(err.Error(), "node "+node.Name) ||
+				!strings.Contains(err.Error(), node.Dir) || !strings.Contains(err.Error(), tc.refused) {
+				t.Errorf("error %q; want ErrRunsDir naming the node, the path, and %q", err, tc.refused)
+			}
+
+			if es, _ := os.ReadDir(own + "-target"); len(es) > 0 {
+				t.Errorf("the run made %s through the link", es[0].Name())
+			}
+		})
+	}
+}
+
+// TestDialFiles: a node's key or known_hosts file that is a named pipe (no
+// writer: it would wait past any signal), a device (/dev/zero: it would
+// fill the memory) or too large is refused at once, and one that is not a
+// known_hosts file is refused naming its line; each error names the node
+// and the file. The node's address is never reached: the files come first.
+func TestDialFiles(t *testing.T) {
+	dir := t.TempDir()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, kh, fifo := filepath.Join(dir, "id"), filepath.Join(dir, "known_hosts"), filepath.Join(dir, "fifo")
+	large, bad, long := filepath.Join(dir, "large"), filepath.Join(dir, "bad_known_hosts"), filepath.Join(dir, "long_known_hosts")
+	if err := errors.Join(os.WriteFile(key, pem.EncodeToMemory(block), 0o600), os.WriteFile(kh, nil, 0o644),
+		syscall.Mkfifo(fifo, 0o600), os.WriteFile(large, make([]byte, topology.KnownHostsLimit+1), 0o600),
+		os.WriteFile(bad, []byte("# hosts\n10.0.0.2 ssh-ed25519 not-base64!\n"), 0o644),
+		os.WriteFile(long, []byte("\n# "+strings.Repeat("x", 64<<10)+"\n"), 0o644)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, key, kh string
+		err           error  // what the error is, or nil
+		says          string // what it says
+	}{
+		{"key a pipe", fifo, kh, files.ErrNotRegular, "key: open " + fifo},
+		{"key a device", "/dev/zero", kh, files.ErrNotRegular, "key: open /dev/zero"},
+		{"key too large", large, kh, files.ErrTooLarge, "key: read " + large},
+		{"known-hosts a pipe", key, fifo, files.ErrNotRegular, "known-hosts: open " + fifo},
+		{"known-hosts a device", key, "/dev/zero", files.ErrNotRegular, "known-hosts: open /dev/zero"},
+		{"known-hosts too large", key, large, files.ErrTooLarge, "known-hosts: read " + large},
+		{"known-hosts not one", key, bad, nil, "known-hosts: " + bad + ":2: illegal base64"},
+		{"known-hosts a long line", key, long, nil, "known-hosts: " + long + ":2: a line of 65538 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := topology.Node{Name: "files", Addr: "127.0.0.1:1", User: "root", Dir: "/tmp", Key: tc.key, KnownHosts: tc.kh}
+			_, err := topology.DialSSH(context.Background(), node, topology.NewRunTag())
+			if err == nil || tc.err != nil && !errors.Is(err, tc.err) ||
+				!strings.Contains(err.Error(), "node files (127.0.0.1:1): "+tc.says) {
+				t.Errorf("DialSSH: %v; want %v saying %q", err, tc.err, tc.says)
+			}
+		})
 	}
 }

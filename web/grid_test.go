@@ -48,12 +48,14 @@ func gridFixture(t *testing.T, root string) (one, collected string) {
 	for _, c := range p.Cells() {
 		r := gridRuns[c.Row][c.Run]
 		f := compare.Figures{Seed: 7 + int64(c.Run), Valid: r.valid, LockCounterFigures: checker.LockCounterFigures{
-			Writes: r.writes, LostMin: r.lost, LostMax: r.lost, Sections: r.writes}}
+			Writes: r.writes, LostMin: r.lost, LostMax: r.lost, Sections: r.writes, Counted: true}}
 		stamp := start.Add(time.Duration(c.Index+1) * time.Second).Format("20060102T150405.000Z")
 		run := filepath.Join("compare-"+p.Setups[c.Row].Slug(), stamp)
 		for _, dir := range []string{filepath.Join(oneDir, run), filepath.Join(gridDir, compare.CellDir(c.Index), run)} {
 			mkfile(t, filepath.Join(dir, "test.edn"), `{:name "compare-`+p.Setups[c.Row].Slug()+`", :lock :setnx, :workers 3}`)
-			mkfile(t, filepath.Join(dir, "results.edn"), fmt.Sprintf("{:valid? %s, :lock-counter {:valid? %[1]s, :writes %d}}", r.valid, r.writes))
+			// The figures of the record: --collect checks them against it.
+			mkfile(t, filepath.Join(dir, "results.edn"), fmt.Sprintf("{:valid? %[1]s, :lock-counter {:valid? %[1]s, :sections %[2]d, :writes %[2]d, :final 0, :lost-min %[3]d, :lost-max %[3]d}}",
+				r.valid, r.writes, r.lost))
 		}
 		f.Dir, f.Path = filepath.Join(oneDir, run), filepath.ToSlash(run)
 		results = append(results, compare.Result{Cell: c, Figures: f})

@@ -1,11 +1,16 @@
 // Command go-redsync is a lock adapter (docs/adapter-protocol.md) for
-// redsync's Mutex on one Redis, built at two versions for the finding
-// "redsync Extend and Unlock always report success" (docs/findings.md):
+// redsync's Mutex on one Redis, built at four versions for two findings
+// (docs/findings.md). "redsync Extend and Unlock always report success":
 // go.mod pins v4.0.4, the fix; v4.0.3.mod the version before it, whose
-// Extend says true of a lock another holder has.
+// Extend says true of a lock another holder has. "An extend answered after
+// the lease ended says extended": v4.3.0.mod, whose Extend checks no
+// validity time; v4.4.1.mod, which does (ErrExtendFailed, answered info:
+// this source builds at v4.0.3 too, which has no such error).
 //
 //	go build -o redsync-v4.0.4 .
 //	go build -modfile v4.0.3.mod -o redsync-v4.0.3 .
+//	go build -modfile v4.3.0.mod -o redsync-v4.3.0 .
+//	go build -modfile v4.4.1.mod -o redsync-v4.4.1 .
 //
 // It renews (hello renewal: true): each renew request is one Extend, and
 // its answer is what Extend returned, as a careful user heeds it.
@@ -38,12 +43,15 @@ type message struct {
 	LeaseMS   int64  `json:"lease_ms,omitempty"`
 	WaitMS    int64  `json:"wait_ms,omitempty"`
 	RetryMS   int64  `json:"retry_ms,omitempty"`
-	Token     string `json:"token,omitempty"`
-	Reason    string `json:"reason,omitempty"`
-	Name      string `json:"name,omitempty"`
-	Version   string `json:"version,omitempty"`
-	Library   string `json:"library,omitempty"`
-	Renewal   bool   `json:"renewal,omitempty"`
+	// ClientName is what its connections call themselves (CLIENT
+	// SETNAME), for the lock server's record.
+	ClientName string `json:"client_name,omitempty"`
+	Token      string `json:"token,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	Name       string `json:"name,omitempty"`
+	Version    string `json:"version,omitempty"`
+	Library    string `json:"library,omitempty"`
+	Renewal    bool   `json:"renewal,omitempty"`
 }
 
 type adapter struct {
@@ -76,6 +84,7 @@ func (a *adapter) answer(req message) message {
 		if err != nil {
 			return message{Type: "error", Reason: err.Error()}
 		}
+		opt.OnConnect = setName(req.ClientName)
 		a.rs, a.retry = redsync.New(goredis.NewPool(goredislib.NewClient(opt))), time.Duration(req.RetryMS)*time.Millisecond
 		return message{Type: "hello", Name: "go-redsync", Version: "1", Library: library(), Renewal: true}
 	case "acquire":
@@ -133,4 +142,14 @@ func library() string {
 		}
 	}
 	return "redsync (version unknown)"
+}
+
+// setName has each connection name itself (CLIENT SETNAME) as it opens:
+// the worker's name, which the lock server's record gives its commands.
+// "" leaves them unnamed.
+func setName(name string) func(context.Context, *goredislib.Conn) error {
+	if name == "" {
+		return nil
+	}
+	return func(ctx context.Context, cn *goredislib.Conn) error { return cn.ClientSetName(ctx, name).Err() }
 }

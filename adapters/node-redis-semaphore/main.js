@@ -34,8 +34,9 @@ const held = new Map(); // token -> { mutex, state }
 
 serve({
   init: async (req) => {
-    client = new Redis(req.redis_url, { maxRetriesPerRequest: 1 });
-    return ["hello", { name: "node-redis-semaphore-pinned", version: "1", library: `redis-semaphore ${version}`, fencing: false, renewal: true }];
+    client = new Redis(req.redis_url, { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined });
+    // Its Mutex keeps the lock under "mutex:" and the name (5.3.0, 5.3.1).
+    return ["hello", { name: "node-redis-semaphore-pinned", version: "1", library: `redis-semaphore ${version}`, fencing: false, renewal: true, key: `mutex:${req.lock}` }];
   },
   acquire: async (req) => {
     const state = { lost: false };

@@ -15,6 +15,30 @@ function answer(req, type, fields = {}) {
   process.stdout.write(JSON.stringify({ ...fields, type, in_reply_to: req.id }) + "\n");
 }
 
+// report writes a line of the adapter's own accord, answering no request:
+// a renewal its library makes on its own, begun or answered.
+function report(type, fields) {
+  process.stdout.write(JSON.stringify({ ...fields, type }) + "\n");
+}
+
+// reportRefreshes has the library's own refreshes of a grant reported, as
+// refresh, one of them (returning whether it refreshed), is called.
+let renewals = 0;
+function reportRefreshes(token, refresh) {
+  return async (...args) => {
+    const renewal = ++renewals;
+    report("renewing", { renewal, token });
+    try {
+      const ok = await refresh(...args);
+      report("renewed", ok ? { renewal, result: "ok" } : { renewal, result: "fail", reason: "not-held" });
+      return ok;
+    } catch (e) {
+      report("renewed", { renewal, result: "info", reason: String(e) });
+      throw e;
+    }
+  };
+}
+
 // serve answers each request with handlers[type](req), which returns
 // [type, fields]; a request it has no handler for is answered "error".
 function serve(handlers) {
@@ -34,4 +58,4 @@ function serve(handlers) {
   rl.on("close", () => queue.then(() => process.exit(0)));
 }
 
-module.exports = { serve, version };
+module.exports = { serve, version, reportRefreshes };

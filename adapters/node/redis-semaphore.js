@@ -1,19 +1,22 @@
 // A hiatus lock adapter for the npm package redis-semaphore's Mutex (on
-// ioredis), with its defaults: it refreshes its own lease every 0.8 of it.
+// ioredis), with its defaults: it refreshes its own lease every 0.8 of it,
+// and reports each refresh (renewing, renewed).
 //   node adapters/node/redis-semaphore.js
 "use strict";
 const Redis = require("ioredis");
 const { Mutex } = require("redis-semaphore");
-const { serve, version } = require("./protocol");
+const { serve, version, reportRefreshes } = require("./protocol");
 
 let client;
 const held = new Map(); // token -> { mutex, lost }
 
 serve({
   init: async (req) => {
-    client = new Redis(req.redis_url, { maxRetriesPerRequest: 1 });
+    client = new Redis(req.redis_url, { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined });
     const library = `redis-semaphore ${version("redis-semaphore")}`;
-    return ["hello", { name: "node-redis-semaphore", version: "1", library, fencing: false, renewal: false }];
+    // Its Mutex keeps the lock under "mutex:" and the name: the key the
+    // run's record of the server is to watch.
+    return ["hello", { name: "node-redis-semaphore", version: "1", library, fencing: false, renewal: false, key: `mutex:${req.lock}` }];
   },
   acquire: async (req) => {
     const state = { lost: false };
@@ -29,6 +32,9 @@ serve({
     } catch (e) {
       return ["info", { reason: String(e) }];
     }
+    // Its refresh timer calls this._refresh() (redis-semaphore 5.8.0, as
+    // package-lock.json pins it): each is reported, renewing and renewed.
+    mutex._refresh = reportRefreshes(mutex.identifier, mutex._refresh.bind(mutex));
     held.set(mutex.identifier, { mutex, state });
     return ["ok", { token: mutex.identifier }];
   },

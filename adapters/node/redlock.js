@@ -25,7 +25,7 @@ async function refused(e) {
 
 serve({
   init: async (req) => {
-    client = new Redis(req.redis_url, { maxRetriesPerRequest: 1 });
+    client = new Redis(req.redis_url, { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined });
     redlock = new Redlock([client], { retryDelay, retryJitter: 0 });
     return ["hello", { name: "node-redlock", version: "1", library: `redlock ${version("redlock")}`, fencing: false, renewal: true }];
   },

@@ -24,7 +24,8 @@ def handle(req):
     global client
     kind = req.get("type")
     if kind == "init":
-        client = redis.Redis.from_url(req["redis_url"])
+        # client_name: the worker's, which the lock server's record names.
+        client = redis.Redis.from_url(req["redis_url"], client_name=req.get("client_name") or None)
         return answer(req, "hello", name="redis-py-lock", version="1", fencing=False, renewal=False,
                       library="redis-py " + redis.__version__)
     if kind == "acquire" and req.get("lease_ms"):

@@ -25,12 +25,14 @@ func adapterCommand() *cli.Command {
 			Description: "Starts the adapter (COMMAND, run by /bin/sh) twice against a Redis and checks, in plain\n" +
 				"words: its hello; acquire; that a second process is refused while the first holds the\n" +
 				"lock; release; the release of a lock whose lease expired; fencing and renewal if its hello\n" +
-				"says it has them; a request it cannot understand; that it exits when its input closes.\n\n" +
+				"says it has them; a request it cannot understand; that it exits when its input closes,\n" +
+				"leaving no process of its own running (what it left is killed, and said).\n\n" +
 				"Example:\n" +
 				"  hiatus adapter check 'adapters/python/redis_py_lock.py'\n\n" +
 				"Exit status: 0 conforms, 1 does not, 254 bad arguments or no Redis, 255 internal error.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "redis-url", EnvVars: []string{"HIATUS_REDIS_URL"}, Usage: "use this Redis instead of a throwaway redis-server"},
+				&cli.StringFlag{Name: "adapter-store", Value: harness.AdapterOnRedis, Usage: "where the adapter keeps its lock: redis, or zookeeper (a throwaway ZooKeeper server, told as zookeeper in init)"},
 				&cli.BoolFlag{Name: "trace", Usage: "show every line the first adapter process is sent (->) and answers (<-)"},
 				helpFlag(),
 			},
@@ -41,7 +43,11 @@ func adapterCommand() *cli.Command {
 				}
 				ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 				defer stop()
-				err := harness.CheckAdapter(ctx, c.Args().First(), c.String("redis-url"), c.App.Writer, c.Bool("trace"))
+				store := c.String("adapter-store")
+				if store != harness.AdapterOnRedis && store != harness.AdapterOnZooKeeper {
+					return usageErrorf("--adapter-store %q: want %s or %s", store, harness.AdapterOnRedis, harness.AdapterOnZooKeeper)
+				}
+				err := harness.CheckAdapter(ctx, c.Args().First(), c.String("redis-url"), store, c.App.Writer, c.Bool("trace"))
 				switch {
 				case errors.Is(err, adapter.ErrNonconforming):
 					return verdictExit(exitInvalid)

@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -252,6 +254,7 @@ func TestCompareCellWords(t *testing.T) {
 		{[]string{"--cell", "-1", "--seed", "1", "--grid-dir", empty}, "-", `--cell "-1": want a cell's index`},
 		{[]string{"--cell", "job", "--seed", "1", "--grid-dir", empty}, "", "--cell job: $JOB_COMPLETION_INDEX is not set"},
 		{[]string{"--cell", "job", "--seed", "1", "--grid-dir", empty}, "one", `--cell job: $JOB_COMPLETION_INDEX "one": want a cell's index`},
+		{[]string{"--cell", "0", "--seed", "1", "--grid-dir", empty, "--runs", "1001"}, "-", "--cell: a grid --collect would refuse: grid.runs: 1001"},
 	} {
 		t.Run(strings.Join(tc.args, " ")+" "+tc.env, func(t *testing.T) {
 			if tc.env != "-" {
@@ -269,10 +272,20 @@ func TestCompareCellWords(t *testing.T) {
 			}
 		})
 	}
+	// A pipe where a record goes is refused at once, not waited on (issue
+	// 34, defect 5: it hung --collect).
+	piped := t.TempDir()
+	if err := os.Mkdir(filepath.Join(piped, "cell-0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(piped, "cell-0", compare.CellFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args   []string
 		stderr string
 	}{
+		{[]string{"compare", "--collect", piped}, filepath.Join(piped, "cell-0", compare.CellFile) + ": it is a named pipe"},
 		{[]string{"compare", "--collect", empty, "--runs", "2"}, "--collect reads its grid from the cells' records: it takes no --runs"},
 		{[]string{"compare", "--collect", empty}, "no cell-N/cell.json here"},
 		{[]string{"compare", "--collect", filepath.Join(empty, "nope")}, "--collect: stat " + filepath.Join(empty, "nope")},
@@ -303,4 +316,80 @@ func servePage(t *testing.T, root, target string) string {
 		t.Fatalf("GET %s: %d", target, rec.Code)
 	}
 	return rec.Body.String()
+}
+
+// linkGrid is the one-cell grid of the tests of links planted in a grid's
+// directory: its run is named links-setnx-500ms-none.
+func linkGrid(counter int, more ...string) []string {
+	return append([]string{"compare", "--redis-url", testRedisURL, "--postgres-url", testPostgresURL, "--counter-id", fmt.Sprint(counter),
+		"--name", "links", "--locks", "setnx", "--pauses", "none", "--runs", "1", "--seed", "3", "--workers", "1",
+		"--time-limit", "300ms", "--pause", "100ms", "--work", "5ms", "--no-plots", "--cell", "0"}, more...)
+}
+
+// TestCompareCellPlantedLinks: a link planted in the shared grid directory
+// where a cell's directory, or its run's, goes is refused with 254, naming
+// it, before anything starts; nothing is written where it points (issue
+// 34, defect 2: cell-N -> /elsewhere received the run).
+func TestCompareCellPlantedLinks(t *testing.T) {
+	for i, link := range []string{"cell-0", "cell-0/links-setnx-500ms-none"} {
+		t.Run(link, func(t *testing.T) {
+			gridDir, elsewhere := t.TempDir(), t.TempDir()
+			at := filepath.Join(gridDir, filepath.FromSlash(link))
+			if err := os.MkdirAll(filepath.Dir(at), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(elsewhere, at); err != nil {
+				t.Fatal(err)
+			}
+			code, out, errOut := hiatus(t, linkGrid(340+i, "--grid-dir", gridDir)...)
+			if code != exitUsage || !strings.Contains(errOut, at+": a symbolic link") {
+				t.Errorf("exit %d, %q; want %d, naming the link %s\n%s", code, errOut, exitUsage, at, out)
+			}
+			if es, _ := os.ReadDir(elsewhere); len(es) != 0 {
+				t.Errorf("the cell wrote where the link points: %v", es)
+			}
+		})
+	}
+}
+
+// TestCompareCellSwapped: a cell's directory swapped for a link while the
+// cell runs — here by the lock adapter, a real one behind a script that
+// swaps it as it starts, before the run's directory is made — sends the
+// run where the link points (the run is made by path), but the cell finds
+// its run missing from the directory it checked and held open, and writes
+// no record, neither there nor where the link points: exit 254, saying so.
+func TestCompareCellSwapped(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	adapter := filepath.Join(tmp, "go-setnx")
+	if out, err := exec.Command("go", "build", "-o", adapter, filepath.Join(root, "adapters/go-setnx")).CombinedOutput(); err != nil {
+		t.Fatalf("build the Go adapter: %v: %s", err, out)
+	}
+	gridDir, elsewhere := filepath.Join(tmp, "grid"), filepath.Join(tmp, "elsewhere")
+	cell := filepath.Join(gridDir, "cell-0")
+	script := filepath.Join(tmp, "swap")
+	body := fmt.Sprintf("#!/bin/sh\n[ -L %[1]s ] || { mkdir -p %[2]s && mv %[1]s %[1]s.held && ln -s %[2]s %[1]s; }\nexec %[3]s \"$@\"\n",
+		cell, elsewhere, adapter)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := linkGrid(342, "--grid-dir", gridDir)
+	args[slices.Index(args, "setnx")] = "exec:" + script
+	code, out, errOut := hiatus(t, args...)
+	if code != exitUsage || !strings.Contains(errOut, "is not in its cell's directory "+cell+" as it was") {
+		t.Errorf("exit %d, %q; want %d, the run not in the cell's directory\n%s", code, errOut, exitUsage, out)
+	}
+	t.Logf("exit %d: %s", code, errOut)
+	// The run went where the link points: what the cell cannot stop.
+	if es, _ := os.ReadDir(elsewhere); len(es) == 0 {
+		t.Fatalf("the run did not go where the swapped link points: the adapter swapped nothing, or too late")
+	}
+	for _, dir := range []string{elsewhere, cell + ".held"} {
+		if _, err := os.Lstat(filepath.Join(dir, compare.CellFile)); err == nil {
+			t.Errorf("a record was written in %s", dir)
+		}
+	}
 }

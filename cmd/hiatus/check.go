@@ -17,7 +17,10 @@ import (
 
 	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/files"
+	"github.com/hiatus-dev/hiatus/internal/printable"
 	"github.com/hiatus-dev/hiatus/internal/progress"
+	"github.com/hiatus-dev/hiatus/report"
 	"github.com/hiatus-dev/hiatus/store"
 	"github.com/urfave/cli/v2"
 )
@@ -46,9 +49,10 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "initial", Usage: "initial state as an EDN literal, e.g. 0 or {:x 0 :y 0} (default: the model's: 0 for counters, nil for registers)"},
 			&cli.DurationFlag{Name: "timeout", Value: checker.DefaultTimeout, Usage: "bound on each linearizability search; one that runs out is :unknown"},
 			&cli.StringFlag{Name: "analyzer", Usage: "lock-counter linearizability by `NAME`: " + checker.AnalyzerCounterWalk + " (default) or " + checker.AnalyzerPorcupine + ", the reference, which searches"},
-			&cli.StringFlag{Name: "html", Usage: "write porcupine's visualization of the linearizability search to `FILE`"},
-			&cli.StringFlag{Name: "out", Usage: "write results.edn to `FILE` instead of into the run directory"},
+			&cli.StringFlag{Name: "html", Usage: "write porcupine's visualization of the linearizability search to `FILE` (a new or regular file: hiatus writes no link, pipe or device)"},
+			&cli.StringFlag{Name: "out", Usage: "write results.edn to `FILE` instead of into the run directory (a new or regular file: hiatus writes no link, pipe or device)"},
 			&cli.StringFlag{Name: "store", Value: "store", Usage: "directory where runs are kept"},
+			&cli.StringFlag{Name: "record", Usage: "hold the history's lock calls to the lock server's record in `FILE` (a run directory's " + store.LockServer + " is read without it)"},
 			&cli.Int64Flag{Name: "memory", Value: checker.DefaultMemory >> 20, Usage: "keep up to `MB` megabytes of a lock-counter history's records in memory, and the rest on disk; the verdict does not depend on it"},
 		},
 		Action: func(c *cli.Context) error {
@@ -61,7 +65,7 @@ func checkCommand() *cli.Command {
 				path: c.Args().First(), model: c.String("model"), initial: c.String("initial"),
 				timeout: c.Duration("timeout"), html: c.String("html"), out: c.String("out"),
 				store: c.String("store"), initialSet: c.IsSet("initial"), analyzer: c.String("analyzer"),
-				stdin: c.App.Reader, memory: c.Int64("memory"),
+				stdin: c.App.Reader, memory: c.Int64("memory"), record: c.String("record"),
 			}, c.App.Writer, c.App.ErrWriter)
 		},
 	}
@@ -70,6 +74,7 @@ func checkCommand() *cli.Command {
 // checkArgs are the check command's arguments.
 type checkArgs struct {
 	path, model, initial, html, out, store, analyzer string
+	record                                           string // the lock server's record, if named
 	initialSet                                       bool
 	timeout                                          time.Duration
 	memory                                           int64     // megabytes of records in memory
@@ -82,6 +87,9 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 	}
 	if a.memory < 0 || a.memory > 1<<30 {
 		return usageErrorf("--memory must be from 1 to %d MB (0: the default, %d), not %d", 1<<30, checker.DefaultMemory>>20, a.memory)
+	}
+	if err := outputsWritable(a); err != nil {
+		return err
 	}
 	opts := checker.Options{Model: a.model, Timeout: a.timeout, Analyzer: a.analyzer, Memory: a.memory << 20} // 0: the default
 	if a.path != "-" && a.html == "" {
@@ -96,7 +104,7 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 		}
 		opts.Initial = v
 	}
-	run, h, prog, err := openHistory(ctx, a, opts, stderr)
+	run, h, prog, err := openHistory(ctx, a, &opts, stderr)
 	if err != nil {
 		return err
 	}
@@ -118,6 +126,13 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 	// it goes first, then everything is said.
 	prog.End()
 	printChecking(stdout, stderr, h)
+	if r := opts.Record; r != nil {
+		fmt.Fprintf(stdout, "  lock server's record: %d events", len(r.Ops))
+		if len(r.Nodes) > 0 {
+			fmt.Fprintf(stdout, " of %s", printable.Escape(strings.Join(r.Nodes, ", ")))
+		}
+		fmt.Fprintln(stdout)
+	}
 	var drawn *checker.Visualization
 	if a.html != "" {
 		if rs, drawn, err = drawInterruptible(ctx, a.html, h.Ops, opts, stderr); err != nil {
@@ -138,19 +153,22 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 	return verdictExit(rs.Valid.ExitCode())
 }
 
+// serverRecord reads the lock server's record of run, when it has one:
+// nil for a run made before the record, or without it, and for a history
+
 // printChecking says what is checked: the history, its model, its ops,
 // and how it writes the processes the results number.
 func printChecking(stdout, stderr io.Writer, h *checker.File) {
 	if h.Truncated != nil {
-		fmt.Fprintf(stderr, "hiatus: %v: the history is truncated; checking the %d ops before it\n", h.Truncated, h.N)
+		fmt.Fprintf(stderr, "hiatus: %s: the history is truncated; checking the %d ops before it\n", printable.Escape(h.Truncated.Error()), h.N)
 	}
 	detected := ""
 	if h.Detected {
 		detected = " (detected from :f)"
 	}
-	fmt.Fprintf(stdout, "checking %s\n  model %s%s, %d ops", h.Path, h.Model, detected, h.N)
+	fmt.Fprintf(stdout, "checking %s\n  model %s%s, %d ops", printable.Escape(h.Path), h.Model, detected, h.N)
 	if h.Model != checker.ModelMutex {
-		fmt.Fprintf(stdout, ", initial %s", history.AppendValue(nil, h.Initial))
+		fmt.Fprintf(stdout, ", initial %s", printable.Escape(string(history.AppendValue(nil, h.Initial))))
 	}
 	fmt.Fprintln(stdout)
 	printProcesses(stdout, h.Processes)
@@ -169,14 +187,35 @@ func drawInterruptible(ctx context.Context, html string, ops []history.Op, opts 
 	return d.rs, d.drawn, err
 }
 
+// outputsWritable refuses an --out or --html that cannot be written, before
+// a long history is read and checked, not after.
+func outputsWritable(a checkArgs) error {
+	for _, o := range []struct{ flag, path string }{{"out", a.out}, {"html", a.html}} {
+		if o.path == "" {
+			continue
+		}
+		if err := files.Writable(o.path); err != nil {
+			return usageErrorf("--%s: %v", o.flag, err)
+		}
+	}
+	return nil
+}
+
 // saveResults writes results.edn to out, or into the run directory; a
 // run's that cannot be written is said on stderr, and the verdict stands.
+// An --out that cannot be written at the end (it was tried at the start)
+// is said too; a verdict that is not valid still decides the exit status,
+// as pause-test's does, and a valid one without its file is 254.
 func saveResults(out string, run store.Run, rs checker.Results, stdout, stderr io.Writer) error {
 	data := rs.AppendEDN(nil)
 	switch {
 	case out != "":
-		if err := os.WriteFile(out, data, 0o644); err != nil {
-			return usageErrorf("--out: %v", err)
+		if err := files.WriteFile(out, data); err != nil {
+			if rs.Valid != checker.Valid {
+				fmt.Fprintf(stderr, "hiatus: --out: %v: the verdict above is not saved\n", err)
+				return nil
+			}
+			return usageErrorf("--out: %v: the verdict above is not saved", err)
 		}
 		fmt.Fprintf(stdout, "results: %s\n", out)
 	case run.Dir != "":
@@ -193,7 +232,7 @@ func saveResults(out string, run store.Run, rs checker.Results, stdout, stderr i
 // openHistory reads the history a check is asked for: a run directory's,
 // a history file, or standard input ("-"), with a progress line on stderr
 // while it reads. run is the run directory, if the history is one's.
-func openHistory(ctx context.Context, a checkArgs, opts checker.Options, stderr io.Writer) (store.Run, *checker.File, *progress.Check, error) {
+func openHistory(ctx context.Context, a checkArgs, opts *checker.Options, stderr io.Writer) (store.Run, *checker.File, *progress.Check, error) {
 	var run store.Run
 	path := "-"
 	if a.path != "-" {
@@ -204,6 +243,10 @@ func openHistory(ctx context.Context, a checkArgs, opts checker.Options, stderr 
 	}
 	if run.Dir != "" && opts.Model == "" {
 		opts.Model = checker.ModelLockCounter // what every run records
+	}
+	var err error
+	if opts.Record, err = openRecord(a.record, run); err != nil {
+		return run, nil, nil, err
 	}
 	if run.Dir != "" && path == run.Path(store.Journal) {
 		fmt.Fprintf(stderr, "hiatus: %s has no %s (the run did not finish); checking its journal\n", run.Dir, store.History)
@@ -217,17 +260,16 @@ func openHistory(ctx context.Context, a checkArgs, opts checker.Options, stderr 
 	}
 	prog := progress.StartCheck(stderr, path, total)
 	var h *checker.File
-	var err error
 	if path == "-" {
-		h, err = checker.Read(ctx, prog.Reader(a.stdin), "standard input", opts)
+		h, err = checker.Read(ctx, prog.Reader(a.stdin), "standard input", *opts)
 	} else {
-		h, err = checker.Open(ctx, path, opts, a.html != "", prog.Reader)
+		h, err = checker.Open(ctx, path, *opts, a.html != "", prog.Reader)
 	}
 	switch {
 	case ctx.Err() != nil:
 		prog.End()
 		return run, nil, nil, &exitError{code: exitInterrupted, err: fmt.Errorf("check interrupted while reading %s", path)}
-	case errors.Is(err, history.ErrNotRegular):
+	case errors.Is(err, files.ErrNotRegular):
 		prog.End()
 		return run, nil, nil, usageErrorf("%v (to check a stream, pipe it to hiatus check -)", err)
 	case err != nil:
@@ -237,23 +279,50 @@ func openHistory(ctx context.Context, a checkArgs, opts checker.Options, stderr 
 	return run, h, prog, nil
 }
 
-// drawCheck runs the checks, drawing them to the file html; it returns
-// what was drawn, nil if nothing was.
+// openRecord reads the lock server's record a check is to hold the
+// history to: the file --record names, or a run directory's
+// lockserver.edn when it has one; nil when there is none. A record that
+// cannot be read is bad input (254), named.
+func openRecord(named string, run store.Run) (*checker.Record, error) {
+	path, workers := named, 0
+	if run.Dir != "" {
+		workers = report.ReadSummary(run.Dir).Workers
+		p, ok, err := run.Optional(store.LockServer)
+		if err != nil {
+			return nil, usageErrorf("the lock server's record: %v", err)
+		}
+		if path == "" && ok {
+			path = p
+		}
+	}
+	if path == "" {
+		return nil, nil
+	}
+	rec, err := checker.ReadRecord(path, workers)
+	if err != nil {
+		return nil, usageErrorf("the lock server's record %s: %v", printable.Escape(path), err)
+	}
+	return rec, nil
+}
+
+// drawCheck runs the checks, drawing them to the file html (whole or not
+// at all, through internal/files: a link or a FIFO at html is refused);
+// it returns what was drawn, nil if nothing was.
 func drawCheck(ctx context.Context, html string, ops []history.Op, opts checker.Options, stderr io.Writer) (checker.Results, *checker.Visualization, error) {
-	f, err := os.Create(html)
+	f, err := files.Create(html)
 	if err != nil {
 		return checker.Results{}, nil, usageErrorf("--html: %v", err)
 	}
 	rs, vis, err := checker.CheckHTML(ctx, f, ops, opts)
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("write %s: %w", html, cerr)
+	if err == nil {
+		err = f.Close()
+	} else {
+		f.Abort()
 	}
 	switch {
 	case err != nil && rs.Checks == nil: // bad options: nothing was checked
-		os.Remove(html)
 		return rs, nil, usageError(err)
 	case errors.Is(err, checker.ErrNoVisualization):
-		os.Remove(html)
 		fmt.Fprintf(stderr, "hiatus: no visualization written: %v\n", err)
 		return rs, nil, nil
 	case err != nil:
@@ -273,35 +342,49 @@ func printProcesses(out io.Writer, names map[history.Process]string) {
 	slices.Reverse(procs) // -2 first
 	var each []string
 	for _, p := range procs {
-		each = append(each, fmt.Sprintf("%v is %s", p, names[p]))
+		each = append(each, fmt.Sprintf("%v is %s", p, printable.Escape(names[p])))
 	}
 	fmt.Fprintf(out, "  processes numbered here, as the history writes them: %s\n", strings.Join(each, ", "))
 }
 
 // printResults prints a line per check with its verdict and scalar
 // figures, the explanation of each check that is not valid, and the
-// verdict.
+// verdict. What the history supplied (a figure's value, an explanation
+// that quotes an op) is escaped for the terminal (printable.Escape): a
+// value can neither act on it nor make a line of its own.
 func printResults(out io.Writer, rs checker.Results) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	for _, r := range rs.Checks {
 		var figs []string
 		for _, f := range r.Fields {
+			if f.Key == "note" {
+				continue // said below, with the explanations
+			}
 			switch f.Value.(type) {
 			case nil, bool, int, int64, string, history.Keyword:
-				figs = append(figs, fmt.Sprintf("%s %s", f.Key, history.AppendValue(nil, f.Value)))
+				figs = append(figs, fmt.Sprintf("%s %s", f.Key, printable.Escape(string(history.AppendValue(nil, f.Value)))))
 			}
 		}
 		fmt.Fprintf(tw, "  %s\t%v\t%s\n", r.Name, r.Valid, strings.Join(figs, ", "))
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
+	printExplanations(out, rs)
+	fmt.Fprintf(out, "valid? %v\n", rs.Valid)
+}
+
+// printExplanations prints the explanation of each check that has one,
+// escaped for the terminal: it quotes the history's values.
+func printExplanations(out io.Writer, rs checker.Results) {
 	for _, r := range rs.Checks {
 		if r.Explanation != "" {
-			fmt.Fprintf(out, "%s: %s\n", r.Name, r.Explanation)
+			fmt.Fprintf(out, "%s: %s\n", r.Name, printable.Escape(r.Explanation))
+		}
+		if note, ok := r.Get("note").(string); ok {
+			fmt.Fprintf(out, "%s (reported, not failed): %s\n", r.Name, printable.Escape(note))
 		}
 	}
-	fmt.Fprintf(out, "valid? %v\n", rs.Valid)
 }
 
 // collectorRoom is the heap a streamed check may take beyond its records'

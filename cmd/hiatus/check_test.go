@@ -613,3 +613,79 @@ func TestCollectForStream(t *testing.T) {
 		t.Errorf("with GOGC set: limit %d, GOGC %d; want them untouched", got, p)
 	}
 }
+
+// TestCheckOutputsRefuseLinks: --out and --html are written whole, beside
+// their path and renamed into place, never through a link planted there:
+// its target is left as it was, and check says why (exit 254).
+func TestCheckOutputsRefuseLinks(t *testing.T) {
+	path := writeFile(t, "history.edn", registerInvalid)
+	for _, flag := range []string{"--out", "--html"} {
+		t.Run(flag, func(t *testing.T) {
+			dir := t.TempDir()
+			target, link := filepath.Join(dir, "target"), filepath.Join(dir, "planted")
+			if err := os.WriteFile(target, []byte("keep me"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			code, _, stderr := hiatus(t, "check", flag, link, path)
+			if code != exitUsage || !strings.Contains(stderr, "symbolic link") {
+				t.Errorf("check %s LINK: exit %d, stderr %q; want %d, saying it is a link", flag, code, stderr, exitUsage)
+			}
+			if b, _ := os.ReadFile(target); string(b) != "keep me" {
+				t.Errorf("check %s LINK wrote through the link: its target holds %.40q", flag, b)
+			}
+		})
+	}
+}
+
+// TestCheckServerRecord: a run directory's lockserver.edn is read with its
+// history and said; a run without one is checked as before; a malformed
+// record, or a link where it should be, is refused (254) by its name.
+func TestCheckServerRecord(t *testing.T) {
+	record := `{:index 0, :time 1500000, :type :info, :process "redis-0", :f :grant, :key "k", :token "a", :client "worker-0", :deadline 501500000}
+{:index 1, :time 601500000, :type :info, :process "redis-0", :f :grant, :key "k", :token "b", :client "worker-1"}
+`
+	for _, tc := range []struct {
+		name, record string
+		link         bool
+		code         int
+		want         string
+	}{
+		{"none", "", false, exitInvalid, ""},
+		{"record", record, false, exitInvalid, "lock server's record: 2 events of redis-0"},
+		{"malformed", `{:index 0, :time 1, :type :info, :process "redis-0", :f :acquire}`, false, exitUsage, "lockserver.edn: op 0: :f :acquire is no act"},
+		{"unsorted", record[strings.Index(record, "\n")+1:] + record[:strings.Index(record, "\n")+1], false, exitUsage, "sorted by :time"},
+		{"link", record, true, exitUsage, "symbolic link"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run, err := store.Create(t.TempDir(), "lock-counter", time.Date(2026, 11, 30, 17, 13, 0, 0, time.UTC))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(run.Path(store.History), []byte(lockCounterInvalid), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			path := run.Path(store.LockServer)
+			if tc.link {
+				path = filepath.Join(t.TempDir(), "elsewhere.edn")
+				if err := os.Symlink(path, run.Path(store.LockServer)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.record != "" {
+				if err := os.WriteFile(path, []byte(tc.record), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, stdout, stderr := hiatus(t, "check", run.Dir)
+			if code != tc.code || !strings.Contains(stdout+stderr, tc.want) {
+				t.Errorf("exit %d, want %d saying %q:\n%s\n%s", code, tc.code, tc.want, stdout, stderr)
+			}
+			if tc.record == "" && strings.Contains(stdout, "lock server's record") {
+				t.Errorf("a run without a record says it has one:\n%s", stdout)
+			}
+		})
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/internal/compare"
+	"github.com/hiatus-dev/hiatus/internal/printable"
 	"github.com/hiatus-dev/hiatus/internal/progress"
 	"github.com/hiatus-dev/hiatus/internal/shellquote"
 	"github.com/urfave/cli/v2"
@@ -64,13 +65,15 @@ func compareCommand() *cli.Command {
 			"A grid may be made as separate processes, a cell (one run) each, as the pods of a\n" +
 			"Kubernetes Indexed Job do (docs/cluster.md): --list-cells lists the cells, --cell N\n" +
 			"--grid-dir DIR makes cell N into DIR/cell-N/, and --collect DIR tabulates them into\n" +
-			"the table one process would have made.\n" +
+			"the table one process would have made. The directory is shared: both refuse a link\n" +
+			"planted where a cell goes, and --collect a record its run does not bear out.\n" +
 			"  hiatus compare --locks setnx,renew --runs 2 --seed 7 --list-cells\n" +
 			"  hiatus compare --locks setnx,renew --runs 2 --seed 7 --cell 3 --grid-dir /grid\n" +
 			"  hiatus compare --collect /grid\n\n" +
 			"Exit status: 0 when every run was made (whatever their verdicts), 130 interrupted,\n" +
-			"254 bad arguments or servers, or cells --collect did not find (the table is written\n" +
-			"all the same, marked incomplete), 255 internal error.",
+			"254 bad arguments or servers, a cell's record --collect refused (naming its file and\n" +
+			"field), or cells it did not find (the table is written all the same, marked\n" +
+			"incomplete), 255 internal error.",
 		Flags: compareFlags(),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -260,7 +263,9 @@ func runCell(ctx context.Context, c *cli.Context, a compare.Plan) error {
 // printTable prints the table of the comparison in dir, and the files
 // that keep it there.
 func printTable(w io.Writer, dir string, t *compare.Table) {
-	w.Write(t.Markdown())
+	// The table quotes what the cells' records said (a command, versions):
+	// a shared volume's, escaped for the terminal.
+	io.WriteString(w, printable.Lines(string(t.Markdown())))
 	fmt.Fprintf(w, "\n%s: %s, %s, %s, %s, %s, %s\n", dir, compare.TableMarkdown, compare.TableCSV,
 		compare.TableJSON, compare.PlotPNG, compare.PlotSVG, compare.RunList)
 }

@@ -1,10 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
-	"os"
 
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/hiatus-dev/hiatus/internal/gen"
 	"github.com/urfave/cli/v2"
 )
@@ -30,7 +31,7 @@ func genCommand() *cli.Command {
 			&cli.Int64Flag{Name: "seed", Value: 1, Usage: "seed of every choice"},
 			&cli.DurationFlag{Name: "lease", Value: gen.DefaultLease, Usage: "the lock's lease"},
 			&cli.DurationFlag{Name: "work", Value: gen.DefaultWork, Usage: "time between a section's read and its write"},
-			&cli.StringFlag{Name: "out", Usage: "write the history to `FILE` instead of stdout"},
+			&cli.StringFlag{Name: "out", Usage: "write the history to `FILE` instead of stdout (a new or regular file: hiatus writes no link, pipe or device)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -52,21 +53,26 @@ func runGen(cfg gen.Config, out string, stdout, stderr io.Writer) error {
 		return usageError(err)
 	}
 	w, name := stdout, "stdout"
+	var f *files.File
 	if out != "" {
-		f, err := os.Create(out)
-		if err != nil {
+		var err error
+		if f, err = files.Create(out); err != nil {
 			return usageErrorf("--out: %v", err)
 		}
-		defer f.Close()
+		defer f.Abort() // after Close, a no-op: the file has its name
 		w, name = f, out
 	}
-	st, err := gen.Write(w, cfg)
+	bw := bufio.NewWriter(w)
+	st, err := gen.Write(bw, cfg)
+	if err == nil {
+		err = bw.Flush()
+	}
 	if err != nil {
 		return err
 	}
-	if f, ok := w.(*os.File); ok && out != "" {
+	if f != nil {
 		if err := f.Close(); err != nil {
-			return fmt.Errorf("write %s: %w", out, err)
+			return err
 		}
 	}
 	fmt.Fprintf(stderr, "hiatus: wrote %d ops to %s: %d sections of %d workers, %d acknowledged writes, %d lost, %d :info (%d took effect); final counter %d\n",

@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/internal/printable"
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 )
@@ -187,7 +188,9 @@ func flagWords(cmd *cli.Command, err error) error {
 	return err
 }
 
-// exitCode maps an error from the app to an exit status, printing it.
+// exitCode maps an error from the app to an exit status, printing it. An
+// error may quote what an adapter or a history supplied: it is printed
+// escaped for the terminal, line by line (printable.Lines).
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitValid
@@ -195,7 +198,7 @@ func exitCode(err error, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintf(stderr, "hiatus: %v\n", ee.err)
+			fmt.Fprintf(stderr, "hiatus: %s\n", printable.Lines(ee.err.Error()))
 		}
 		return ee.code
 	}
@@ -203,10 +206,10 @@ func exitCode(err error, stderr io.Writer) int {
 	if errors.As(err, &ce) {
 		// urfave/cli's own exit codes (3: "No help topic for …") are all
 		// about the words typed: they are the user's to fix.
-		fmt.Fprintf(stderr, "hiatus: %v (see hiatus --help)\n", err)
+		fmt.Fprintf(stderr, "hiatus: %s (see hiatus --help)\n", printable.Lines(err.Error()))
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "hiatus: %v\n", err)
+	fmt.Fprintf(stderr, "hiatus: %s\n", printable.Lines(err.Error()))
 	return exitInternal
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/internal/adaptertest"
 	"github.com/hiatus-dev/hiatus/internal/servers"
 )
 
@@ -23,11 +24,13 @@ const asMainEnv = "HIATUS_TEST_AS_MAIN"
 // throwaway default itself.
 var testRedisURL, testPostgresURL string
 
-// TestMain serves three roles. `hiatus run` starts its workers as its own
+// TestMain serves four roles. `hiatus run` starts its workers as its own
 // binary; under `go test` that is this test binary, which then serves as a
-// worker (harness.ServeWorker), as main does. Started with asMainEnv, it is
-// hiatus itself. Otherwise it starts the servers the tests share.
+// worker (harness.ServeWorker), as main does. Started as an adapter
+// (adaptertest.Command), it is one. Started with asMainEnv, it is hiatus
+// itself. Otherwise it starts the servers the tests share.
 func TestMain(m *testing.M) {
+	adaptertest.Serve()
 	harness.ServeWorker()
 	if os.Getenv(asMainEnv) == "1" {
 		os.Exit(hiatusMain(os.Args, os.Stdout, os.Stderr))
@@ -88,7 +91,7 @@ func TestCLIWords(t *testing.T) {
 		// asked for: the unreachable Redis is never reached.
 		{[]string{"run", "--store", "/proc/nope", "--redis-url", "redis://127.0.0.1:1"}, "store /proc/nope: mkdir /proc/nope"},
 		// A bad inventory is refused before any server starts.
-		{[]string{"run", "--store", "STORE", "--hosts", "ssh:/nonexistent/lab.hosts"}, "--hosts ssh:/nonexistent/lab.hosts: inventory: open /nonexistent/lab.hosts: no such file or directory"},
+		{[]string{"run", "--store", "STORE", "--hosts", "ssh:/nonexistent/lab.hosts"}, "--hosts ssh:/nonexistent/lab.hosts: inventory: stat /nonexistent/lab.hosts: no such file or directory"},
 		{[]string{"run", "--store", "STORE", "--hosts", "sh:lab"}, `--hosts "sh:lab": want local, netns or ssh:FILE`},
 		{[]string{"run", "--store", "STORE", "--hosts", "ssh:lab", "--nemesis", "pause-node"}, "--nemesis pause-node is not injected over --hosts ssh yet"},
 		{[]string{"run", "--store", "/etc/passwd/runs", "--redis-url", "redis://127.0.0.1:1"}, "not a directory"},

@@ -11,9 +11,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/files"
+	"github.com/hiatus-dev/hiatus/internal/printable"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/jstemmer/go-junit-report/v2/junit"
 	"github.com/urfave/cli/v2"
@@ -30,7 +33,7 @@ const (
 
 // pauseTestSetting says whether pause-test takes the setting s of run too.
 func pauseTestSetting(s harness.Setting) bool {
-	return slices.Contains([]string{"lease", "retry", "op-timeout", "adapter-hello", "nodes", "redis-url", "postgres-url", "store", "counter-id"}, s.Flag)
+	return slices.Contains([]string{"lease", "retry", "op-timeout", "adapter-hello", "adapter-store", "nodes", "redis-url", "postgres-url", "store", "counter-id"}, s.Flag)
 }
 
 func pauseTestFlags() []cli.Flag {
@@ -56,7 +59,7 @@ func pauseTestFlags() []cli.Flag {
 	}
 	return append(out,
 		&cli.StringSliceFlag{Name: "lock", Usage: "a lock to test (repeat, or comma-separate): " + strings.Join(client.LockNames(), ", ") +
-			", or exec:COMMAND (a lock adapter)", DefaultText: "every lock of hiatus's but etcd's"},
+			", or exec:COMMAND (a lock adapter)", DefaultText: "every lock of hiatus's but etcd's and ZooKeeper's"},
 		&cli.StringSliceFlag{Name: "guard", Usage: "a guard of the writes (repeat, or comma-separate): " + strings.Join(guards, ", "),
 			DefaultText: strings.Join(guards, ",")},
 		&cli.StringSliceFlag{Name: "pause-kind", Usage: "how holder A is paused (repeat, or comma-separate): sleep (A blocks in its section; " +
@@ -64,7 +67,7 @@ func pauseTestFlags() []cli.Flag {
 			DefaultText: strings.Join(pauses, ",")},
 		&cli.IntFlag{Name: "runs", Value: 1, Usage: "run each case this many times"},
 		&cli.StringFlag{Name: "name", Value: pauseTestName, Usage: "test name: each case's run goes to STORE/NAME/START-TIME/"},
-		&cli.StringFlag{Name: "junit", Usage: "write a JUnit XML report to `FILE` (a test case per lock, guard and pause, a run each)"},
+		&cli.StringFlag{Name: "junit", Usage: "write a JUnit XML report to `FILE` (a test case per lock, guard and pause, a run each); a path that cannot take it, or that is a link, pipe or device, is refused before any case"},
 	)
 }
 
@@ -83,8 +86,11 @@ func pauseTestCommand() *cli.Command {
 			"Examples:\n" +
 			"  hiatus pause-test                                     # every lock, guard and pause\n" +
 			"  hiatus pause-test --lock exec:./my-adapter --guard fence --junit pause-test.xml\n\n" +
-			"Exit status: 0 when every case lost no update, 1 when one did, 130 interrupted,\n" +
-			"254 bad arguments or servers, 255 internal error.",
+			"Exit status: 0 when every case passed, 1 when a case lost an update, 2 when none did but a\n" +
+			"case reached no verdict (unknown: B too slow three times, A never granted the lock, as by an\n" +
+			"adapter that broke the protocol), 130 interrupted, 254 bad arguments or servers, or a --junit\n" +
+			"FILE that cannot be written (tried before any case; at the end, a verdict other than a pass wins),\n" +
+			"255 internal error.",
 		Flags: pauseTestFlags(),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -93,6 +99,13 @@ func pauseTestCommand() *cli.Command {
 			cfg, cases, err := pauseTestConfig(c)
 			if err != nil {
 				return usageError(err)
+			}
+			// The report's path is tried before any case: a path that cannot
+			// take it is found now, not after every case ran.
+			if f := c.String("junit"); f != "" {
+				if err := files.Writable(f); err != nil {
+					return usageErrorf("--junit: %v", err)
+				}
 			}
 			return pauseTest(c, cfg, cases)
 		},
@@ -108,7 +121,10 @@ func pauseTestConfig(c *cli.Context) (harness.Config, []harness.PauseCase, error
 	cfg.Lease, cfg.Retry, cfg.Name = c.Duration("lease"), c.Duration("retry"), c.String("name")
 	var locks []string
 	for _, k := range client.LockKinds() {
-		if k.Store != client.OnEtcd { // seconds a case: etcd's leases are whole seconds, 2 s at the least
+		// Not etcd's, whose leases are whole seconds, 2 s at the least
+		// (seconds a case), nor ZooKeeper's, whose pings every 67 ms keep a
+		// 200 ms session only on a machine that is not starved.
+		if k.Store != client.OnEtcd && k.Store != client.OnZooKeeper {
 			locks = append(locks, k.Name)
 		}
 	}
@@ -173,39 +189,67 @@ func pauseTest(c *cli.Context, cfg harness.Config, cases []harness.PauseCase) er
 	if err != nil {
 		return runError(err)
 	}
-	failed := 0
+	verdict := printPauseSummary(c.App.Writer, cfg, vs)
+	if f := c.String("junit"); f != "" {
+		if err := writeJUnit(f, cfg, vs); err != nil {
+			return junitLost(c.App.ErrWriter, err, verdict)
+		}
+	}
+	return verdictExit(verdict.ExitCode())
+}
+
+// junitLost is the exit of a test whose report could not be written at
+// its end (its path was tried at the start): a verdict other than a pass
+// wins, its exit status said and the report's loss on stderr; a pass
+// without its report is exit 254, naming the report.
+func junitLost(stderr io.Writer, err error, verdict checker.Validity) error {
+	if verdict == checker.Valid {
+		return usageErrorf("%v: every case passed, but the report is not written", err)
+	}
+	fmt.Fprintf(stderr, "hiatus: %v: the report is not written; the verdict above stands\n", err)
+	return verdictExit(verdict.ExitCode())
+}
+
+// printPauseSummary says how many cases passed and why each other did
+// not, and returns the verdicts merged: Invalid when a case lost an update,
+// else Unknown when a case reached no verdict, else Valid.
+func printPauseSummary(w io.Writer, cfg harness.Config, vs []harness.PauseVerdict) checker.Validity {
+	passed, verdict := 0, checker.Valid
 	for _, v := range vs {
-		if !v.Passed() {
-			failed++
+		verdict = checker.Merge(verdict, v.Verdict())
+		if v.Passed() {
+			passed++
 		}
 	}
 	if slices.ContainsFunc(vs, func(v harness.PauseVerdict) bool { return v.Case.Pause == nemesis.KindStop && !v.Froze }) {
-		fmt.Fprintln(c.App.Writer, "stop*: the lock has no work of its own (renewals, an adapter) for a stop to freeze: it is paused as by sleep")
+		fmt.Fprintln(w, "stop*: the lock has no work of its own (renewals, an adapter) for a stop to freeze: it is paused as by sleep")
 	}
-	fmt.Fprintf(c.App.Writer, "\n%d of %d cases passed: the sequence ran and no update was lost (lease %v)\n", len(vs)-failed, len(vs), cfg.Lease)
+	fmt.Fprintf(w, "\n%d of %d cases passed: the sequence ran and no update was lost (lease %v)\n", passed, len(vs), cfg.Lease)
 	for _, v := range vs {
 		if !v.Passed() {
-			fmt.Fprintf(c.App.Writer, "  %s: %s\n", v.Case, v.Explanation())
+			fmt.Fprintf(w, "  %s %s: %s\n", v.Case, verdictWord(v), printable.Escape(v.Explanation()))
 		}
 	}
-	if f := c.String("junit"); f != "" {
-		if err := writeJUnit(f, cfg, vs); err != nil {
-			return err
-		}
+	return verdict
+}
+
+// verdictWord is a case's verdict as the table says it.
+func verdictWord(v harness.PauseVerdict) string {
+	switch v.Verdict() {
+	case checker.Valid:
+		return "pass"
+	case checker.Invalid:
+		return "FAIL"
 	}
-	return verdictExit(min(failed, exitInvalid))
+	return "unknown" // the case did not run as it should: no verdict on the lock
 }
 
 func printPauseVerdict(w io.Writer, v harness.PauseVerdict) {
-	verdict := "pass"
-	switch {
-	case v.Taken == harness.Late:
-		verdict = "unknown" // the sequence did not happen: no verdict on the lock
-	case !v.Passed():
-		verdict = "FAIL"
-	}
 	b := v.Taken.String()
-	if v.Taken == harness.Took {
+	switch v.Taken {
+	case 0:
+		b = "-" // A never held the lock, or the test was interrupted
+	case harness.Took:
 		b = fmt.Sprintf("took +%dms", v.After.Milliseconds())
 	}
 	pause := string(v.Case.Pause)
@@ -213,13 +257,26 @@ func printPauseVerdict(w io.Writer, v harness.PauseVerdict) {
 		pause += "*"
 	}
 	f := v.Figures()
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%dms\t%s\n", v.Case.Lock, v.Case.Guard, pause, verdict, b,
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%dms\t%s\n", v.Case.Lock, v.Case.Guard, pause, verdictWord(v), b,
 		f.Writes, f.LostMin, f.StaleRejected+f.ChangeRejected, v.Elapsed.Milliseconds(), v.Dir)
+}
+
+// unknownType is the type of a JUnit error, a case that reached no
+// verdict: why.
+func unknownType(v harness.PauseVerdict) string {
+	switch {
+	case v.Taken == harness.Late:
+		return "late" // the sequence did not happen
+	case v.Unheld != "":
+		return "no-grant" // A never held the lock
+	}
+	return "undecided" // the check could not decide
 }
 
 // writeJUnit writes the verdicts to file as JUnit XML: one suite, a test
 // case per verdict, named lock/guard/pause; a case that lost an update is
-// a failure, whose message is the check's explanation.
+// a failure, whose text is the check's explanation; a case that reached no
+// verdict is an error whose message says why.
 func writeJUnit(file string, cfg harness.Config, vs []harness.PauseVerdict) error {
 	suite := junit.Testsuite{Name: "hiatus pause-test", Timestamp: time.Now().UTC().Format(time.RFC3339)}
 	suite.AddProperty("lease", cfg.Lease.String())
@@ -230,12 +287,18 @@ func writeJUnit(file string, cfg harness.Config, vs []harness.PauseVerdict) erro
 		f := v.Figures()
 		out := fmt.Sprintf("run %s\nB %s the lock; writes %d, lost %d, stale-rejected %d, change-rejected %d; attempts %d\n", v.Dir, v.Taken,
 			f.Writes, f.LostMin, f.StaleRejected, f.ChangeRejected, v.Attempts)
+		for _, c := range v.Complaints {
+			out += printable.Escape(c) + "\n" // an adapter's words: XML takes no control characters
+		}
 		tc.SystemOut = &junit.Output{Data: out}
-		switch {
-		case v.Taken == harness.Late:
-			tc.Error = &junit.Result{Message: "inconclusive: the sequence did not happen", Type: "late", Data: v.Explanation()}
-		case !v.Passed():
-			tc.Failure = &junit.Result{Message: "an update was lost", Type: "lost-update", Data: v.Explanation()}
+		switch v.Verdict() {
+		case checker.Invalid:
+			tc.Failure = &junit.Result{Message: "an update was lost", Type: "lost-update", Data: printable.Escape(v.Explanation())}
+			if f.LostMin == 0 {
+				tc.Failure.Message, tc.Failure.Type = "the history is invalid", "invalid"
+			}
+		case checker.Unknown:
+			tc.Error = &junit.Result{Message: "inconclusive: " + printable.Escape(v.Explanation()), Type: unknownType(v)}
 		}
 		suite.AddTestcase(tc)
 		total += v.Elapsed
@@ -243,16 +306,8 @@ func writeJUnit(file string, cfg harness.Config, vs []harness.PauseVerdict) erro
 	suite.Time = fmt.Sprintf("%.3f", total.Seconds())
 	var doc junit.Testsuites
 	doc.AddSuite(suite)
-	f, err := os.Create(file)
-	if err != nil {
+	if err := files.WriteWith(file, doc.WriteXML); err != nil {
 		return fmt.Errorf("--junit: %w", err)
-	}
-	if err := doc.WriteXML(f); err != nil {
-		f.Close()
-		return fmt.Errorf("--junit %s: %w", file, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("--junit %s: %w", file, err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/internal/printable"
 	"github.com/hiatus-dev/hiatus/shrink"
 	"github.com/hiatus-dev/hiatus/store"
 	"github.com/urfave/cli/v2"
@@ -26,12 +27,12 @@ func replayCommand() *cli.Command {
 		Description: "Reads the run's test.edn and schedule.edn and runs it again --runs times, each an ordinary\n" +
 			"run directory (STORE/NAME-replay/START-TIME/), injecting the same faults on the same workers\n" +
 			"at the same times. Timing is not deterministic, so a replay is judged by its outcome: it\n" +
-			"recurs when a check the run found invalid is invalid again.\n\n" +
+			"recurs when a check the run found invalid is invalid again.\n\n" + allowWords +
 			"Exit status: 0 every replay recurred, 1 some did not, 130 interrupted, 254 bad arguments.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "runs", Value: 3, Usage: "replays"},
 			&cli.StringFlag{Name: "store", Value: "store", Usage: "directory where runs are kept"},
-		},
+		}, allowFlags()...),
 		Action: func(c *cli.Context) error { return withCase(c, replay) },
 	}
 }
@@ -39,7 +40,7 @@ func replayCommand() *cli.Command {
 // replay replays the case --runs times, saying how each went.
 func replay(ctx context.Context, c *cli.Context, cs shrink.Case) error {
 	out, n := c.App.Writer, c.Int("runs")
-	fmt.Fprintf(out, "replaying %s %d times: %s; violated: %s\n", cs.Dir, n, cs.Config.Describe(), strings.Join(cs.Violated, ", "))
+	fmt.Fprintf(out, "replaying %s %d times: %s; violated: %s\n", cs.Dir, n, printable.Escape(cs.Config.Describe()), printable.Escape(strings.Join(cs.Violated, ", ")))
 	recurred, err := cs.Replay(ctx, n, func(i int, res harness.Result, r bool) {
 		word := "did not recur"
 		if r {
@@ -77,7 +78,7 @@ func withCase(c *cli.Context, what func(context.Context, *cli.Context, shrink.Ca
 	case run.Dir == "":
 		return usageErrorf("%s wants a run directory (it holds test.edn and schedule.edn), not a history file: %s", c.Command.Name, c.Args().First())
 	}
-	cs, err := shrink.Open(run.Dir)
+	cs, err := shrink.Open(run.Dir, harness.Allowed{Lock: c.String("lock"), Hosts: harness.Hosts(c.String("hosts"))})
 	if err != nil {
 		return runError(err)
 	}
@@ -94,6 +95,20 @@ func withCase(c *cli.Context, what func(context.Context, *cli.Context, shrink.Ca
 	return what(ctx, c, cs)
 }
 
+// allowWords say, in replay's and shrink's help, what a run directory may
+// not have them do unasked.
+const allowWords = "A run directory may come from anyone: one whose test.edn names a lock adapter (exec:COMMAND)\n" +
+	"or machines to run on (ssh:FILE) is refused (exit 254) unless --lock or --hosts names the same.\n\n"
+
+// allowFlags are replay's and shrink's flags that allow what a run
+// directory's test.edn names and hiatus would run or reach.
+func allowFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "lock", Usage: "allow the lock adapter `exec:COMMAND` that the run's test.edn names (its :lock, exactly): hiatus runs no command a run directory names that you do not name too"},
+		&cli.StringFlag{Name: "hosts", Usage: "allow the machines of the inventory `ssh:FILE` that the run's test.edn names (its :hosts, exactly): hiatus reaches no machine a run directory names that you do not name too"},
+	}
+}
+
 func shrinkCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "shrink",
@@ -105,15 +120,15 @@ func shrinkCommand() *cli.Command {
 			"stops when nothing smaller fails or --budget is spent, and leaves in\n" +
 			"STORE/NAME-shrink/START-TIME/ the reproducer: schedule.edn, command.txt (the hiatus run\n" +
 			"command line), repro_test.go (a Go test through the library) and the timeline of a failing\n" +
-			"replay. Every replay is an ordinary run directory under STORE/NAME-replay/.\n\n" +
+			"replay. Every replay is an ordinary run directory under STORE/NAME-replay/.\n\n" + allowWords +
 			"Exit status: 0 shrunk (or nothing smaller fails), 130 interrupted, 254 bad arguments or a\n" +
 			"run that recurs too rarely to shrink.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "runs", Value: 5, Usage: "replays of each candidate"},
 			&cli.IntFlag{Name: "need", Value: 4, Usage: "replays of --runs that must show the violation for a candidate to be kept (4 of 5: a reproducer that recurs four times in five)"},
 			&cli.DurationFlag{Name: "budget", Value: 10 * time.Minute, Usage: "time to spend; the smallest failing case so far is the result, judged once more (up to three times) past it"},
 			&cli.StringFlag{Name: "store", Value: "store", Usage: "directory where runs are kept"},
-		},
+		}, allowFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.Int("need") < 1 || c.Int("need") > c.Int("runs") || c.Duration("budget") <= 0 {
 				return usageErrorf("--need must be 1 to --runs, and --budget positive")
@@ -127,7 +142,7 @@ func shrinkCommand() *cli.Command {
 func runShrink(ctx context.Context, c *cli.Context, cs shrink.Case) error {
 	out, cfg := c.App.Writer, cs.Config
 	fmt.Fprintf(out, "shrinking %s: %s, %v, %d workers, work %v; %s violated; keeping what fails in %d of %d replays, for up to %v\n",
-		cs.Dir, faults(len(cfg.Plan)), cfg.TimeLimit, cfg.Workers, cfg.Work, strings.Join(cs.Violated, ", "), c.Int("need"), c.Int("runs"), c.Duration("budget"))
+		cs.Dir, faults(len(cfg.Plan)), cfg.TimeLimit, cfg.Workers, cfg.Work, printable.Escape(strings.Join(cs.Violated, ", ")), c.Int("need"), c.Int("runs"), c.Duration("budget"))
 	res, dir, err := cs.Minimise(ctx, c.Int("runs"), shrink.Options{Need: c.Int("need"), Budget: c.Duration("budget"),
 		Step: func(s shrink.Step) { showStep(out, s) }},
 		func(v shrink.Verdict) {
@@ -150,7 +165,7 @@ func runShrink(ctx context.Context, c *cli.Context, cs shrink.Case) error {
 	}
 	fmt.Fprintf(out, "\nshrunk in %v (%d candidates): %s, %v, %d workers, work %v; failed %d of %d replays\n",
 		res.Spent.Round(time.Second), res.Tried, faults(len(r.Plan)), r.TimeLimit, r.Workers, r.Work, res.Verdict.Failed, res.Verdict.Runs)
-	fmt.Fprintf(out, "  %s\n", shrink.Command(r, filepath.Join(dir, store.Schedule)))
+	fmt.Fprintf(out, "  %s\n", printable.Escape(shrink.Command(r, filepath.Join(dir, store.Schedule))))
 	fmt.Fprintf(out, "reproducer: %s (%s, %s, %s, timeline.html)\n", dir, store.Schedule, shrink.CommandFile, shrink.TestFile)
 	switch {
 	case ctx.Err() != nil:

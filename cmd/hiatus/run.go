@@ -11,8 +11,7 @@ import (
 
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
-	"github.com/hiatus-dev/hiatus/history"
-	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/urfave/cli/v2"
 )
 
@@ -63,11 +62,11 @@ func runConfig(c *cli.Context) (harness.Config, error) {
 		cfg.Guard = client.GuardFence
 	}
 	if f := c.String("schedule"); f != "" {
-		b, err := history.ReadRegular(f)
+		b, err := files.ReadFile(f, harness.MaxRunFile)
 		if err != nil {
 			return cfg, fmt.Errorf("--schedule: %v", err)
 		}
-		if cfg.Plan, err = nemesis.ParsePlan(string(b)); err != nil {
+		if cfg.Plan, err = harness.ParseSchedule(b); err != nil {
 			return cfg, fmt.Errorf("--schedule %s: %v", f, err)
 		}
 		if !c.IsSet("nemesis") {

@@ -2,12 +2,21 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/sshtest"
+	"golang.org/x/crypto/ssh"
 )
 
 // TestKill9SSH: SIGKILL of `hiatus run --hosts ssh:FILE` while a worker's
@@ -58,5 +67,50 @@ func TestKill9SSH(t *testing.T) {
 		if len(l) > 0 {
 			t.Errorf("node %s holds what the killed run left: %v", n.Name, l)
 		}
+	}
+}
+
+// TestRunHostsSSHFiles: `hiatus run --hosts ssh:FILE` whose inventory, key
+// or known_hosts is a named pipe with no writer (which hung the run past
+// SIGTERM and SIGINT) or a device (/dev/zero: the run ran out of memory,
+// exit 2), or whose node is at an address that is no node's, exits 254 at
+// once, naming the file. No node is reached: the files come first.
+func TestRunHostsSSHFiles(t *testing.T) {
+	dir := t.TempDir()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo, key, kh := filepath.Join(dir, "fifo"), filepath.Join(dir, "id"), filepath.Join(dir, "known_hosts")
+	if err := errors.Join(syscall.Mkfifo(fifo, 0o600), os.WriteFile(key, pem.EncodeToMemory(block), 0o600),
+		os.WriteFile(kh, nil, 0o644)); err != nil {
+		t.Fatal(err)
+	}
+	inventory := func(name, key, knownHosts, addr string) string {
+		p := filepath.Join(dir, name)
+		text := fmt.Sprintf("control 10.0.0.1\nkey %s\nknown-hosts %s\nnode w0 %s worker,redis,postgres\n", key, knownHosts, addr)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct{ name, inventory, says string }{
+		{"inventory a pipe", fifo, "inventory: open " + fifo + ": it is a named pipe"},
+		{"inventory a device", "/dev/zero", "inventory: open /dev/zero: it is a device"},
+		{"key a pipe", inventory("key-fifo", fifo, kh, "127.0.0.1"), "node w0 (127.0.0.1:22): key: open " + fifo + ": it is a named pipe"},
+		{"key a device", inventory("key-zero", "/dev/zero", kh, "127.0.0.1"), "node w0 (127.0.0.1:22): key: open /dev/zero: it is a device"},
+		{"known-hosts a pipe", inventory("kh-fifo", key, fifo, "127.0.0.1"), "node w0 (127.0.0.1:22): known-hosts: open " + fifo + ": it is a named pipe"},
+		{"node at 0.0.0.0", inventory("any", key, kh, "0.0.0.0"), "inventory " + filepath.Join(dir, "any") + ":4: node w0: address 0.0.0.0: the unspecified address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := hiatus(t, "run", "--store", t.TempDir(), "--hosts", "ssh:"+tc.inventory, "--time-limit", "1s")
+			if code != exitUsage || !strings.Contains(stderr, tc.says) {
+				t.Errorf("exit %d, want %d saying %q\n%s%s", code, exitUsage, tc.says, stdout, stderr)
+			}
+		})
 	}
 }

@@ -40,11 +40,7 @@ func printSummary(out io.Writer, dir string, rs checker.Results) {
 		tw.Flush()
 	}
 	fmt.Fprintln(out)
-	for _, r := range rs.Checks {
-		if r.Explanation != "" {
-			fmt.Fprintf(out, "%s: %s\n", r.Name, r.Explanation)
-		}
-	}
+	printExplanations(out, rs)
 	fmt.Fprintf(out, "valid? %v   (%s)\n", rs.Valid, dir)
 }
 

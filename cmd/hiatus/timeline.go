@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/hiatus-dev/hiatus/report"
 	"github.com/hiatus-dev/hiatus/store"
 	"github.com/urfave/cli/v2"
@@ -25,7 +26,7 @@ func timelineCommand() *cli.Command {
 			"gives results.edn's verdicts when one lies beside it, else this check's.\n\n" +
 			"Exit status: 0 drawn, 254 bad arguments or unreadable input, 255 internal error.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Usage: "write the page to `FILE` instead"},
+			&cli.StringFlag{Name: "out", Usage: "write the page to `FILE` instead (a new or regular file: hiatus writes no link, pipe or device)"},
 			&cli.DurationFlag{Name: "from", Usage: "draw the sections that begin this long after the first op, or later (a window of a long history)"},
 			&cli.DurationFlag{Name: "to", Usage: "draw the sections that begin before this long after the first op; 0: to the end"},
 			&cli.IntFlag{Name: "max-sections", Value: report.DefaultMaxSections, Usage: "keep at most `N` sections"},
@@ -46,6 +47,9 @@ func timelineCommand() *cli.Command {
 			out := c.String("out")
 			if out == "" {
 				out = filepath.Join(filepath.Dir(path), report.TimelineFile)
+			}
+			if err := files.Writable(out); err != nil {
+				return usageErrorf("--out: %v", err)
 			}
 			t := &report.Timeline{Workers: c.Int("workers"), MaxSections: c.Int("max-sections"),
 				From: int64(c.Duration("from")), To: int64(c.Duration("to"))}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/internal/shellquote"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -35,6 +37,67 @@ const Env = "HIATUS_TEST_ADAPTER"
 // after it gave up: npm simple-redis-mutex 3.0.0's failAfter).
 func Command(mode string) string {
 	return fmt.Sprintf("env %s=%s %s", Env, mode, os.Args[0])
+}
+
+// Fields are answer fields that CommandWith has an adapter put into its
+// hello, or into each grant (an ok answer to an acquire), over what it
+// would say: a hello's name, a fence out of the protocol.
+type Fields map[string]any
+
+// Env names of the fields CommandWith sets.
+const (
+	helloEnv = "HIATUS_TEST_ADAPTER_HELLO"
+	grantEnv = "HIATUS_TEST_ADAPTER_GRANT"
+)
+
+// CommandWith is Command, its hello and its grants carrying the fields
+// given (either may be nil).
+func CommandWith(mode string, hello, grant Fields) string {
+	cmd := fmt.Sprintf("env %s=%s", Env, mode)
+	for _, f := range []struct {
+		env    string
+		fields Fields
+	}{{helloEnv, hello}, {grantEnv, grant}} {
+		if f.fields != nil {
+			b, err := json.Marshal(f.fields)
+			if err != nil {
+				panic(err) // a test's own literal
+			}
+			cmd += " " + f.env + "=" + shellquote.Quote(string(b))
+		}
+	}
+	return cmd + " " + os.Args[0]
+}
+
+// overlaid is the answer line to a request of type kind, with the fields
+// CommandWith gave for a hello or a grant.
+func overlaid(kind, line string) (string, error) {
+	switch {
+	case kind == "init":
+		return overlay(line, helloEnv)
+	case kind == "acquire" && strings.Contains(line, `"type":"ok"`):
+		return overlay(line, grantEnv)
+	}
+	return line, nil
+}
+
+// overlay puts the fields of the JSON object env names (if set) into the
+// answer line, over its own.
+func overlay(line, env string) (string, error) {
+	over, ok := os.LookupEnv(env)
+	if !ok {
+		return line, nil
+	}
+	var a, o map[string]any
+	if err := json.Unmarshal([]byte(line), &a); err != nil {
+		return "", err
+	}
+	if err := json.Unmarshal([]byte(over), &o); err != nil {
+		return "", fmt.Errorf("%s: %w", env, err)
+	}
+	maps.Copy(a, o)
+	b, err := json.Marshal(a)
+	return string(b), err
 }
 
 // Serve makes this process the adapter Command started, and returns at
@@ -60,16 +123,7 @@ func serve(mode string) error {
 			return fmt.Errorf("mode %q: %w", mode, err)
 		}
 	}
-	switch name {
-	case "exit":
-		fmt.Fprintln(os.Stderr, "adaptertest: exiting at start, as asked")
-		os.Exit(3)
-	case "hang":
-		_, err := io.Copy(io.Discard, os.Stdin)
-		return err
-	case "garbage-hello":
-		fmt.Println("hello there")
-		_, err := io.Copy(io.Discard, os.Stdin)
+	if done, err := atStart(name); done {
 		return err
 	}
 	// The well-behaved adapter, behind a layer that misbehaves as asked.
@@ -123,13 +177,35 @@ func serve(mode string) error {
 		if !answers.Scan() {
 			return fmt.Errorf("the adapter behind ended: %v", answers.Err())
 		}
-		fmt.Println(answers.Text())
+		line, err := overlaid(req.Type, answers.Text())
+		if err != nil {
+			return err
+		}
+		fmt.Println(line)
 		if name == "twice" && req.Type == "acquire" {
-			fmt.Println(answers.Text())
+			fmt.Println(line)
 		}
 	}
 	reqW.Close()
 	return sc.Err()
+}
+
+// atStart acts out the modes that never get to serve a request, and says
+// whether name was one.
+func atStart(name string) (bool, error) {
+	switch name {
+	case "exit":
+		fmt.Fprintln(os.Stderr, "adaptertest: exiting at start, as asked")
+		os.Exit(3)
+	case "hang":
+		_, err := io.Copy(io.Discard, os.Stdin)
+		return true, err
+	case "garbage-hello":
+		fmt.Println("hello there")
+		_, err := io.Copy(io.Discard, os.Stdin)
+		return true, err
+	}
+	return false, nil
 }
 
 // grantLate takes the lock for nobody: SET NX PX, every 5 ms for wait_ms,

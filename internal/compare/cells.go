@@ -1,19 +1,21 @@
 package compare
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/hiatus-dev/hiatus/store"
 )
 
@@ -119,40 +121,122 @@ func CellDir(index int) string { return "cell-" + strconv.Itoa(index) }
 // Job does: an ordinary run in gridDir/cell-INDEX/, its record beside it in
 // cell.json. It starts throwaway servers for the run unless p.Base names
 // servers. Collect tabulates the cells of a grid's directory.
+//
+// gridDir may be a volume others write too. The cell's directory, and the
+// run's name inside it, are made or opened without following a link (one
+// planted there is refused before anything starts); the run is then made
+// by path (harness.Run), and afterwards found again from the directory
+// held open since: a run that went elsewhere (the cell's directory
+// swapped for a link meanwhile) is refused, and no record is written. The
+// record is written into the directory held open, never through a link.
 func MakeCell(ctx context.Context, p Plan, index int, gridDir string) (Record, error) {
+	if err := p.Header().check(); err != nil {
+		return Record{}, &harness.SetupError{Err: fmt.Errorf("--cell: a grid --collect would refuse: %w", err)}
+	}
 	cells := p.Cells()
 	if index < 0 || index >= len(cells) {
 		return Record{}, &harness.SetupError{Err: fmt.Errorf("--cell %d: the grid has %d cells, 0 to %d (hiatus compare --list-cells lists them)",
 			index, len(cells), len(cells)-1)}
 	}
 	c := cells[index]
+	cfg := p.Config(p.Setups[c.Row], c.Run)
+	cell, err := openCell(gridDir, index, cfg.Name)
+	if err != nil {
+		return Record{}, &harness.SetupError{Err: fmt.Errorf("--cell %d: %w", index, err)}
+	}
+	defer cell.Close()
 	start := time.Now()
-	dir := filepath.Join(gridDir, CellDir(index))
 	base := p.Base
-	versions, stop, err := startServers(ctx, &base, dir)
+	versions, stop, err := startServers(ctx, &base, cell.Path())
 	if err != nil {
 		return Record{}, err
 	}
 	defer stop()
 	p.Base = base
-	cfg := p.Config(p.Setups[c.Row], c.Run)
-	cfg.Store = dir
+	cfg = p.Config(p.Setups[c.Row], c.Run)
+	cfg.Store = cell.Path()
 	f, err := runCell(ctx, cfg, gridDir)
+	if err == nil {
+		err = ctx.Err() // a run cut short is not comparable with the others
+	}
+	if err == nil {
+		if err = heldRun(cell, f); err != nil {
+			err = &harness.SetupError{Err: err}
+		}
+	}
 	if err != nil {
 		return Record{}, fmt.Errorf("cell %d (%s, run %d): %w", index, p.Setups[c.Row].Short(), c.Run+1, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return Record{}, err // a run cut short is not comparable with the others
-	}
 	rec := Record{Grid: p.Header(), Started: start, Versions: versions, Result: Result{Cell: c, Figures: f}}
 	b, err := json.MarshalIndent(rec, "", "  ")
+	if err == nil {
+		err = cell.WriteFile(CellFile, append(b, '\n'))
+	}
 	if err != nil {
 		return Record{}, fmt.Errorf("cell %d: %w", index, err)
 	}
-	if err := (store.Run{Dir: dir}).WriteFile(CellFile, append(b, '\n')); err != nil {
-		return Record{}, fmt.Errorf("cell %d: %w", index, err)
-	}
 	return rec, nil
+}
+
+// openCell makes (or opens, for a retry) the directory of cell index in
+// gridDir, and the directory of the run named name inside it, refusing a
+// link at either.
+func openCell(gridDir string, index int, name string) (*files.Dir, error) {
+	grid, err := files.MakeDir(gridDir)
+	if err != nil {
+		return nil, err
+	}
+	defer grid.Close()
+	cell, err := grid.MakeSub(CellDir(index))
+	if err != nil {
+		return nil, err
+	}
+	runs, err := cell.MakeSub(name)
+	if err != nil {
+		cell.Close()
+		return nil, err
+	}
+	runs.Close()
+	return cell, nil
+}
+
+// heldRun checks that the run f names, made by path, is in the cell's
+// directory as it was held open before the run: found from it by plain
+// names, no link among them.
+func heldRun(cell *files.Dir, f Figures) error {
+	err := errors.New("another directory")
+	runs, start, rerr := runParent(cell, f.Path)
+	if rerr == nil {
+		defer runs.Close()
+		var held, made fs.FileInfo
+		if held, rerr = runs.Lstat(start); rerr == nil {
+			made, rerr = os.Stat(f.Dir)
+		}
+		if rerr == nil && held.IsDir() && os.SameFile(held, made) {
+			return nil
+		}
+	}
+	if rerr != nil {
+		err = rerr
+	}
+	return fmt.Errorf("the run %s is not in its cell's directory %s as it was: the directory, or one in it, was replaced while the run was made (%w)",
+		f.Dir, cell.Path(), err)
+}
+
+// runParent opens, inside cell, the directory of the run whose path in the
+// grid's directory is path, as a cell makes it — CELL/NAME/START-TIME,
+// CELL the cell's own directory — and returns the directory NAME, opened
+// without following a link, and START-TIME.
+func runParent(cell *files.Dir, path string) (*files.Dir, string, error) {
+	names := strings.Split(path, "/")
+	if len(names) != 3 || names[0] != filepath.Base(cell.Path()) {
+		return nil, "", fmt.Errorf("%q is not a run of this cell: want %s/NAME/START-TIME", path, filepath.Base(cell.Path()))
+	}
+	runs, err := cell.Sub(names[1])
+	if err != nil {
+		return nil, "", err
+	}
+	return runs, names[2], nil
 }
 
 // runCell makes the run cfg and returns its figures, with its directory as
@@ -200,35 +284,37 @@ func (e *MissingError) Error() string {
 // grid made in one process has, and writes its files into dir. Its runs'
 // directories are found where dir holds them now. Cells missing leave the
 // table incomplete, written all the same, and a *MissingError; cells of
-// another grid, or a record that cannot be read, are an error naming its
-// file, before anything is written.
+// another grid, a record that cannot be read or that its run does not
+// bear out (ParseRecord, CheckResults), are an error naming its file,
+// before anything is written.
+//
+// dir is the directory the user named (its links followed); inside it,
+// a volume others may write, no link is followed, no file but a regular
+// one read, none beyond a bound (MaxCells cells, maxCellFile bytes a
+// record), and the table's files are written by temporary file and
+// rename, replacing whatever is at their names.
 func Collect(dir string) (*Table, error) {
-	recs, err := readRecords(dir)
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("--collect: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("--collect %s: not a directory", dir)
+	}
+	grid, err := files.OpenDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--collect: %w", err)
+	}
+	defer grid.Close()
+	h, cells, err := readRecords(grid)
 	if err != nil {
 		return nil, err
 	}
-	h := recs[0].Grid
-	var versions []string
-	started := recs[0].Started
-	results := make([]Result, 0, len(recs))
-	for _, r := range recs {
-		if r.Started.Before(started) {
-			started = r.Started
-		}
-		if !slices.Contains(versions, r.Versions) {
-			versions = append(versions, r.Versions)
-		}
-		r.Figures.Dir = filepath.Join(dir, filepath.FromSlash(r.Figures.Path))
-		results = append(results, r.Result)
-	}
-	t := h.Table(started, strings.Join(versions, "; "))
-	t.Fill(h.Setups, results)
-	if err := Write(dir, t); err != nil {
+	t := tabulate(h, cells)
+	if err := writeTable(grid, t); err != nil {
 		return t, err
 	}
 	have := make([]bool, len(h.Setups)*h.Runs)
-	for _, r := range recs {
-		have[r.Cell.Index] = true
+	for _, c := range cells {
+		have[c.Cell.Index] = true
 	}
 	var missing []int
 	for i, ok := range have {
@@ -242,60 +328,155 @@ func Collect(dir string) (*Table, error) {
 	return t, nil
 }
 
-// readRecords reads every cell's record in dir, checking that they are
-// cells of one grid, each where its index says.
-func readRecords(dir string) ([]Record, error) {
-	if fi, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("--collect: %w", err)
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("--collect %s: not a directory", dir)
-	}
-	paths, err := filepath.Glob(filepath.Join(dir, "cell-*", CellFile))
-	if err != nil {
-		return nil, fmt.Errorf("--collect %s: %w", dir, err)
-	}
-	if len(paths) == 0 {
-		return nil, fmt.Errorf("--collect %s: no cell-N/%s here: hiatus compare --cell N --grid-dir %s makes cell N", dir, CellFile, dir)
-	}
-	var recs []Record
-	var first []byte
-	for _, p := range paths {
-		r, grid, err := readRecord(p)
-		if err != nil {
-			return nil, err
-		}
-		if first == nil {
-			first = grid
-		} else if !bytes.Equal(grid, first) {
-			return nil, fmt.Errorf("%s: a cell of another grid than %s's (its command, seed or rows differ)", p, paths[0])
-		}
-		recs = append(recs, r)
-	}
-	return recs, nil
+// A collected cell is what Collect keeps of a record: its run's figures,
+// its start and servers, and where it was read.
+type collected struct {
+	Result
+	started  time.Time
+	versions string
+	file     string // the record's path
+	dir      string // the name of the directory it is in, in the grid's
 }
 
-// readRecord reads the record at path, and its grid as JSON, to compare.
-func readRecord(path string) (Record, []byte, error) {
-	var r Record
-	b, err := os.ReadFile(path)
+// tabulate makes the table of the grid h from its cells, their runs found
+// in the grid's directory.
+func tabulate(h Header, cells []collected) *Table {
+	started := cells[0].started
+	var versions []string
+	more := false
+	results := make([]Result, 0, len(cells))
+	for _, c := range cells {
+		if c.started.Before(started) {
+			started = c.started
+		}
+		if !slices.Contains(versions, c.versions) {
+			if len(versions) < maxVersions {
+				versions = append(versions, c.versions)
+			} else {
+				more = true
+			}
+		}
+		results = append(results, c.Result)
+	}
+	if more {
+		versions = append(versions, "and others")
+	}
+	t := h.Table(started, strings.Join(versions, "; "))
+	t.Fill(h.Setups, results)
+	return t
+}
+
+// readRecords reads every cell's record in grid, checking each, and that
+// they are cells of one grid, one record a cell, each where its index
+// says. It returns the grid and the cells.
+func readRecords(grid *files.Dir) (Header, []collected, error) {
+	names, err := cellDirs(grid)
 	if err != nil {
-		return r, nil, fmt.Errorf("--collect: %w", err)
+		return Header{}, nil, err
 	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return r, nil, fmt.Errorf("%s: %w", path, err)
+	var h Header
+	var cells []collected
+	byIndex := map[int]string{}
+	for _, name := range names {
+		r, c, err := readCell(grid, name)
+		if err != nil {
+			return Header{}, nil, err
+		}
+		if c.file == "" {
+			continue // a cell not made (yet): MissingError names it
+		}
+		if cells == nil {
+			h = r.Grid
+		} else if !reflect.DeepEqual(r.Grid, h) {
+			return Header{}, nil, fmt.Errorf("%s: a cell of another grid than %s's (its command, seed or rows differ)", c.file, cells[0].file)
+		}
+		if other, ok := byIndex[c.Cell.Index]; ok {
+			return Header{}, nil, fmt.Errorf("%s and %s: two records of cell %d", other, c.file, c.Cell.Index)
+		}
+		byIndex[c.Cell.Index] = c.file
+		cells = append(cells, c)
 	}
-	h := r.Grid
-	cells := len(h.Setups) * h.Runs
-	switch {
-	case cells == 0:
-		return r, nil, fmt.Errorf("%s: not a cell's record: it names no grid", path)
-	case r.Cell.Index < 0 || r.Cell.Index >= cells || r.Cell != cellAt(r.Cell.Index, h.Runs):
-		return r, nil, fmt.Errorf("%s: cell %+v is not a cell of its %d-cell grid", path, r.Cell, cells)
-	case filepath.Base(filepath.Dir(path)) != CellDir(r.Cell.Index):
-		return r, nil, fmt.Errorf("%s: the record of cell %d, in the directory of another", path, r.Cell.Index)
-	case r.Figures.Path == "" || !filepath.IsLocal(filepath.FromSlash(r.Figures.Path)):
-		return r, nil, errors.New(path + ": the cell's run directory is missing or outside the grid's directory")
+	if len(cells) == 0 {
+		return Header{}, nil, fmt.Errorf("--collect %s: no cell-N/%s here: hiatus compare --cell N --grid-dir %[1]s makes cell N", grid.Path(), CellFile)
 	}
-	grid, err := json.Marshal(h)
-	return r, grid, err
+	for _, c := range cells {
+		if c.dir != CellDir(c.Cell.Index) {
+			return Header{}, nil, fmt.Errorf("%s: the record of cell %d, in the directory of another", c.file, c.Cell.Index)
+		}
+	}
+	return h, cells, nil
+}
+
+// cellDirs lists the names of grid's cell directories (cell-*), in order:
+// a link among them, which could lead out of the grid, is refused.
+func cellDirs(grid *files.Dir) ([]string, error) {
+	// Room for every cell's directory of the largest grid, and the
+	// table's files beside them.
+	entries, err := grid.ReadDir(MaxCells + 100)
+	if err != nil {
+		return nil, fmt.Errorf("--collect: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		switch {
+		case !strings.HasPrefix(e.Name(), "cell-"):
+		case e.Type()&fs.ModeSymlink != 0:
+			return nil, fmt.Errorf("%s: %w", grid.Join(e.Name()), files.ErrLink)
+		case e.IsDir():
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// readCell reads and checks the record in the cell directory name of grid,
+// and the run it names; the cell's file is "" when it has no record.
+func readCell(grid *files.Dir, name string) (Record, collected, error) {
+	cell, err := grid.Sub(name)
+	if err != nil {
+		return Record{}, collected{}, fmt.Errorf("--collect: %w", err)
+	}
+	defer cell.Close()
+	b, err := cell.ReadFile(CellFile, maxCellFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Record{}, collected{}, nil
+	}
+	c := collected{file: cell.Join(CellFile), dir: name}
+	if err != nil {
+		return Record{}, c, fmt.Errorf("--collect: %w", err)
+	}
+	r, err := ParseRecord(b)
+	if err == nil {
+		err = checkRun(cell, r.Figures)
+	}
+	if err != nil {
+		return Record{}, c, fmt.Errorf("%s: %w", c.file, err)
+	}
+	c.Result, c.started, c.versions = r.Result, r.Started, r.Versions
+	c.Figures.Dir = filepath.Join(grid.Path(), filepath.FromSlash(r.Figures.Path))
+	return r, c, nil
+}
+
+// checkRun checks that the run f names is in cell, and that its results
+// bear out f.
+func checkRun(cell *files.Dir, f Figures) error {
+	runs, start, err := runParent(cell, f.Path)
+	if err != nil {
+		return &RecordError{Field: "figures.path", Err: err}
+	}
+	defer runs.Close()
+	run, err := runs.Sub(start)
+	if err != nil {
+		return &RecordError{Field: "figures.path", Err: fmt.Errorf("%s: no run directory: %w", f.Path, err)}
+	}
+	defer run.Close()
+	b, err := run.ReadFile(store.Results, maxResultsFile)
+	if err != nil {
+		return &RecordError{Field: "figures.path", Err: fmt.Errorf("%s: no results: %w", f.Path, err)}
+	}
+	if err := CheckResults(f, b); err != nil {
+		return fmt.Errorf("%s: %w", run.Join(store.Results), err)
+	}
+	return nil
 }

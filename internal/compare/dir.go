@@ -3,10 +3,9 @@ package compare
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/hiatus-dev/hiatus/store"
 )
 
@@ -24,25 +23,54 @@ const (
 // points root/name/latest at it. Unlike a run, it does not move root/latest:
 // that names the newest run, which `hiatus check` reads by default.
 func CreateDir(root, name string, start time.Time) (string, error) {
+	d, err := createDir(root, name, start)
+	if err != nil {
+		return "", err
+	}
+	d.Close()
+	return d.Path(), nil
+}
+
+// createDir is CreateDir, the comparison's directory held open. root is
+// the user's (its links followed); name and the start's directory inside
+// it are made or opened without following a link.
+func createDir(root, name string, start time.Time) (*files.Dir, error) {
 	stamp := start.UTC().Format(store.TimeLayout)
-	dir := filepath.Join(root, name, stamp)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("compare: create directory: %w", err)
+	top, err := files.MakeDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("compare: create directory: %w", err)
 	}
-	at := filepath.Join(root, name, "latest")
-	tmp := at + ".tmp"
-	_ = os.Remove(tmp) // a leftover of a crash, if any
-	if err := os.Symlink(stamp, tmp); err != nil {
-		return "", fmt.Errorf("compare: link %s: %w", at, err)
+	defer top.Close()
+	named, err := top.MakeSub(name)
+	if err != nil {
+		return nil, fmt.Errorf("compare: create directory: %w", err)
 	}
-	if err := os.Rename(tmp, at); err != nil {
-		return "", fmt.Errorf("compare: link %s: %w", at, err)
+	defer named.Close()
+	d, err := named.MakeSub(stamp)
+	if err != nil {
+		return nil, fmt.Errorf("compare: create directory: %w", err)
 	}
-	return dir, nil
+	if err := named.Link(stamp, "latest"); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("compare: link %s: %w", named.Join("latest"), err)
+	}
+	return d, nil
 }
 
 // Write writes the table's files into dir.
 func Write(dir string, t *Table) error {
+	d, err := files.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("compare: %w", err)
+	}
+	defer d.Close()
+	return writeTable(d, t)
+}
+
+// writeTable writes the table's files into d, each by a temporary file
+// renamed into place: whatever was at its name (an older table, a link
+// planted in a shared grid directory) is replaced, never written through.
+func writeTable(d *files.Dir, t *Table) error {
 	js, err := t.JSON()
 	if err != nil {
 		return err
@@ -57,14 +85,14 @@ func Write(dir string, t *Table) error {
 		name string
 		data []byte
 	}
-	files := []file{
+	tables := []file{
 		{TableMarkdown, t.Markdown()},
 		{TableCSV, t.CSV()},
 		{TableJSON, js},
 		{RunList, runs.Bytes()},
 	}
-	for _, f := range files {
-		if err := os.WriteFile(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
+	for _, f := range tables {
+		if err := d.WriteFile(f.name, f.data); err != nil {
 			return fmt.Errorf("compare: %w", err)
 		}
 	}
@@ -75,7 +103,7 @@ func Write(dir string, t *Table) error {
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, "plot."+format), b, 0o644); err != nil {
+		if err := d.WriteFile("plot."+format, b); err != nil {
 			return fmt.Errorf("compare: %w", err)
 		}
 	}

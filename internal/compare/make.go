@@ -107,9 +107,12 @@ func Make(ctx context.Context, p Plan, w Watch) (dir string, t *Table, err error
 		return "", nil, err
 	}
 	defer stop()
-	if dir, err = CreateDir(base.Store, p.Name, start); err != nil {
+	d, err := createDir(base.Store, p.Name, start)
+	if err != nil {
 		return "", nil, err
 	}
+	defer d.Close()
+	dir = d.Path()
 	t = p.Header().Table(start, versions)
 	// A run takes its time limit, plus the workers' start and the check.
 	guess := base.TimeLimit + time.Second
@@ -121,7 +124,7 @@ func Make(ctx context.Context, p Plan, w Watch) (dir string, t *Table, err error
 	runErr := Run(ctx, t, p.Setups, func(ctx context.Context, s Setup, i int) (Figures, error) {
 		return runCell(ctx, p.Config(s, i), dir)
 	}, guess, w.progress)
-	if err := Write(dir, t); err != nil {
+	if err := writeTable(d, t); err != nil {
 		return dir, t, err
 	}
 	return dir, t, runErr

@@ -12,6 +12,7 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/lockserver"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"pgregory.net/rapid"
 )
@@ -57,6 +58,7 @@ func Config(t *rapid.T) harness.Config {
 	if slices.Contains(parts, "delay-redis") || slices.Contains(parts, "delay-postgres") {
 		c.Delay = duration(t, "delay", 0, 1000)
 	}
+	c.LockServerRecord = rapid.SampledFrom(lockserver.Modes()).Draw(t, "lock-server-record")
 	c.Seed = rapid.Int64().Draw(t, "seed")
 	c.CounterID = rapid.Int64Range(1, 1000).Draw(t, "counter-id")
 	if rapid.Bool().Draw(t, "schedule") {
@@ -77,14 +79,16 @@ func duration(t *rapid.T, label string, lo, hi int64) time.Duration {
 func nemesisOf(t *rapid.T, c harness.Config) string {
 	lock, _ := client.LockKindOf(c.Lock, nil)
 	redisLock := lock.Store == client.OnRedis || lock.Store == client.OnRedisNodes
+	zk := lock.Store == client.OnZooKeeper // its servers are the lock's nodes, but for the clock
 	var kinds []string
 	for _, k := range harness.NemesisNames() {
 		switch {
 		case k == "isolate" && c.Hosts != "netns",
-			!redisLock && slices.Contains([]string{"clock", "restart", "partition-redis", "partition-redis-majority", "delay-redis", "drop-redis", "failover"}, k),
-			k == "pause-node" && !redisLock && lock.Store != client.OnEtcd,
+			!redisLock && slices.Contains([]string{"clock", "failover"}, k),
+			!redisLock && !zk && slices.Contains([]string{"restart", "partition-redis", "partition-redis-majority", "delay-redis", "drop-redis"}, k),
+			k == "pause-node" && !redisLock && lock.Store != client.OnEtcd && !zk,
 			k == "failover" && !lock.Failover,
-			(k == "kill-redis" || k == "pause-redis") && (lock.Store == client.OnRedisNodes || lock.Store == client.OnEtcd || c.Hosts == "netns"):
+			(k == "kill-redis" || k == "pause-redis") && (lock.Store == client.OnRedisNodes || lock.Store == client.OnEtcd || zk || c.Hosts == "netns"):
 			continue
 		}
 		kinds = append(kinds, k)
@@ -164,6 +168,9 @@ func planOf(t *rapid.T, c harness.Config) nemesis.Plan {
 			f.Worker = nemesis.On(rapid.IntRange(0, c.Workers-1).Draw(t, "slot"))
 			f.Holder = rapid.Bool().Draw(t, "holder")
 			f.InFlight = rapid.Bool().Draw(t, "in flight")
+			if rapid.Bool().Draw(t, "call") {
+				f.Call = rapid.SampledFrom(nemesis.LockCalls()).Draw(t, "lock call")
+			}
 		}
 		if rapid.Bool().Draw(t, "node") {
 			f.Node = nemesis.On(rapid.IntRange(0, 4).Draw(t, "node index"))

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 )
@@ -29,7 +28,7 @@ func StartEtcdOn(ctx context.Context, h Host) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd: %w (on Debian: apt-get install etcd-server)", ErrMissing)
 	}
-	dir, err := tempDir("hiatus-etcd-", nil)
+	d, err := tempDir("hiatus-etcd-", nil)
 	if err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
@@ -39,17 +38,17 @@ func StartEtcdOn(ctx context.Context, h Host) (*Server, error) {
 	// afresh.
 	peer, err := freePort()
 	if err != nil {
-		os.RemoveAll(dir)
+		removeDir(d)
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
-	s := &Server{name: "etcd", host: h, bin: bin, dir: dir, log: filepath.Join(dir, "etcd.log"),
+	s := &Server{name: "etcd", host: h, bin: bin, dir: d.Path(), home: d, log: d.Join("etcd.log"),
 		quit: syscall.SIGTERM, crash: syscall.SIGKILL}
 	// Keep-alives off: a connection kept over a crash would only fail the
 	// next poll.
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	var url string
 	s.ready = func(ctx context.Context) error { return etcdHealthy(ctx, hc, url) }
-	data := filepath.Join(dir, "data")
+	data := d.Join("data")
 	s, err = launch(ctx, s, func(port int) {
 		if p, err := freePort(); err == nil {
 			peer = p
@@ -72,7 +71,7 @@ func StartEtcdOn(ctx context.Context, h Host) (*Server, error) {
 		}
 	})
 	if err != nil {
-		os.RemoveAll(dir)
+		removeDir(d)
 		return nil, err
 	}
 	return s, nil

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/hiatus-dev/hiatus/internal/files"
 )
 
 // ErrNoFakeClock is returned by JumpClock for a server started without a
@@ -37,36 +38,21 @@ func (s *Server) JumpClock(offset time.Duration) error {
 		}
 		return nil
 	}
-	path := filepath.Join(s.dir, clockFile)
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+	if _, err := s.home.Lstat(clockFile); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("jump %s's clock: %w", s.name, ErrNoFakeClock)
 	} else if err != nil {
 		return fmt.Errorf("jump %s's clock: %w", s.name, err)
 	}
-	if err := writeClock(path, offset); err != nil {
+	if err := writeClock(s.home, offset); err != nil {
 		return fmt.Errorf("jump %s's clock: %w", s.name, err)
 	}
 	return nil
 }
 
-// writeClock replaces the clock file at path by a rename, so that
-// libfaketime never reads it half written.
-func writeClock(path string, offset time.Duration) error {
-	f, err := os.CreateTemp(filepath.Dir(path), clockFile+".*")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(f, clockOffset(offset))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+// writeClock replaces the clock file in the server's directory d by a
+// rename, so that libfaketime never reads it half written.
+func writeClock(d *files.Dir, offset time.Duration) error {
+	return d.WriteFile(clockFile, []byte(clockOffset(offset)+"\n"))
 }
 
 // clockOffset is offset as the clock file holds it: "+10.500000000".
@@ -87,18 +73,17 @@ func fakeClockArgs(preload, file, bin string) []string {
 
 // fakeClockCommand returns the program and leading arguments that run bin
 // under libfaketime with the LD_PRELOAD preload, its offset read from a
-// clock file it makes in dir, at 0. The environment goes on the command
-// line, through env(1), so that Restart sets it again.
-func fakeClockCommand(bin, preload, dir string) (string, []string, error) {
+// clock file it makes in the server's directory d, at 0. The environment
+// goes on the command line, through env(1), so that Restart sets it again.
+func fakeClockCommand(bin, preload string, d *files.Dir) (string, []string, error) {
 	env, err := exec.LookPath("env")
 	if err != nil {
 		return "", nil, fmt.Errorf("env: %w", ErrMissing)
 	}
-	file := filepath.Join(dir, clockFile)
-	if err := writeClock(file, 0); err != nil {
+	if err := writeClock(d, 0); err != nil {
 		return "", nil, fmt.Errorf("make the fake clock: %w", err)
 	}
-	return env, fakeClockArgs(preload, file, bin), nil
+	return env, fakeClockArgs(preload, d.Join(clockFile), bin), nil
 }
 
 // fakeClockPreload returns the LD_PRELOAD that runs bin under libfaketime:

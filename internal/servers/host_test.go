@@ -2,12 +2,17 @@ package servers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/hiatus-dev/hiatus/internal/sshtest"
 	"github.com/hiatus-dev/hiatus/topology"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
@@ -48,6 +53,13 @@ func TestOnHost(t *testing.T) {
 			return StartSentinel(ctx, SentinelOptions{Host: h, Addr: redisHost.IP() + ":6379"})
 		}, pingRedis},
 		{"etcd", host("etcd"), func(h *topology.NetnsHost) (*Server, error) { return StartEtcdOn(ctx, h) }, nil},
+		{"zookeeper", host("zk"), func(h *topology.NetnsHost) (*Server, error) {
+			z, err := StartZooKeeperOn(ctx, []Host{h})
+			if err != nil {
+				return nil, err
+			}
+			return z.Servers[0], nil
+		}, func(url string) error { return zooServing(ctx, strings.TrimPrefix(url, "zookeeper://")) }},
 		{"postgres", host("pg"), func(h *topology.NetnsHost) (*Server, error) { return StartPostgresOn(ctx, h) }, func(url string) error {
 			c, err := pgx.Connect(ctx, url)
 			if err != nil {
@@ -72,6 +84,7 @@ func TestOnHost(t *testing.T) {
 					t.Errorf("%s: pid %d in network namespace %s, want the host's %s", step, s.ProcessID(), got, want)
 				}
 				if tc.name == "postgres" {
+					checkPassword(t, s)
 					if uid := procUID(t, s.ProcessID()); uid == 0 {
 						t.Errorf("%s: postgres runs as root", step)
 					}
@@ -129,4 +142,51 @@ func procUID(t *testing.T, pid int) int {
 		t.Fatal(err)
 	}
 	return int(fi.Sys().(*syscall.Stat_t).Uid)
+}
+
+// TestKeepLogOnNode: a server on a node reached over SSH keeps its log as
+// one on this machine does, copied as it comes into the file named; a
+// link planted at that name is refused, not written through, and the
+// server's directory on the node is removed either way.
+func TestKeepLogOnNode(t *testing.T) {
+	ctx := context.Background()
+	sn := sshtest.StartT(t, []sshtest.Node{{Name: "keep", Roles: "redis"}})
+	inv, err := topology.ReadInventory(sn.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := topology.DialSSH(ctx, inv.Nodes[0], topology.NewRunTag())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := errors.Join(os.WriteFile(target, []byte("untouched"), 0o644), os.Symlink(target, filepath.Join(dir, "link"))); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ keep, err string }{{"redis.log", ""}, {"link", "symbolic link"}} {
+		s, err := StartRedisOnNode(ctx, h, RedisOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := filepath.Join(dir, tc.keep)
+		s.KeepLog(kept)
+		sdir := s.dir
+		err = s.Stop()
+		if tc.err == "" {
+			b, rerr := os.ReadFile(kept)
+			if err != nil || rerr != nil || !strings.Contains(string(b), "bye bye") {
+				t.Errorf("%s: Stop: %v; the kept log (%v) lacks bye bye:\n%s", tc.keep, err, rerr, b)
+			}
+		} else if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: Stop: %v, want an error with %q", tc.keep, err, tc.err)
+		}
+		if _, err := os.Lstat(sdir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: the server's directory %s is still on the node (%v)", tc.keep, sdir, err)
+		}
+	}
+	if b, err := os.ReadFile(target); err != nil || string(b) != "untouched" {
+		t.Errorf("the link's target holds %q (%v): written through the link", b, err)
+	}
 }

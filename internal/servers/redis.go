@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
@@ -81,22 +79,22 @@ func StartRedisWith(ctx context.Context, opt RedisOptions) (*Server, error) {
 		}
 	}
 
-	dir, err := tempDir("hiatus-redis-", nil)
+	d, err := tempDir("hiatus-redis-", nil)
 	if err != nil {
 		return nil, fmt.Errorf("redis-server: %w", err)
 	}
-	s := &Server{name: "redis-server", host: opt.Host, bin: bin, dir: dir, log: filepath.Join(dir, "redis.log"),
+	s := &Server{name: "redis-server", host: opt.Host, bin: bin, dir: d.Path(), home: d, log: d.Join("redis.log"),
 		quit: syscall.SIGTERM, crash: syscall.SIGKILL}
 	var wrap []string // runs bin under libfaketime
 	if opt.FakeClock {
-		if s.bin, wrap, err = fakeClockCommand(bin, preload, dir); err != nil {
-			os.RemoveAll(dir)
+		if s.bin, wrap, err = fakeClockCommand(bin, preload, d); err != nil {
+			removeDir(d)
 			return nil, fmt.Errorf("redis-server: %w", err)
 		}
 	}
 	s, err = launchRedis(ctx, s, s.ip(), opt, s.log, wrap, extra)
 	if err != nil {
-		os.RemoveAll(dir)
+		removeDir(d)
 		return nil, err
 	}
 	return s, nil

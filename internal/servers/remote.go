@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/hiatus-dev/hiatus/internal/shellquote"
 	"github.com/hiatus-dev/hiatus/topology"
 )
@@ -66,28 +67,70 @@ func (s *Server) stopOnNode() error {
 	if s.dir == "" {
 		return nil
 	}
-	// One session for both: a loaded node's sshd may take a good part of
-	// a second to open one.
-	script := "rm -rf " + shellquote.Quote(s.dir)
 	if s.keep != "" {
-		script = "cat " + shellquote.Quote(s.log) + "; " + script
+		return s.keepOnNode()
 	}
-	b, err := s.onNode(script)
-	if err != nil {
+	if _, err := s.onNode("rm -rf " + shellquote.Quote(s.dir)); err != nil {
 		return err
 	}
 	s.dir = ""
-	if s.keep != "" {
-		if err := os.WriteFile(s.keep, []byte(b+"\n"), 0o644); err != nil {
-			return fmt.Errorf("keep %s's log: %w", s.name, err)
+	return nil
+}
+
+// keepOnNode copies the server's log on its node to the file s.keep as it
+// comes, and removes the server's directory: in one session, for a loaded
+// node's sshd may take a good part of a second to open one, and one whose
+// output is streamed, for a log may be larger than is worth holding in
+// memory. The log is read only if it is a regular file and not a link,
+// and no more than keptBytes of it: what is at its name was put there by
+// the login user, who made the directory, but a link there would have
+// the login user copy whatever it names into the run.
+func (s *Server) keepOnNode() error {
+	ctx, cancel := context.WithTimeout(context.Background(), nodeTimeout)
+	defer cancel()
+	var stderr strings.Builder
+	p, err := s.node.Start(ctx, []string{"sh", "-c", regularOnNode + ` && head -c ` + strconv.Itoa(keptBytes) + ` -- "$1"; c=$?; rm -rf -- "$2" && exit $c`,
+		"sh", s.log, s.dir}, "", &stderr)
+	if err != nil {
+		return fmt.Errorf("keep %s's log: %w", s.name, err)
+	}
+	// The copy is bounded as the other commands on the node are.
+	stop := context.AfterFunc(ctx, func() { _ = p.SignalGroup(syscall.SIGKILL) })
+	defer stop()
+	w, kept := files.Create(s.keep)
+	if kept == nil {
+		if _, kept = io.Copy(w, p.Stdout); kept != nil {
+			w.Abort()
 		}
+	}
+	if kept != nil {
+		_, _ = io.Copy(io.Discard, p.Stdout) // for the command to end
+	}
+	if err := p.Wait(); err != nil {
+		if kept == nil {
+			w.Abort()
+		}
+		return fmt.Errorf("keep %s's log on node %s: %w: %s", s.name, s.node.Name(), err, strings.TrimSpace(stderr.String()))
+	}
+	s.dir = ""
+	if kept == nil {
+		kept = w.Close()
+	}
+	if kept != nil {
+		return fmt.Errorf("keep %s's log: %w", s.name, kept)
 	}
 	return nil
 }
 
-// tailOnNode is tail of the server's log on its node.
+// regularOnNode is sh that succeeds if "$1" is a regular file and not a
+// link, and says on its standard error why not if not.
+const regularOnNode = `{ [ ! -L "$1" ] && [ -f "$1" ] || { echo "$1 is a link or not a regular file: not read" >&2; false; }; }`
+
+// tailOnNode is tail of the server's log on its node, read only if it is
+// a regular file and not a link, as keepOnNode reads it.
 func (s *Server) tailOnNode() string {
-	out, err := s.onNode("tail -n 8 " + shellquote.Quote(s.log))
+	// No more than the log's last tailBytes: a line may be long.
+	out, err := s.onNode(fmt.Sprintf("set -- %s; %s && tail -c %d -- \"$1\" | tail -n 8", shellquote.Quote(s.log), regularOnNode, tailBytes))
 	if err != nil || out == "" {
 		return ""
 	}
@@ -104,14 +147,18 @@ func (s *Server) freePort() (int, error) {
 	return 20000 + rand.IntN(30000), nil
 }
 
-// nodeDir makes a directory for a server of the run on its node, owned by
-// user unless it is "".
+// nodeDir makes a directory for a server of the run on its node, the
+// login user's, as every file in it is, which no one else may write in:
+// with a subdirectory data that is user's, unless user is "", which
+// user may pass through the directory to (0711) but not plant a link
+// where the login user opens a file (the server's log, its
+// configuration). As tempDir does on this machine.
 func nodeDir(n Node, name, user string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), nodeTimeout)
 	defer cancel()
-	script := fmt.Sprintf("d=$(mktemp -d %s/%s-XXXXXX) && chmod 755 \"$d\"", shellquote.Quote(n.Dir()), name)
+	script := fmt.Sprintf("d=$(mktemp -d %s/%s-XXXXXX) && chmod 711 \"$d\"", shellquote.Quote(n.Dir()), name)
 	if user != "" {
-		script += " && chown " + shellquote.Quote(user) + ": \"$d\""
+		script += " && mkdir -m 700 \"$d/data\" && chown " + shellquote.Quote(user) + ": \"$d/data\""
 	}
 	out, err := n.Run(ctx, script+` && echo "$d"`)
 	if err != nil {
@@ -183,7 +230,7 @@ func StartRedisOnNode(ctx context.Context, n Node, opt RedisOptions) (*Server, e
 
 // StartPostgresOnNode starts PostgreSQL as StartPostgresOn does, on the
 // node n, from its own initdb and postgres: as the user postgres when
-// hiatus logs in as root, with trust for every address.
+// hiatus logs in as root, with a password of its own for every address.
 func StartPostgresOnNode(ctx context.Context, n Node) (*Server, error) {
 	bin, err := lookOnNode(n, "initdb and postgres",
 		`if command -v initdb >/dev/null 2>&1; then dirname "$(readlink -f "$(command -v initdb)")"; else ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; fi`,
@@ -199,29 +246,45 @@ func StartPostgresOnNode(ctx context.Context, n Node) (*Server, error) {
 	if who == "root" {
 		user = "postgres"
 	}
+	password, verifier, err := newPassword()
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
 	dir, err := nodeDir(n, "postgres", user)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{name: "postgres", node: n, user: user, bin: path.Join(bin, "postgres"), dir: dir,
 		log: path.Join(dir, "postgres.log"), quit: syscall.SIGINT, crash: syscall.SIGQUIT}
-	data := path.Join(dir, "data")
-	initdb := fmt.Sprintf("%s -D %s -U postgres --auth=trust --encoding=UTF8 --no-sync --no-instructions && echo 'host all all 0.0.0.0/0 trust' >> %s/pg_hba.conf",
-		shellquote.Quote(path.Join(bin, "initdb")), shellquote.Quote(data), shellquote.Quote(data))
-	if user != "" {
-		initdb = fmt.Sprintf("cd %s && setpriv --reuid=%s --regid=%s --init-groups sh -c %s", shellquote.Quote(dir), user, user, shellquote.Quote(initdb))
-	}
-	if _, err := s.onNode(initdb); err != nil {
+	data, hba := path.Join(dir, "data"), path.Join(dir, hbaFile)
+	if _, err := s.onNode(initdbOnNode(bin, dir, data, hba, verifier, user)); err != nil {
 		s.stopOnNode()
 		return nil, fmt.Errorf("initdb: %w", err)
 	}
 	s.ready = s.postgresReady
-	s, err = launch(ctx, s, func(port int) { s.postgresOn(n.IP(), port, data, dir) })
+	s, err = launch(ctx, s, func(port int) { s.postgresOn(n.IP(), port, data, hba, password) })
 	if err != nil {
 		(&Server{name: "postgres", node: n, dir: dir}).stopOnNode()
 		return nil, err
 	}
 	return s, nil
+}
+
+// initdbOnNode is the script that writes the server's pg_hba.conf (hba),
+// as the login user, and makes its data in data as user ("" for the login
+// user) and gives the superuser the password whose verifier is verifier,
+// as initdb does on this machine. The verifier is on the command line,
+// which other users of the node may read: it lets no one log in.
+func initdbOnNode(bin, dir, data, hba, verifier, user string) string {
+	q := shellquote.Quote
+	initdb := fmt.Sprintf("%s -D %s -U postgres --auth=reject --encoding=UTF8 --no-sync --no-instructions < /dev/null && "+
+		"printf %%s %s | %s --single -D %s -c exit_on_error=on -c fsync=off postgres",
+		q(path.Join(bin, "initdb")), q(data), q(passwordSQL(verifier)), q(path.Join(bin, "postgres")), q(data))
+	if user != "" {
+		initdb = fmt.Sprintf("setpriv --reuid=%s --regid=%s --init-groups sh -c %s", user, user, q(initdb))
+	}
+	// noclobber: the file is made, not written through what is there.
+	return fmt.Sprintf("set -C && printf %%s %s > %s && cd %s && %s", q(hbaConf), q(hba), q(dir), initdb)
 }
 
 // jumpOnNode writes the offset of the server's fake clock on its node, by

@@ -250,3 +250,13 @@ func (r *Replicated) Rejoin(ctx context.Context, node int) error {
 	}
 	return r.hosts[node].Heal(ctx, r.peers(node)...)
 }
+
+// NodeURLs are the nodes' own URLs, the first primary first: where a
+// recorder of their commands dials them, past the links the nemesis cuts.
+func (r *Replicated) NodeURLs() []string {
+	var out []string
+	for _, s := range r.nodes {
+		out = append(out, s.URL)
+	}
+	return out
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -84,13 +83,14 @@ func StartSentinel(ctx context.Context, opt SentinelOptions) (*Server, error) {
 		announce = []string{"sentinel announce-ip " + strconv.Quote(host), "sentinel announce-port " + port}
 	}
 
-	dir, err := tempDir("hiatus-sentinel-", nil)
+	d, err := tempDir("hiatus-sentinel-", nil)
 	if err != nil {
 		return nil, fmt.Errorf("redis-sentinel: %w", err)
 	}
-	s := &Server{name: "redis-sentinel", host: opt.Host, bin: bin, dir: dir, log: filepath.Join(dir, "sentinel.log"),
+	dir := d.Path()
+	s := &Server{name: "redis-sentinel", host: opt.Host, bin: bin, dir: dir, home: d, log: d.Join("sentinel.log"),
 		quit: syscall.SIGTERM, crash: syscall.SIGKILL}
-	conf := filepath.Join(dir, "sentinel.conf")
+	conf := d.Join("sentinel.conf")
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	lines := append([]string{
 		"bind " + s.ip(),
@@ -106,8 +106,8 @@ func StartSentinel(ctx context.Context, opt SentinelOptions) (*Server, error) {
 		fmt.Sprintf("sentinel failover-timeout %s %s", opt.Master, ms(opt.FailoverTimeout)),
 		fmt.Sprintf("sentinel parallel-syncs %s 1", opt.Master),
 	)
-	if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		os.RemoveAll(dir)
+	if err := d.WriteFile(filepath.Base(conf), []byte(strings.Join(lines, "\n")+"\n")); err != nil {
+		removeDir(d)
 		return nil, fmt.Errorf("redis-sentinel: write its configuration: %w", err)
 	}
 
@@ -123,7 +123,7 @@ func StartSentinel(ctx context.Context, opt SentinelOptions) (*Server, error) {
 		s.args = []string{conf, "--sentinel", "--port", strconv.Itoa(port)}
 	})
 	if err != nil {
-		os.RemoveAll(dir)
+		removeDir(d)
 		return nil, err
 	}
 	return s, nil

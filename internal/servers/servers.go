@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hiatus-dev/hiatus/internal/files"
 )
 
 // ErrMissing is returned when a server binary is not installed.
@@ -48,7 +51,8 @@ type Server struct {
 	user  string         // on a node, the user it runs as; "" for the one hiatus logs in as
 	clock bool           // on a node, it runs under a fake clock
 	dir   string         // removed on Stop
-	log   string         // the server's own log, quoted when it fails
+	home  *files.Dir     // dir, open, for a server of this machine; nil on a node
+	log   string         // the server's own log, in dir, quoted when it fails
 	keep  string         // where Stop copies the log; "" for nowhere
 	quit  syscall.Signal // the signal that ends it cleanly
 	crash syscall.Signal // the signal that ends it abruptly
@@ -88,20 +92,50 @@ func (s *Server) Stop() error {
 		return s.stopOnNode()
 	}
 	var kept error
-	if s.keep != "" && s.dir != "" {
-		if b, err := os.ReadFile(s.log); err != nil {
-			kept = fmt.Errorf("keep %s's log: %w", s.name, err)
-		} else if err := os.WriteFile(s.keep, b, 0o644); err != nil {
-			kept = fmt.Errorf("keep %s's log: %w", s.name, err)
-		}
+	if s.keep != "" && s.home != nil {
+		kept = s.keepLog()
 	}
-	if s.dir != "" {
-		if err := os.RemoveAll(s.dir); err != nil {
+	if s.home != nil {
+		if err := removeDir(s.home); err != nil {
 			return errors.Join(kept, fmt.Errorf("remove %s: %w", s.dir, err))
 		}
-		s.dir = ""
+		s.home, s.dir = nil, ""
 	}
 	return kept
+}
+
+// keptBytes bounds a kept log: its first 256 MiB, which a run's server
+// writes only when something is badly wrong.
+const keptBytes = 256 << 20
+
+// keepLog copies the server's log to the file s.keep, a run's (which a
+// link or a pipe planted there cannot divert), as it is read: a log may be
+// larger than is worth holding in memory. The log is read as a name in
+// the server's directory: no link there is followed.
+func (s *Server) keepLog() error {
+	r, err := s.home.Open(filepath.Base(s.log))
+	if err != nil {
+		return fmt.Errorf("keep %s's log: %w", s.name, err)
+	}
+	defer r.Close()
+	if err := copyTo(s.keep, io.LimitReader(r, keptBytes)); err != nil {
+		return fmt.Errorf("keep %s's log: %w", s.name, err)
+	}
+	return nil
+}
+
+// copyTo writes what r holds, to its end, to the file at path, whole or
+// not at all.
+func copyTo(path string, r io.Reader) error {
+	w, err := files.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		w.Abort()
+		return err
+	}
+	return w.Close()
 }
 
 // KeepLog has Stop copy the server's own log to path, as it was when the
@@ -157,13 +191,16 @@ func (s *Server) start() error {
 	}
 	cmd := s.command()
 	cmd.Dir = s.dir
-	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// The log is this process's, in a directory the server's user cannot
+	// write in: the server writes it through the descriptor it inherits,
+	// and never opens it by name.
+	logf, err := s.home.Append(filepath.Base(s.log))
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
 	defer logf.Close()
-	if s.cred != nil {
-		_ = logf.Chown(int(s.cred.Uid), int(s.cred.Gid))
+	if err := logf.Chmod(0o600); err != nil {
+		return fmt.Errorf("%s: %w", s.name, err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -280,12 +317,30 @@ func (s *Server) tail() string {
 	if s.node != nil {
 		return s.tailOnNode()
 	}
-	return tail(s.log)
+	if s.home == nil {
+		return ""
+	}
+	return tail(s.home, filepath.Base(s.log))
 }
 
-// tail returns the last lines of a log file, for error messages.
-func tail(path string) string {
-	b, err := os.ReadFile(path)
+// tailBytes is how much of a log's end tail reads: a server's last
+// lines, unless it wrote very long ones.
+const tailBytes = 64 << 10
+
+// tail returns the last lines of the log name in d, for error messages,
+// from no more than its last tailBytes.
+func tail(d *files.Dir, name string) string {
+	f, err := d.Open(name)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > tailBytes {
+		if _, err := f.Seek(fi.Size()-tailBytes, io.SeekStart); err != nil {
+			return ""
+		}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, tailBytes))
 	if err != nil || len(b) == 0 {
 		return ""
 	}
@@ -293,29 +348,60 @@ func tail(path string) string {
 	if len(lines) > 8 {
 		lines = lines[len(lines)-8:]
 	}
-	return "; its log (" + path + ") ends:\n  " + strings.Join(lines, "\n  ")
+	return "; its log (" + d.Join(name) + ") ends:\n  " + strings.Join(lines, "\n  ")
 }
 
-// tempDir makes the server's private directory, owned by cred's user when
-// the server runs as another user, with a file naming this process so that
-// a later run can remove directories left by a run that was killed.
-func tempDir(prefix string, cred *syscall.Credential) (string, error) {
+// tempDir makes the server's private directory, with a file naming this
+// process so that a later run can remove directories left by a run that
+// was killed, and returns it open. It is this process's user's, as is
+// every file in it, and no one else may write in it: the server's own
+// files are in a subdirectory, data, the one made its own when it runs as
+// another user, cred's (PostgreSQL as root), who may pass through the
+// directory (0711) to it but not plant a link where this process opens a
+// file (its log, its configuration). RemoveOrphans removes it, whoever
+// the server ran as.
+func tempDir(prefix string, cred *syscall.Credential) (_ *files.Dir, err error) {
 	RemoveOrphans()
-	dir, err := os.MkdirTemp("", prefix)
+	path, err := os.MkdirTemp("", prefix)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		os.RemoveAll(dir)
-		return "", err
+	d, err := files.OpenDir(path)
+	if err != nil {
+		os.RemoveAll(path)
+		return nil, err
 	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			os.RemoveAll(dir)
-			return "", err
+	defer func() {
+		if err != nil {
+			removeDir(d)
 		}
+	}()
+	if err := d.WriteFile(ownerFile, []byte(strconv.Itoa(os.Getpid()))); err != nil {
+		return nil, err
 	}
-	return dir, nil
+	if cred == nil {
+		return d, nil
+	}
+	if err := os.Chmod(path, 0o711); err != nil {
+		return nil, err
+	}
+	data, err := d.MakeSub("data")
+	if err != nil {
+		return nil, err
+	}
+	data.Close()
+	// By name: no one else can have put anything in its place.
+	if err := errors.Join(os.Lchown(d.Join("data"), int(cred.Uid), int(cred.Gid)), os.Chmod(d.Join("data"), 0o700)); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// removeDir lets the directory d go and removes it with all it holds (no
+// link in it followed).
+func removeDir(d *files.Dir) error {
+	d.Close()
+	return os.RemoveAll(d.Path())
 }
 
 // ScratchDir makes a directory in the temporary directory for any scratch
@@ -323,7 +409,12 @@ func tempDir(prefix string, cred *syscall.Credential) (string, error) {
 // its owner so that a later run removes it should this one be killed
 // before it does. The caller removes it when done.
 func ScratchDir(name string) (string, error) {
-	return tempDir("hiatus-"+name+"-", nil)
+	d, err := tempDir("hiatus-"+name+"-", nil)
+	if err != nil {
+		return "", err
+	}
+	d.Close()
+	return d.Path(), nil
 }
 
 // ownerFile holds the PID of the process that made a server directory.
@@ -331,20 +422,46 @@ const ownerFile = "hiatus.owner"
 
 // RemoveOrphans removes the server directories in the temporary directory
 // whose owner process is gone: what a run killed with SIGKILL leaves. Its
-// servers died with it (their parent-death signal).
+// servers died with it (their parent-death signal). The temporary
+// directory is shared: only a directory of this process's user, not a
+// link, is looked in, and its owner file only read if it is a small
+// regular file (a pipe planted there would hang every run).
 func RemoveOrphans() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "hiatus-*"))
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, ownerFile))
-		if err != nil {
-			continue // not ours, or being made
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pid <= 0 {
-			continue
-		}
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			os.RemoveAll(d)
+	tmp, err := files.OpenDir(os.TempDir())
+	if err != nil {
+		return
+	}
+	defer tmp.Close()
+	names, _ := filepath.Glob(filepath.Join(tmp.Path(), "hiatus-*"))
+	for _, name := range names {
+		name = filepath.Base(name)
+		if pid, ok := orphanOwner(tmp, name); ok {
+			if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+				os.RemoveAll(tmp.Join(name))
+			}
 		}
 	}
+}
+
+// orphanOwner is the PID in the owner file of the directory name in tmp,
+// if it is a directory of this process's user (not a link) with one.
+func orphanOwner(tmp *files.Dir, name string) (int, bool) {
+	fi, err := tmp.Lstat(name)
+	if err != nil || !fi.IsDir() {
+		return 0, false
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+		return 0, false
+	}
+	d, err := tmp.Sub(name)
+	if err != nil {
+		return 0, false
+	}
+	defer d.Close()
+	b, err := d.ReadFile(ownerFile, 32)
+	if err != nil {
+		return 0, false // not ours, or being made
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid, err == nil && pid > 0
 }

@@ -2,12 +2,16 @@ package servers
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 )
@@ -28,6 +32,8 @@ func TestThrowaway(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Stop()
+	// Whoever runs it: another local user could run commands as this one.
+	checkPassword(t, p)
 
 	opt, err := redis.ParseURL(r.URL)
 	if err != nil {
@@ -89,11 +95,12 @@ func TestThrowaway(t *testing.T) {
 // TestRemoveOrphans: a server directory whose owner is gone is removed, one
 // whose owner lives is kept.
 func TestRemoveOrphans(t *testing.T) {
-	mine, err := tempDir("hiatus-test-", nil)
+	d, err := tempDir("hiatus-test-", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(mine)
+	defer removeDir(d)
+	mine := d.Path()
 	orphan, err := os.MkdirTemp("", "hiatus-test-")
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +116,56 @@ func TestRemoveOrphans(t *testing.T) {
 	}
 	if _, err := os.Stat(mine); err != nil {
 		t.Errorf("live %s removed: %v", mine, err)
+	}
+}
+
+// TestRemoveOrphansPlanted: in the temporary directory, which anyone may
+// write in, RemoveOrphans neither waits on a named pipe planted as a
+// directory's owner file (it would hang every run), nor removes a
+// directory of another user's, nor one reached through a link, though
+// each names a process that is gone.
+func TestRemoveOrphansPlanted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("NOT RUN: a directory of another user's takes root to plant (CI runs as root)")
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	elsewhere := t.TempDir()
+	dead := []byte("1073741823") // above pid_max: no such process
+	if err := errors.Join(os.Mkdir(filepath.Join(tmp, "hiatus-fifo"), 0o755), os.Mkdir(filepath.Join(tmp, "hiatus-foreign"), 0o755),
+		os.Mkdir(filepath.Join(elsewhere, "hiatus-target"), 0o755),
+		os.WriteFile(filepath.Join(elsewhere, "hiatus-target", ownerFile), dead, 0o644),
+		os.Symlink(filepath.Join(elsewhere, "hiatus-target"), filepath.Join(tmp, "hiatus-link")),
+		os.WriteFile(filepath.Join(tmp, "hiatus-foreign", ownerFile), dead, 0o644),
+		os.Chown(filepath.Join(tmp, "hiatus-foreign", ownerFile), 65534, 65534),
+		os.Chown(filepath.Join(tmp, "hiatus-foreign"), 65534, 65534),
+		syscall.Mkfifo(filepath.Join(tmp, "hiatus-fifo", ownerFile), 0o644)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { RemoveOrphans(); close(done) }()
+	// A reader waiting on the pipe lets a writer open it at once: polled
+	// until RemoveOrphans returns, which it does unless it waits there.
+	fifo := filepath.Join(tmp, "hiatus-fifo", ownerFile)
+	for waiting := false; !waiting; {
+		select {
+		case <-done:
+			waiting = true
+			continue
+		case <-time.After(10 * time.Millisecond):
+		}
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			t.Error("RemoveOrphans waits on a named pipe planted as an owner file")
+			w.Write(dead)
+			w.Close()
+			<-done
+			break
+		}
+	}
+	for _, d := range []string{filepath.Join(tmp, "hiatus-foreign"), filepath.Join(tmp, "hiatus-link"), filepath.Join(elsewhere, "hiatus-target")} {
+		if _, err := os.Lstat(d); err != nil {
+			t.Errorf("%s removed (%v): it is not this user's own directory", d, err)
+		}
 	}
 }
 
@@ -139,5 +196,29 @@ func TestKeepLog(t *testing.T) {
 		if _, err := os.Stat(s.log); !os.IsNotExist(err) {
 			t.Errorf("%s's directory is still there: %v", s.Name(), err)
 		}
+	}
+}
+
+// TestTail: the end of a log whose lines are long is read from its last
+// tailBytes alone, and gives its last eight lines.
+func TestTail(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	text := strings.Repeat("x", 4*tailBytes) + "\n"
+	for i := range 10 {
+		text += "line " + strconv.Itoa(i) + "\n"
+	}
+	if err := os.WriteFile(log, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := files.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	got := tail(d, "log")
+	want := "; its log (" + log + ") ends:\n  line 2\n  line 3\n  line 4\n  line 5\n  line 6\n  line 7\n  line 8\n  line 9"
+	if got != want {
+		t.Errorf("tail = %.200q, want %q", got, want)
 	}
 }

@@ -242,7 +242,7 @@ func (n *Net) Leftovers(ctx context.Context, name, tag string) ([]string, error)
 	if err != nil {
 		return nil, err
 	}
-	dir := topology.RunDir(node, tag)
+	dir := topology.RunDir(node, 0, tag) // the network's user is root
 	out, err := n.Run(ctx, name, `ls -d `+dir+`* 2>/dev/null
 iptables -S | grep -e 'hiatus-`+tag+`'
 for p in /proc/[0-9]*; do

@@ -1,4 +1,4 @@
-package history
+package files
 
 import (
 	"errors"
@@ -9,16 +9,16 @@ import (
 	"testing"
 )
 
-// TestOpenRegular: a regular file opens; a named pipe, a device and a
+// TestOpenLeavesPipeWriter: a regular file opens; a named pipe, a device and a
 // directory are refused at once, and a pipe's waiting writer is left
 // waiting (an open would have released it into a pipe no one reads).
-func TestOpenRegular(t *testing.T) {
+func TestOpenLeavesPipeWriter(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "h.edn")
 	if err := os.WriteFile(file, []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := OpenRegular(file); err != nil {
+	if f, err := Open(file); err != nil {
 		t.Errorf("a regular file: %v", err)
 	} else {
 		f.Close()
@@ -39,7 +39,7 @@ func TestOpenRegular(t *testing.T) {
 		wrote <- err
 	}()
 	for _, tc := range []struct{ path, kind string }{{fifo, "a named pipe"}, {"/dev/null", "a device"}, {dir, "a directory"}} {
-		_, err := OpenRegular(tc.path)
+		_, err := Open(tc.path)
 		if !errors.Is(err, ErrNotRegular) || err.Error() != "open "+tc.path+": it is "+tc.kind+", not a regular file" {
 			t.Errorf("%s: %v", tc.path, err)
 		}

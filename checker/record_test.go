@@ -1,0 +1,352 @@
+package checker
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// recordCase is a hand-made history of testdata/record and what its
+// checks must say, with its lock server's record and without it: each
+// check's verdict (absent: valid), and words its explanation holds.
+type recordCase struct {
+	name    string
+	record  map[string]Validity // check -> verdict with the record
+	history map[string]Validity // without it
+	words   map[string]string   // check -> words of its explanation with the record
+	figures map[string]int64    // figure -> value, with the record
+}
+
+var recordCases = []recordCase{
+	{name: "clean"},
+	{
+		name:    "orphan-gaveup",
+		record:  map[string]Validity{"availability": Invalid},
+		history: map[string]Validity{"availability": Invalid},
+		words:   map[string]string{"availability": "library: worker 1's grant at 0.210 s (SET lock b1 NX PX 500) went to no one: the library never told its worker of it (its acquire, op 17, was answered with another grant); the key held the lock until it expired at 0.710 s (500 ms)"},
+		figures: map[string]int64{"orphans": 1, "orphan-max-ms": 500, "orphans-reported": 0},
+	},
+	{
+		name:    "orphan-killed",
+		words:   map[string]string{"availability": ""},
+		figures: map[string]int64{"orphans": 1, "orphan-max-ms": 398, "orphans-reported": 1},
+	},
+	{
+		// Worker 0's acquire, answered after its key expired, is no false
+		// ok: its grant held the lock while the acquire was in flight.
+		name:    "fence-inversion",
+		record:  map[string]Validity{"fence-order": Invalid},
+		history: map[string]Validity{"availability": Invalid},
+		words:   map[string]string{"fence-order": "library: worker 1's grant at 1.505 s (SET lock b0 NX PX 500) received fence 7 at 1.506 s, though worker 0's grant at 1.000 s came before it and received fence 8 at 1.600 s: worker 0 took its fence 600 ms after its grant"},
+		figures: map[string]int64{"fence-inversions": 1, "false-oks": 0},
+	},
+	{
+		name:    "renew-deletes",
+		record:  map[string]Validity{"lock-counter": Invalid, "linear": Invalid, "lock-server": Invalid},
+		history: map[string]Validity{"lock-counter": Invalid, "linear": Invalid},
+		words: map[string]string{
+			"lock-server":  "library: worker 1's extend (PEXPIRE lock 0 at 4.062 s) deleted its own key, and was answered ok; worker 2 took the lock at 4.063 s",
+			"lock-counter": "library: worker 1's extend (PEXPIRE lock 0 at 4.062 s) deleted its own key; worker 2 took the lock at 4.063 s",
+		},
+	},
+	{
+		name:    "renewal-deletes",
+		record:  map[string]Validity{"lock-counter": Invalid, "linear": Invalid, "lock-server": Invalid},
+		history: map[string]Validity{"lock-counter": Invalid, "linear": Invalid},
+		words: map[string]string{
+			"lock-server":  "library: worker 1's renew (PEXPIRE lock 0 at 4.062 s) deleted its own key, and was answered ok; worker 2 took the lock at 4.063 s",
+			"lock-counter": "library: worker 1's renew (PEXPIRE lock 0 at 4.062 s) deleted its own key; worker 2 took the lock at 4.063 s",
+		},
+	},
+	{
+		name:   "gap-blind",
+		record: map[string]Validity{"availability": Unknown, "lock-server": Unknown},
+		words:  map[string]string{"lock-server": "the lock server's record lost sight of its node at 0.120 s (connection reset) and saw it again at 0.170 s"},
+	},
+	{
+		// Checked as without a record: no :lock-server, and the history's
+		// checks say the record had no grant of the 4 ok answers'.
+		name:    "record-blind-to-key",
+		figures: map[string]int64{"record-grants": 0, "unjudged-oks": 4},
+	},
+	{
+		name:    "lease-outlived",
+		record:  map[string]Validity{"lock-counter": Invalid, "linear": Invalid},
+		history: map[string]Validity{"lock-counter": Invalid, "linear": Invalid},
+		words:   map[string]string{"linear": "lease outlived: process 1 was stopped 802 ms by nemesis op 4 (sigstop), its key expired at 3.200 s, worker 2's SET at 3.201 s"},
+	},
+	{
+		name:    "server-double-grant",
+		record:  map[string]Validity{"lock-counter": Invalid, "linear": Invalid, "lock-server": Invalid},
+		history: map[string]Validity{"lock-counter": Invalid, "linear": Invalid},
+		words: map[string]string{
+			"lock-server": "server: the server granted worker 2 the lock at 3.200 s (SET lock b1 NX PX 500) while worker 1's key still held it",
+			"linear":      "server: the server granted worker 2's SET at 3.200 s while process 1's key still held the lock",
+		},
+	},
+	{
+		name:   "release-lapsed",
+		record: map[string]Validity{"lock-server": Invalid},
+		words:  map[string]string{"lock-server": "library: process 1's release (op 7) answered ok at 1.151 s, but its key was already gone (it expired at 1.100 s)"},
+	},
+	{
+		name:   "etcd-waiter",
+		record: map[string]Validity{"lock-server": Invalid},
+		words:  map[string]string{"lock-server": "process 1's acquire (op 11) was answered ok (granted) at 5.600 s after its key was gone (it expired at 3.001 s; older keys held the lock while it lived): its grant came after its key was gone"},
+	},
+	{
+		// etcd's record as it is made: a waiter's key is a :refuse that
+		// puts it, its lapse unrecorded, and the holder's release grants
+		// no one; the Lock RPC answered the waiter all the same.
+		name:    "etcd-waiter-line",
+		record:  map[string]Validity{"lock-counter": Invalid, "linear": Invalid, "lock-server": Invalid},
+		history: map[string]Validity{"lock-counter": Invalid, "linear": Invalid},
+		words: map[string]string{
+			"lock-server":  "library: process 1's acquire (op 12) was answered ok (granted) at 4.206 s, but the server never granted its key: worker 1 put it in line at 0.111 s (put lock/b lease b (revision 3)), and when worker 0's key, which held the lock, was deleted at 4.207 s (delete lock/a (revision 5)), the server granted no one",
+			"lock-counter": "process 1 was paused (stop-waiters, nemesis op 15) for 20 ms while told it held a 2000 ms lease; library: process 1's acquire (op 12) was answered ok (granted) at 4.206 s, but the server never granted its key",
+			"linear":       "its grant came after its key was gone",
+		},
+	},
+	{
+		// etcd's record stamps an event when its watch delivers it: the
+		// release's delete comes 2.5 ms after the release's answer, the
+		// next thing the record has of the key.
+		name:    "etcd-release-late",
+		figures: map[string]int64{"false-oks": 0},
+	},
+	{
+		// ZooKeeper's record names a znode's session from the znode's
+		// stat; a znode deleted before the record read it has no name.
+		// The release's delete, unnamed, may be its own: no verdict.
+		name:    "zk-release-unnamed",
+		figures: map[string]int64{"false-oks": 0},
+	},
+	{
+		// redsync v4.0.3's Extend: its holder, stopped past its lease,
+		// asks before its write and is told yes of a key another holds.
+		name:    "extend-gone",
+		record:  map[string]Validity{"lock-counter": Invalid, "linear": Invalid, "lock-server": Invalid},
+		history: map[string]Validity{"lock-counter": Invalid, "linear": Invalid},
+		words: map[string]string{
+			"lock-server":  "library: process 0's extend (op 22) answered ok at 0.723 s, but its key was gone (it expired at 0.401 s), and the key was worker 1's then (its SET at 0.436 s)",
+			"lock-counter": "while holding a 300 ms lease; library: process 0's extend (op 22) answered ok at 0.723 s, but its key was gone",
+			"linear":       "library: process 0's extend (op 22) answered ok at 0.723 s",
+		},
+	},
+	{
+		// redis-semaphore 5.3.0's refresh: the holder, stopped past its
+		// lease while another took the lock and let it lapse, refreshes
+		// before its write; the script SETs the gone key again with its
+		// token and says refreshed.
+		name:    "refresh-resets",
+		record:  map[string]Validity{"lock-counter": Invalid, "linear": Invalid, "lock-server": Invalid},
+		history: map[string]Validity{"lock-counter": Invalid, "linear": Invalid},
+		words: map[string]string{
+			"lock-server":  "library: process 0's extend (op 22) answered ok at 0.743 s, but its key was gone (it expired at 0.401 s), and worker 0's [lua] SET mutex:lock a0 at 0.743 s set it again with its token, after worker 1 had taken the lock at 0.406 s",
+			"lock-counter": "library: process 0's extend (op 22) answered ok at 0.743 s, but its key was gone (it expired at 0.401 s), and worker 0's [lua] SET mutex:lock a0 at 0.743 s set it again",
+		},
+	},
+}
+
+// TestRecordChecks checks the hand-made histories of testdata/record with
+// their lock server's record and without it: the verdicts and words each
+// case names, and results.edn pinned byte for byte in testdata/golden
+// (-update rewrites it), checked whole and streamed from the file alike.
+func TestRecordChecks(t *testing.T) {
+	for _, tc := range recordCases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join("testdata", "record", tc.name)
+			rec, err := history.ReadFile(filepath.Join(dir, "lockserver.edn"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, with := range []bool{true, false} {
+				opts := Options{}
+				want, golden := tc.history, "record-"+tc.name+"-history.edn"
+				if with {
+					opts.Record = &Record{Ops: rec}
+					want, golden = tc.record, "record-"+tc.name+".edn"
+				}
+				rs := checkRecordCase(t, filepath.Join(dir, "history.edn"), opts)
+				for _, r := range rs.Checks {
+					v, ok := want[r.Name]
+					if !ok {
+						v = Valid
+					}
+					if r.Valid != v {
+						t.Errorf("record %v: %s is %v, want %v: %s", with, r.Name, r.Valid, v, r.Explanation)
+					}
+				}
+				if with {
+					checkRecordWords(t, tc, rs)
+				}
+				pinGolden(t, filepath.Join("testdata", "golden", golden), rs.AppendEDN(nil))
+			}
+		})
+	}
+}
+
+// checkRecordCase checks the history at path with opts, whole and as a
+// file is streamed, and requires the two to agree.
+func checkRecordCase(t *testing.T, path string, opts Options) Results {
+	t.Helper()
+	ops, err := history.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := Check(context.Background(), ops, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Open(context.Background(), path, opts, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, err := h.Check(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := rs.AppendEDN(nil), streamed.AppendEDN(nil); !bytes.Equal(a, b) {
+		t.Errorf("checked whole and streamed differ:\n whole %s\nstream %s", a, b)
+	}
+	return rs
+}
+
+func checkRecordWords(t *testing.T, tc recordCase, rs Results) {
+	t.Helper()
+	for name, w := range tc.words {
+		r, _ := rs.Check(name)
+		if !strings.Contains(r.Explanation, w) {
+			t.Errorf("%s's explanation lacks %q:\n%s", name, w, r.Explanation)
+		}
+	}
+	for fig, want := range tc.figures {
+		found := false
+		for _, r := range rs.Checks {
+			if v, ok := history.Int(r.Get(fig)); ok {
+				found = true
+				if v != want {
+					t.Errorf("%s %s is %d, want %d", r.Name, fig, v, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no check has the figure %s", fig)
+		}
+	}
+}
+
+// pinGolden compares got with the golden file at path, or writes it
+// there with -update.
+func pinGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./checker -run TestRecordChecks -update writes it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("results.edn differs from %s:\n got %s\nwant %s", path, got, want)
+	}
+}
+
+// TestRecordOfSeveralNodes: a record is judged as the lock's when one node
+// acted on its keys (a fence counter's node beside it is no lock node);
+// of several (Redlock's nodes, each granting its own key), the record's
+// checks would take one node's grant, held beside another's, for a second
+// holder: the history is checked alone, and the results say why.
+func TestRecordOfSeveralNodes(t *testing.T) {
+	dir := filepath.Join("testdata", "record", "clean")
+	b, err := os.ReadFile(filepath.Join(dir, "lockserver.edn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSpace(string(b)), "\n")
+	fence := `{:index 99, :time 99600000, :type :info, :process "redis-run", :f :fence, :value 1, :client "worker-0"}` + "\n"
+	oneAndFence := lines[0] + "\n" + fence + strings.Join(lines[1:], "")
+	var three strings.Builder // each event on each node, in time order
+	for _, l := range lines {
+		l = strings.TrimSuffix(l, "\n") + "\n"
+		for _, node := range []string{"redis-0", "redis-1", "redis-2"} {
+			three.WriteString(strings.Replace(l, `"redis-0"`, `"`+node+`"`, 1))
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		record    string
+		lockNodes int
+		judged    bool // the record's checks ran
+	}{
+		{"one node and the fence counter's", oneAndFence, 1, true},
+		{"three nodes", three.String(), 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "lockserver.edn")
+			if err := os.WriteFile(path, []byte(tc.record), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := ReadRecord(path, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.LockNodes != tc.lockNodes {
+				t.Errorf("LockNodes %d, want %d (nodes %v)", rec.LockNodes, tc.lockNodes, rec.Nodes)
+			}
+			rs := checkRecordCase(t, filepath.Join(dir, "history.edn"), Options{Record: rec})
+			_, judged := rs.Check("lock-server")
+			avail, _ := rs.Check("availability")
+			if judged != tc.judged || rs.Valid != Valid {
+				t.Errorf("lock-server judged %v, want %v; valid? %v: %s", judged, tc.judged, rs.Valid, rs.AppendEDN(nil))
+			}
+			if !tc.judged && (avail.Get("source") != sourceHistory || avail.Get("record-lock-nodes") != tc.lockNodes) {
+				t.Errorf("availability of a record of %d nodes: source %v, record-lock-nodes %v", tc.lockNodes, avail.Get("source"), avail.Get("record-lock-nodes"))
+			}
+		})
+	}
+}
+
+// TestLateAcquire: an acquire answered after its key ended is no false ok
+// when the key expired — its grant held the lock while the acquire was in
+// flight, and the answer may have been written down late — and is one when
+// the key was deleted, here by the acquire's own connection: no stall
+// explains that.
+func TestLateAcquire(t *testing.T) {
+	const ms = int64(1e6)
+	ops := []history.Op{
+		{Index: 0, Time: 10 * ms, Type: history.Invoke, Process: 0, F: history.FAcquire},
+		{Index: 1, Time: 50 * ms, Type: history.Ok, Process: 0, F: history.FAcquire,
+			Extra: map[history.Keyword]any{history.KeyToken: "a", history.KeyLeaseMS: int64(10)}},
+	}
+	grant := history.Op{Index: 0, Time: 12 * ms, Type: history.Info, F: history.SGrant,
+		Extra: map[history.Keyword]any{history.KeyKey: "lock", history.KeyToken: "a", history.KeyClient: "worker-0", history.KeyDeadline: 22 * ms}}
+	for _, tc := range []struct {
+		name string
+		end  history.Op
+		want Validity
+	}{
+		{"expired", history.Op{Index: 1, Time: 22 * ms, Type: history.Info, F: history.SExpire,
+			Extra: map[history.Keyword]any{history.KeyKey: "lock", history.KeyToken: "a"}}, Valid},
+		{"deleted by its own connection", history.Op{Index: 1, Time: 20 * ms, Type: history.Info, F: history.SDelete,
+			Extra: map[history.Keyword]any{history.KeyKey: "lock", history.KeyToken: "a", history.KeyClient: "worker-0", history.KeyCommand: "DEL lock"}}, Invalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs, err := Check(context.Background(), ops, Options{Model: ModelLockCounter, Record: &Record{Ops: []history.Op{grant, tc.end}, Workers: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, ok := rs.Check("lock-server"); !ok || r.Valid != tc.want {
+				t.Errorf("lock-server %v, want %v: %s", r.Valid, tc.want, rs.AppendEDN(nil))
+			}
+		})
+	}
+}

@@ -1,0 +1,91 @@
+package harness_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/adaptertest"
+	"github.com/hiatus-dev/hiatus/nemesis"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// TestRunReplyDelayRedsyncValidity: redsync's Extend before v4.4.0 says
+// extended without asking whether its answer came in time (go-redsync/
+// redsync commit acd8018, "Fix ExtendContext", in v4.4.0): the replies of
+// the lock's node to worker 0, delayed 500 ms on a 300 ms lease from the
+// extend it sends before its write (delay-redis-replies aimed at a lock
+// call in flight, :call :extend), reach it after the key the extend
+// renewed has expired, and another worker has taken the lock. v4.3.0 says
+// extended, the holder writes, an update is lost; v4.4.1, on the same
+// schedule, refuses, and nothing is. A delay of both directions cannot
+// show it: the extend itself arrives after the lease. Measured: 10 of 10
+// runs of each (docs/findings.md).
+func TestRunReplyDelayRedsyncValidity(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []struct {
+		version string
+		lost    bool
+	}{{"v4.3.0", true}, {"v4.4.1", false}} {
+		bin := filepath.Join(dir, "redsync-"+v.version)
+		if err := adaptertest.BuildGo("../adapters/go-redsync", v.version+".mod", bin); err != nil {
+			t.Fatal(err)
+		}
+		t.Run(v.version, func(t *testing.T) {
+			t.Parallel()
+			cfg := harness.DefaultConfig()
+			cfg.Lock, cfg.Store, cfg.Workers, cfg.TimeLimit = "exec:"+bin, t.TempDir(), 2, 6*time.Second
+			cfg.Lease, cfg.Delay, cfg.Pause, cfg.ExtendBeforeWrite = 300*time.Millisecond, 500*time.Millisecond, time.Second, true
+			cfg.Nemesis = harness.Nemesis(nemesis.KindDelayRedisReplies)
+			cfg.Plan = nemesis.Plan{{Kind: nemesis.KindDelayRedisReplies, Worker: nemesis.On(0), At: time.Second, Length: time.Second, Call: history.FExtend}}
+			res, err := lab.Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer faultRun{res: res}.logFailed(t)
+			caught := caughtExtend(ops, cfg.Delay)
+			f, _ := res.Results.LockCounter()
+			t.Logf("%s: the extend the delay caught: %v; lost %d–%d", v.version, caught, f.LostMin, f.LostMax)
+			switch {
+			case caught == nil:
+				t.Fatalf("no extend of worker 0 answered %v late after the fault began: the delay caught none", cfg.Delay)
+			case v.lost && (caught.comp.Type != history.Ok || res.Results.Valid != checker.Invalid || f.LostMin < 1):
+				t.Errorf("the late extend %s, valid? %v, lost %d: want it said extended, and an update lost", caught.comp.Type, res.Results.Valid, f.LostMin)
+			case !v.lost && (caught.comp.Type == history.Ok || res.Results.Valid != checker.Valid):
+				t.Errorf("the late extend %s, valid? %v: want it refused, nothing lost", caught.comp.Type, res.Results.Valid)
+			}
+		})
+	}
+}
+
+// caughtExtend is the extend of worker 0 (slot 0's processes, with two
+// workers) answered after the fault began that took at least delay: the
+// one whose reply the fault held (it may have been invoked just before
+// the fault's event was stamped, which precedes its beginning). Nil if
+// none.
+func caughtExtend(ops []history.Op, delay time.Duration) *call {
+	var began int64 = -1
+	open := map[history.Process]history.Op{}
+	for _, o := range ops {
+		switch {
+		case o.Process == history.Nemesis && o.F == history.FStart:
+			if v, _ := o.Value.(map[history.Keyword]any); v["call"] == history.FExtend {
+				began = o.Time
+			}
+		case o.F != history.FExtend || o.Process%2 != 0:
+		case o.Type == history.Invoke:
+			open[o.Process] = o
+		case began >= 0 && o.Time-open[o.Process].Time >= delay.Nanoseconds():
+			return &call{inv: open[o.Process], comp: o}
+		}
+	}
+	return nil
+}

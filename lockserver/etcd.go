@@ -1,0 +1,301 @@
+package lockserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/history"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// An EtcdNode is an etcd server the lock is kept on, as etcd's Mutex (and
+// its server-side Lock RPC) keeps it: each holder's and waiter's key under
+// the lock's prefix, attached to its lease, the holder the one created
+// first.
+type EtcdNode struct {
+	Name      string   // the record's process for it: "etcd-0"
+	Endpoints []string // its client URLs
+}
+
+// The etcd record comes from a watch of the lock's prefix from the
+// revision the run began at: every put and delete of a key, with its
+// revision and the lease it is attached to, in revision order. From them it
+// derives who held the lock: a key that becomes the first of the line is
+// granted (at its creation, or at the delete of the key before it); a key
+// created behind another is refused; the holder's key deleted is :delete
+// when its lease outlived it (the holder's unlock), :expire when etcd
+// reports a lease expired since the last delete (its lease-expiry counter,
+// etcd_debugging_server_lease_expired_total, at /metrics), else :delete (a
+// revoke). Each grant hands out the key's creation revision, etcd's
+// fencing token, as a :fence. A lease is named by the key its lock puts
+// beside it (client.EtcdClientKey), which the same watch sees first. The
+// watch carries no time: an event is stamped when the watch delivered it
+// (this machine's clock on the history's), after it happened by the
+// watch's latency; its :command says its revision.
+
+// An etcdKey is a key of the lock's line.
+type etcdKey struct {
+	created int64 // its creation revision
+	lease   int64
+}
+
+// An etcdSource records one etcd server.
+type etcdSource struct {
+	rec     *Recorder
+	index   int
+	node    EtcdNode
+	cli     *clientv3.Client
+	line    string // the prefix of the lock's keys: Key + "/"
+	clients string // the prefix of the lease names: Key + "-clients/"
+	metrics string // the URL of its metrics
+	start   int64  // the revision the record begins after
+
+	names   map[int64]string // lease -> the worker whose it is
+	live    map[string]etcdKey
+	holder  string // the key first in the line; "" when none
+	expired float64
+	hc      *http.Client
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	seen   int64 // the last revision the watch delivered
+}
+
+// startEtcd connects to the etcd node, reads the line as it stands and
+// starts watching it.
+func (r *Recorder) startEtcd(ctx context.Context, index int, n EtcdNode) (*etcdSource, error) {
+	if len(n.Endpoints) == 0 {
+		return nil, fmt.Errorf("%s: no endpoints", n.Name)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: n.Endpoints, Logger: zap.NewNop(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", n.Name, err)
+	}
+	s := &etcdSource{rec: r, index: index, node: n, cli: cli, line: r.cfg.Key + "/", clients: r.cfg.Key + "-clients/",
+		metrics: strings.TrimRight(n.Endpoints[0], "/") + "/metrics", names: map[int64]string{}, live: map[string]etcdKey{},
+		hc: &http.Client{Timeout: sampleTimeout}, done: make(chan struct{})}
+	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := cli.Get(gctx, r.cfg.Key, clientv3.WithPrefix())
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("record %s: read the lock's keys: %w", n.Name, err)
+	}
+	s.start = resp.Header.Revision
+	for _, kv := range resp.Kvs {
+		s.put(kv)
+	}
+	s.holder = s.first()
+	s.expired, _ = s.expiredLeases(gctx)
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = stop
+	w := cli.Watch(wctx, r.cfg.Key, clientv3.WithPrefix(), clientv3.WithRev(s.start+1), clientv3.WithPrevKV())
+	go s.run(wctx, w)
+	return s, nil
+}
+
+// put takes a key put, silently: a name, or a key of the line.
+func (s *etcdSource) put(kv *mvccpb.KeyValue) {
+	k := string(kv.Key)
+	switch {
+	case strings.HasPrefix(k, s.clients):
+		if id, err := strconv.ParseInt(strings.TrimPrefix(k, s.clients), 16, 64); err == nil {
+			s.names[id] = string(kv.Value)
+		}
+	case strings.HasPrefix(k, s.line):
+		s.live[k] = etcdKey{created: kv.CreateRevision, lease: kv.Lease}
+	}
+}
+
+// first is the key first in the line: the one created first.
+func (s *etcdSource) first() string {
+	best, rev := "", int64(0)
+	for k, v := range s.live {
+		if best == "" || v.created < rev {
+			best, rev = k, v.created
+		}
+	}
+	return best
+}
+
+// run takes the watch's events until it ends.
+func (s *etcdSource) run(ctx context.Context, w clientv3.WatchChan) {
+	defer close(s.done)
+	for resp := range w {
+		if err := resp.Err(); err != nil {
+			s.rec.logf("%s: the watch: %v", s.node.Name, err)
+			s.gap(fmt.Sprintf("the watch of %s: %v", s.node.Name, err))
+			return
+		}
+		h := s.rec.hist.now()
+		for _, ev := range resp.Events {
+			s.event(ctx, h, ev)
+		}
+		s.mu.Lock()
+		s.seen = max(s.seen, resp.Header.Revision)
+		s.mu.Unlock()
+	}
+}
+
+// event takes one event of the watch, delivered at h (history unix ns).
+func (s *etcdSource) event(ctx context.Context, h int64, ev *clientv3.Event) {
+	k := string(ev.Kv.Key)
+	if !strings.HasPrefix(k, s.line) {
+		if ev.Type == clientv3.EventTypePut {
+			s.put(ev.Kv)
+		}
+		return
+	}
+	rev := ev.Kv.ModRevision
+	switch {
+	case ev.Type == clientv3.EventTypePut && ev.IsCreate():
+		s.put(ev.Kv)
+		cmd := fmt.Sprintf("put %s lease %x (revision %d)", k, ev.Kv.Lease, rev)
+		if s.holder == "" {
+			s.grant(h, k, cmd)
+			return
+		}
+		s.emit(h, event{act: history.SRefuse, token: s.holder, client: s.names[ev.Kv.Lease], command: cmd})
+	case ev.Type == clientv3.EventTypeDelete:
+		gone, ok := s.live[k]
+		delete(s.live, k)
+		if !ok {
+			return // a key of before
+		}
+		if k != s.holder {
+			// A waiter gave up its place, or its lease ran out: that
+			// expiry is its own, and counts for no holder's delete after.
+			s.leaseExpired(ctx, gone.lease)
+			return
+		}
+		cmd := fmt.Sprintf("delete %s (revision %d)", k, rev)
+		e := event{act: history.SDelete, token: k, client: s.names[gone.lease], command: cmd}
+		if s.leaseExpired(ctx, gone.lease) {
+			e = event{act: history.SExpire, token: k, command: cmd + ": its lease expired"}
+		}
+		s.emit(h, e)
+		s.holder = ""
+		if next := s.first(); next != "" {
+			s.grant(h, next, cmd)
+		}
+	}
+}
+
+// grant makes key the holder, at h, by the command cmd; its creation
+// revision is its fencing token.
+func (s *etcdSource) grant(h int64, key, cmd string) {
+	s.holder = key
+	k := s.live[key]
+	s.emit(h, event{act: history.SGrant, token: key, client: s.names[k.lease], command: cmd})
+	s.emit(h, event{act: history.SFence, token: key, client: s.names[k.lease], value: k.created, command: cmd})
+}
+
+// leaseExpired reports whether the holder's lease is gone because it
+// expired: it is gone, and etcd counts a lease expired since it last did.
+func (s *etcdSource) leaseExpired(ctx context.Context, lease int64) bool {
+	if lease == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+	defer cancel()
+	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
+	if err == nil && ttl.TTL > 0 {
+		return false // it outlived its key: the key was deleted
+	}
+	n, err := s.expiredLeases(ctx)
+	if err != nil {
+		return false
+	}
+	more := n > s.expired
+	s.expired = n
+	return more
+}
+
+// expiredLeases reads etcd's count of the leases that expired.
+func (s *etcdSource) expiredLeases(ctx context.Context) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metrics, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "etcd_debugging_server_lease_expired_total "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, errors.New("etcd reports no etcd_debugging_server_lease_expired_total")
+}
+
+// emit sends an event at h (history unix ns) to the journal.
+func (s *etcdSource) emit(h int64, e event) {
+	o := s.rec.op(s.index, h, event{act: e.act, key: s.rec.cfg.Key, token: e.token, client: e.client, command: e.command, value: e.value})
+	s.rec.send(o)
+}
+
+// gap says the record lost sight of the node from now on.
+func (s *etcdSource) gap(why string) {
+	s.rec.send(s.rec.op(s.index, s.rec.hist.now(), event{act: history.SGap, key: s.rec.cfg.Key, reason: why}))
+}
+
+// end waits until the watch has delivered every revision up to the
+// node's now, and stops it.
+func (s *etcdSource) end(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, endWait)
+	defer cancel()
+	defer s.close()
+	resp, err := s.cli.Get(ctx, s.rec.cfg.Key, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		s.gap(fmt.Sprintf("%s did not show the record's end: %v", s.node.Name, err))
+		return
+	}
+	// A progress notification says the watch has reached a revision.
+	for {
+		if err := s.cli.RequestProgress(ctx); err != nil {
+			s.gap(fmt.Sprintf("%s did not show the record's end: %v", s.node.Name, err))
+			return
+		}
+		if s.reached(resp.Header.Revision) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.gap(fmt.Sprintf("%s did not show the record's end: %v", s.node.Name, ctx.Err()))
+			return
+		case <-s.done:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// reached reports whether the watch has delivered revision rev.
+func (s *etcdSource) reached(rev int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen >= rev
+}
+
+// close stops the watch and the client, once the watch's goroutine is done.
+func (s *etcdSource) close() {
+	s.cancel()
+	<-s.done
+	s.cli.Close()
+}

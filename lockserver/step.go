@@ -1,0 +1,201 @@
+package lockserver
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A clock the run steps itself (the clock fault, through StepClock) is
+// stamped exactly, whatever the lag of the stream: the recorder has the
+// node log a marker before the step and another after it, and knows the
+// step's size. Lines before the first marker ran before the step, lines
+// after the second after it, each stamped by its own offset; the few
+// between, which the recorder holds until the second marker comes, are
+// stamped by whichever offset puts them between the two markers' stamps:
+// for a step longer than the markers' window (a round trip and the clock
+// file's write), only one does.
+
+// StepClock steps the clock of the record's Redis node index, by calling
+// step, which sets the node's clock to the real one plus offset (0 puts it
+// back), and tells the node's record so. step runs whatever becomes of the
+// markers: a record that cannot mark it falls back on its measures.
+func (r *Recorder) StepClock(ctx context.Context, index int, offset time.Duration, step func() error) error {
+	if r == nil || index < 0 || index >= len(r.redis) || !r.redis[index].node.OwnClock {
+		return step()
+	}
+	s := r.redis[index]
+	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+	defer cancel()
+	st := s.steps.begin()
+	if err := s.side.Echo(ctx, st.before).Err(); err != nil {
+		s.steps.abandon(st)
+		return step()
+	}
+	err := step()
+	if err != nil {
+		s.steps.abandon(st)
+		return err
+	}
+	s.steps.stepped(st, offset)
+	if err := s.side.Echo(ctx, st.after).Err(); err != nil {
+		s.rec.logf("%s: mark the end of a clock step: %v", s.node.Name, err)
+	}
+	return nil
+}
+
+// A step is one step of a node's clock, as its markers show it.
+type step struct {
+	before, after string
+	by            int64 // the step's size: the new fake offset less the old, ns
+	done          bool  // the step was made, by by
+}
+
+// steps are a node's clock steps under way, and its fake offset now.
+type steps struct {
+	mu      sync.Mutex
+	fake    int64   // the offset the run gave the node's clock, ns
+	pending []*step // the steps whose second marker the reader has not met
+	under   int     // steps begun and not yet made or abandoned
+	n       int
+}
+
+// now returns the offset the run has given the node's clock, and whether
+// no step is under way; a nil steps has given none.
+func (ss *steps) now() (fake int64, steady bool) {
+	if ss == nil {
+		return 0, true
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.fake, ss.under == 0
+}
+
+func (ss *steps) begin() *step {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.n++
+	st := &step{before: marker(fmt.Sprintf("step%d", ss.n)), after: marker(fmt.Sprintf("stepped%d", ss.n))}
+	ss.pending = append(ss.pending, st)
+	ss.under++
+	return st
+}
+
+func (ss *steps) stepped(st *step, offset time.Duration) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	st.by, st.done, ss.fake = int64(offset)-ss.fake, true, int64(offset)
+	ss.under--
+}
+
+func (ss *steps) abandon(st *step) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.under--
+	for i, s := range ss.pending {
+		if s == st {
+			ss.pending = append(ss.pending[:i], ss.pending[i+1:]...)
+		}
+	}
+}
+
+// marked returns the step whose marker is word, and whether word is its
+// first marker.
+func (ss *steps) marked(word string) (st *step, first bool, ok bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for i, s := range ss.pending {
+		switch word {
+		case s.before:
+			return s, true, true
+		case s.after:
+			ss.pending = append(ss.pending[:i], ss.pending[i+1:]...)
+			return s, false, true
+		}
+	}
+	return nil, false, false
+}
+
+// An item is what the stream brought, held while a step's markers frame
+// it: a line, or a push (a notification).
+type item struct {
+	line monitorLine
+	push *respValue
+}
+
+// maxHeld bounds the items held between a step's markers: past it they
+// are taken as they come.
+const maxHeld = 10_000
+
+// gone reports whether st was abandoned: its second marker will not come.
+func (ss *steps) gone(st *step) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, s := range ss.pending {
+		if s == st {
+			return false
+		}
+	}
+	return true
+}
+
+// stepMarker reports whether l is a marker of a clock step, which ends
+// the holding of the items between two.
+func (s *redisSource) stepMarker(l monitorLine) bool {
+	return len(l.args) == 2 && strings.EqualFold(l.args[0], "echo") && l.db == s.opt.DB &&
+		(s.holding.after == l.args[1] || s.holding.before == l.args[1])
+}
+
+// stepMarked takes a clock step's marker: at the first, the items after it
+// are held; at the second, the node's offset is moved by the step, and the
+// items held are stamped between the two markers.
+func (s *redisSource) stepMarked(ctx context.Context, st *step, first bool) bool {
+	if first {
+		s.holding, s.stepB, s.stepFake = st, s.lineH, s.clock.fake
+		return false
+	}
+	if st.done {
+		// The marker ran under the new offset: the steps before it and
+		// this one.
+		s.clock.fake = s.stepFake + st.by
+		s.lineH = s.clock.at(s.lineUS * 1000)
+	}
+	return s.release(ctx, s.stepB, s.lineH)
+}
+
+// hold keeps an item the stream brought between a step's markers; a step
+// abandoned, or too many items, lets them go as they come.
+func (s *redisSource) hold(ctx context.Context, it item) bool {
+	s.held = append(s.held, it)
+	if len(s.held) >= maxHeld || s.steps.gone(s.holding) {
+		return s.release(ctx, s.stepB, s.rec.hist.now())
+	}
+	return false
+}
+
+// release takes the items held, each line stamped between from and to
+// (history unix ns) by the offset before the step or after it; it reports
+// true when one was the end marker's.
+func (s *redisSource) release(ctx context.Context, from, to int64) bool {
+	held := s.held
+	s.held, s.holding = nil, nil
+	end := false
+	for _, it := range held {
+		if it.push != nil {
+			s.push(*it.push)
+			continue
+		}
+		if it.line.db != s.opt.DB {
+			continue
+		}
+		a, b := it.line.us*1000-s.clock.off-s.stepFake, it.line.us*1000-s.clock.off-s.clock.fake
+		h := b
+		if (b < from || b > to) && a >= from && a <= to {
+			h = a
+		}
+		end = s.stamped(ctx, it.line, h) || end
+	}
+	return end
+}

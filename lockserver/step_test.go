@@ -1,0 +1,128 @@
+package lockserver
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/servers"
+	"github.com/hiatus-dev/hiatus/store"
+)
+
+// A stampedAttempt is a SET NX and the history's clock around it.
+type stampedAttempt struct {
+	token  string
+	t0, t1 int64 // the run's Redis TIME before and after, unix ns
+}
+
+// TestStepsStamped: a node whose clock the run steps back and forth by
+// 300 ms every 20 ms (StepClock, as the clock fault steps it) has every SET
+// NX of three contenders stamped inside the window the history's clock
+// puts around it: the steps move the node's offset by what they are, and
+// the lines between a step's markers take the offset they ran under. The
+// recorder reads late, 400 ms three times, longer than a step: the lines'
+// arrival cannot tell which side of a step they ran on, the markers can.
+func TestStepsStamped(t *testing.T) {
+	clockSrv := startRedis(t, servers.RedisOptions{})
+	node := startRedis(t, servers.RedisOptions{FakeClock: true})
+	ctx := context.Background()
+	clock := named(t, clockSrv.URL, "test")
+	start, err := clock.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := store.Run{Dir: t.TempDir()}
+	const key = "hiatus:lock:steps"
+	reads := 0
+	late := func() { // the reader's own goroutine alone calls it
+		if reads++; reads%2000 == 0 && reads <= 6000 {
+			time.Sleep(400 * time.Millisecond)
+		}
+	}
+	rec, err := Start(ctx, run, Config{Mode: ModeFull, Start: start, ClockURL: clockSrv.URL, Key: key,
+		Redis: []RedisNode{{Name: "redis-0", URL: node.URL, OwnClock: true}}, Log: t.Logf, readHook: late})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var attempts []stampedAttempt
+	var wg sync.WaitGroup
+	stop := time.Now().Add(time.Second)
+	for w := range 3 {
+		c := named(t, node.URL, fmt.Sprintf("worker-%d", w))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; time.Now().Before(stop); n++ {
+				tok := fmt.Sprintf("w%d-%d", w, n)
+				t0, err := clock.Time(ctx).Result()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ok, err := c.SetNX(ctx, key, tok, 30*time.Millisecond).Result()
+				t1, err2 := clock.Time(ctx).Result()
+				if err != nil || err2 != nil {
+					t.Error(err, err2)
+					return
+				}
+				mu.Lock()
+				attempts = append(attempts, stampedAttempt{tok, t0.UnixNano(), t1.UnixNano()})
+				mu.Unlock()
+				if ok {
+					releaseScript.Run(ctx, c, []string{key}, tok)
+				}
+			}
+		}()
+	}
+	steps := 0
+	for i := 0; time.Now().Before(stop); i++ {
+		off := time.Duration(i%2) * 300 * time.Millisecond
+		if err := rec.StepClock(ctx, 0, 300*time.Millisecond-off, func() error { return node.JumpClock(300*time.Millisecond - off) }); err != nil {
+			t.Fatal(err)
+		}
+		steps++
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
+	if err := rec.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkStamps(t, run, start.UnixNano(), attempts, steps)
+}
+
+// checkStamps holds each attempt's verdict in the record to its window.
+func checkStamps(t *testing.T, run store.Run, start int64, attempts []stampedAttempt, steps int) {
+	t.Helper()
+	evs, err := history.ReadServerFile(run.Path(store.LockServer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]history.ServerEvent{}
+	stepped := 0
+	for _, e := range evs {
+		if e.Act == history.SGrant || e.Act == history.SRefuse {
+			at[commandToken(e.Command)] = e
+		}
+		if e.NodeTime-e.Time > int64(250*time.Millisecond) {
+			stepped++
+		}
+	}
+	for _, a := range attempts {
+		e, ok := at[a.token]
+		if !ok {
+			t.Errorf("attempt %s: no verdict in the record", a.token)
+			continue
+		}
+		if e.Time < a.t0-start || e.Time > a.t1-start {
+			t.Errorf("attempt %s, from %d to %d: stamped %d (node time %d)", a.token, a.t0-start, a.t1-start, e.Time, e.NodeTime)
+		}
+	}
+	t.Logf("%d attempts, %d steps, %d events on the stepped clock", len(attempts), steps, stepped)
+	if stepped == 0 || steps < 10 {
+		t.Errorf("%d steps, %d events stamped on a stepped clock: the test stepped too little to tell", steps, stepped)
+	}
+}
