@@ -177,11 +177,11 @@ func (s *Stream) availabilityRecord() (r Result) {
 		{"orphans-reported", reported},
 		{"orphan-examples", examples},
 	}}
-	if len(s.view.gaps) > 0 {
+	if s.view.unsure() {
 		r.Fields = append(r.Fields, Field{"unsure", unsure})
 	}
-	if first == nil && len(s.view.gaps) > 0 {
-		r.Valid, r.Explanation = Unknown, s.view.blindWords()
+	if words := s.view.unsureWords(unsure); first == nil && words != "" {
+		r.Valid, r.Explanation = Unknown, words
 		return r
 	}
 	if first == nil {
@@ -220,12 +220,12 @@ func (s *Stream) fenceOrderRecord() (r Result) {
 		{"fence-inversions", len(inv)},
 		{"fence-inversion-examples", examples},
 	}}
-	if len(s.view.gaps) > 0 {
+	if s.view.unsure() {
 		r.Fields = append(r.Fields, Field{"unsure", unsure})
 	}
 	if len(inv) == 0 {
-		if len(s.view.gaps) > 0 && (len(gs) > 0 || len(s.view.fences) > 0) {
-			r.Valid, r.Explanation = Unknown, s.view.blindWords()
+		if words := s.view.unsureWords(unsure); words != "" && (len(gs) > 0 || len(s.view.fences) > 0) {
+			r.Valid, r.Explanation = Unknown, words
 		}
 		return r
 	}
@@ -262,7 +262,7 @@ func (s *Stream) lockServer() (r Result) {
 		{"grants", s.view.grants()},
 		{"false-ok-examples", examples},
 	}}
-	if len(s.view.gaps) > 0 {
+	if s.view.unsure() {
 		r.Fields = append(r.Fields, Field{"unsure", unsure})
 	}
 	switch {
@@ -276,8 +276,8 @@ func (s *Stream) lockServer() (r Result) {
 	case judged == 0 && s.view.oks() > 0:
 		r.Valid = Unknown
 		r.Explanation = "the lock server's record names no connection of the history's processes (its :client is \"worker-N\" for process N) and shares no token with them: no answer could be held to it"
-	case len(s.view.gaps) > 0:
-		r.Valid, r.Explanation = Unknown, s.view.blindWords()
+	case s.view.unsureWords(unsure) != "":
+		r.Valid, r.Explanation = Unknown, s.view.unsureWords(unsure)
 	}
 	return r
 }

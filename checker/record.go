@@ -176,6 +176,7 @@ type serverEvent struct {
 	deadline    int64 // history.Unset: none; a :gap's :until
 	value       int64 // a :fence's token
 	why         string
+	guess       bool // the record's guess (history.KeyGuess)
 }
 
 // readRecord reads the record's events, in time order; bad counts those it
@@ -199,6 +200,7 @@ func readRecord(r *Record) (evs []serverEvent, bad int, first string) {
 		if d, ok := history.Int(o.Get(history.KeyDeadline)); ok {
 			e.deadline = d
 		}
+		e.guess, _ = o.Get(history.KeyGuess).(bool)
 		if o.F == history.SGap {
 			e.deadline = math.MaxInt64 // never seen again
 			if u, ok := history.Int(o.Get(history.KeyUntil)); ok {

@@ -120,6 +120,15 @@ var recordCases = []recordCase{
 		figures: map[string]int64{"false-oks": 0},
 	},
 	{
+		// A record of the commands alone read worker 1's SET NX, in the
+		// deadline's millisecond, as refused, and says it guessed: the
+		// server granted it. No verdict rests on the guess.
+		name:    "guessed-refuse",
+		record:  map[string]Validity{"lock-server": Unknown},
+		words:   map[string]string{"lock-server": "guessed what the command at 0.200 s (SET lock b NX PX 100) did to the key, near its deadline"},
+		figures: map[string]int64{"false-oks": 0},
+	},
+	{
 		// ZooKeeper's record names a znode's session from the znode's
 		// stat; a znode deleted before the record read it has no name.
 		// The release's delete, unnamed, may be its own: no verdict.

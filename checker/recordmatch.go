@@ -26,6 +26,7 @@ type recordView struct {
 	refuses map[string][]int64
 	fences  []int          // the events of :fence, in time order
 	gaps    []int          // the events of :gap: where the record lost sight of its node
+	doubts  []doubt        // where the record read a key by its guesses
 	byToken map[string]int // the last span of each token
 	slack   int64          // Record.Slack
 }
@@ -74,6 +75,7 @@ func newRecordView(evs []serverEvent, calls []lockCall, workers int, slack int64
 			v.gaps = append(v.gaps, i)
 		}
 	}
+	v.doubts = doubts(evs)
 	v.spans, v.live = spans(evs)
 	v.byToken = map[string]int{}
 	for i, s := range v.spans {
@@ -92,16 +94,66 @@ func newRecordView(evs []serverEvent, calls []lockCall, workers int, slack int64
 	return v
 }
 
-// blind is the record's first gap that overlaps [from, to], ends
-// included: what the node did then the record did not see, so nothing it
-// shows there is sure; ok is false when it saw all of it.
+// A doubt is a stretch of the record in which what it read of a key is
+// its guess (history.KeyGuess): from its first guessed event until the
+// key's next event read surely.
+type doubt struct {
+	first    int // the first guessed event
+	from, to int64
+}
+
+// doubts lists the record's doubts, by key, in time order of their start.
+func doubts(evs []serverEvent) []doubt {
+	var out []doubt
+	open := map[string]int{} // key -> its doubt under way, in out
+	for i, e := range evs {
+		n, ok := open[e.key]
+		switch {
+		case e.guess && !ok:
+			open[e.key] = len(out)
+			out = append(out, doubt{first: i, from: e.time, to: math.MaxInt64})
+		case !e.guess && ok:
+			out[n].to = e.time
+			delete(open, e.key)
+		}
+	}
+	return out
+}
+
+// blind is the record's first gap, or else doubt, that overlaps [from,
+// to], ends included: what the node did then the record did not see, or
+// guessed, so nothing it shows there is sure; ok is false when it saw all
+// of it surely.
 func (v *recordView) blind(from, to int64) (serverEvent, bool) {
 	for _, i := range v.gaps {
 		if g := v.evs[i]; g.time <= to && g.deadline >= from {
 			return g, true
 		}
 	}
+	for _, d := range v.doubts {
+		if d.from <= to && d.to >= from {
+			return v.evs[d.first], true
+		}
+	}
 	return serverEvent{}, false
+}
+
+// unsure reports whether the record has a stretch it did not see, or
+// read by guesses.
+func (v *recordView) unsure() bool { return len(v.gaps) > 0 || len(v.doubts) > 0 }
+
+// unsureWords says why a check cannot call the run valid: the record has
+// a gap, or unsure (the anomalies it set aside) rest on its guesses; ""
+// when it can.
+func (v *recordView) unsureWords(unsure int) string {
+	switch {
+	case len(v.gaps) > 0:
+		return v.blindWords()
+	case unsure > 0:
+		e := v.evs[v.doubts[0].first]
+		return fmt.Sprintf("the lock server's record read its node's commands alone (without the server's notifications) and guessed what the command at %s (%s) did to the key, near its deadline, and what the key held until it was sure again: %s on its guesses, and none outside them was seen", secs(e.time), e.command, pluralInt(unsure, "1 anomaly rests", fmt.Sprintf("%d anomalies rest", unsure)))
+	}
+	return ""
 }
 
 // blindWords says why a check of a record with gaps cannot call the run

@@ -101,7 +101,7 @@ func recordStreamKeys() []history.Keyword { return []history.Keyword{history.Key
 // recordKeys are the extra keys of the record's own events (readRecord),
 // which are read whole, every key kept.
 func recordKeys() []history.Keyword {
-	return []history.Keyword{history.KeyKey, history.KeyToken, history.KeyWas, history.KeyClient, history.KeyCommand, history.KeyDeadline, history.KeyUntil}
+	return []history.Keyword{history.KeyKey, history.KeyToken, history.KeyWas, history.KeyClient, history.KeyCommand, history.KeyDeadline, history.KeyUntil, history.KeyGuess}
 }
 
 // An openCall is an invocation waiting for its completion.

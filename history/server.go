@@ -55,6 +55,12 @@ const (
 	KeyCommand  Keyword = "command"   // the command as the server logged it, for explanations: "PEXPIRE lock 0"
 	KeyNodeTime Keyword = "node-time" // the node's own clock at the event (ns since the run's start), when it is not the history's
 	KeyUntil    Keyword = "until"     // the end of a gap, on the history's clock (ns)
+	// KeyGuess, true, marks an event the record read by its own guess:
+	// a command within a millisecond of the key's deadline, which the
+	// server may have read the other way (a record of the commands alone,
+	// without the server's notifications), and every event after it until
+	// the key's state is sure again. Absent for an event the record knows.
+	KeyGuess Keyword = "guess"
 )
 
 // Clients of the lock server's record that are no worker.

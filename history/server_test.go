@@ -31,7 +31,7 @@ func TestWorkerName(t *testing.T) {
 func TestServerEventRoundTrip(t *testing.T) {
 	evs := []ServerEvent{
 		{Time: 10, Node: "redis-0", Act: SGrant, Key: "k", Token: "a9", Client: "worker-1", Deadline: 510, Command: `SET k a9 NX PX 500`, Until: Unset, NodeTime: Unset},
-		{Time: 11, Node: "redis-0", Act: SRefuse, Key: "k", Token: "a9", Client: "worker-2", Deadline: Unset, Until: Unset, NodeTime: Unset},
+		{Time: 11, Node: "redis-0", Act: SRefuse, Key: "k", Token: "a9", Client: "worker-2", Deadline: Unset, Until: Unset, NodeTime: Unset, Guess: true},
 		{Time: 12, Node: "redis-1", Act: SRenew, Key: "k", Token: "a9", Client: "", Deadline: 900, Until: Unset, NodeTime: 13},
 		{Time: 13, Node: "redis-1", Act: SOverwrite, Key: "k", Token: "b", Was: "a9", Client: "worker-0", Deadline: Unset, Until: Unset, NodeTime: Unset},
 		{Time: 14, Node: "etcd-0", Act: SDelete, Key: "/p", Token: "/p/1", Client: ClientPrimary, Deadline: Unset, Until: Unset, NodeTime: Unset},
@@ -70,6 +70,7 @@ func TestServerEventRefused(t *testing.T) {
 		{`{:index 0, :time 1, :type :info, :process "redis-0", :f :fence, :value "7"}`, "an integer"},
 		{`{:index 0, :time 1, :type :info, :process "redis-0", :f :grant, :token 5}`, ":token 5 is not a string"},
 		{`{:index 0, :time 1, :type :info, :process "redis-0", :f :grant, :deadline "x"}`, "not an integer"},
+		{`{:index 0, :time 1, :type :info, :process "redis-0", :f :grant, :guess 1}`, ":guess 1 is not true or false"},
 	} {
 		_, err := NewServerReader(strings.NewReader(c.line), "f").Next()
 		if err == nil || !strings.Contains(err.Error(), c.want) {

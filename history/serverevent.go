@@ -29,6 +29,7 @@ type ServerEvent struct {
 	Until    int64  // a :gap's end (history ns); Unset when sight never came back
 	Command  string // as the server logged it; "" when it logged none
 	NodeTime int64  // the node's own clock at the event (ns since the run's start); Unset when it is the history's
+	Guess    bool   // the record's guess (KeyGuess)
 }
 
 // ServerEventOf reads an op of a lock server's record, whose :process is
@@ -72,6 +73,11 @@ func ServerEventOf(o Op, node string) (ServerEvent, error) {
 	num(KeyDeadline, &e.Deadline)
 	num(KeyUntil, &e.Until)
 	num(KeyNodeTime, &e.NodeTime)
+	if v, ok := o.Extra[KeyGuess]; ok && err == nil {
+		if e.Guess, ok = v.(bool); !ok {
+			err = fmt.Errorf("op %d: :%s %s is not true or false", o.Index, KeyGuess, AppendValue(nil, v))
+		}
+	}
 	if err != nil {
 		return e, err
 	}
@@ -108,6 +114,9 @@ func (e ServerEvent) Op() Op {
 		if v != Unset {
 			o.Extra[k] = v
 		}
+	}
+	if e.Guess {
+		o.Extra[KeyGuess] = true
 	}
 	switch e.Act {
 	case SFence:

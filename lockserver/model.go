@@ -1,6 +1,7 @@
 package lockserver
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -33,6 +34,7 @@ type event struct {
 	value    int64  // a fence's token
 	reason   string // a gap's
 	untilUS  int64  // a gap's end; 0 for none
+	guess    bool   // what the record read of the key here may be wrong (model.unsure)
 }
 
 // A keyState is the lock's key as the model has it.
@@ -56,7 +58,57 @@ type model struct {
 	keyUS                 int64 // the last command on the lock's key's
 	emit                  func(event)
 	unknown               int // commands on the lock's key the model cannot read
+	// unsure says the key's state rests on a guess (ModeCommands): a
+	// command on it near its deadline (nearDeadline), read one way when
+	// the server may have read it the other. Each event meanwhile is
+	// marked a guess. It holds until the key's state is sure whatever
+	// the server read: a command that sets it whatever it held (a DEL, a
+	// SET without NX or XX), or a line past doubtUntil.
+	unsure bool
+	// doubtUntil is the latest deadline, in ms on the node's clock, that
+	// a key the server may hold while the model is unsure can have: the
+	// deadlines of the commands since the guess that may have set one,
+	// whatever the model read of them. math.MaxInt64: one may never
+	// expire.
+	doubtUntil int64
 }
+
+// stampDoubtMS is how far, in ms, a MONITOR line's stamp may be from the
+// instant Redis read its clock for the command: the server counts a
+// deadline from the command's start, the line is stamped after it ran.
+// A millisecond on a quiet machine (a command whose run straddles one);
+// two allowed for a loaded one.
+const stampDoubtMS = 2
+
+// out emits e, marked a guess while the model is unsure.
+func (m *model) out(e event) {
+	e.guess = m.unsure
+	m.emit(e)
+}
+
+// nearDeadline reports whether a command on the key whose line is stamped
+// at us may have found it live or expired, read by the commands alone:
+// the deadline the model derived from its granting line may be late by
+// the doubt, and the command may have started that much before its line.
+func (m *model) nearDeadline(us int64) bool {
+	ms := us / 1000
+	return !m.notify && m.key.live && m.key.deadline > 0 && ms > m.key.deadline-stampDoubtMS && ms <= m.key.deadline+stampDoubtMS
+}
+
+// doubt widens the doubt to a deadline (ms; 0 for none) a command may
+// have set while the model is unsure.
+func (m *model) doubt(deadline int64) {
+	if !m.unsure {
+		return
+	}
+	if deadline == 0 {
+		deadline = math.MaxInt64
+	}
+	m.doubtUntil = max(m.doubtUntil, deadline)
+}
+
+// sure ends the doubt, the key's state being sure again.
+func (m *model) sure() { m.unsure, m.doubtUntil = false, 0 }
 
 // notice takes a keyspace notification about key.
 func (m *model) notice(key, what string) {
@@ -86,29 +138,36 @@ func (m *model) expire(us int64, why string) {
 	if why == "evicted" {
 		e.act, e.command = history.SDelete, "evicted"
 	}
-	m.emit(e)
+	m.out(e)
 	m.key = keyState{}
 }
 
 // line takes one MONITOR line of the node, by client, and says what it did
 // to the lock's key and the fence counter.
 func (m *model) line(l monitorLine, client string) {
-	if !m.notify && m.key.live && m.key.deadline > 0 && l.us/1000 > m.key.deadline {
-		m.expire(expiryUS(m.key.deadline), "")
-	}
 	// A command's notifications come just before its line: whatever is
 	// pending belongs to this line, or to none.
 	defer func() { m.pending, m.pendingFence = m.pending[:0], m.pendingFence[:0] }()
-	if len(l.args) < 2 {
-		return
+	name := ""
+	if len(l.args) >= 2 {
+		name = strings.ToLower(l.args[0])
 	}
-	name := strings.ToLower(l.args[0])
-	if isScript(name) {
-		return // a script's own line: its inner commands follow, as "lua"
+	// A script's own line: its inner commands follow, as "lua".
+	onLock := name != "" && !isScript(name) && keyIn(name, l.args, m.lock)
+	if onLock && !readOnly(name) && m.nearDeadline(l.us) && !m.unsure {
+		m.unsure, m.doubtUntil = true, m.key.deadline
+	}
+	if !m.notify && m.key.live && m.key.deadline > 0 && l.us/1000 > m.key.deadline {
+		m.expire(expiryUS(m.key.deadline), "")
+	}
+	if m.unsure && l.us/1000 > m.doubtUntil+stampDoubtMS && !m.key.live {
+		m.sure() // every key the server may have held has expired
+	}
+	if name == "" || isScript(name) {
+		return
 	}
 	c := cmd{name: name, args: l.args, us: l.us, client: client}
 	onFence := m.fence != "" && keyIn(name, l.args, m.fence)
-	onLock := keyIn(name, l.args, m.lock)
 	if onFence || onLock {
 		c.text = commandText(l.args, l.addr == "lua")
 	}
@@ -202,7 +261,7 @@ func (m *model) fenceCommand(c cmd) {
 	m.fenceValue += by
 	e := c.event(history.SFence, m.fence)
 	e.value = m.fenceValue
-	m.emit(e)
+	m.out(e)
 }
 
 // lockCommand takes a command on the lock's key.
@@ -215,16 +274,19 @@ func (m *model) lockCommand(c cmd) {
 		if m.did(m.key.live, "del") {
 			m.remove(c)
 		}
+		m.sure() // the key is gone, whatever it held
 	case "pexpire", "expire", "pexpireat", "expireat":
 		m.expireCommand(c)
 	case "persist":
+		m.doubt(0)
 		if m.did(m.key.live && m.key.deadline > 0, "persist") {
 			m.key.deadline = 0
 			m.renewed(c)
 		}
-	case "get", "getrange", "pttl", "ttl", "exists", "strlen", "type", "pexpiretime", "expiretime", "object", "dump":
-		// Reads change nothing.
 	default:
+		if readOnly(c.name) {
+			return
+		}
 		m.unknown++
 		if m.notify && containsAny(m.pending, "del") {
 			m.remove(c)
@@ -232,11 +294,20 @@ func (m *model) lockCommand(c cmd) {
 	}
 }
 
+// readOnly reports whether a command on the key only reads it.
+func readOnly(name string) bool {
+	switch name {
+	case "get", "getrange", "pttl", "ttl", "exists", "strlen", "type", "pexpiretime", "expiretime", "object", "dump":
+		return true
+	}
+	return false
+}
+
 // remove ends the key by command c.
 func (m *model) remove(c cmd) {
 	e := c.event(history.SDelete, m.lock)
 	e.token = m.key.token
-	m.emit(e)
+	m.out(e)
 	m.key = keyState{}
 }
 
@@ -244,7 +315,7 @@ func (m *model) remove(c cmd) {
 func (m *model) renewed(c cmd) {
 	e := c.event(history.SRenew, m.lock)
 	e.token, e.deadline = m.key.token, m.key.deadline
-	m.emit(e)
+	m.out(e)
 }
 
 // set takes a SET of the lock's key.
@@ -265,11 +336,14 @@ func (m *model) set(c cmd) {
 		guess = m.key.live
 	}
 	val := c.args[2]
+	if !o.keepTTL {
+		m.doubt(o.deadline) // the server may have read it the other way
+	}
 	if !m.did(guess, "set") {
 		if o.nx {
 			e := c.event(history.SRefuse, m.lock)
 			e.token = m.key.token
-			m.emit(e)
+			m.out(e)
 		}
 		return
 	}
@@ -289,7 +363,10 @@ func (m *model) set(c cmd) {
 	}
 	m.key = keyState{live: true, token: val, deadline: deadline}
 	e.token, e.deadline = val, deadline
-	m.emit(e)
+	m.out(e)
+	if !o.nx && !o.xx {
+		m.sure() // it wrote, whatever the key held
+	}
 }
 
 // setOptions are a SET's options that matter to the key.
@@ -358,6 +435,7 @@ func (m *model) expireCommand(c cmd) {
 	}
 	guess := m.key.live && expireAllowed(strings.ToLower(arg(c.args, 3)), m.key.deadline, d)
 	past := d <= c.us/1000
+	m.doubt(d)
 	switch {
 	case m.notify && containsAny(m.pending, "del"), !m.notify && guess && past:
 		m.remove(c)

@@ -577,6 +577,9 @@ func (s *redisSource) emit(e event) {
 		}
 	}
 	o := s.rec.op(s.index, h, e)
+	if e.guess {
+		o.Extra[history.KeyGuess] = true
+	}
 	if e.deadline > 0 {
 		o.Extra[history.KeyDeadline] = expiryUS(e.deadline)*1000 - off - s.rec.hist.startNS
 	}
