@@ -136,6 +136,20 @@ var recordCases = []recordCase{
 		figures: map[string]int64{"false-oks": 0},
 	},
 	{
+		// The run's own connection is no worker's: its delete during
+		// the release is not the release's.
+		name:   "release-run-deletes",
+		record: map[string]Validity{"lock-server": Invalid},
+		words:  map[string]string{"lock-server": "it did not remove its key"},
+	},
+	{
+		// An unnamed delete 3 s after the release's answer is not the
+		// release's: the key held on.
+		name:   "release-unnamed-late",
+		record: map[string]Validity{"lock-server": Invalid},
+		words:  map[string]string{"lock-server": "but its key held on until"},
+	},
+	{
 		// redsync v4.0.3's Extend: its holder, stopped past its lease,
 		// asks before its write and is told yes of a key another holds.
 		name:    "extend-gone",

@@ -379,27 +379,27 @@ func (v *recordView) removedBy(s span, c lockCall, unnamed bool) (serverEvent, b
 }
 
 // sameConn reports whether event e came from call c's connection; unnamed
-// says what to report when the record cannot name e's connection (a
-// ZooKeeper znode deleted before the record read whose session it was).
+// says what to report when the record cannot name e's connection: a
+// ZooKeeper znode deleted before the record read whose session it was, a
+// replica's command from its primary, whoever sent it there.
 func (v *recordView) sameConn(e serverEvent, c lockCall, unnamed bool) bool {
-	n, ok := v.clientSlot(e.client)
-	if !ok {
+	if e.client == "" || e.client == history.ClientPrimary {
 		return unnamed
 	}
-	return n == v.slot(c.process)
+	n, ok := v.clientSlot(e.client)
+	return ok && n == v.slot(c.process)
 }
 
 // deletedNext reports whether span s's key was deleted by call c's
-// connection (or one the record cannot name) after c was answered, as the
-// next thing the record has of the key: a record stamped when its events
-// arrive (etcd's watch) stamps the release's delete after the release's
-// answer, by the watch's latency.
+// connection after c was answered, as the next thing the record has of
+// the key: a record stamped when its events arrive (etcd's watch) stamps
+// the release's delete after the release's answer, by the watch's latency.
 func (v *recordView) deletedNext(s span, c lockCall) bool {
 	if s.endEv < 0 || s.endHow != endDelete {
 		return false
 	}
 	e := v.evs[s.endEv]
-	if !v.sameConn(e, c, true) || e.time <= c.done {
+	if !v.sameConn(e, c, false) || e.time <= c.done {
 		return false
 	}
 	for k := s.endEv - 1; k >= 0 && v.before(c.done, v.evs[k].time); k-- {

@@ -154,13 +154,18 @@ func (m *model) line(l monitorLine, client string) {
 	}
 	// A script's own line: its inner commands follow, as "lua".
 	onLock := name != "" && !isScript(name) && keyIn(name, l.args, m.lock)
-	if onLock && !readOnly(name) && m.nearDeadline(l.us) && !m.unsure {
+	writes := onLock && !readOnly(name)
+	if writes && m.nearDeadline(l.us) && !m.unsure {
 		m.unsure, m.doubtUntil = true, m.key.deadline
 	}
-	if !m.notify && m.key.live && m.key.deadline > 0 && l.us/1000 > m.key.deadline {
+	// Past the deadline, but near it, the key expires at the next write
+	// of it, which is then a guess: expired at another line (a read, a
+	// script's, another key's), the write after it would be read surely.
+	ms := l.us / 1000
+	if !m.notify && m.key.live && m.key.deadline > 0 && ms > m.key.deadline && (writes || ms > m.key.deadline+stampDoubtMS) {
 		m.expire(expiryUS(m.key.deadline), "")
 	}
-	if m.unsure && l.us/1000 > m.doubtUntil+stampDoubtMS && !m.key.live {
+	if m.unsure && m.doubtUntil != math.MaxInt64 && ms > m.doubtUntil+stampDoubtMS && !m.key.live {
 		m.sure() // every key the server may have held has expired
 	}
 	if name == "" || isScript(name) {
@@ -336,7 +341,9 @@ func (m *model) set(c cmd) {
 		guess = m.key.live
 	}
 	val := c.args[2]
-	if !o.keepTTL {
+	if o.keepTTL {
+		m.doubt(0) // a key the server found expired takes none
+	} else {
 		m.doubt(o.deadline) // the server may have read it the other way
 	}
 	if !m.did(guess, "set") {
@@ -364,7 +371,7 @@ func (m *model) set(c cmd) {
 	m.key = keyState{live: true, token: val, deadline: deadline}
 	e.token, e.deadline = val, deadline
 	m.out(e)
-	if !o.nx && !o.xx {
+	if !o.nx && !o.xx && !o.keepTTL {
 		m.sure() // it wrote, whatever the key held
 	}
 }
