@@ -142,16 +142,24 @@ func (v *recordView) blind(from, to int64) (serverEvent, bool) {
 // read by guesses.
 func (v *recordView) unsure() bool { return len(v.gaps) > 0 || len(v.doubts) > 0 }
 
-// unsureWords says why a check cannot call the run valid: the record has
-// a gap, or unsure (the anomalies it set aside) rest on its guesses; ""
-// when it can.
+// unsureWords says why a check cannot call the run valid, "" when it
+// can: the record lost sight of its node, or read the key by its guesses.
+// A guess may agree with a false answer (a grant the library claimed and
+// the model guessed, which the server refused) or hide an orphan (a grant
+// read as a refusal), so a doubt, as a gap, leaves no check valid; unsure
+// counts the anomalies it set aside.
 func (v *recordView) unsureWords(unsure int) string {
 	switch {
 	case len(v.gaps) > 0:
 		return v.blindWords()
-	case unsure > 0:
+	case len(v.doubts) > 0:
 		e := v.evs[v.doubts[0].first]
-		return fmt.Sprintf("the lock server's record read its node's commands alone (without the server's notifications) and guessed what the command at %s (%s) did to the key, near its deadline, and what the key held until it was sure again: %s on its guesses, and none outside them was seen", secs(e.time), e.command, pluralInt(unsure, "1 anomaly rests", fmt.Sprintf("%d anomalies rest", unsure)))
+		aside := ""
+		if unsure > 0 {
+			aside = fmt.Sprintf(" (%s set aside)", pluralInt(unsure, "1 anomaly", fmt.Sprintf("%d anomalies", unsure)))
+		}
+		return fmt.Sprintf("the lock server's record read its node's commands alone (without the server's notifications) and guessed what the command at %s (%s) did to the key, near its deadline, and what the key held until it was sure again (%s): what rests on its guesses is not sure%s, and no anomaly outside them was seen",
+			secs(e.time), e.command, pluralInt(len(v.doubts), "1 such stretch", fmt.Sprintf("%d such stretches", len(v.doubts))), aside)
 	}
 	return ""
 }
