@@ -75,6 +75,12 @@ const (
 // where the lock's server is, and the lock's name and lease.
 type Setup struct {
 	RedisURL string
+	// RedisURLs are the Redis nodes the lock is kept on, in node order,
+	// for a lock of several independent nodes (a Redlock; --adapter-store
+	// redis-nodes): the first is RedisURL. Otherwise RedisURL alone.
+	RedisURLs []string
+	// PostgresURL is the run's PostgreSQL, for a lock kept there.
+	PostgresURL string
 	// ZooKeeper is the connect string (host:port,host:port) of the
 	// ZooKeeper ensemble the run started for an adapter that keeps its
 	// lock there (--adapter-store zookeeper); "" for none.
@@ -138,8 +144,10 @@ type Request struct {
 	LeaseMS int64 `json:"lease_ms,omitempty"`
 	WaitMS  int64 `json:"wait_ms,omitempty"`
 	// init only
-	Protocol int    `json:"protocol,omitempty"`
-	RedisURL string `json:"redis_url,omitempty"`
+	Protocol    int      `json:"protocol,omitempty"`
+	RedisURL    string   `json:"redis_url,omitempty"`
+	RedisURLs   []string `json:"redis_urls,omitempty"`
+	PostgresURL string   `json:"postgres_url,omitempty"`
 	// ZooKeeper is the ensemble's connect string, for an adapter that
 	// keeps its lock on ZooKeeper.
 	ZooKeeper  string `json:"zookeeper,omitempty"`
@@ -341,7 +349,11 @@ func Start(ctx context.Context, command string, s Setup, stderr io.Writer) (*Pro
 		done: map[int64]string{}, late: map[int64]pending{}, gone: make(chan struct{}), exited: make(chan struct{}),
 		mark: mark, reaps: s.Mark == "", reports: s.Reports, renewing: map[int64]bool{}}
 	go p.read(stdout)
-	a, err := p.Request(ctx, Request{Type: "init", Protocol: Protocol, RedisURL: s.RedisURL, ZooKeeper: s.ZooKeeper, Lock: s.Lock,
+	urls := s.RedisURLs
+	if len(urls) == 0 && s.RedisURL != "" {
+		urls = []string{s.RedisURL}
+	}
+	a, err := p.Request(ctx, Request{Type: "init", Protocol: Protocol, RedisURL: s.RedisURL, RedisURLs: urls, PostgresURL: s.PostgresURL, ZooKeeper: s.ZooKeeper, Lock: s.Lock,
 		LeaseMS: s.Lease.Milliseconds(), RetryMS: s.Retry.Milliseconds(), ClientName: s.ClientName}, cmp.Or(s.Hello, HelloTimeout))
 	switch {
 	case err != nil:

@@ -34,9 +34,13 @@ type LockConfig struct {
 	// RedisURL is the server Redis holds, for an adapter (exec:) to
 	// connect to; OpTimeout bounds each of its answers, and Hello its
 	// start (0: adapter.HelloTimeout).
-	RedisURL  string
-	OpTimeout time.Duration
-	Hello     time.Duration
+	RedisURL string
+	NodeURLs []string // the lock's Redis nodes, in order, when it is kept on its own: an adapter's redis_urls
+	// PostgresURL is the run's PostgreSQL as the worker reaches it, for an
+	// adapter's lock kept there.
+	PostgresURL string
+	OpTimeout   time.Duration
+	Hello       time.Duration
 	// ClientName is the name the lock's connections to its servers give
 	// themselves, the worker's ("worker-3", history.WorkerName), for the
 	// lock server's record; an adapter is told it in init. hiatus's own

@@ -55,19 +55,38 @@ func (a *adapterProbe) log(lg *runLog) {
 	}
 }
 
+// checkNodes is how many Redis nodes adapter check gives an adapter on
+// several (AdapterOnRedisNodes): the fewest whose majority is not all.
+const checkNodes = 3
+
 // CheckAdapter runs the protocol's conformance check (adapter.Conform) of
 // the adapter command against the Redis at redisURL, or a throwaway
-// redis-server when it is "", and with store AdapterOnZooKeeper a
-// throwaway ZooKeeper server, saying what it found on out.
+// redis-server when it is "", saying what it found on out; with store
+// AdapterOnZooKeeper beside a throwaway ZooKeeper server, and with
+// AdapterOnRedisNodes on three throwaway redis-servers, told as redis_urls.
 func CheckAdapter(ctx context.Context, command, redisURL, store string, out io.Writer, trace bool) error {
 	at := adapter.Setup{}
-	if store == AdapterOnZooKeeper {
+	switch store {
+	case AdapterOnZooKeeper:
 		z, err := servers.StartZooKeeper(ctx, 1)
 		if err != nil {
 			return setupErrorf("throwaway ZooKeeper: %w", err)
 		}
 		defer z.Stop()
 		at.ZooKeeper = z.ConnectString()
+	case AdapterOnRedisNodes:
+		if redisURL != "" {
+			return setupErrorf("--adapter-store %s starts its own nodes: --redis-url names one", AdapterOnRedisNodes)
+		}
+		for range checkNodes {
+			sv, err := servers.StartRedis(ctx)
+			if err != nil {
+				return setupErrorf("throwaway redis-server: %w", err)
+			}
+			defer sv.Stop()
+			at.RedisURLs = append(at.RedisURLs, sv.URL)
+		}
+		redisURL = at.RedisURLs[0]
 	}
 	if redisURL == "" {
 		sv, err := servers.StartRedis(ctx)

@@ -55,7 +55,8 @@ type Config struct {
 	AdapterHello time.Duration
 	// AdapterStore is where an exec: adapter keeps its lock (a lock of
 	// hiatus's own ignores it, as pause-test's mix of locks needs): AdapterOnRedis
-	// ("" too: the run's Redis, or a node of its own, told as redis_url)
+	// ("" too: the run's Redis, or a node of its own, told as redis_url),
+	// AdapterOnRedisNodes (--nodes nodes, a Redlock's, told as redis_urls)
 	// or AdapterOnZooKeeper (a throwaway ensemble, told as zookeeper).
 	AdapterStore string
 	Nemesis      Nemesis         // the faults, one every Interval for Pause; "" or "none" for none
@@ -200,8 +201,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--extend-before-write: --lock %s cannot extend a grant (those that can: %s, an adapter whose hello says renewal)", c.Lock, strings.Join(extenders(), ", "))
 	case c.Guard != "" && !slices.Contains(client.Guards(), c.Guard):
 		return fmt.Errorf("--guard %q: want one of %v", c.Guard, client.Guards())
-	case c.AdapterStore != "" && c.AdapterStore != AdapterOnRedis && c.AdapterStore != AdapterOnZooKeeper:
-		return fmt.Errorf("--adapter-store %q: want %s or %s", c.AdapterStore, AdapterOnRedis, AdapterOnZooKeeper)
+	case c.AdapterStore != "" && !slices.Contains(AdapterStores(), c.AdapterStore):
+		return fmt.Errorf("--adapter-store %q: want one of %s", c.AdapterStore, strings.Join(AdapterStores(), ", "))
 	case c.Nodes < 0 || c.ClockStrobe < 0 || c.Delay < 0:
 		return fmt.Errorf("--nodes, --clock-strobe and --delay cannot be negative")
 	case c.Nodes > MaxNodes:

@@ -42,8 +42,13 @@ func (l Lab) Validate(cfg Config) error {
 // Elsewhere when there is none of that name (Validate says so).
 func (c Config) lockKind() client.LockKind {
 	if k, ok := client.LockKindOf(c.Lock, c.own); ok {
-		if strings.HasPrefix(c.Lock, client.ExecPrefix) && c.AdapterStore == AdapterOnZooKeeper {
-			k.Store = client.OnZooKeeper
+		if strings.HasPrefix(c.Lock, client.ExecPrefix) {
+			switch c.AdapterStore {
+			case AdapterOnZooKeeper:
+				k.Store = client.OnZooKeeper
+			case AdapterOnRedisNodes:
+				k.Store = client.OnRedisNodes
+			}
 		}
 		return k
 	}

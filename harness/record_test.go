@@ -193,6 +193,15 @@ func TestRecordReconciles(t *testing.T) {
 		// SET NX and script, node-redlock's scripts (SET NX inside Lua).
 		{"adapter-redis-py", func(c *harness.Config) { c.Lock = "exec:/usr/bin/python3 " + adapterPath(t, "python/redis_py_lock.py") }, recon{quorum: 1}},
 		{"adapter-node-redlock", func(c *harness.Config) { c.Lock = "exec:node " + adapterPath(t, "node/redlock.js") }, recon{quorum: 1}},
+		// On several nodes (--adapter-store redis-nodes), told as
+		// redis_urls: node-redlock on five, redis-semaphore's
+		// RedlockMutex on three.
+		{"adapter-node-redlock-5", func(c *harness.Config) {
+			c.Lock, c.AdapterStore, c.Nodes = "exec:node "+adapterPath(t, "node/redlock.js"), harness.AdapterOnRedisNodes, 5
+		}, recon{quorum: 3}},
+		{"adapter-redlock-mutex-3", func(c *harness.Config) {
+			c.Lock, c.AdapterStore, c.Nodes = "exec:node "+adapterPath(t, "node/redis-semaphore.js"), harness.AdapterOnRedisNodes, 3
+		}, recon{quorum: 2}},
 		// redis-semaphore's Mutex keeps the lock under mutex:NAME, which
 		// its hello names: the record follows that key.
 		{"adapter-redis-semaphore", func(c *harness.Config) {

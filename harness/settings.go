@@ -48,20 +48,29 @@ type Setting struct {
 
 // Where an exec: adapter keeps its lock (Config.AdapterStore).
 const (
-	AdapterOnRedis     = "redis"
-	AdapterOnZooKeeper = "zookeeper"
+	AdapterOnRedis      = "redis"
+	AdapterOnRedisNodes = "redis-nodes"
+	AdapterOnZooKeeper  = "zookeeper"
 )
+
+// AdapterStores are the places an exec: adapter may keep its lock.
+func AdapterStores() []string {
+	return []string{AdapterOnRedis, AdapterOnRedisNodes, AdapterOnZooKeeper}
+}
 
 // adapterStoreSetting is --adapter-store: where an exec: adapter keeps its
 // lock, which decides the servers the run starts for it.
 func adapterStoreSetting() Setting {
 	return Setting{Flag: "adapter-store", Key: "adapter-store", keyword: true, DefaultText: AdapterOnRedis,
-		Usage:  "where an exec: adapter keeps its lock: redis (told redis_url) or zookeeper (a throwaway ZooKeeper ensemble of --nodes servers, told as zookeeper in init)",
+		Usage:  "where an exec: adapter keeps its lock: redis (told redis_url), redis-nodes (--nodes independent Redis nodes, a Redlock's, told redis_urls) or zookeeper (a throwaway ZooKeeper ensemble of --nodes servers, told as zookeeper in init)",
 		goName: "AdapterStore", get: func(c Config) any { return c.AdapterStore }, set: setString(func(c *Config) *string { return &c.AdapterStore }),
 		kept: func(c Config) bool { return strings.HasPrefix(c.Lock, client.ExecPrefix) && c.AdapterStore != "" },
 		describe: func(c Config) string {
-			if c.AdapterStore == AdapterOnZooKeeper {
+			switch c.AdapterStore {
+			case AdapterOnZooKeeper:
 				return "the adapter's lock on ZooKeeper"
+			case AdapterOnRedisNodes:
+				return fmt.Sprintf("the adapter's lock on %d Redis nodes", c.nodes())
 			}
 			return ""
 		}}

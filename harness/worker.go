@@ -342,8 +342,9 @@ func workerLock(ctx context.Context, wc workerConfig, rdb *redis.Client, db *pgx
 			close()
 		}
 	}()
+	lc.PostgresURL = wc.PostgresURL
 	if len(wc.NodeURLs) > 0 && wc.NodeURLs[0] != wc.RedisURL {
-		lc.RedisURL = wc.NodeURLs[0] // an adapter's one node
+		lc.RedisURL, lc.NodeURLs = wc.NodeURLs[0], wc.NodeURLs // an adapter's nodes
 		for _, u := range wc.NodeURLs {
 			n, err := redisClient(u, wc.clientName(), 2, wc.OpTimeout)
 			if err != nil {

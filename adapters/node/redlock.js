@@ -1,12 +1,13 @@
-// A hiatus lock adapter for the npm package redlock (v5, on ioredis), on one
-// Redis node: node adapters/node/redlock.js
+// A hiatus lock adapter for the npm package redlock (v5, on ioredis), on the
+// Redis nodes init names (redis_urls: one, or a Redlock's several with
+// --adapter-store redis-nodes): node adapters/node/redlock.js
 "use strict";
 const Redis = require("ioredis");
 const Redlock = require("redlock").default;
 const { ExecutionError, ResourceLockedError } = require("redlock");
 const { serve, version } = require("./protocol");
 
-let redlock, client;
+let redlock;
 const held = new Map(); // token -> Lock
 const retryDelay = 5;
 
@@ -25,8 +26,9 @@ async function refused(e) {
 
 serve({
   init: async (req) => {
-    client = new Redis(req.redis_url, { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined });
-    redlock = new Redlock([client], { retryDelay, retryJitter: 0 });
+    const clients = (req.redis_urls || [req.redis_url]).map(
+      (url) => new Redis(url, { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined }));
+    redlock = new Redlock(clients, { retryDelay, retryJitter: 0 });
     return ["hello", { name: "node-redlock", version: "1", library: `redlock ${version("redlock")}`, fencing: false, renewal: true }];
   },
   acquire: async (req) => {

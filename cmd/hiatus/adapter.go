@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/hiatus-dev/hiatus/adapter"
@@ -32,7 +34,7 @@ func adapterCommand() *cli.Command {
 				"Exit status: 0 conforms, 1 does not, 254 bad arguments or no Redis, 255 internal error.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "redis-url", EnvVars: []string{"HIATUS_REDIS_URL"}, Usage: "use this Redis instead of a throwaway redis-server"},
-				&cli.StringFlag{Name: "adapter-store", Value: harness.AdapterOnRedis, Usage: "where the adapter keeps its lock: redis, or zookeeper (a throwaway ZooKeeper server, told as zookeeper in init)"},
+				&cli.StringFlag{Name: "adapter-store", Value: harness.AdapterOnRedis, Usage: "where the adapter keeps its lock: redis, redis-nodes (three throwaway redis-servers, told as redis_urls in init), or zookeeper (a throwaway ZooKeeper server, told as zookeeper in init)"},
 				&cli.BoolFlag{Name: "trace", Usage: "show every line the first adapter process is sent (->) and answers (<-)"},
 				helpFlag(),
 			},
@@ -44,8 +46,8 @@ func adapterCommand() *cli.Command {
 				ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 				defer stop()
 				store := c.String("adapter-store")
-				if store != harness.AdapterOnRedis && store != harness.AdapterOnZooKeeper {
-					return usageErrorf("--adapter-store %q: want %s or %s", store, harness.AdapterOnRedis, harness.AdapterOnZooKeeper)
+				if !slices.Contains(harness.AdapterStores(), store) {
+					return usageErrorf("--adapter-store %q: want one of %s", store, strings.Join(harness.AdapterStores(), ", "))
 				}
 				err := harness.CheckAdapter(ctx, c.Args().First(), c.String("redis-url"), store, c.App.Writer, c.Bool("trace"))
 				switch {

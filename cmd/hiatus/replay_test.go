@@ -65,6 +65,10 @@ func TestReplayShrinkAdapterWords(t *testing.T) {
 		{[]string{"shrink", "--store", root, "--runs", "2", "--need", "3", notRun}, exitUsage, "--need must be 1 to --runs"},
 		{[]string{"adapter", "check"}, exitUsage, "the adapter's command as one argument"},
 		{[]string{"adapter", "check", "/nonexistent/adapter"}, exitInvalid, "FAIL  hello"},
+		{[]string{"adapter", "check", "--adapter-store", "nowhere", "true"}, exitUsage, "want one of redis, redis-nodes, zookeeper"},
+		// Three throwaway nodes, told as redis_urls: node-redlock takes a
+		// majority of them.
+		{[]string{"adapter", "check", "--adapter-store", "redis-nodes", "node ../../adapters/node/redlock.js"}, exitValid, "all 10 checks passed"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errOut := hiatus(t, tc.args...)
