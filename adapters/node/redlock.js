@@ -1,6 +1,14 @@
 // A hiatus lock adapter for the npm package redlock (v5, on ioredis), on the
 // Redis nodes init names (redis_urls: one, or a Redlock's several with
-// --adapter-store redis-nodes): node adapters/node/redlock.js
+// --adapter-store redis-nodes):
+//   node adapters/node/redlock.js [--readme] [--retry-outside]
+// By default it retries every 5 ms, without jitter, for as long as hiatus
+// asks it to wait. --readme uses the settings its README shows
+// (retryDelay 200, retryJitter 200, driftFactor 0.01), retrying as many
+// times as fit in the wait. --retry-outside leaves redlock no retries
+// (retryCount 0) and calls acquire again after the same delay, which
+// releases a failed attempt's partial locks before the next, as the Redlock
+// algorithm asks after each failed attempt.
 "use strict";
 const Redis = require("ioredis");
 const Redlock = require("redlock").default;
@@ -9,7 +17,11 @@ const { serve, version } = require("./protocol");
 
 let redlock;
 const held = new Map(); // token -> Lock
-const retryDelay = 5;
+const readme = process.argv.includes("--readme");
+const outside = process.argv.includes("--retry-outside");
+const retryDelay = readme ? 200 : 5;
+const retryJitter = readme ? 200 : 0;
+const driftFactor = 0.01; // redlock's default, and its README's
 
 // refused says whether redlock's error is only other holders' locks (a
 // ResourceLockedError each vote against), not a Redis error that leaves
@@ -24,21 +36,33 @@ async function refused(e) {
   return true;
 }
 
+// take makes one acquire of redlock's, with retryCount retries of its own.
+async function take(req, retryCount) {
+  try {
+    const lock = await redlock.acquire([req.lock], req.lease_ms, { retryCount });
+    held.set(lock.value, lock);
+    return ["ok", { token: lock.value }];
+  } catch (e) {
+    return (await refused(e)) ? ["fail", { reason: "busy" }] : ["info", { reason: String(e) }];
+  }
+}
+
 serve({
   init: async (req) => {
     const clients = (req.redis_urls || [req.redis_url]).map(
       (url) => new Redis(url, { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined }));
-    redlock = new Redlock(clients, { retryDelay, retryJitter: 0 });
-    return ["hello", { name: "node-redlock", version: "1", library: `redlock ${version("redlock")}`, fencing: false, renewal: true }];
+    redlock = new Redlock(clients, { driftFactor, retryDelay, retryJitter });
+    const usage = [readme && "README settings", outside && "retries outside"].filter(Boolean).join(", ");
+    const library = `redlock ${version("redlock")}${usage ? ` (${usage})` : ""}`;
+    return ["hello", { name: "node-redlock", version: "1", library, fencing: false, renewal: true }];
   },
   acquire: async (req) => {
-    try {
-      const retryCount = Math.max(0, Math.floor(req.wait_ms / retryDelay));
-      const lock = await redlock.acquire([req.lock], req.lease_ms, { retryCount });
-      held.set(lock.value, lock);
-      return ["ok", { token: lock.value }];
-    } catch (e) {
-      return (await refused(e)) ? ["fail", { reason: "busy" }] : ["info", { reason: String(e) }];
+    const retryCount = Math.max(0, Math.floor(req.wait_ms / retryDelay));
+    if (!outside) return take(req, retryCount);
+    for (let i = 0; ; i++) {
+      const a = await take(req, 0);
+      if (a[0] !== "fail" || i >= retryCount) return a;
+      await new Promise((r) => setTimeout(r, Math.max(0, retryDelay + Math.floor((Math.random() * 2 - 1) * retryJitter))));
     }
   },
   renew: async (req) => {

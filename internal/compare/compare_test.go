@@ -302,7 +302,8 @@ func TestLostText(t *testing.T) {
 	}
 }
 
-// TestFindings: each finding is two rows, its affected and fixed versions,
+// TestFindings: each finding is two rows, its affected and fixed versions
+// (or the contrast, where no fixed one exists),
 // whose runs differ in the lock alone, unguarded, and extending before the
 // write where the finding's careful use does; and a missing adapter is
 // said before any run.
@@ -317,9 +318,10 @@ func TestFindings(t *testing.T) {
 	p := Plan{Runs: 1, Name: "findings", Base: harness.DefaultConfig(), Setups: rows}
 	for i := 0; i < len(rows); i += 2 {
 		affected, fixed := p.Config(rows[i], 0), p.Config(rows[i+1], 0)
-		if rows[i].Side != "affected" || rows[i+1].Side != "fixed" || affected.Lock == fixed.Lock {
-			t.Errorf("%s: rows %q (%s) and %q (%s): want affected, then fixed, on two locks", rows[i].Scenario,
-				rows[i].Side, affected.Lock, rows[i+1].Side, fixed.Lock)
+		other := Findings()[i/2].otherSide()
+		if rows[i].Side != "affected" || rows[i+1].Side != other || affected.Lock == fixed.Lock {
+			t.Errorf("%s: rows %q (%s) and %q (%s): want affected, then %s, on two locks", rows[i].Scenario,
+				rows[i].Side, affected.Lock, rows[i+1].Side, fixed.Lock, other)
 		}
 		fixed.Lock, fixed.Name = affected.Lock, affected.Name
 		if !reflect.DeepEqual(affected, fixed) {
@@ -342,9 +344,10 @@ func TestFindings(t *testing.T) {
 			t.Errorf("the table does not say what %s is (its report and mechanism):\n%s", f.Name, md)
 		}
 	}
-	missing := []Setup{{Lock: "exec:" + filepath.Join(t.TempDir(), "redsync-v0"), Side: "affected"}}
-	if m := MissingAdapters(missing); !strings.Contains(m, "redsync-v0") || !strings.Contains(m, "scripts/setup --adapters") {
-		t.Errorf("MissingAdapters = %q: want the adapter named, and how to build it", m)
+	missing := []Setup{{Lock: "exec:" + filepath.Join(t.TempDir(), "redsync-v0"), Side: "affected"},
+		{Lock: "exec:node " + filepath.Join(t.TempDir(), "gone.js") + " --readme", Side: "contrast"}}
+	if m := MissingAdapters(missing); !strings.Contains(m, "redsync-v0") || !strings.Contains(m, "gone.js") || !strings.Contains(m, "scripts/setup --adapters") {
+		t.Errorf("MissingAdapters = %q: want each adapter named (an interpreter's script too), and how to build it", m)
 	}
 }
 

@@ -22,6 +22,10 @@ type Finding struct {
 	// tells a careful user to.
 	Use             string
 	Affected, Fixed Version
+	// Contrast says Fixed is no fixed release (none exists, or none can
+	// be installed here) but a contrast: the library's careful use, or a
+	// sibling library, on the same schedule. Its rows say so.
+	Contrast bool
 	// Schedule is the runs' setup but for the lock: the same for both.
 	Schedule Setup
 }
@@ -36,7 +40,8 @@ type Version struct {
 // FindingsName names every finding at once.
 const FindingsName = "findings"
 
-// Findings are the bugs hiatus reproduces, each beside its fix.
+// Findings are the bugs hiatus reproduces, each beside its fix (or, where
+// none exists, a contrast).
 func Findings() []Finding {
 	return []Finding{{
 		Name:     "redsync-extend",
@@ -93,6 +98,25 @@ func Findings() []Finding {
 		// by both). A third worker would hold the key at the wake.
 		Schedule: Setup{Lease: 300 * time.Millisecond, Pause: PauseStop, PauseLen: 900 * time.Millisecond, Every: 2,
 			Extend: true, Limit: 4 * time.Second, Workers: 2},
+	}, {
+		Name: "node-redlock-retries",
+		Upstream: "not reported: mike-marcacci/node-redlock and sesamecare/redlock issues searched for acquire retries that keep a failed attempt's locks (6 December 2026); " +
+			"unchanged on node-redlock's main (afe5cf9), whose last release is 5.0.0-beta.2",
+		Mechanism: "acquire retries its acquire script with one value and releases what a failed attempt took only after its last attempt, and the script refuses a key " +
+			"that exists, its own value too: an attempt that took a minority of the nodes keeps it through its retries, which can take at most the other nodes, " +
+			"as can everyone else's. Contenders that split the nodes leave the lock held by no one until their keys expire, a lease later. " +
+			"The Redlock algorithm unlocks every instance after each failed attempt.",
+		Anomaly: "unavailability: no holder for a lease or more while acquires wait, with no fault (orphans longer than the lease)",
+		Use: "as its README shows: new Redlock(clients, {driftFactor: 0.01, retryDelay: 200, retryJitter: 200}) on five nodes, acquire with as many retries as fit in " +
+			"hiatus's wait; the contrast gives redlock no retries (retryCount 0) and calls acquire again after the same delay, which releases a failed attempt's keys first",
+		Affected: Version{Library: "redlock 5.0.0-beta.2, its retries", Lock: "exec:node adapters/node/redlock.js --readme"},
+		Fixed:    Version{Library: "redlock 5.0.0-beta.2, retries outside it", Lock: "exec:node adapters/node/redlock.js --readme --retry-outside"},
+		Contrast: true,
+		// Sixteen workers on five nodes, no fault: enough contenders that
+		// attempts collide and split the nodes. The README's jitter keeps
+		// most retries apart: with eight workers, 7 of 10 runs of 4 s and
+		// 5 of 10 of 8 s split them.
+		Schedule: Setup{Lease: 500 * time.Millisecond, Limit: 4 * time.Second, Workers: 16, Nodes: 5, AdapterStore: "redis-nodes"},
 	}}
 }
 
@@ -103,12 +127,20 @@ func findingSetups(f Finding) []Setup {
 	for _, side := range []struct {
 		name string
 		v    Version
-	}{{"affected", f.Affected}, {"fixed", f.Fixed}} {
+	}{{"affected", f.Affected}, {f.otherSide(), f.Fixed}} {
 		s := f.Schedule
 		s.Scenario, s.Side, s.Version, s.Lock, s.Guard = f.Name, side.name, side.v.Library, side.v.Lock, client.GuardNone
 		out = append(out, s)
 	}
 	return out
+}
+
+// otherSide names the row beside the affected one: fixed, or contrast.
+func (f Finding) otherSide() string {
+	if f.Contrast {
+		return "contrast"
+	}
+	return "fixed"
 }
 
 // MissingAdapters says which adapters of setups are not built, and how to
@@ -120,7 +152,13 @@ func MissingAdapters(setups []Setup) string {
 		if !ok || s.Side == "" {
 			continue
 		}
-		if _, err := os.Stat(strings.Fields(cmd)[0]); err != nil {
+		// The program, or the script an interpreter runs: "node adapters/…".
+		args := strings.Fields(cmd)
+		prog := args[0]
+		if !strings.Contains(prog, "/") && len(args) > 1 {
+			prog = args[1]
+		}
+		if _, err := os.Stat(prog); err != nil {
 			missing = append(missing, cmd)
 		}
 	}

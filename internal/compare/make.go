@@ -50,6 +50,9 @@ func (p Plan) Config(s Setup, i int) harness.Config {
 		if s.Workers > 0 {
 			cfg.Workers = s.Workers
 		}
+		if s.Nodes > 0 {
+			cfg.Nodes, cfg.AdapterStore = s.Nodes, s.AdapterStore
+		}
 	}
 	return cfg
 }

@@ -56,6 +56,10 @@ type Setup struct {
 	Extend        bool
 	NodeAOF       bool // the lock's nodes fsync every write (--node-aof)
 	Workers       int  // when not zero, the scenario's own number of workers
+	// Nodes and AdapterStore, when set, are the scenario's lock nodes
+	// (--nodes) and where its adapter keeps the lock (--adapter-store).
+	Nodes        int
+	AdapterStore string
 }
 
 // Slug names the setup in run names: setnx-500ms-sigstop-fenced.

@@ -419,6 +419,9 @@ func (t *Table) scenarioMarkdown() []byte {
 		if r.Workers > 0 {
 			own = append(own, fmt.Sprintf("%d workers", r.Workers))
 		}
+		if r.Nodes > 0 {
+			own = append(own, fmt.Sprintf("%d nodes", r.Nodes))
+		}
 		if r.NodeAOF {
 			own = append(own, "nodes fsync every write")
 		}
