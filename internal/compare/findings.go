@@ -100,8 +100,8 @@ func Findings() []Finding {
 			Extend: true, Limit: 4 * time.Second, Workers: 2},
 	}, {
 		Name: "node-redlock-retries",
-		Upstream: "not reported: mike-marcacci/node-redlock and sesamecare/redlock issues searched for acquire retries that keep a failed attempt's locks (6 December 2026); " +
-			"unchanged on node-redlock's main (afe5cf9), whose last release is 5.0.0-beta.2",
+		Upstream: "https://github.com/mike-marcacci/node-redlock/pull/369 (its F2, \"Prevent Self-Blocking during Retries\"), open since 14 September 2026 and not merged; " +
+			"no issue reports it; unchanged on node-redlock's main (afe5cf9), whose last release is 5.0.0-beta.2",
 		Mechanism: "acquire retries its acquire script with one value and releases what a failed attempt took only after its last attempt, and the script refuses a key " +
 			"that exists, its own value too: an attempt that took a minority of the nodes keeps it through its retries, which can take at most the other nodes, " +
 			"as can everyone else's. Contenders that split the nodes leave the lock held by no one until their keys expire, a lease later. " +
