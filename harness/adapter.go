@@ -22,18 +22,23 @@ type adapterProbe struct {
 // for its hello before any worker starts it: an adapter that cannot start
 // is a setup error, said once with what it wrote, not a worker per slot
 // failing in the log.
-func probeAdapter(ctx context.Context, cfg Config, zk *servers.ZooKeeper) (*adapterProbe, error) {
+func probeAdapter(ctx context.Context, cfg Config, t *topo) (*adapterProbe, error) {
 	command, ok := strings.CutPrefix(cfg.Lock, client.ExecPrefix)
 	if !ok {
 		return nil, nil
 	}
 	var stderr adapter.Tail
-	connect := ""
-	if zk != nil {
-		connect = zk.ConnectString()
+	// Told what its workers' will be: an adapter that needs its nodes
+	// or PostgreSQL at init says so here, not in every worker.
+	s := adapter.Setup{RedisURL: cfg.RedisURL, PostgresURL: cfg.PostgresURL, Lock: lockKey(cfg.Name),
+		Lease: cfg.Lease, Retry: cfg.Retry, Hello: cfg.AdapterHello}
+	if t.zk != nil {
+		s.ZooKeeper = t.zk.ConnectString()
 	}
-	p, err := adapter.Start(ctx, command, adapter.Setup{RedisURL: cfg.RedisURL, ZooKeeper: connect, Lock: lockKey(cfg.Name),
-		Lease: cfg.Lease, Retry: cfg.Retry, Hello: cfg.AdapterHello}, &stderr)
+	if cfg.lockKind().Store == client.OnRedisNodes {
+		s.RedisURL, s.RedisURLs = t.nodeURLs[0], t.nodeURLs
+	}
+	p, err := adapter.Start(ctx, command, s, &stderr)
 	if err != nil {
 		if t := stderr.String(); t != "" {
 			return nil, setupErrorf("--lock: %v; it wrote on stderr:\n%s", err, adapter.Quoted(t))
@@ -76,7 +81,7 @@ func CheckAdapter(ctx context.Context, command, redisURL, store string, out io.W
 		at.ZooKeeper = z.ConnectString()
 	case AdapterOnRedisNodes:
 		if redisURL != "" {
-			return setupErrorf("--adapter-store %s starts its own nodes: --redis-url names one", AdapterOnRedisNodes)
+			return setupErrorf("--adapter-store %s starts its own nodes: unset --redis-url (and HIATUS_REDIS_URL, which sets it)", AdapterOnRedisNodes)
 		}
 		for range checkNodes {
 			sv, err := servers.StartRedis(ctx)

@@ -109,7 +109,7 @@ func runWatched(ctx context.Context, cfg Config, watch Watch) (res Result, err e
 			res.Leftover = cerr
 		}
 	}()
-	probe, err := probeAdapter(bg, cfg, env.topo.zk)
+	probe, err := probeAdapter(bg, cfg, env.topo)
 	if err != nil {
 		return Result{}, err
 	}

@@ -70,7 +70,7 @@ func adapterStoreSetting() Setting {
 			case AdapterOnZooKeeper:
 				return "the adapter's lock on ZooKeeper"
 			case AdapterOnRedisNodes:
-				return fmt.Sprintf("the adapter's lock on %d Redis nodes", c.nodes())
+				return "the adapter's lock on Redis nodes of its own"
 			}
 			return ""
 		}}
@@ -85,6 +85,9 @@ func nodesSetting() Setting {
 		describe: func(c Config) string {
 			if c.onZooKeeper() {
 				return fmt.Sprintf("%d ZooKeeper servers", c.zkNodes())
+			}
+			if c.nodes() == 1 {
+				return "1 node"
 			}
 			return fmt.Sprintf("%d nodes", c.nodes())
 		}}

@@ -59,10 +59,14 @@ serve({
   acquire: async (req) => {
     const retryCount = Math.max(0, Math.floor(req.wait_ms / retryDelay));
     if (!outside) return take(req, retryCount);
+    // As many attempts as redlock's own retries would make, but none
+    // begun after the wait: a busy answer then, and hiatus asks again.
+    const deadline = Date.now() + req.wait_ms;
     for (let i = 0; ; i++) {
       const a = await take(req, 0);
-      if (a[0] !== "fail" || i >= retryCount) return a;
-      await new Promise((r) => setTimeout(r, Math.max(0, retryDelay + Math.floor((Math.random() * 2 - 1) * retryJitter))));
+      const delay = Math.max(0, retryDelay + Math.floor((Math.random() * 2 - 1) * retryJitter));
+      if (a[0] !== "fail" || i >= retryCount || Date.now() + delay > deadline) return a;
+      await new Promise((r) => setTimeout(r, delay));
     }
   },
   renew: async (req) => {

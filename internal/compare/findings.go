@@ -152,11 +152,17 @@ func MissingAdapters(setups []Setup) string {
 		if !ok || s.Side == "" {
 			continue
 		}
-		// The program, or the script an interpreter runs: "node adapters/…".
-		args := strings.Fields(cmd)
-		prog := args[0]
-		if !strings.Contains(prog, "/") && len(args) > 1 {
-			prog = args[1]
+		// The program, or the script an interpreter runs: the first
+		// argument that is a path ("node adapters/…", "python3 -u x/y.py").
+		prog := ""
+		for _, a := range strings.Fields(cmd) {
+			if strings.Contains(a, "/") {
+				prog = a
+				break
+			}
+		}
+		if prog == "" {
+			continue // a program on PATH: nothing hiatus builds
 		}
 		if _, err := os.Stat(prog); err != nil {
 			missing = append(missing, cmd)

@@ -51,7 +51,10 @@ func (p Plan) Config(s Setup, i int) harness.Config {
 			cfg.Workers = s.Workers
 		}
 		if s.Nodes > 0 {
-			cfg.Nodes, cfg.AdapterStore = s.Nodes, s.AdapterStore
+			cfg.Nodes = s.Nodes
+		}
+		if s.AdapterStore != "" {
+			cfg.AdapterStore = s.AdapterStore
 		}
 	}
 	return cfg
