@@ -231,9 +231,8 @@ func (c Config) validate() error {
 	if (c.ClockJump != 0 || c.ClockStrobe != 0) && !c.faultIn("clock") {
 		return fmt.Errorf("--clock-jump and --clock-strobe go with --nemesis clock")
 	}
-	delays := slices.DeleteFunc(NemesisNames(), func(k string) bool { return !strings.HasPrefix(k, "delay-") })
-	if c.Delay > 0 && !c.faultIn(delays...) {
-		return fmt.Errorf("--delay goes with --nemesis %s", strings.Join(delays, ", "))
+	if c.Delay > 0 && !c.delayed() {
+		return fmt.Errorf("--delay goes with --nemesis %s", strings.Join(DelayFaults(), ", "))
 	}
 	for _, u := range []string{c.RedisURL, c.PostgresURL} {
 		if u == "" {
@@ -321,7 +320,7 @@ func (c Config) holderWait() time.Duration { return max(time.Second, 5*c.section
 
 func (c Config) section() time.Duration {
 	d := c.Work + c.Retry
-	if slices.ContainsFunc(c.FaultNames(), func(f string) bool { return strings.HasPrefix(f, "delay-") }) {
+	if c.delayed() {
 		d += 4 * c.delay()
 	}
 	return d

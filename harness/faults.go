@@ -161,6 +161,15 @@ func (c Config) faultIn(names ...string) bool {
 	return slices.ContainsFunc(c.faultParts(), func(f string) bool { return slices.Contains(names, f) })
 }
 
+// DelayFaults are the fault kinds whose delay --delay sets: those named
+// delay-*.
+func DelayFaults() []string {
+	return slices.DeleteFunc(NemesisNames(), func(k string) bool { return !strings.HasPrefix(k, "delay-") })
+}
+
+// delayed reports whether c has a fault that --delay sets.
+func (c Config) delayed() bool { return c.faultIn(DelayFaults()...) }
+
 // needs is what c's faults need, together.
 func (c Config) needs() need {
 	var n need

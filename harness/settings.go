@@ -157,7 +157,7 @@ func Settings() []Setting {
 			}},
 		{Flag: "delay", Key: "delay-ms", Usage: "what --nemesis delay-* adds to each byte's trip", DefaultText: "the lease",
 			goName: "Delay", get: func(c Config) any { return c.Delay }, set: setTo(func(c *Config) *time.Duration { return &c.Delay }),
-			kept:     func(c Config) bool { return c.faultIn("delay-redis", "delay-postgres") },
+			kept:     func(c Config) bool { return c.delayed() },
 			describe: func(c Config) string { return fmt.Sprintf("delay %v", c.delay()) }},
 		{Flag: "hosts", Key: "hosts", Shared: true, keyword: true,
 			Usage:  "where the workers and the servers under test run: local (this machine), netns (each on a host of its own, a network namespace on a private bridge, where partitions act in the kernel; needs root, and --nemesis isolate needs it), or ssh:FILE (on the machines an inventory file names, over SSH: docs/hosts.md)",
@@ -337,7 +337,7 @@ func (c Config) Resolved() Config {
 	if c.faultIn("clock") {
 		c.ClockJump = c.clockJump()
 	}
-	if c.faultIn("delay-redis", "delay-postgres") {
+	if c.delayed() {
 		c.Delay = c.delay()
 	}
 	for _, s := range Settings() {

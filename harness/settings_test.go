@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/internal/configgen"
@@ -52,4 +53,22 @@ func TestConfigThroughRunDirectory(t *testing.T) {
 			rt.Fatalf("read back, it is not valid: %v", err)
 		}
 	})
+}
+
+// TestDelayKeptForEveryDelayFault: --delay survives resolving (what
+// test.edn keeps and a replay reads back) for every fault it sets, as
+// harness.DelayFaults derives them from the fault kinds; delay-redis-
+// replies' was once dropped, by a list of the two faults before it.
+func TestDelayKeptForEveryDelayFault(t *testing.T) {
+	faults := harness.DelayFaults()
+	if len(faults) < 3 {
+		t.Fatalf("delay faults %v: want delay-redis, delay-redis-replies and delay-postgres at least", faults)
+	}
+	for _, k := range faults {
+		cfg := harness.DefaultConfig()
+		cfg.Nemesis, cfg.Delay = harness.Nemesis(k), 300*time.Millisecond
+		if got := cfg.Resolved().Delay; got != cfg.Delay {
+			t.Errorf("--nemesis %s --delay %v: resolved to %v", k, cfg.Delay, got)
+		}
+	}
 }

@@ -55,7 +55,7 @@ func Config(t *rapid.T) harness.Config {
 		c.ClockJump = duration(t, "clock-jump", -3000, 3000)
 		c.ClockStrobe = duration(t, "clock-strobe", 0, 200)
 	}
-	if slices.Contains(parts, "delay-redis") || slices.Contains(parts, "delay-postgres") {
+	if slices.ContainsFunc(parts, func(p string) bool { return slices.Contains(harness.DelayFaults(), p) }) {
 		c.Delay = duration(t, "delay", 0, 1000)
 	}
 	c.LockServerRecord = rapid.SampledFrom(lockserver.Modes()).Draw(t, "lock-server-record")
