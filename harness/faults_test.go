@@ -311,9 +311,16 @@ func TestRunNetworkFaults(t *testing.T) {
 			}
 		}},
 	}
-	// The runs share the run's Redis and PostgreSQL, each on a counter row
-	// and lock key of its own; the faults act on the lock's own nodes and
-	// on each worker's links, never on these.
+	runSharedCases(t, cases, 1)
+	noLeftovers(t, before)
+}
+
+// runSharedCases runs each case in parallel, case i with seed seed+i, on
+// one Redis and PostgreSQL the runs share, each on a counter row and lock
+// key of its own (the faults act on the lock's own nodes and on each
+// worker's links, never on these), and stops them after.
+func runSharedCases(t *testing.T, cases []faultCase, seed int64) {
+	t.Helper()
 	shared := harness.DefaultConfig()
 	stop, err := harness.StartServers(context.Background(), &shared)
 	if err != nil {
@@ -324,14 +331,12 @@ func TestRunNetworkFaults(t *testing.T) {
 		for i, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
-				r := runFault(t, tc, shared, int64(i+1))
+				r := runFault(t, tc, shared, seed+int64(i))
 				tc.effect(t, r)
 				r.logFailed(t)
 			})
 		}
 	})
-	stop()
-	noLeftovers(t, before)
 }
 
 // logFailed logs, when t failed, what the run left: its results, history,

@@ -1,7 +1,6 @@
 package harness_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -142,23 +141,7 @@ func TestRunZooKeeperFaults(t *testing.T) {
 			r.recordExpired(t)
 		}},
 	}
-	shared := harness.DefaultConfig()
-	stop, err := harness.StartServers(context.Background(), &shared)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	t.Run("runs", func(t *testing.T) {
-		for i, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				t.Parallel()
-				r := runFault(t, tc, shared, int64(300+i))
-				tc.effect(t, r)
-				r.logFailed(t)
-			})
-		}
-	})
-	stop()
+	runSharedCases(t, cases, 300)
 	noLeftovers(t, before)
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/servers"
-	"github.com/hiatus-dev/hiatus/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -132,24 +131,6 @@ func TestEtcdRecord(t *testing.T) {
 // history's clock the Redis at clockURL, and returns the record.
 func recordEtcd(t *testing.T, clockURL, etcdURL, prefix string, fn func()) []history.ServerEvent {
 	t.Helper()
-	run := store.Run{Dir: t.TempDir()}
-	ctx := context.Background()
-	start, err := named(t, clockURL, "test").Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := Start(ctx, run, Config{Mode: ModeFull, Start: start, ClockURL: clockURL, Key: prefix,
-		Etcd: &EtcdNode{Name: "etcd-0", Endpoints: []string{etcdURL}}, Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn()
-	if err := rec.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	evs, err := history.ReadServerFile(run.Path(store.LockServer))
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs, _ := recordWith(t, clockURL, Config{Mode: ModeFull, Key: prefix, Etcd: &EtcdNode{Name: "etcd-0", Endpoints: []string{etcdURL}}}, fn)
 	return evs
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/servers"
-	"github.com/hiatus-dev/hiatus/store"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -117,25 +116,7 @@ func TestPostgresRecord(t *testing.T) {
 // start (unix ns).
 func recordPostgres(t *testing.T, clockURL string, n PostgresNode, fn func()) ([]history.ServerEvent, int64) {
 	t.Helper()
-	run := store.Run{Dir: t.TempDir()}
-	ctx := context.Background()
-	start, err := named(t, clockURL, "test").Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := Start(ctx, run, Config{Mode: ModeFull, Start: start, ClockURL: clockURL, Postgres: &n, Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn()
-	if err := rec.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	evs, err := history.ReadServerFile(run.Path(store.LockServer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return evs, start.UnixNano()
+	return recordWith(t, clockURL, Config{Mode: ModeFull, Postgres: &n}, fn)
 }
 
 // TestAdvisoryModelOutOfOrder: a holder's unlock stamped after the grant

@@ -102,16 +102,21 @@ func contend(t *testing.T, url, key string, workers int, lease, d time.Duration)
 // record runs fn under a Recorder of the lock key on the nodes, in mode,
 // and returns the record it wrote and its start (unix ns).
 func record(t *testing.T, mode Mode, clockURL string, nodes []RedisNode, key, fence string, fn func()) ([]history.ServerEvent, int64) {
+	return recordWith(t, clockURL, Config{Mode: mode, Key: key, FenceKey: fence, Redis: nodes}, fn)
+}
+
+// recordWith runs fn under a Recorder of cfg, on the history's clock at
+// clockURL, and returns the record it wrote and its start (unix ns).
+func recordWith(t *testing.T, clockURL string, cfg Config, fn func()) ([]history.ServerEvent, int64) {
 	t.Helper()
 	run := store.Run{Dir: t.TempDir()}
 	ctx := context.Background()
-	rdb := named(t, clockURL, "test")
-	start, err := rdb.Time(ctx).Result()
+	start, err := named(t, clockURL, "test").Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := Start(ctx, run, Config{Mode: mode, Start: start, ClockURL: clockURL, Key: key, FenceKey: fence, Redis: nodes,
-		Log: t.Logf})
+	cfg.Start, cfg.ClockURL, cfg.Log = start, clockURL, t.Logf
+	rec, err := Start(ctx, run, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/servers"
-	"github.com/hiatus-dev/hiatus/store"
 )
 
 // A zkGrant is a grant a worker's ZooKeeper lock was given, as it saw it.
@@ -142,24 +141,6 @@ func TestZooKeeperRecord(t *testing.T) {
 // clockURL, and returns the record.
 func recordZooKeeper(t *testing.T, clockURL string, servers []string, key string, fn func()) []history.ServerEvent {
 	t.Helper()
-	run := store.Run{Dir: t.TempDir()}
-	ctx := context.Background()
-	start, err := named(t, clockURL, "test").Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := Start(ctx, run, Config{Mode: ModeFull, Start: start, ClockURL: clockURL, Key: key,
-		ZooKeeper: &ZooKeeperNode{Name: "zk-0", Servers: servers}, Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn()
-	if err := rec.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	evs, err := history.ReadServerFile(run.Path(store.LockServer))
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs, _ := recordWith(t, clockURL, Config{Mode: ModeFull, Key: key, ZooKeeper: &ZooKeeperNode{Name: "zk-0", Servers: servers}}, fn)
 	return evs
 }
