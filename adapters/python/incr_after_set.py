@@ -11,7 +11,6 @@ whose pause outlasts its lease takes its token after a later holder's.
 It is no library's: it is the pattern (redis-py's Lock, then client.incr)
 written plainly, with redis-py (Debian's python3-redis).
 """
-import json
 import sys
 import time
 import uuid
@@ -19,18 +18,14 @@ import uuid
 import redis
 from redis.exceptions import RedisError
 
+from protocol import answer, refuse, serve
+
 RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
 
 pause_ms, every = int(sys.argv[1]), int(sys.argv[2])
 client = None
 retry = 0.005
 grants = 0
-
-
-def answer(req, kind, **fields):
-    fields.update(type=kind, in_reply_to=req.get("id"))
-    sys.stdout.write(json.dumps(fields) + "\n")
-    sys.stdout.flush()
 
 
 def acquire(req):
@@ -73,8 +68,7 @@ def handle(req):
         except RedisError as e:
             return answer(req, "info", reason=str(e))
         return answer(req, "ok") if n else answer(req, "fail", reason="not-held")
-    answer(req, "error", reason="cannot do %r with the fields %s" % (kind, sorted(req)))
+    refuse(req)
 
 
-for line in sys.stdin:
-    handle(json.loads(line))
+serve(handle)

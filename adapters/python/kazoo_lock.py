@@ -6,25 +6,20 @@ Debian's python3-kazoo lives in /usr/bin/python3, hence the interpreter above.
 One session a process, its timeout the lease; fenced by the znode's czxid. kazoo's release
 hides a znode its expired session lost: the release deletes it itself first.
 """
-import json
 import logging
-import sys
 
 import kazoo
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from protocol import answer, refuse, serve
+
 client = None
 held = {}  # token (the znode's path) -> the Lock that holds it
 client_name = ""  # init's: the worker's name, said for each session
 named = set()  # the sessions whose name is said
 
-
-def answer(req, kind, **fields):
-    fields.update(type=kind, in_reply_to=req.get("id"))
-    sys.stdout.write(json.dumps(fields) + "\n")
-    sys.stdout.flush()
 
 def path(name):
     return "/hiatus/" + name.replace("/", "_")
@@ -88,11 +83,10 @@ def handle(req):
         return acquire(req)
     if kind == "release" and req.get("token") in held:
         return release(req)
-    answer(req, "error", reason="cannot do %r with the fields %s" % (kind, sorted(req)))
+    refuse(req)
 
 
 logging.getLogger("kazoo").setLevel(logging.ERROR)  # a reconnect's warnings: the history has them
-for line in sys.stdin:
-    handle(json.loads(line))
+serve(handle)
 if client is not None:
     client.stop()

@@ -4,20 +4,13 @@
 Debian's python3-redis lives in /usr/bin/python3, hence the interpreter above.
     hiatus run --lock exec:adapters/python/redis_py_lock.py
 """
-import json
-import sys
-
 import redis
 from redis.exceptions import LockError, LockNotOwnedError, RedisError
 
+from protocol import answer, refuse, serve
+
 client = None
 held = {}  # token -> the Lock object that holds it
-
-
-def answer(req, kind, **fields):
-    fields.update(type=kind, in_reply_to=req.get("id"))
-    sys.stdout.write(json.dumps(fields) + "\n")
-    sys.stdout.flush()
 
 
 def handle(req):
@@ -48,8 +41,7 @@ def handle(req):
         except (LockError, RedisError) as e:
             return answer(req, "info", reason=str(e))
         return answer(req, "ok")
-    answer(req, "error", reason="cannot do %r with the fields %s" % (kind, sorted(req)))
+    refuse(req)
 
 
-for line in sys.stdin:
-    handle(json.loads(line))
+serve(handle)

@@ -12,20 +12,13 @@ reacquire(), answered ok when it returns True, as a careful caller reads
 it; its release is release(), not-held when redis-py says the lock is not
 its own.
 """
-import json
-import sys
-
 import redis
 from redis.exceptions import LockError, LockNotOwnedError, RedisError
 
+from protocol import answer, refuse, serve
+
 client = None
 held = {}  # token -> the Lock object that holds it
-
-
-def answer(req, kind, **fields):
-    fields.update(type=kind, in_reply_to=req.get("id"))
-    sys.stdout.write(json.dumps(fields) + "\n")
-    sys.stdout.flush()
 
 
 def acquire(req):
@@ -69,8 +62,7 @@ def handle(req):
         held_call(req, lambda lock: lock.release())
         held.pop(req.get("token"), None)
         return
-    answer(req, "error", reason="cannot do %r with the fields %s" % (kind, sorted(req)))
+    refuse(req)
 
 
-for line in sys.stdin:
-    handle(json.loads(line))
+serve(handle)
