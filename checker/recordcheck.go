@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -75,7 +76,7 @@ func (v *recordView) orphans(lease, end int64) []orphan {
 			out = append(out, o)
 		}
 	}
-	slices.SortFunc(out, func(a, b orphan) int { return cmpInt(a.start, b.start) })
+	slices.SortFunc(out, func(a, b orphan) int { return cmp.Compare(a.start, b.start) })
 	return out
 }
 
@@ -92,16 +93,6 @@ func cmp0(xs ...int64) int64 {
 		if x > 0 {
 			return x
 		}
-	}
-	return 0
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
 	}
 	return 0
 }
@@ -244,7 +235,7 @@ func (v *recordView) falseOKs() (out []falseOK, judged int) {
 		}
 	}
 	out = append(out, v.serverGrants()...)
-	slices.SortStableFunc(out, func(a, b falseOK) int { return cmpInt(a.at, b.at) })
+	slices.SortStableFunc(out, func(a, b falseOK) int { return cmp.Compare(a.at, b.at) })
 	return out, judged
 }
 
@@ -474,7 +465,7 @@ func (v *recordView) heldLock(s span, from int64) bool {
 			older = append(older, [2]int64{o.start, o.end})
 		}
 	}
-	slices.SortFunc(older, func(a, b [2]int64) int { return cmpInt(a[0], b[0]) })
+	slices.SortFunc(older, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
 	var merged [][2]int64
 	for _, x := range older {
 		if n := len(merged); n > 0 && x[0] <= merged[n-1][1] {

@@ -90,7 +90,7 @@ func (s *Stream) renewalCause(sec Section, pause *Pause) string {
 	kept, keptBy := sec.Start+sec.LeaseNS, "its grant"
 	for _, r := range rs {
 		if r.Type == history.Ok {
-			kept, keptBy = r.Inv+cmpOr(r.LeaseNS, sec.LeaseNS), fmt.Sprintf("its renewal %s, answered ok,", s.name(r.At))
+			kept, keptBy = r.Inv+cmp.Or(r.LeaseNS, sec.LeaseNS), fmt.Sprintf("its renewal %s, answered ok,", s.name(r.At))
 			continue
 		}
 		how := fmt.Sprintf("refused (%s)", history.AppendValue(nil, r.Error))
@@ -121,12 +121,4 @@ func (s *Stream) renewalCause(sec Section, pause *Pause) string {
 	last := oks[len(oks)-1]
 	return fmt.Sprintf("its lock's renewals run on through such a pause, and each of its %d %s in it was answered ok (the last, %s, %d ms after the grant): the lock said the grant was still its own",
 		len(oks), plural(int64(len(oks)), "renewal", "renewals"), s.name(last.At), (last.Inv-sec.Start)/1e6)
-}
-
-// cmpOr is the first of a, b that is not 0.
-func cmpOr(a, b int64) int64 {
-	if a != 0 {
-		return a
-	}
-	return b
 }

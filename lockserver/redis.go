@@ -2,6 +2,7 @@ package lockserver
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -217,7 +218,7 @@ func (s *redisSource) handshake(ctx context.Context, conn net.Conn, br *bufio.Re
 	defer conn.SetDeadline(time.Time{})
 	hello := []string{"HELLO", "3"}
 	if s.opt.Password != "" {
-		hello = append(hello, "AUTH", cmpOr(s.opt.Username, "default"), s.opt.Password)
+		hello = append(hello, "AUTH", cmp.Or(s.opt.Username, "default"), s.opt.Password)
 	}
 	hello = append(hello, "SETNAME", recordName)
 	steps := [][]string{hello}
@@ -257,13 +258,6 @@ func awaitAnswer(br *bufio.Reader, name string, channels int) error {
 		}
 	}
 	return nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // channel is the keyspace channel of key in the URL's database.
@@ -338,6 +332,12 @@ func (s *redisSource) sync(ctx context.Context) error {
 	}
 	if fence != nil {
 		st.fence, _ = fence.Int64()
+	}
+	// A state read before a lost connection, whose marker never came, is
+	// stale: this one replaces it (the channel holds one).
+	select {
+	case <-s.state:
+	default:
 	}
 	s.state <- st
 	return nil
