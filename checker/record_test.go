@@ -33,7 +33,6 @@ var recordCases = []recordCase{
 	},
 	{
 		name:    "orphan-killed",
-		words:   map[string]string{"availability": ""},
 		figures: map[string]int64{"orphans": 1, "orphan-max-ms": 398, "orphans-reported": 1},
 	},
 	{

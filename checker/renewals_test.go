@@ -105,8 +105,8 @@ func TestRenewalsExplainTheLoss(t *testing.T) {
 					t.Errorf("%s: %q\nsays %q", r.Name, r.Explanation, tc.not)
 				}
 			}
-			if f, _ := lc.Get("info-ops").(int64); f != 0 {
-				t.Errorf("info-ops %d: a renewal is no worker's op", f)
+			if f, ok := lc.Get("info-ops").(int64); !ok || f != 0 {
+				t.Errorf("info-ops %v: a renewal is no worker's op", lc.Get("info-ops"))
 			}
 		})
 	}

@@ -119,7 +119,16 @@ func (l *Exec) recordReports() {
 		case r := <-l.reports:
 			l.recordReport(open, r)
 		case <-l.p.Gone():
-			return
+			// Every report was queued before the adapter was gone:
+			// take those select left behind.
+			for {
+				select {
+				case r := <-l.reports:
+					l.recordReport(open, r)
+				default:
+					return
+				}
+			}
 		}
 	}
 }

@@ -308,9 +308,6 @@ func redactErr(err error) error {
 func (c Config) clockJump() time.Duration { return cmp.Or(c.ClockJump, c.Lease) }
 func (c Config) delay() time.Duration     { return cmp.Or(c.Delay, c.Lease) }
 
-// section is about what a section takes but for pauses: its work and a
-// retry, and, in a run with a delay fault, two round trips (the read and
-// the write) across a delayed link.
 // holderWait is how long a replayed fault that hit a holder, a write or
 // a lock call in flight waits for its worker to be there again, and a
 // reply-only delay for a lock call to catch: five sections at the least,
@@ -318,6 +315,9 @@ func (c Config) delay() time.Duration     { return cmp.Or(c.Delay, c.Lease) }
 // after turn.
 func (c Config) holderWait() time.Duration { return max(time.Second, 5*c.section()) }
 
+// section is about what a section takes but for pauses: its work and a
+// retry, and, in a run with a delay fault, two round trips (the read and
+// the write) across a delayed link.
 func (c Config) section() time.Duration {
 	d := c.Work + c.Retry
 	if c.delayed() {

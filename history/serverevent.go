@@ -135,8 +135,9 @@ func AppendServerEvent(dst []byte, e ServerEvent) []byte {
 
 // A ServerReader reads a lock server's record one event at a time.
 type ServerReader struct {
-	r     *Reader
-	names map[Process]string
+	r       *Reader
+	names   map[Process]string
+	decoded map[Process]string // names' nodes, decoded: each once, not at every event
 }
 
 // NewServerReader returns a reader of the record in r; name, usually the
@@ -151,19 +152,32 @@ func (s *ServerReader) Next() (ServerEvent, error) {
 	if err != nil {
 		return ServerEvent{}, err
 	}
-	name, ok := s.names[o.Process]
+	name, ok := s.decoded[o.Process]
 	if !ok {
-		s.names = s.r.Processes()
-		name = s.names[o.Process]
-	}
-	if v, err := ParseValue(name); err == nil {
-		name, _ = v.(string)
+		name = s.node(o.Process)
 	}
 	e, err := ServerEventOf(o, name)
 	if err != nil {
 		return e, fmt.Errorf("%s: %w", s.r.name, err)
 	}
 	return e, nil
+}
+
+// node decodes the name of the node written as process p, and keeps it.
+func (s *ServerReader) node(p Process) string {
+	name, ok := s.names[p]
+	if !ok {
+		s.names = s.r.Processes()
+		name = s.names[p]
+	}
+	if v, err := ParseValue(name); err == nil {
+		name, _ = v.(string)
+	}
+	if s.decoded == nil {
+		s.decoded = map[Process]string{}
+	}
+	s.decoded[p] = name
+	return name
 }
 
 // ReadServerFile reads every event of the record file at path (a regular

@@ -33,7 +33,6 @@ type event struct {
 	deadline int64
 	value    int64  // a fence's token
 	reason   string // a gap's
-	untilUS  int64  // a gap's end; 0 for none
 	guess    bool   // what the record read of the key here may be wrong (model.unsure)
 }
 
@@ -57,7 +56,6 @@ type model struct {
 	pending, pendingFence []string
 	keyUS                 int64 // the last command on the lock's key's
 	emit                  func(event)
-	unknown               int // commands on the lock's key the model cannot read
 	// unsure says the key's state rests on a guess (ModeCommands): a
 	// command on it near its deadline (nearDeadline), read one way when
 	// the server may have read it the other. Each event meanwhile is
@@ -292,7 +290,6 @@ func (m *model) lockCommand(c cmd) {
 		if readOnly(c.name) {
 			return
 		}
-		m.unknown++
 		if m.notify && containsAny(m.pending, "del") {
 			m.remove(c)
 		}
@@ -330,7 +327,6 @@ func (m *model) set(c cmd) {
 	}
 	o, ok := parseSet(c.args[3:], c.us)
 	if !ok {
-		m.unknown++
 		return
 	}
 	guess := true
@@ -437,7 +433,6 @@ func deadlineOf(unit, n string, us int64) (int64, bool) {
 func (m *model) expireCommand(c cmd) {
 	d, ok := deadlineOf(c.name, arg(c.args, 2), c.us)
 	if !ok {
-		m.unknown++
 		return
 	}
 	guess := m.key.live && expireAllowed(strings.ToLower(arg(c.args, 3)), m.key.deadline, d)

@@ -3,6 +3,7 @@
 package lockserver
 
 import (
+	"io"
 	"net"
 	"syscall"
 	"unsafe"
@@ -48,7 +49,7 @@ func stampedReads(conn net.Conn) func([]byte) (int, int64, error) {
 			err = rerr
 		}
 		if err == nil && n == 0 {
-			err = errEOF
+			err = io.EOF
 		}
 		return max(n, 0), kernelStamp(oob[:max(oobn, 0)]), err
 	}

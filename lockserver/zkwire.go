@@ -43,9 +43,6 @@ const (
 	zkWatchPersistentRecursive = 1
 )
 
-// errEOF is a connection's end: a receive of nothing.
-var errEOF = io.EOF
-
 // zkHandshake bounds the wait for a server's answer to a connect.
 const zkHandshake = time.Second
 

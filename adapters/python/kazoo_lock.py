@@ -52,7 +52,11 @@ def acquire(req):
     token = lock.path + "/" + lock.node
     stat = client.exists(token)
     if stat is None or stat.ephemeralOwner != client.client_id[0]:  # the session ended
-        return lock.release() and answer(req, "info", reason="the session ended before the fence was read")
+        try:
+            lock.release()
+        except (KazooException, KazooTimeoutError):
+            pass  # the session's end removed its znode
+        return answer(req, "info", reason="the session ended before the fence was read")
     held[token] = lock
     return answer(req, "ok", token=token, fence=stat.czxid)
 

@@ -153,9 +153,6 @@ func runCheck(ctx context.Context, a checkArgs, stdout, stderr io.Writer) error 
 	return verdictExit(rs.Valid.ExitCode())
 }
 
-// serverRecord reads the lock server's record of run, when it has one:
-// nil for a run made before the record, or without it, and for a history
-
 // printChecking says what is checked: the history, its model, its ops,
 // and how it writes the processes the results number.
 func printChecking(stdout, stderr io.Writer, h *checker.File) {
