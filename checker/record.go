@@ -8,7 +8,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/files"
@@ -216,16 +215,6 @@ func readRecord(r *Record) (evs []serverEvent, bad int, first string) {
 	}
 	slices.SortStableFunc(evs, func(a, b serverEvent) int { return cmp.Compare(a.time, b.time) })
 	return evs, bad, first
-}
-
-// slotOf reads a connection's name, "worker-N", as the worker slot N.
-func slotOf(client string) (int64, bool) {
-	n, ok := strings.CutPrefix(client, "worker-")
-	if !ok {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(n, 10, 64)
-	return v, err == nil && v >= 0
 }
 
 // The ways a key's span ends.

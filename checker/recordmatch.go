@@ -63,7 +63,7 @@ func newRecordView(evs []serverEvent, calls []lockCall, workers int, slack int64
 		v.byProc[c.process] = append(v.byProc[c.process], i)
 	}
 	for i, e := range evs {
-		if n, ok := slotOf(e.client); ok {
+		if n, ok := history.WorkerSlot(e.client); ok {
 			v.slots[n] = true
 		}
 		switch e.act {
@@ -190,7 +190,7 @@ func (v *recordView) slot(p history.Process) int64 {
 // clientSlot is the slot a connection's name names, with the record's
 // own numbering folded as the processes' are.
 func (v *recordView) clientSlot(client string) (int64, bool) {
-	n, ok := slotOf(client)
+	n, ok := history.WorkerSlot(client)
 	if ok && v.workers > 0 {
 		n %= v.workers
 	}

@@ -1,6 +1,9 @@
 package history
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // The lock server's record (lockserver.edn in a run directory): what the
 // lock's own server did to the lock's keys, beside the history of what its
@@ -85,6 +88,17 @@ func WorkerName(p Process, workers int) string {
 		return ""
 	}
 	return "worker-" + strconv.FormatInt(int64(p)%int64(workers), 10)
+}
+
+// WorkerSlot is the worker slot a connection's name says (WorkerName's
+// inverse): N for "worker-N"; ok is false for any other name.
+func WorkerSlot(client string) (slot int64, ok bool) {
+	n, ok := strings.CutPrefix(client, "worker-")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(n, 10, 64)
+	return v, err == nil && v >= 0
 }
 
 // ServerActs lists the acts of the lock server's record, for readers and

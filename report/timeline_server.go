@@ -2,8 +2,6 @@ package report
 
 import (
 	"cmp"
-	"strconv"
-	"strings"
 
 	"github.com/hiatus-dev/hiatus/history"
 )
@@ -184,7 +182,7 @@ func (t *Timeline) serverData(us func(int64) int64) tlServer {
 			d.Ends = append(d.Ends, h.how)
 		}
 		d.Node, d.T0, d.T1, d.DL = append(d.Node, h.node), append(d.T0, us(h.start)), append(d.T1, us(end)), append(d.DL, dl)
-		d.C, d.Worker, d.By, d.How = append(d.C, number(h.client)), append(d.Worker, workerSlot(h.client)), append(d.By, number(h.by)), append(d.How, how)
+		d.C, d.Worker, d.By, d.How = append(d.C, number(h.client)), append(d.Worker, workerSlotOf(h.client)), append(d.By, number(h.by)), append(d.How, how)
 		d.Tok = append(d.Tok, shortToken(h.token))
 	}
 	for _, g := range s.gaps {
@@ -197,20 +195,19 @@ func (t *Timeline) serverData(us func(int64) int64) tlServer {
 	return d
 }
 
-// workerSlot is the slot a worker's connection name says ("worker-3": 3),
-// -1 for any other name.
-func workerSlot(client string) int {
-	n, err := strconv.Atoi(strings.TrimPrefix(client, "worker-"))
-	if err != nil || !strings.HasPrefix(client, "worker-") || n < 0 {
-		return -1
-	}
-	return n
-}
-
 // shortToken is a token as the page names it: its first 10 characters.
 func shortToken(tok string) string {
 	if r := []rune(tok); len(r) > 10 {
 		return string(r[:10]) + "…"
 	}
 	return tok
+}
+
+// workerSlotOf is the worker slot a connection's name says, -1 for none:
+// the page's number for it.
+func workerSlotOf(client string) int {
+	if n, ok := history.WorkerSlot(client); ok {
+		return int(n)
+	}
+	return -1
 }

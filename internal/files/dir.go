@@ -3,6 +3,7 @@ package files
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -155,8 +156,11 @@ func (d *Dir) ReadDir(max int) ([]fs.DirEntry, error) {
 		if len(all) > max {
 			return nil, &fs.PathError{Op: "readdir", Path: d.path, Err: fmt.Errorf("more than %d entries, %w", max, ErrTooLarge)}
 		}
-		if err != nil || len(es) == 0 {
+		if errors.Is(err, io.EOF) || len(es) == 0 && err == nil {
 			return all, nil
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "readdir", Path: d.path, Err: err}
 		}
 	}
 }
