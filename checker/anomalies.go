@@ -230,7 +230,7 @@ func (s *Stream) fenceOrderRecord() (r Result) {
 		return r
 	}
 	r.Valid = Invalid
-	layer, words := s.view.inversionWords(inv[0])
+	layer, words := s.view.inversionWords(inv[0], s.locks.restartBetween)
 	r.Fields = append(r.Fields, Field{"layer", layer})
 	r.Explanation = layerName(layer) + ": " + words
 	if len(inv) > 1 {

@@ -129,6 +129,9 @@ type grantFence struct {
 	span  int
 	fence int64
 	at    int64 // when the fence was handed out
+	// seen says at is the record's INCR of the fence, the server's
+	// time; else it is when the acquire was answered with it.
+	seen bool
 }
 
 // grantFences gives each span the fence its grant took: its holder's, as
@@ -143,11 +146,11 @@ func (v *recordView) grantFences() []grantFence {
 			g.fence, g.at = c.fence, c.done
 			for _, k := range v.fences {
 				if e := v.evs[k]; e.value == c.fence && v.within(e.time, c.inv, c.done) {
-					g.at = e.time
+					g.at, g.seen = e.time, true
 				}
 			}
 		} else if f, at, ok := v.fenceAfter(i); ok {
-			g.fence, g.at = f, at
+			g.fence, g.at, g.seen = f, at, true
 		}
 		if g.fence > 0 {
 			out = append(out, g)

@@ -76,12 +76,24 @@ func (v *recordView) faultWords(f faultWindow) string {
 // inversionWords says what made the fence inversion p and which layer it
 // was: a fence taken apart from its grant, after a later grant's, is the
 // library's; fences handed out in the grants' order whose values went
-// back are the server's.
-func (v *recordView) inversionWords(p [2]grantFence) (history.Keyword, string) {
+// back are the server's. When the record holds no INCR of a fence (a
+// library's own counter), when each was taken is unknown: an answer's
+// time is no INCR's (a late reply, or a fence taken for another grant
+// of the worker's), and only a server taken down between the grants
+// (restart) makes the counter's going back the likelier.
+func (v *recordView) inversionWords(p [2]grantFence, restart func(from, to int64) (faultWindow, bool)) (history.Keyword, string) {
 	a, b := v.spans[p[0].span], v.spans[p[1].span]
 	words := fmt.Sprintf("%s's grant at %s (%s) received fence %d at %s, though %s's grant at %s came before it and received fence %d at %s",
 		clientName(b.client), secs(b.start), v.evs[b.startEv].command, p[1].fence, secs(p[1].at),
 		clientName(a.client), secs(a.start), p[0].fence, secs(p[0].at))
+	if !p[0].seen || !p[1].seen {
+		words += ": the record holds no INCR of either fence, so when each was taken is unknown"
+		if f, ok := restart(a.start, p[1].at); ok {
+			return layerServer, words + fmt.Sprintf("; the fence counter may have gone back when %s took its server down", v.faultWords(f))
+		}
+		return layerLibrary, words + fmt.Sprintf("; no server of the lock's was taken down between them: %s's fence was taken apart from this grant (for an earlier one, or before it and answered late); a later holder's writes can then be refused while the stale holder's are accepted",
+			clientName(b.client))
+	}
 	if p[0].at > p[1].at {
 		return layerLibrary, words + fmt.Sprintf(": %s took its fence %s after its grant, apart from it; a later holder's writes can then be refused while the stale holder's are accepted",
 			clientName(a.client), msWords(p[0].at-a.start))
