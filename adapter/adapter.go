@@ -85,7 +85,11 @@ type Setup struct {
 	// ZooKeeper ensemble the run started for an adapter that keeps its
 	// lock there (--adapter-store zookeeper); "" for none.
 	ZooKeeper string
-	Lock      string
+	// Etcd are the client URLs (http://host:port) of the etcd server the
+	// run started for an adapter that keeps its lock there
+	// (--adapter-store etcd); nil for none.
+	Etcd []string
+	Lock string
 	// ClientName is the name the adapter's connections to the lock's
 	// server are to give themselves (CLIENT SETNAME): the worker's, so
 	// that the lock server's record says whose commands they are.
@@ -150,9 +154,12 @@ type Request struct {
 	PostgresURL string   `json:"postgres_url,omitempty"`
 	// ZooKeeper is the ensemble's connect string, for an adapter that
 	// keeps its lock on ZooKeeper.
-	ZooKeeper  string `json:"zookeeper,omitempty"`
-	RetryMS    int64  `json:"retry_ms,omitempty"`
-	ClientName string `json:"client_name,omitempty"`
+	ZooKeeper string `json:"zookeeper,omitempty"`
+	// EtcdEndpoints are the etcd server's client URLs, for an adapter
+	// that keeps its lock on etcd.
+	EtcdEndpoints []string `json:"etcd_endpoints,omitempty"`
+	RetryMS       int64    `json:"retry_ms,omitempty"`
+	ClientName    string   `json:"client_name,omitempty"`
 }
 
 // An Answer is an adapter's answer to one request.
@@ -353,7 +360,7 @@ func Start(ctx context.Context, command string, s Setup, stderr io.Writer) (*Pro
 	if len(urls) == 0 && s.RedisURL != "" {
 		urls = []string{s.RedisURL}
 	}
-	a, err := p.Request(ctx, Request{Type: "init", Protocol: Protocol, RedisURL: s.RedisURL, RedisURLs: urls, PostgresURL: s.PostgresURL, ZooKeeper: s.ZooKeeper, Lock: s.Lock,
+	a, err := p.Request(ctx, Request{Type: "init", Protocol: Protocol, RedisURL: s.RedisURL, RedisURLs: urls, PostgresURL: s.PostgresURL, ZooKeeper: s.ZooKeeper, EtcdEndpoints: s.Etcd, Lock: s.Lock,
 		LeaseMS: s.Lease.Milliseconds(), RetryMS: s.Retry.Milliseconds(), ClientName: s.ClientName}, cmp.Or(s.Hello, HelloTimeout))
 	switch {
 	case err != nil:

@@ -53,7 +53,18 @@ var recordCases = []recordCase{
 		// going back.
 		name:    "fence-answered-late",
 		record:  map[string]Validity{"fence-order": Invalid},
-		words:   map[string]string{"fence-order": "library: worker 0's grant at 1.020 s (SET lock a0 NX PX 500) received fence 8 at 1.100 s, though worker 1's grant at 1.000 s came before it and received fence 9 at 1.002 s: the record holds no INCR of either fence, so when each was taken is unknown; no server of the lock's was taken down between them: worker 0's fence was taken apart from this grant"},
+		words:   map[string]string{"fence-order": "library: worker 0's grant at 1.020 s (SET lock a0 NX PX 500) received fence 8 at 1.100 s, though worker 1's grant at 1.000 s came before it and received fence 9 at 1.002 s: the record holds no INCR of either fence, so when each was taken is unknown; no server of the lock's was taken down between them: worker 0's smaller fence, answered after worker 1's larger one, was taken before it, apart from this grant"},
+		figures: map[string]int64{"fence-inversions": 1},
+	},
+	{
+		// fence-inversion's history, the record without its INCRs (a
+		// library's own counter): the earlier grant's larger fence was
+		// answered after the later grant's, so it was taken late, as
+		// simple-redis-mutex's is after a slow SET reply.
+		name:    "fence-unseen-late",
+		record:  map[string]Validity{"fence-order": Invalid},
+		history: map[string]Validity{"availability": Invalid},
+		words:   map[string]string{"fence-order": "library: worker 1's grant at 1.505 s (SET lock b0 NX PX 500) received fence 7 at 1.507 s, though worker 0's grant at 1.000 s came before it and received fence 8 at 1.601 s: the record holds no INCR of either fence, so when each was taken is unknown; worker 0's larger fence was answered after worker 1's: taken apart from its grant, after the later grant's"},
 		figures: map[string]int64{"fence-inversions": 1},
 	},
 	{

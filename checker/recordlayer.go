@@ -87,12 +87,23 @@ func (v *recordView) inversionWords(p [2]grantFence, restart func(from, to int64
 		clientName(b.client), secs(b.start), v.evs[b.startEv].command, p[1].fence, secs(p[1].at),
 		clientName(a.client), secs(a.start), p[0].fence, secs(p[0].at))
 	if !p[0].seen || !p[1].seen {
-		words += ": the record holds no INCR of either fence, so when each was taken is unknown"
+		unseen := "either fence, so when each was taken is unknown"
+		switch {
+		case p[0].seen:
+			unseen = clientName(b.client) + "'s fence, so when it was taken is unknown"
+		case p[1].seen:
+			unseen = clientName(a.client) + "'s fence, so when it was taken is unknown"
+		}
+		words += ": the record holds no INCR of " + unseen
 		if f, ok := restart(a.start, p[1].at); ok {
 			return layerServer, words + fmt.Sprintf("; the fence counter may have gone back when %s took its server down", v.faultWords(f))
 		}
-		return layerLibrary, words + fmt.Sprintf("; no server of the lock's was taken down between them: %s's fence was taken apart from this grant (for an earlier one, or before it and answered late); a later holder's writes can then be refused while the stale holder's are accepted",
-			clientName(b.client))
+		if p[0].at > p[1].at {
+			return layerLibrary, words + fmt.Sprintf("; %s's larger fence was answered after %s's: taken apart from its grant, after the later grant's (a late reply, or a pause between the two); a later holder's writes can then be refused while the stale holder's are accepted",
+				clientName(a.client), clientName(b.client))
+		}
+		return layerLibrary, words + fmt.Sprintf("; no server of the lock's was taken down between them: %s's smaller fence, answered after %s's larger one, was taken before it, apart from this grant (for an earlier one, and answered late); a later holder's writes can then be refused while the stale holder's are accepted",
+			clientName(b.client), clientName(a.client))
 	}
 	if p[0].at > p[1].at {
 		return layerLibrary, words + fmt.Sprintf(": %s took its fence %s after its grant, apart from it; a later holder's writes can then be refused while the stale holder's are accepted",

@@ -73,6 +73,18 @@ func (c LockConfig) zooKeeper() string {
 	return strings.Join(out, ",")
 }
 
+// etcd are the client URLs (http://host:port) of the etcd servers among
+// Endpoints, for an adapter; nil for none.
+func (c LockConfig) etcd() []string {
+	var out []string
+	for _, e := range c.Endpoints {
+		if strings.HasPrefix(e, "http://") || strings.HasPrefix(e, "https://") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // fencer hands out the fencing tokens of a lock that has none of its own.
 func (c LockConfig) fencer() fencer { return fencer{Redis: c.Redis, Key: c.FenceKey, On: c.Fenced} }
 

@@ -35,6 +35,9 @@ func probeAdapter(ctx context.Context, cfg Config, t *topo) (*adapterProbe, erro
 	if t.zk != nil {
 		s.ZooKeeper = t.zk.ConnectString()
 	}
+	if cfg.lockKind().Store == client.OnEtcd {
+		s.Etcd = t.endpoints()
+	}
 	if cfg.lockKind().Store == client.OnRedisNodes {
 		s.RedisURL, s.RedisURLs = t.nodeURLs[0], t.nodeURLs
 	}
@@ -67,7 +70,8 @@ const checkNodes = 3
 // CheckAdapter runs the protocol's conformance check (adapter.Conform) of
 // the adapter command against the Redis at redisURL, or a throwaway
 // redis-server when it is "", saying what it found on out; with store
-// AdapterOnZooKeeper beside a throwaway ZooKeeper server, and with
+// AdapterOnZooKeeper beside a throwaway ZooKeeper server, with
+// AdapterOnEtcd beside a throwaway etcd server, and with
 // AdapterOnRedisNodes on three throwaway redis-servers, told as redis_urls.
 func CheckAdapter(ctx context.Context, command, redisURL, store string, out io.Writer, trace bool) error {
 	at := adapter.Setup{}
@@ -79,6 +83,13 @@ func CheckAdapter(ctx context.Context, command, redisURL, store string, out io.W
 		}
 		defer z.Stop()
 		at.ZooKeeper = z.ConnectString()
+	case AdapterOnEtcd:
+		e, err := servers.StartEtcd(ctx)
+		if err != nil {
+			return setupErrorf("throwaway etcd: %w", err)
+		}
+		defer e.Stop()
+		at.Etcd = []string{e.URL}
 	case AdapterOnRedisNodes:
 		if redisURL != "" {
 			return setupErrorf("--adapter-store %s starts its own nodes: unset --redis-url (and HIATUS_REDIS_URL, which sets it)", AdapterOnRedisNodes)

@@ -48,6 +48,8 @@ func (c Config) lockKind() client.LockKind {
 				k.Store = client.OnZooKeeper
 			case AdapterOnRedisNodes:
 				k.Store = client.OnRedisNodes
+			case AdapterOnEtcd:
+				k.Store = client.OnEtcd
 			}
 		}
 		return k

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
@@ -41,6 +42,13 @@ func recordConfig(cfg Config, t *topo, start time.Time, lg *runLog) (lockserver.
 			rc.Redis = append(rc.Redis, lockserver.RedisNode{Name: fmt.Sprintf("redis-%d", i), URL: u, OwnClock: own})
 		}
 	case client.OnEtcd:
+		if strings.HasPrefix(cfg.Lock, client.ExecPrefix) {
+			// A library's etcd lock names no lease by the worker's name
+			// (client.EtcdClientKey): its record would be all unnamed
+			// grants, which the checks cannot tell apart.
+			lg.logf("lock server's record: none of an adapter's lock on etcd, whose leases carry no worker's name")
+			return rc, false
+		}
 		rc.Key = client.EtcdPrefix(lockKey(cfg.Name))
 		rc.Etcd = &lockserver.EtcdNode{Name: "etcd-0", Endpoints: t.endpoints()}
 	case client.OnPostgres:

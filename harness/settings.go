@@ -51,18 +51,19 @@ const (
 	AdapterOnRedis      = "redis"
 	AdapterOnRedisNodes = "redis-nodes"
 	AdapterOnZooKeeper  = "zookeeper"
+	AdapterOnEtcd       = "etcd"
 )
 
 // AdapterStores are the places an exec: adapter may keep its lock.
 func AdapterStores() []string {
-	return []string{AdapterOnRedis, AdapterOnRedisNodes, AdapterOnZooKeeper}
+	return []string{AdapterOnRedis, AdapterOnRedisNodes, AdapterOnZooKeeper, AdapterOnEtcd}
 }
 
 // adapterStoreSetting is --adapter-store: where an exec: adapter keeps its
 // lock, which decides the servers the run starts for it.
 func adapterStoreSetting() Setting {
 	return Setting{Flag: "adapter-store", Key: "adapter-store", keyword: true, DefaultText: AdapterOnRedis,
-		Usage:  "where an exec: adapter keeps its lock: redis (told redis_url), redis-nodes (--nodes independent Redis nodes, a Redlock's, told redis_urls) or zookeeper (a throwaway ZooKeeper ensemble of --nodes servers, told as zookeeper in init)",
+		Usage:  "where an exec: adapter keeps its lock: redis (told redis_url), redis-nodes (--nodes independent Redis nodes, a Redlock's, told redis_urls), zookeeper (a throwaway ZooKeeper ensemble of --nodes servers, told as zookeeper in init) or etcd (a throwaway etcd server, told as etcd_endpoints)",
 		goName: "AdapterStore", get: func(c Config) any { return c.AdapterStore }, set: setString(func(c *Config) *string { return &c.AdapterStore }),
 		kept: func(c Config) bool { return strings.HasPrefix(c.Lock, client.ExecPrefix) && c.AdapterStore != "" },
 		describe: func(c Config) string {
@@ -71,6 +72,8 @@ func adapterStoreSetting() Setting {
 				return "the adapter's lock on ZooKeeper"
 			case AdapterOnRedisNodes:
 				return "the adapter's lock on Redis nodes of its own"
+			case AdapterOnEtcd:
+				return "the adapter's lock on etcd"
 			}
 			return ""
 		}}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/hiatus-dev/hiatus/adapter"
+	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/urfave/cli/v2"
 )
@@ -23,7 +24,7 @@ func adapterCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:      "check",
 			Usage:     "run the protocol's conformance check of an adapter",
-			ArgsUsage: "COMMAND",
+			ArgsUsage: "COMMAND (or exec:COMMAND, as --lock names it)",
 			Description: "Starts the adapter (COMMAND, run by /bin/sh) twice against a Redis and checks, in plain\n" +
 				"words: its hello; acquire; that a second process is refused while the first holds the\n" +
 				"lock; release; the release of a lock whose lease expired; fencing and renewal if its hello\n" +
@@ -34,7 +35,7 @@ func adapterCommand() *cli.Command {
 				"Exit status: 0 conforms, 1 does not, 254 bad arguments or no Redis, 255 internal error.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "redis-url", EnvVars: []string{"HIATUS_REDIS_URL"}, Usage: "use this Redis instead of a throwaway redis-server"},
-				&cli.StringFlag{Name: "adapter-store", Value: harness.AdapterOnRedis, Usage: "where the adapter keeps its lock: redis, redis-nodes (three throwaway redis-servers, told as redis_urls in init), or zookeeper (a throwaway ZooKeeper server, told as zookeeper in init)"},
+				&cli.StringFlag{Name: "adapter-store", Value: harness.AdapterOnRedis, Usage: "where the adapter keeps its lock: redis, redis-nodes (three throwaway redis-servers, told as redis_urls in init), zookeeper (a throwaway ZooKeeper server, told as zookeeper in init) or etcd (a throwaway etcd server, told as etcd_endpoints)"},
 				&cli.BoolFlag{Name: "trace", Usage: "show every line the first adapter process is sent (->) and answers (<-)"},
 				helpFlag(),
 			},
@@ -49,7 +50,13 @@ func adapterCommand() *cli.Command {
 				if !slices.Contains(harness.AdapterStores(), store) {
 					return usageErrorf("--adapter-store %q: want one of %s", store, strings.Join(harness.AdapterStores(), ", "))
 				}
-				err := harness.CheckAdapter(ctx, c.Args().First(), c.String("redis-url"), store, c.App.Writer, c.Bool("trace"))
+				// The command as --lock names it (exec:COMMAND) is the
+				// same command: a user copies it from a run.
+				command, _ := strings.CutPrefix(c.Args().First(), client.ExecPrefix)
+				if strings.TrimSpace(command) == "" {
+					return usageErrorf("adapter check: the adapter's command is empty")
+				}
+				err := harness.CheckAdapter(ctx, command, c.String("redis-url"), store, c.App.Writer, c.Bool("trace"))
 				switch {
 				case errors.Is(err, adapter.ErrNonconforming):
 					return verdictExit(exitInvalid)

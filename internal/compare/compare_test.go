@@ -2,6 +2,7 @@ package compare
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -304,9 +305,9 @@ func TestLostText(t *testing.T) {
 
 // TestFindings: each finding is two rows, its affected and fixed versions
 // (or the contrast, where no fixed one exists),
-// whose runs differ in the lock alone, unguarded, and extending before the
-// write where the finding's careful use does; and a missing adapter is
-// said before any run.
+// whose runs differ in the lock alone, on the schedule's settings (its
+// guard, nemesis, delay and extending before the write, where the finding
+// has them); and a missing adapter is said before any run.
 func TestFindings(t *testing.T) {
 	rows, err := ScenarioSetups(FindingsName)
 	if err != nil {
@@ -327,9 +328,11 @@ func TestFindings(t *testing.T) {
 		if !reflect.DeepEqual(affected, fixed) {
 			t.Errorf("%s: the two sides' runs differ in more than the lock:\n%+v\n%+v", rows[i].Scenario, affected, fixed)
 		}
-		if affected.ExtendBeforeWrite != rows[i].Extend || affected.Resolved().Guard != client.GuardNone || affected.Nemesis != "none" {
-			t.Errorf("%s: extend %v, guard %s, nemesis %s: want extending as the finding says (%v), unguarded, no nemesis but the schedule's",
-				rows[i].Scenario, affected.ExtendBeforeWrite, affected.Resolved().Guard, affected.Nemesis, rows[i].Extend)
+		sched := Findings()[i/2].Schedule
+		if affected.ExtendBeforeWrite != sched.Extend || affected.Resolved().Guard != cmp.Or(sched.Guard, client.GuardNone) ||
+			string(affected.Nemesis) != cmp.Or(sched.Nemesis, "none") || affected.Delay != sched.Delay {
+			t.Errorf("%s: extend %v, guard %s, nemesis %s, delay %v: want the schedule's (%v, %s, %s, %v)", rows[i].Scenario,
+				affected.ExtendBeforeWrite, affected.Resolved().Guard, affected.Nemesis, affected.Delay, sched.Extend, sched.Guard, sched.Nemesis, sched.Delay)
 		}
 		if err := affected.Validate(); err != nil {
 			t.Errorf("%s: %v", rows[i].Scenario, err)

@@ -1,8 +1,11 @@
 package compare
 
 import (
+	"cmp"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -117,11 +120,64 @@ func Findings() []Finding {
 		// most retries apart: with eight workers, 7 of 10 runs of 4 s and
 		// 5 of 10 of 8 s split them.
 		Schedule: Setup{Lease: 500 * time.Millisecond, Limit: 4 * time.Second, Workers: 16, Nodes: 5, AdapterStore: "redis-nodes"},
+	}, {
+		Name: "simple-redis-mutex-fence",
+		Upstream: "not reported: AmrSaber/simple-redis-mutex's issues and pull requests, open and closed, searched on 6 December 2026 " +
+			"(#15 \"Issue fencing tokens\" added them; none reports their order); docs/findings.md has the report ready to file",
+		Mechanism: "tryLock SETs the key NX PX and only after that reply INCRs the token counter, a second command: a client whose SET reply " +
+			"comes later than its lease (a slow link, a pause) is granted, its key expires, another client takes the lock and a token, " +
+			"and the first then takes a larger token than the holder's. The README offers the token \"to identify the order at which locks are acquired\" " +
+			"for fencing; a guard that keeps the largest token seen then accepts the stale client's writes and refuses the holder's.",
+		Anomaly: "fence inversions (:fence-order false): a later grant with the smaller token; lost updates when the stale holder's read comes before the holder's write",
+		Use: "as the README's \"Using tryLock\" does: tryLock again every retry until hiatus's wait is over, each attempt awaited, and the grant's " +
+			"release.fencingToken checked by PostgreSQL at the write (--guard fence); both sides release by the library's release script made to say " +
+			"whether it found its key (--release-says: the library's returns nothing), so that they differ in the token alone; the contrast is the fix " +
+			"the report suggests, applied in the adapter (--fix-fence): the SET NX PX and the INCR in one script",
+		Affected: Version{Library: "simple-redis-mutex 3.0.0, its fencing token", Lock: "exec:node adapters/node-simple-redis-mutex/main.js --fencing --try --release-says"},
+		Fixed:    Version{Library: "simple-redis-mutex 3.0.0 with the suggested fix", Lock: "exec:node adapters/node-simple-redis-mutex/main.js --fencing --try --release-says --fix-fence"},
+		Contrast: true,
+		// The replies to one worker's lock calls are held back 500 ms,
+		// more than the 200 ms lease, once a call of its is sent: an
+		// acquire that finds the key free is granted at once and learns
+		// it 500 ms later, its INCR's answer 500 ms after that. Waiters
+		// that poll every 100 ms leave the key free when the worker
+		// asks, and take it once its lease ends, before its INCR. A
+		// fault catches such an acquire (not a release, nor an acquire
+		// refused) about one time in four: 8 s runs (7 faults) held
+		// an inversion in 6 of 10, 16 s runs (14) in more.
+		Schedule: Setup{Lease: 200 * time.Millisecond, Nemesis: "delay-redis-replies", Delay: 500 * time.Millisecond,
+			PauseLen: 600 * time.Millisecond, Interval: 500 * time.Millisecond, Retry: 100 * time.Millisecond,
+			Limit: 16 * time.Second, Guard: client.GuardFence},
+	}, {
+		Name: "tooz-etcd3gw-heartbeat",
+		Upstream: "not reported: openstack/tooz on GitHub (issues and pull requests) and its git history's Closes-Bug trailers searched on 6 December 2026 " +
+			"(LP#1975524 fixed the same -1 for the membership lease only); its tracker, bugs.launchpad.net/python-tooz, could not be searched from here; " +
+			"unchanged on tooz's master; docs/findings.md has the report ready to file",
+		Mechanism: "Etcd3Lock.heartbeat (tooz/drivers/etcd3gw.py) refreshes the lock's lease and returns True whatever the refresh says: " +
+			"etcd3gw's Lease.refresh() returns -1 for a lease etcd has expired, and the lock stays in the coordinator's acquired locks, so the heart " +
+			"refreshes a dead lease for good. A holder stopped longer than its lease, whose key etcd deleted and another client re-took, is told " +
+			"by heartbeat() that it still holds the lock; tooz's etcd3gw lock has no is_still_owner.",
+		Anomaly: "lost updates: a holder frozen past its lease asks heartbeat(), is told yes, and writes over the next holder's update",
+		Use: "as OpenStack services do (get_coordinator, start(start_heart=True), get_lock, acquire), and, as a careful user, heartbeat() right before each write, " +
+			"writing only when it says True (--extend-before-write); the contrast is the lock tooz wraps, python3-etcd3gw's own Lock, as its docs show, " +
+			"whose refresh() before each write says -1 of an expired lease (tooz's acquire retries about once a second, the contrast every retry: " +
+			"each library's own)",
+		Affected: Version{Library: "tooz 3.1.0 etcd3gw driver (python3-tooz)", Lock: "exec:adapters/python/tooz_lock.py etcd3gw --careful"},
+		Fixed:    Version{Library: "etcd3gw 2.0.0 Lock (python3-etcd3gw), the lock tooz wraps", Lock: "exec:adapters/python/etcd3gw_lock.py"},
+		Contrast: true,
+		// Every 10th section of each worker stops its whole process
+		// (adapter and heart too) for 3 s, more than the 2 s lease etcd
+		// grants at the least, between its read and its heartbeat: etcd
+		// expires the lease and deletes the key, another worker takes
+		// the lock and writes.
+		Schedule: Setup{Lease: 500 * time.Millisecond, Pause: PauseStop, PauseLen: 3 * time.Second, Every: 10,
+			Extend: true, Limit: 10 * time.Second, AdapterStore: "etcd"},
 	}}
 }
 
 // findingSetups are the rows of the finding f: affected, then fixed,
-// unguarded (a guard would hide what the library does).
+// unguarded (a guard would hide what the library does) unless the
+// finding is about the library's own guard, its fencing token.
 func findingSetups(f Finding) []Setup {
 	var out []Setup
 	for _, side := range []struct {
@@ -129,7 +185,8 @@ func findingSetups(f Finding) []Setup {
 		v    Version
 	}{{"affected", f.Affected}, {f.otherSide(), f.Fixed}} {
 		s := f.Schedule
-		s.Scenario, s.Side, s.Version, s.Lock, s.Guard = f.Name, side.name, side.v.Library, side.v.Lock, client.GuardNone
+		s.Scenario, s.Side, s.Version, s.Lock = f.Name, side.name, side.v.Library, side.v.Lock
+		s.Guard = cmp.Or(f.Schedule.Guard, client.GuardNone)
 		out = append(out, s)
 	}
 	return out
@@ -141,6 +198,21 @@ func (f Finding) otherSide() string {
 		return "contrast"
 	}
 	return "fixed"
+}
+
+// built says whether the program prog is there, with the npm packages its
+// directory pins (a package.json beside it) installed. A Python adapter's
+// Debian packages are not looked for: its hello says what it lacks.
+func built(prog string) bool {
+	if _, err := os.Stat(prog); err != nil {
+		return false
+	}
+	dir := filepath.Dir(prog)
+	if _, err := os.Stat(filepath.Join(dir, "package.json")); err != nil {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(dir, "node_modules"))
+	return err == nil
 }
 
 // MissingAdapters says which adapters of setups are not built, and how to
@@ -164,12 +236,12 @@ func MissingAdapters(setups []Setup) string {
 		if prog == "" {
 			continue // a program on PATH: nothing hiatus builds
 		}
-		if _, err := os.Stat(prog); err != nil {
+		if !built(prog) && !slices.Contains(missing, cmd) {
 			missing = append(missing, cmd)
 		}
 	}
 	if len(missing) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("the findings' adapters %s are not built: run scripts/setup --adapters in hiatus's directory", strings.Join(missing, ", "))
+	return fmt.Sprintf("the adapters %s are not built: run scripts/setup --adapters in hiatus's directory", strings.Join(missing, ", "))
 }

@@ -56,6 +56,12 @@ func (p Plan) Config(s Setup, i int) harness.Config {
 		if s.AdapterStore != "" {
 			cfg.AdapterStore = s.AdapterStore
 		}
+		if s.Delay > 0 {
+			cfg.Delay = s.Delay
+		}
+		if s.Retry > 0 {
+			cfg.Retry = s.Retry
+		}
 	}
 	return cfg
 }

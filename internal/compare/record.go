@@ -166,6 +166,7 @@ func (s Setup) check(field string, sweep bool) error {
 	}{
 		{"Lease", s.Lease < 0}, {"PauseLen", s.PauseLen < 0}, {"Interval", s.Interval < 0}, {"Work", s.Work < 0},
 		{"Limit", s.Limit < 0}, {"Every", s.Every < 0}, {"Workers", s.Workers < 0},
+		{"Delay", s.Delay < 0}, {"Retry", s.Retry < 0}, {"Nodes", s.Nodes < 0},
 		{"Pause", s.Pause != "" && !slices.Contains(PauseKinds(), s.Pause)},
 		{"Ratio", s.Ratio < 0 || sweep && s.Ratio == 0},
 	} {
@@ -192,9 +193,20 @@ func (r Record) check() error {
 		return fieldErr("figures.seed", "%d: run %d of the grid's rows has seed %d", f.Seed, r.Cell.Run+1, h.Seed+int64(r.Cell.Run))
 	case !slices.Contains(verdicts, f.Valid):
 		return fieldErr("figures.valid", "%q: want %s", f.Valid, strings.Join(verdicts, ", "))
+	case len(f.Failed) > maxFailed:
+		return fieldErr("figures.failed", "%d checks: a run has at most %d", len(f.Failed), maxFailed)
+	}
+	for _, name := range f.Failed {
+		if name == "" || len(name) > 64 || printable.Escape(name) != name {
+			return fieldErr("figures.failed", "%.60q: want a check's name", name)
+		}
 	}
 	return checkFigures(f.LockCounterFigures)
 }
+
+// maxFailed bounds the checks a record may name as failed: a run has a
+// dozen.
+const maxFailed = 64
 
 // verdicts are the verdicts a run's figures may have (Validity.String).
 var verdicts = []string{checker.Valid.String(), checker.Invalid.String(), checker.Unknown.String()}
@@ -245,6 +257,12 @@ func CheckResults(f Figures, b []byte) error {
 	}
 	if got := verdictOf(m["valid?"]); got != f.Valid {
 		return fieldErr("figures.valid", "%s, but results.edn says %s", f.Valid, got)
+	}
+	for _, name := range f.Failed {
+		c, _ := m[history.Keyword(name)].(map[history.Keyword]any)
+		if c == nil || c["valid?"] != false {
+			return fieldErr("figures.failed", "%s, but results.edn has no such failed check", name)
+		}
 	}
 	var lc checker.LockCounterFigures
 	if c, ok := m[history.Keyword(checker.ModelLockCounter)].(map[history.Keyword]any); ok {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/hiatus-dev/hiatus/checker"
 )
 
 // A RunFunc makes run i (from 0) of a setup and returns its figures.
@@ -24,7 +26,9 @@ type Progress struct {
 // disturb each other), and fills t.Rows with their figures (Table.Fill),
 // so that an interrupted grid keeps what was done. guess is how long a run
 // is expected to take until one has been timed. It stops at the first run
-// that fails, or when ctx ends.
+// that fails, or when ctx ends; but a census's run that fails is a cell of
+// the census (its Error said), and the census goes on: hundreds of
+// libraries' cells are not to be lost to one adapter that cannot start.
 func Run(ctx context.Context, t *Table, setups []Setup, run RunFunc, guess time.Duration, report func(Progress)) error {
 	var results []Result
 	defer func() { t.Fill(setups, results) }()
@@ -46,7 +50,10 @@ func Run(ctx context.Context, t *Table, setups []Setup, run RunFunc, guess time.
 			Setup: s, Left: left()}
 		report(p)
 		f, err := run(ctx, s, c.Run)
-		if err != nil {
+		switch {
+		case err != nil && s.Probe != "" && ctx.Err() == nil:
+			f = Figures{Valid: checker.Unknown.String(), Error: err.Error()}
+		case err != nil:
 			return fmt.Errorf("%s, run %d: %w", s.Short(), c.Run+1, err)
 		}
 		if err := ctx.Err(); err != nil {

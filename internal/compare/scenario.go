@@ -85,7 +85,7 @@ func ScenarioNames() []string {
 	for _, s := range Scenarios() {
 		names = append(names, s.Name)
 	}
-	names = append(names, FindingsName)
+	names = append(names, FindingsName, CensusName)
 	for _, f := range Findings() {
 		names = append(names, f.Name)
 	}
@@ -120,6 +120,9 @@ func ScenarioSetups(list string) ([]Setup, error) {
 		if want[f.Name] || want[FindingsName] {
 			out = append(out, findingSetups(f)...)
 		}
+	}
+	if want[CensusName] {
+		out = append(out, censusSetups()...)
 	}
 	return out, nil
 }

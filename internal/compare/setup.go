@@ -60,11 +60,20 @@ type Setup struct {
 	// (--nodes) and where its adapter keeps the lock (--adapter-store).
 	Nodes        int
 	AdapterStore string
+	// Probe is a census row's column: the battery's fault it runs
+	// under (Probes); Delay is what its delay faults add (--delay).
+	Probe string
+	Delay time.Duration
+	// Retry, when set, is the wait between attempts (--retry): a
+	// finding's schedule may need waiters that poll slowly.
+	Retry time.Duration
 }
 
 // Slug names the setup in run names: setnx-500ms-sigstop-fenced.
 func (s Setup) Slug() string {
 	switch {
+	case s.Probe != "":
+		return s.Scenario + "-" + slugWord(s.Version+" "+s.Side) + "-" + s.Probe
 	case s.Side != "":
 		return s.Scenario + "-" + s.Side
 	case s.Scenario != "":
@@ -80,6 +89,8 @@ func (s Setup) Slug() string {
 // Short is a compact label, for plots.
 func (s Setup) Short() string {
 	switch {
+	case s.Probe != "":
+		return fmt.Sprintf("%s, %s: %s", s.Version, s.Side, s.Probe)
 	case s.Side != "":
 		return fmt.Sprintf("%s %s (%s)", s.Scenario, s.Side, s.Version)
 	case s.Scenario != "":
@@ -94,7 +105,7 @@ func (s Setup) Short() string {
 
 // PauseLabel says in words what the pause is.
 func (s Setup) PauseLabel() string {
-	if s.Nemesis != "" {
+	if s.Nemesis != "" && s.Nemesis != PauseNone {
 		return fmt.Sprintf("%s %s every %s", s.Nemesis, duration(s.PauseLen), duration(s.Interval))
 	}
 	switch s.Pause {

@@ -23,12 +23,23 @@ type Figures struct {
 	Path  string `json:"path,omitempty"`
 	Seed  int64  `json:"seed"`
 	Valid string `json:"valid"` // true, false or :unknown, as results.edn writes it
+	// Failed names the checks that found the run invalid, in results.edn's
+	// order: what decided a verdict that no lost update explains.
+	Failed []string `json:"failed,omitempty"`
+	// Error is why a census's run could not be made (Run); "" for a
+	// run that was made.
+	Error string `json:"error,omitempty"`
 	checker.LockCounterFigures
 }
 
 // FiguresOf reads a run's figures from its checked results.
 func FiguresOf(rs checker.Results) Figures {
 	f := Figures{Valid: rs.Valid.String()}
+	for _, c := range rs.Checks {
+		if c.Valid == checker.Invalid {
+			f.Failed = append(f.Failed, c.Name)
+		}
+	}
 	f.LockCounterFigures, _ = rs.LockCounter()
 	return f
 }
@@ -224,6 +235,9 @@ func (t *Table) sweep() bool { return t.Kind == "sweep" }
 // Markdown renders the table with a caption: min–max of each figure over
 // each row's runs.
 func (t *Table) Markdown() []byte {
+	if t.Kind == "scenario" && slices.ContainsFunc(t.Rows, func(r Row) bool { return r.Probe != "" }) {
+		return t.censusMarkdown()
+	}
 	if t.Kind == "scenario" {
 		return t.scenarioMarkdown()
 	}
@@ -424,6 +438,12 @@ func (t *Table) scenarioMarkdown() []byte {
 		}
 		if r.NodeAOF {
 			own = append(own, "nodes fsync every write")
+		}
+		if r.Delay > 0 {
+			own = append(own, duration(r.Delay)+" delay")
+		}
+		if r.Retry > 0 {
+			own = append(own, duration(r.Retry)+" retry")
 		}
 		if len(own) > 0 {
 			fault += " (" + strings.Join(own, ", ") + ")"
