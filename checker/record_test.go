@@ -64,7 +64,7 @@ var recordCases = []recordCase{
 		name:    "fence-unseen-late",
 		record:  map[string]Validity{"fence-order": Invalid},
 		history: map[string]Validity{"availability": Invalid},
-		words:   map[string]string{"fence-order": "library: worker 1's grant at 1.505 s (SET lock b0 NX PX 500) received fence 7 at 1.507 s, though worker 0's grant at 1.000 s came before it and received fence 8 at 1.601 s: the record holds no INCR of either fence, so when each was taken is unknown; worker 0's larger fence was answered after worker 1's: taken apart from its grant, after the later grant's"},
+		words:   map[string]string{"fence-order": "library: worker 1's grant at 1.505 s (SET lock b0 NX PX 500) received fence 7 at 1.507 s, though worker 0's grant at 1.000 s came before it and received fence 8 at 1.601 s: the record holds no INCR of either fence, so when each was taken is unknown; worker 0's larger fence was answered 601 ms after its grant, after worker 1's: taken apart from its grant, after the later grant's"},
 		figures: map[string]int64{"fence-inversions": 1},
 	},
 	{

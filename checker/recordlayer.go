@@ -99,8 +99,8 @@ func (v *recordView) inversionWords(p [2]grantFence, restart func(from, to int64
 			return layerServer, words + fmt.Sprintf("; the fence counter may have gone back when %s took its server down", v.faultWords(f))
 		}
 		if p[0].at > p[1].at {
-			return layerLibrary, words + fmt.Sprintf("; %s's larger fence was answered after %s's: taken apart from its grant, after the later grant's (a late reply, or a pause between the two); a later holder's writes can then be refused while the stale holder's are accepted",
-				clientName(a.client), clientName(b.client))
+			return layerLibrary, words + fmt.Sprintf("; %s's larger fence was answered %s after its grant, after %s's: taken apart from its grant, after the later grant's (a late reply, or a pause between the two); a later holder's writes can then be refused while the stale holder's are accepted",
+				clientName(a.client), msWords(p[0].at-a.start), clientName(b.client))
 		}
 		return layerLibrary, words + fmt.Sprintf("; no server of the lock's was taken down between them: %s's smaller fence, answered after %s's larger one, was taken before it, apart from this grant (for an earlier one, and answered late); a later holder's writes can then be refused while the stale holder's are accepted",
 			clientName(b.client), clientName(a.client))
