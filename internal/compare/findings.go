@@ -46,7 +46,12 @@ const FindingsName = "findings"
 // Findings are the bugs hiatus reproduces, each beside its fix (or, where
 // none exists, a contrast).
 func Findings() []Finding {
-	return []Finding{{
+	return []Finding{redsyncExtend(), etcdWaiter(), redisSemaphoreRefresh(), nodeRedlockRetries(), simpleRedisMutexFence(), toozEtcd3gwHeartbeat()}
+}
+
+// redsyncExtend is the redsync-extend finding.
+func redsyncExtend() Finding {
+	return Finding{
 		Name:     "redsync-extend",
 		Upstream: "https://github.com/go-redsync/redsync/pull/61 (commit 5e3c32b, \"Fix extend and unlock\")",
 		Mechanism: "Extend and Unlock compare the script's reply, an int64, with the untyped constant 0 (and Unlock with \"ERR\"): " +
@@ -62,7 +67,12 @@ func Findings() []Finding {
 		// writes.
 		Schedule: Setup{Lease: 300 * time.Millisecond, Pause: PauseStop, PauseLen: 600 * time.Millisecond, Every: 2,
 			Extend: true, Limit: 4 * time.Second},
-	}, {
+	}
+}
+
+// etcdWaiter is the etcd-waiter finding.
+func etcdWaiter() Finding {
+	return Finding{
 		Name:     "etcd-waiter",
 		Upstream: "https://github.com/etcd-io/etcd/issues/11456 (and #9921; fixed in 3.5 by https://github.com/etcd-io/etcd/pull/11408)",
 		Mechanism: "etcd 3.4's concurrency.Mutex, which the server runs for its Lock RPC, waits for the keys put before the caller's to go " +
@@ -82,7 +92,12 @@ func Findings() []Finding {
 		// began. The lease is etcd 3.4's shortest with its default timings.
 		Schedule: Setup{Lease: 2 * time.Second, Pause: PauseStopWaiters, PauseLen: 4 * time.Second, Every: 2,
 			Limit: 10 * time.Second},
-	}, {
+	}
+}
+
+// redisSemaphoreRefresh is the redis-semaphore-refresh finding.
+func redisSemaphoreRefresh() Finding {
+	return Finding{
 		Name:     "redis-semaphore-refresh",
 		Upstream: "https://github.com/swarthy/redis-semaphore/issues/175, fix https://github.com/swarthy/redis-semaphore/pull/177 (5.3.1, \"Fixed reacquire expired resource in refresh\")",
 		Mechanism: "Mutex's refresh script SETs the key again when it finds it gone (`elseif value == false then set … return 1`), and says refreshed: " +
@@ -101,7 +116,12 @@ func Findings() []Finding {
 		// by both). A third worker would hold the key at the wake.
 		Schedule: Setup{Lease: 300 * time.Millisecond, Pause: PauseStop, PauseLen: 900 * time.Millisecond, Every: 2,
 			Extend: true, Limit: 4 * time.Second, Workers: 2},
-	}, {
+	}
+}
+
+// nodeRedlockRetries is the node-redlock-retries finding.
+func nodeRedlockRetries() Finding {
+	return Finding{
 		Name: "node-redlock-retries",
 		Upstream: "https://github.com/mike-marcacci/node-redlock/pull/369 (its F2, \"Prevent Self-Blocking during Retries\"), open since 14 September 2026 and not merged; " +
 			"no issue reports it; unchanged on node-redlock's main (afe5cf9), whose last release is 5.0.0-beta.2",
@@ -120,7 +140,12 @@ func Findings() []Finding {
 		// most retries apart: with eight workers, 7 of 10 runs of 4 s and
 		// 5 of 10 of 8 s split them.
 		Schedule: Setup{Lease: 500 * time.Millisecond, Limit: 4 * time.Second, Workers: 16, Nodes: 5, AdapterStore: "redis-nodes"},
-	}, {
+	}
+}
+
+// simpleRedisMutexFence is the simple-redis-mutex-fence finding.
+func simpleRedisMutexFence() Finding {
+	return Finding{
 		Name: "simple-redis-mutex-fence",
 		Upstream: "not reported: AmrSaber/simple-redis-mutex's issues and pull requests, open and closed, searched on 6 December 2026 " +
 			"(#15 \"Issue fencing tokens\" added them; none reports their order); docs/findings.md has the report ready to file",
@@ -148,7 +173,12 @@ func Findings() []Finding {
 		Schedule: Setup{Lease: 200 * time.Millisecond, Nemesis: "delay-redis-replies", Delay: 500 * time.Millisecond,
 			PauseLen: 600 * time.Millisecond, Interval: 500 * time.Millisecond, Retry: 100 * time.Millisecond,
 			Limit: 16 * time.Second, Guard: client.GuardFence},
-	}, {
+	}
+}
+
+// toozEtcd3gwHeartbeat is the tooz-etcd3gw-heartbeat finding.
+func toozEtcd3gwHeartbeat() Finding {
+	return Finding{
 		Name: "tooz-etcd3gw-heartbeat",
 		Upstream: "not reported: openstack/tooz on GitHub (issues and pull requests) and its git history's Closes-Bug trailers searched on 6 December 2026 " +
 			"(LP#1975524 fixed the same -1 for the membership lease only); its tracker, bugs.launchpad.net/python-tooz, could not be searched from here; " +
@@ -172,7 +202,7 @@ func Findings() []Finding {
 		// the lock and writes.
 		Schedule: Setup{Lease: 500 * time.Millisecond, Pause: PauseStop, PauseLen: 3 * time.Second, Every: 10,
 			Extend: true, Limit: 10 * time.Second, AdapterStore: "etcd"},
-	}}
+	}
 }
 
 // findingSetups are the rows of the finding f: affected, then fixed,
