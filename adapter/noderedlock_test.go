@@ -46,18 +46,8 @@ func TestNodeRedlockRetriesKeepTheirKeys(t *testing.T) {
 			var urls []string
 			var nodes []*redis.Client
 			for range 5 {
-				sv, err := servers.StartRedis(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { sv.Stop() })
-				opt, err := redis.ParseURL(sv.URL)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c := redis.NewClient(opt)
-				t.Cleanup(func() { c.Close() })
-				urls, nodes = append(urls, sv.URL), append(nodes, c)
+				url, c := startRedis(t)
+				urls, nodes = append(urls, url), append(nodes, c)
 			}
 			const key = "lock:retries"
 			seed := func(n int, value string, px time.Duration) {
@@ -173,4 +163,22 @@ func scripts(t *testing.T, node *redis.Client) int64 {
 		n += fields["calls"] - fields["failed_calls"]
 	}
 	return n
+}
+
+// startRedis starts a throwaway redis-server for the test, and a client of
+// it; both end with the test.
+func startRedis(t *testing.T) (string, *redis.Client) {
+	t.Helper()
+	sv, err := servers.StartRedis(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sv.Stop() })
+	opt, err := redis.ParseURL(sv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { c.Close() })
+	return sv.URL, c
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hiatus-dev/hiatus/adapter"
-	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/hiatus-dev/hiatus/topology"
 )
 
@@ -40,18 +39,8 @@ func TestSimpleRedisMutexFenceOrder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			sv, err := servers.StartRedis(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { sv.Stop() })
-			opt, err := redis.ParseURL(sv.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rc := redis.NewClient(opt)
-			t.Cleanup(func() { rc.Close() })
-			link, err := topology.Listen(opt.Addr)
+			url, rc := startRedis(t)
+			link, err := topology.Listen(rc.Options().Addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +54,7 @@ func TestSimpleRedisMutexFenceOrder(t *testing.T) {
 				t.Cleanup(p.Close)
 				return p
 			}
-			a, b := start("redis://"+link.Addr()+"/0"), start(sv.URL)
+			a, b := start("redis://"+link.Addr()+"/0"), start(url)
 			acquire := func(p *adapter.Process) (adapter.Answer, error) {
 				return p.Request(ctx, adapter.Request{Type: "acquire", Lock: "fence-order", LeaseMS: lease.Milliseconds(), WaitMS: 5000}, 10*time.Second)
 			}

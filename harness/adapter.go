@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"io"
-	"strings"
 
 	"github.com/hiatus-dev/hiatus/adapter"
 	"github.com/hiatus-dev/hiatus/client"
@@ -23,7 +22,7 @@ type adapterProbe struct {
 // is a setup error, said once with what it wrote, not a worker per slot
 // failing in the log.
 func probeAdapter(ctx context.Context, cfg Config, t *topo) (*adapterProbe, error) {
-	command, ok := strings.CutPrefix(cfg.Lock, client.ExecPrefix)
+	command, ok := cfg.adapterCommand()
 	if !ok {
 		return nil, nil
 	}

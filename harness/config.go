@@ -191,7 +191,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("--inject-every needs a positive --pause")
 	case !slices.Contains(pauseKinds(), c.PauseKind):
 		return fmt.Errorf("--pause-kind %q: want sleep, stop or stop-waiters", c.PauseKind)
-	case strings.HasPrefix(c.Lock, client.ExecPrefix) && strings.TrimSpace(strings.TrimPrefix(c.Lock, client.ExecPrefix)) == "":
+	case c.byAdapter() && strings.TrimSpace(strings.TrimPrefix(c.Lock, client.ExecPrefix)) == "":
 		return fmt.Errorf("--lock %q: exec: needs the adapter's command, as exec:'python3 my_adapter.py'", c.Lock)
 	case c.lockKind().Store == client.Elsewhere && !slices.Contains(c.lockNames(), c.Lock):
 		return fmt.Errorf("--lock %q: want one of %s, or exec:COMMAND (a lock adapter)", c.Lock, strings.Join(c.lockNames(), ", "))
@@ -360,6 +360,13 @@ func extenders() []string {
 	}
 	return names
 }
+
+// adapterCommand is the command of c's lock adapter (--lock exec:COMMAND),
+// and whether its lock is one.
+func (c Config) adapterCommand() (string, bool) { return strings.CutPrefix(c.Lock, client.ExecPrefix) }
+
+// byAdapter says c's lock is an adapter's.
+func (c Config) byAdapter() bool { _, ok := c.adapterCommand(); return ok }
 
 func (c Config) lockNodes() int {
 	switch {

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -98,7 +97,7 @@ func (ws *workerSet) stopWaiters(holder int, from int64, d time.Duration) {
 // are its library's, not in hiatus's line.
 func (ws *workerSet) awaitInLine(n int, bound time.Duration) {
 	endpoints := ws.topo.endpoints()
-	if len(endpoints) == 0 || strings.HasPrefix(ws.cfg.Lock, client.ExecPrefix) {
+	if len(endpoints) == 0 || ws.cfg.byAdapter() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bound)

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"slices"
-	"strings"
 
 	"github.com/hiatus-dev/hiatus/client"
 )
@@ -42,7 +41,7 @@ func (l Lab) Validate(cfg Config) error {
 // Elsewhere when there is none of that name (Validate says so).
 func (c Config) lockKind() client.LockKind {
 	if k, ok := client.LockKindOf(c.Lock, c.own); ok {
-		if strings.HasPrefix(c.Lock, client.ExecPrefix) {
+		if c.byAdapter() {
 			switch c.AdapterStore {
 			case AdapterOnZooKeeper:
 				k.Store = client.OnZooKeeper

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
@@ -42,7 +41,7 @@ func recordConfig(cfg Config, t *topo, start time.Time, lg *runLog) (lockserver.
 			rc.Redis = append(rc.Redis, lockserver.RedisNode{Name: fmt.Sprintf("redis-%d", i), URL: u, OwnClock: own})
 		}
 	case client.OnEtcd:
-		if strings.HasPrefix(cfg.Lock, client.ExecPrefix) {
+		if cfg.byAdapter() {
 			// A library's etcd lock names no lease by the worker's name
 			// (client.EtcdClientKey): its record would be all unnamed
 			// grants, which the checks cannot tell apart.

@@ -318,7 +318,7 @@ func (a Allowed) Check(cfg Config, file string) error {
 	case a.Hosts != "" && a.Hosts != cfg.Hosts:
 		return notAllowed("--hosts %s is not %s's :hosts %s: --hosts allows the run's own inventory, and must be it exactly",
 			shown(string(a.Hosts)), file, shown(string(cfg.Hosts)))
-	case strings.HasPrefix(cfg.Lock, client.ExecPrefix) && a.Lock != cfg.Lock:
+	case cfg.byAdapter() && a.Lock != cfg.Lock:
 		return notAllowed("%s asks to run the lock adapter command %s (by /bin/sh -c, as %s, on each worker's machine). "+
 			"A run directory may come from anyone, and hiatus runs a command it names only when you name it too: "+
 			"read the command, and add %s to run it", file, shown(strings.TrimPrefix(cfg.Lock, client.ExecPrefix)), user(), flag("lock", cfg.Lock))

@@ -65,7 +65,7 @@ func adapterStoreSetting() Setting {
 	return Setting{Flag: "adapter-store", Key: "adapter-store", keyword: true, DefaultText: AdapterOnRedis,
 		Usage:  "where an exec: adapter keeps its lock: redis (told redis_url), redis-nodes (--nodes independent Redis nodes, a Redlock's, told redis_urls), zookeeper (a throwaway ZooKeeper ensemble of --nodes servers, told as zookeeper in init) or etcd (a throwaway etcd server, told as etcd_endpoints)",
 		goName: "AdapterStore", get: func(c Config) any { return c.AdapterStore }, set: setString(func(c *Config) *string { return &c.AdapterStore }),
-		kept: func(c Config) bool { return strings.HasPrefix(c.Lock, client.ExecPrefix) && c.AdapterStore != "" },
+		kept: func(c Config) bool { return c.byAdapter() && c.AdapterStore != "" },
 		describe: func(c Config) string {
 			switch c.AdapterStore {
 			case AdapterOnZooKeeper:

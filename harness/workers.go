@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -73,7 +72,7 @@ func startWorkers(ctx context.Context, cfg Config, start time.Time, col *collect
 	}
 	ws := &workerSet{cfg: cfg, start: start, self: self,
 		col: col, clock: clock, topo: t, lg: lg, metrics: metrics, slots: make([]*workerProc, cfg.Workers)}
-	if strings.HasPrefix(cfg.Lock, client.ExecPrefix) {
+	if cfg.byAdapter() {
 		ws.adapterMark = adapter.NewMark()
 	}
 	col.resume, col.stopWaiters = ws.resume, ws.stopWaiters

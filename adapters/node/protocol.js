@@ -5,9 +5,11 @@ const fs = require("fs");
 const path = require("path");
 const readline = require("readline");
 
-// version is the installed version of the npm package pkg, for the hello.
-function version(pkg) {
-  const file = path.join(__dirname, "node_modules", pkg, "package.json");
+// version is the installed version of the npm package pkg, for the hello:
+// read from its package.json (which some packages' exports do not let
+// require) in the node_modules of dir, this directory's by default.
+function version(pkg, dir = __dirname) {
+  const file = path.join(dir, "node_modules", pkg, "package.json");
   return JSON.parse(fs.readFileSync(file, "utf8")).version;
 }
 

@@ -81,26 +81,25 @@ def acquire(req):
     return answer(req, "ok", token=lock.uuid)
 
 
-def release(req):
-    lock = held.pop(req["token"])
+def settle(req, lock, call):
+    """Answers req by call(): ok when it says the lock was the holder's, info when it raised."""
     try:
-        released = lock.release()
-    except Exception as e:
-        return answer(req, "info", reason=repr(e))
-    if released:
-        return answer(req, "ok")
-    return answer(req, "fail", reason=lost(lock))
-
-
-def renew(req):
-    lock = held[req["token"]]
-    try:
-        ok = lock.refresh() > 0 and (not args.careful or lock.is_acquired())
+        ok = call()
     except Exception as e:
         return answer(req, "info", reason=repr(e))
     if ok:
         return answer(req, "ok")
     return answer(req, "fail", reason=lost(lock))
+
+
+def release(req):
+    lock = held.pop(req["token"])
+    return settle(req, lock, lock.release)
+
+
+def renew(req):
+    lock = held[req["token"]]
+    return settle(req, lock, lambda: lock.refresh() > 0 and (not args.careful or lock.is_acquired()))
 
 
 def handle(req):
