@@ -151,6 +151,13 @@ func TestLockLabel(t *testing.T) {
 		"exec:java -jar 'my lock.jar'":          "exec-lock",
 		"exec:/opt/locks/résumé":                "exec-r-sum-",
 		"exec:bin/redsync-v4.0.3":               "exec-redsync-v4.0.3",
+		// The script, not its arguments; a package's entry point by its
+		// directory.
+		"exec:adapters/python/tooz_lock.py etcd3gw --careful":                "exec-tooz_lock",
+		"exec:node adapters/node-simple-redis-mutex/main.js --fencing --try": "exec-node-simple-redis-mutex",
+		"exec:/usr/bin/node -r ./otel.js adapters/node/redlock.js":           "exec-redlock",
+		"exec:/usr/bin/env python3 x.py":                                     "exec-x",
+		"exec:node main.js":                                                  "exec-main",
 	} {
 		if got := client.LockLabel(name); got != want {
 			t.Errorf("LockLabel(%q) = %q, want %q", name, got, want)

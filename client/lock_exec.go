@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -362,21 +363,20 @@ func (l *Exec) failed(err error) error {
 // LockLabel is a short name for the lock called name, for tables, plots and
 // directory names: the name itself, or for an adapter "exec-" and the base
 // name of its program or script, without extension ("exec:node
-// adapters/node/redlock.js" is exec-redlock).
+// adapters/node/redlock.js" is exec-redlock), or of its directory when the
+// script is a package's entry point (main.js, index.js, __main__.py).
 func LockLabel(name string) string {
 	cmd, ok := strings.CutPrefix(name, ExecPrefix)
 	if !ok {
 		return name
 	}
-	base := ""
-	for _, f := range strings.Fields(cmd) {
-		if !strings.HasPrefix(f, "-") && !strings.Contains(f, "=") {
-			base = f
-		}
-	}
-	base = filepath.Base(base)
+	prog := adapterProgram(strings.Fields(cmd))
+	base := filepath.Base(prog)
 	if ext := filepath.Ext(base); strings.ContainsFunc(ext, unicode.IsLetter) {
 		base = strings.TrimSuffix(base, ext) // a script's .py or .js, not a version's .3
+	}
+	if dir := filepath.Base(filepath.Dir(prog)); dir != "." && (base == "main" || base == "index" || base == "__main__") {
+		base = dir
 	}
 	base = strings.Map(func(r rune) rune {
 		if r == '-' || r == '_' || r == '.' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' {
@@ -385,4 +385,24 @@ func LockLabel(name string) string {
 		return '-'
 	}, base)
 	return "exec-" + base
+}
+
+// adapterProgram is the field of an adapter's command that names its
+// program or script: the last with a file's extension (an interpreter's
+// script, after the interpreter and its options), else the last path,
+// else the last field that is neither a flag nor a variable's setting.
+func adapterProgram(fields []string) string {
+	var script, path, last string
+	for _, f := range fields {
+		switch {
+		case strings.HasPrefix(f, "-") || strings.Contains(f, "="):
+		case strings.ContainsFunc(filepath.Ext(f), unicode.IsLetter):
+			script = f
+		case strings.Contains(f, "/"):
+			path = f
+		default:
+			last = f
+		}
+	}
+	return cmp.Or(script, path, last)
 }

@@ -29,6 +29,8 @@ func linkFaults() []faultKind {
 		link(nemesis.KindDelayRedis, "every byte between a worker and the lock's nodes arrives --delay late", needRedisLinks|needProxy, nemesis.Delay),
 		link(nemesis.KindDelayRedisReplies, "the lock's nodes' replies to a worker arrive --delay late, its requests at once, begun once a lock call of its is sent",
 			needRedisLinks|needProxy, nemesis.DelayReplies),
+		link(nemesis.KindDelayRedisGrant, "the lock's nodes' replies to a worker arrive --delay late, begun once it asks for the lock while no one holds it: its grant learnt late",
+			needRedisLinks|needProxy, nemesis.DelayGrant),
 		link(nemesis.KindDelayPostgres, "every byte between a worker and PostgreSQL arrives --delay late", needPostgresLink|needProxy, nemesis.Delay),
 		link(nemesis.KindDropRedis, "reset a worker's connections to the lock's nodes", needRedisLinks|needProxy, nemesis.Drop),
 		link(nemesis.KindDropPostgres, "reset a worker's connections to PostgreSQL", needPostgresLink|needProxy, nemesis.Drop),

@@ -26,7 +26,8 @@ func TestRunStopWaiters(t *testing.T) {
 	// released, and stopped a worker that had the lock by then.
 	const pause = 500 * time.Millisecond
 	cfg := harness.DefaultConfig()
-	cfg.Lock, cfg.Store, cfg.Workers, cfg.TimeLimit, cfg.Nemesis = "pg-advisory", t.TempDir(), 3, 4*pause, "none"
+	// Eight pauses' time: on a loaded machine, four held no pause.
+	cfg.Lock, cfg.Store, cfg.Workers, cfg.TimeLimit, cfg.Nemesis = "pg-advisory", t.TempDir(), 3, 8*pause, "none"
 	cfg.InjectEvery, cfg.PauseKind, cfg.Pause = 2, nemesis.KindStopWaiters, pause
 	res, err := harness.Run(context.Background(), cfg)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 // TestRunReplyDelayRedsyncValidity: redsync's Extend before v4.4.0 says
 // extended without asking whether its answer came in time (go-redsync/
 // redsync commit acd8018, "Fix ExtendContext", in v4.4.0): the replies of
-// the lock's node to worker 0, delayed 500 ms on a 300 ms lease from the
+// the lock's node to worker 0, delayed 1.5 s on a 1 s lease from the
 // extend it sends before its write (delay-redis-replies aimed at a lock
 // call in flight, :call :extend), reach it after the key the extend
 // renewed has expired, and another worker has taken the lock. v4.3.0 says
@@ -39,9 +39,11 @@ func TestRunReplyDelayRedsyncValidity(t *testing.T) {
 			t.Parallel()
 			cfg := harness.DefaultConfig()
 			cfg.Lock, cfg.Store, cfg.Workers, cfg.TimeLimit = "exec:"+bin, t.TempDir(), 2, 6*time.Second
-			cfg.Lease, cfg.Delay, cfg.Pause, cfg.ExtendBeforeWrite = 300*time.Millisecond, 500*time.Millisecond, time.Second, true
+			// A lease of a second: on a loaded machine a 300 ms one ran out
+			// between a grant and its extend, which then found it gone.
+			cfg.Lease, cfg.Delay, cfg.Pause, cfg.ExtendBeforeWrite = time.Second, 1500*time.Millisecond, 2*time.Second, true
 			cfg.Nemesis = harness.Nemesis(nemesis.KindDelayRedisReplies)
-			cfg.Plan = nemesis.Plan{{Kind: nemesis.KindDelayRedisReplies, Worker: nemesis.On(0), At: time.Second, Length: time.Second, Call: history.FExtend}}
+			cfg.Plan = nemesis.Plan{{Kind: nemesis.KindDelayRedisReplies, Worker: nemesis.On(0), At: time.Second, Length: 2 * time.Second, Call: history.FExtend}}
 			res, err := lab.Run(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)

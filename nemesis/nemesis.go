@@ -53,6 +53,7 @@ const (
 	KindPartitionPostgres history.Keyword = "partition-postgres"       // a worker cut from PostgreSQL
 	KindDelayRedis        history.Keyword = "delay-redis"              // a worker's links to the lock's nodes slowed
 	KindDelayRedisReplies history.Keyword = "delay-redis-replies"      // the lock's nodes' replies to a worker slowed, from a lock call in flight
+	KindDelayRedisGrant   history.Keyword = "delay-redis-grant"        // the same, from an acquire while no one holds the lock
 	KindDelayPostgres     history.Keyword = "delay-postgres"           // a worker's link to PostgreSQL slowed
 	KindDropRedis         history.Keyword = "drop-redis"               // a worker's connections to the lock's nodes reset
 	KindDropPostgres      history.Keyword = "drop-postgres"            // a worker's connections to PostgreSQL reset

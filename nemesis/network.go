@@ -208,6 +208,11 @@ const (
 	// worker sends at once; begun once a lock call is in flight (see
 	// LinkFault.Call), whose reply it holds.
 	DelayReplies
+	// DelayGrant is DelayReplies begun once the worker asks for the lock
+	// while no other worker holds it, as far as their ops say: the call
+	// most likely granted, whose "yes" then comes late. Any lock call
+	// that a reply delay catches is refused more often than granted.
+	DelayGrant
 )
 
 // LinkFault cuts, slows or breaks the links of one worker: to the lock's
@@ -305,10 +310,10 @@ func (n *LinkFault) Begin(ctx context.Context, r *rand.Rand) (map[history.Keywor
 	if len(nodes) > 0 {
 		v["nodes"] = nodeList(nodes) // for a replay to act on the same
 	}
-	if n.Action == Delay || n.Action == DelayReplies {
+	if n.Action == Delay || n.Action == DelayReplies || n.Action == DelayGrant {
 		v["delay-ms"] = n.Slow.Milliseconds()
 	}
-	if n.Action == DelayReplies {
+	if n.Action == DelayReplies || n.Action == DelayGrant {
 		if err := n.catchCall(ctx, t.Worker, v); err != nil {
 			return nil, errors.Join(err, n.End(context.WithoutCancel(ctx)))
 		}
@@ -386,16 +391,27 @@ func (n *LinkFault) catchCall(ctx context.Context, slot int, v map[history.Keywo
 }
 
 // calling returns the lock call the worker in slot has in flight, when it
-// is the one the fault is aimed at (any, when none is).
+// is the one the fault is aimed at (any, when none is; for DelayGrant, an
+// acquire while no other worker holds the lock).
 func (n *LinkFault) calling(slot int) (history.Keyword, bool) {
+	var (
+		call  history.Keyword
+		found bool
+	)
 	for _, t := range n.Workers() {
-		if t.Worker != slot {
-			continue
+		if t.Worker == slot {
+			call, found = t.Calling()
 		}
-		call, ok := t.Calling()
-		return call, ok && (n.call == "" || call == n.call)
 	}
-	return "", false
+	if n.Action == DelayGrant {
+		return call, found && call == history.FAcquire && !n.othersHold(slot)
+	}
+	return call, found && (n.call == "" || call == n.call)
+}
+
+// othersHold says a worker other than the one in slot holds the lock.
+func (n *LinkFault) othersHold(slot int) bool {
+	return slices.ContainsFunc(n.Workers(), func(t Target) bool { return t.Worker != slot && t.Holding })
 }
 
 // heldBefore waits until the links hold a reply more than before, true,
@@ -407,7 +423,10 @@ func (n *LinkFault) heldBefore(ctx context.Context, slot int, call history.Keywo
 			return true
 		}
 		if now, ok := n.calling(slot); !ok || now != call {
-			return held() > before // a reply held as the call completed counts
+			// A reply held as the call completed counts, but not for a
+			// grant once another worker holds the lock: the acquire that
+			// began on a free lock lost it, and is refused.
+			return held() > before && !(n.Action == DelayGrant && n.othersHold(slot))
 		}
 		if !sleep(ctx, 100*time.Microsecond) {
 			return false

@@ -249,17 +249,22 @@ func (l *replyFake) RepliesHeld() int64 {
 // :extend. An extend and a renewal in flight at once are not taken (which
 // request is whose cannot be told), nor, when the fault is aimed at a
 // renewal, an extend. A call that never completes, its reply never held,
-// is given up at CallWait: the delay begins with no call caught.
+// is given up at CallWait: the delay begins with no call caught. Aimed
+// at a grant (DelayGrant), it takes an acquire only while no other worker
+// holds the lock.
 func TestCatchCall(t *testing.T) {
 	type phase struct {
 		looks   int
 		t       Target
 		pending bool // the call's reply is yet to come: a delay holds it
 		name    string
+		other   bool // worker 1 holds the lock
 	}
 	extend := Target{Worker: 0, Holding: true, Op: history.FExtend}
+	acquire := Target{Worker: 0, Op: history.FAcquire}
 	for _, tc := range []struct {
 		name   string
+		action LinkAction
 		aim    history.Keyword
 		wait   time.Duration
 		phases []phase
@@ -267,21 +272,27 @@ func TestCatchCall(t *testing.T) {
 		call   any
 		at     string // the phase it began in
 	}{
-		{"the second extend", "", time.Minute, []phase{
-			{10, Target{Worker: 0}, false, "no call"},
-			{10, extend, false, "an extend, answered before the delay"},
-			{10, Target{Worker: 0, Holding: true, Op: history.FWrite}, false, "the write"},
-			{10, Target{Worker: 0, Holding: true, Op: history.FExtend, Renewing: true}, true, "an extend behind a renewal"},
-			{1, extend, true, "the next extend, its reply to come"},
+		{"the second extend", DelayReplies, "", time.Minute, []phase{
+			{10, Target{Worker: 0}, false, "no call", false},
+			{10, extend, false, "an extend, answered before the delay", false},
+			{10, Target{Worker: 0, Holding: true, Op: history.FWrite}, false, "the write", false},
+			{10, Target{Worker: 0, Holding: true, Op: history.FExtend, Renewing: true}, true, "an extend behind a renewal", false},
+			{1, extend, true, "the next extend, its reply to come", false},
 		}, []time.Duration{time.Second, 0, time.Second}, history.FExtend, "the next extend, its reply to come"},
-		{"aimed at a renewal", history.FRenew, time.Minute, []phase{
-			{10, extend, true, "an extend"},
-			{10, Target{Worker: 0, Holding: true}, false, "the write"},
-			{1, Target{Worker: 0, Holding: true, Renewing: true}, true, "a renewal, its reply to come"},
+		{"aimed at a renewal", DelayReplies, history.FRenew, time.Minute, []phase{
+			{10, extend, true, "an extend", false},
+			{10, Target{Worker: 0, Holding: true}, false, "the write", false},
+			{1, Target{Worker: 0, Holding: true, Renewing: true}, true, "a renewal, its reply to come", false},
 		}, []time.Duration{time.Second}, history.FRenew, "a renewal, its reply to come"},
-		{"a call that hangs", "", 20 * time.Millisecond, []phase{
-			{1, extend, false, "an extend, its request lost"},
+		{"a call that hangs", DelayReplies, "", 20 * time.Millisecond, []phase{
+			{1, extend, false, "an extend, its request lost", false},
 		}, []time.Duration{time.Second, 0, time.Second}, nil, "an extend, its request lost"},
+		{"a grant", DelayGrant, "", time.Minute, []phase{
+			{10, extend, true, "an extend", false},
+			{10, acquire, true, "an acquire while worker 1 holds", true},
+			{10, Target{Worker: 0, Op: history.FRelease}, true, "a release, no one holding", false},
+			{1, acquire, true, "an acquire of the free lock", false},
+		}, []time.Duration{time.Second}, history.FAcquire, "an acquire of the free lock"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			looks := 0
@@ -296,10 +307,11 @@ func TestCatchCall(t *testing.T) {
 				return tc.phases[len(tc.phases)-1]
 			}
 			link := &replyFake{pending: func() bool { return now().pending }}
-			f := &LinkFault{Which: KindDelayRedisReplies, Action: DelayReplies, Slow: time.Second, CallWait: tc.wait,
-				Workers: func() []Target { looks++; return []Target{now().t} },
+			f := &LinkFault{Which: KindDelayRedisReplies, Action: tc.action, Slow: time.Second, CallWait: tc.wait,
+				Workers: func() []Target { looks++; return []Target{now().t, {Worker: 1, Holding: now().other}} },
 				Links:   func(int, []int, *rand.Rand) ([]Link, string, []int) { return []Link{link}, "redis", nil }}
 			f.aimAtCall(tc.aim)
+			f.aimAt(On(0))
 			v, err := f.Begin(context.Background(), rand.New(rand.NewSource(1)))
 			if err != nil {
 				t.Fatal(err)

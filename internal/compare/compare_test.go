@@ -171,6 +171,8 @@ func TestMarkdown(t *testing.T) {
 
 func TestCSVAndJSON(t *testing.T) {
 	tab := table("reference")
+	// A finding's or census cell's own settings are its row's too.
+	tab.Rows[1].Delay, tab.Rows[1].Retry, tab.Rows[1].Probe, tab.Rows[1].AdapterStore = 800*time.Millisecond, 100*time.Millisecond, "delay", "redis-nodes"
 	recs, err := csv.NewReader(bytes.NewReader(tab.CSV())).ReadAll()
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +182,8 @@ func TestCSVAndJSON(t *testing.T) {
 	}
 	col := func(name string) int { return slices.Index(recs[0], name) }
 	if r := recs[2]; r[col("writes_min")] != "352" || r[col("writes_max")] != "379" || r[col("lost_min_max")] != "4" ||
-		r[col("lost_per_1000_max")] != "10.000" || r[col("invalid")] != "2" || r[col("runs")] != "2" {
+		r[col("lost_per_1000_max")] != "10.000" || r[col("invalid")] != "2" || r[col("runs")] != "2" ||
+		r[col("delay_ms")] != "800" || r[col("retry_ms")] != "100" || r[col("probe")] != "delay" || r[col("adapter_store")] != "redis-nodes" {
 		t.Errorf("CSV row %v", r)
 	}
 	b, err := tab.JSON()
@@ -193,12 +196,14 @@ func TestCSVAndJSON(t *testing.T) {
 			Runs     []Figures
 			Overlaps Range `json:"overlapping-sections"`
 			Invalid  int
+			DelayMS  int64 `json:"delay_ms"`
+			Probe    string
 		}
 	}
 	if err := json.Unmarshal(b, &js); err != nil {
 		t.Fatal(err)
 	}
-	if js.Complete || len(js.Rows) != 3 || js.Rows[1].Overlaps != (Range{42, 53}) || js.Rows[1].Invalid != 2 ||
+	if js.Complete || len(js.Rows) != 3 || js.Rows[1].Overlaps != (Range{42, 53}) || js.Rows[1].Invalid != 2 || js.Rows[1].DelayMS != 800 || js.Rows[1].Probe != "delay" ||
 		js.Rows[2].Runs == nil || len(js.Rows[2].Runs) != 0 {
 		t.Errorf("table.json %s", b)
 	}

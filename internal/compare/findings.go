@@ -46,7 +46,7 @@ const FindingsName = "findings"
 // Findings are the bugs hiatus reproduces, each beside its fix (or, where
 // none exists, a contrast).
 func Findings() []Finding {
-	return []Finding{redsyncExtend(), etcdWaiter(), redisSemaphoreRefresh(), nodeRedlockRetries(), simpleRedisMutexFence(), toozEtcd3gwHeartbeat()}
+	return []Finding{redsyncExtend(), etcdWaiter(), redisSemaphoreRefresh(), nodeRedlockRetries(), simpleRedisMutexFence(), toozEtcd3gwHeartbeat(), redisSemaphoreRedlock()}
 }
 
 // redsyncExtend is the redsync-extend finding.
@@ -162,17 +162,16 @@ func simpleRedisMutexFence() Finding {
 		Fixed:    Version{Library: "simple-redis-mutex 3.0.0 with the suggested fix", Lock: "exec:node adapters/node-simple-redis-mutex/main.js --fencing --try --release-says --fix-fence"},
 		Contrast: true,
 		// The replies to one worker's lock calls are held back 500 ms,
-		// more than the 200 ms lease, once a call of its is sent: an
-		// acquire that finds the key free is granted at once and learns
-		// it 500 ms later, its INCR's answer 500 ms after that. Waiters
-		// that poll every 100 ms leave the key free when the worker
-		// asks, and take it once its lease ends, before its INCR. A
-		// fault catches such an acquire (not a release, nor an acquire
-		// refused) about one time in four: 8 s runs (7 faults) held
-		// an inversion in 6 of 10, 16 s runs (14) in more.
-		Schedule: Setup{Lease: 200 * time.Millisecond, Nemesis: "delay-redis-replies", Delay: 500 * time.Millisecond,
+		// more than the 200 ms lease, once it asks for the lock while no
+		// one holds it (delay-redis-grant): granted at once, it learns it
+		// 500 ms later, its INCR's answer 500 ms after that. Waiters that
+		// poll every 100 ms take the key once its lease ends, before its
+		// INCR. A reply delay aimed at any lock call caught such an
+		// acquire about one time in four (a release, or an acquire
+		// refused, the rest): 16 s runs of it were invalid in 6 of 10.
+		Schedule: Setup{Lease: 200 * time.Millisecond, Nemesis: "delay-redis-grant", Delay: 500 * time.Millisecond,
 			PauseLen: 600 * time.Millisecond, Interval: 500 * time.Millisecond, Retry: 100 * time.Millisecond,
-			Limit: 16 * time.Second, Guard: client.GuardFence},
+			Limit: 8 * time.Second, Guard: client.GuardFence},
 	}
 }
 
@@ -202,6 +201,39 @@ func toozEtcd3gwHeartbeat() Finding {
 		// the lock and writes.
 		Schedule: Setup{Lease: 500 * time.Millisecond, Pause: PauseStop, PauseLen: 3 * time.Second, Every: 10,
 			Extend: true, Limit: 10 * time.Second, AdapterStore: "etcd"},
+	}
+}
+
+// redisSemaphoreRedlock is the redis-semaphore-redlock finding.
+func redisSemaphoreRedlock() Finding {
+	return Finding{
+		Name: "redis-semaphore-redlock",
+		Upstream: "not reported: swarthy/redis-semaphore's issues and pull requests, open and closed, searched on 6 December 2026 " +
+			"(#21 added RedlockMutex; #208 is a cluster set-up); unchanged in 5.8.0, the latest; docs/findings.md has the report ready to file",
+		Mechanism: "RedlockMutex's acquire (lib/redlockMutex/acquire.js) SETs the key on every node, waits for all of them (Promise.all, no timeout " +
+			"of its own on the README's clients), and says acquired on a quorum of OKs however long they took: the Redlock algorithm it cites " +
+			"gives each node a short timeout (step 2) and counts a quorum only when the attempt took less than the lease (step 3). A client whose " +
+			"answers come later than its lease is told it holds a lock whose keys expired meanwhile, and that another client took.",
+		Anomaly: "lost updates: a grant answered after its keys expired, beside the holder that took them meanwhile",
+		Use: "as the README's RedlockMutex example shows (an ioredis client per node, with no command timeout, as there; lockTimeout the lease), " +
+			"tryAcquire until hiatus's wait is over and release after the write; the contrast is the fix the report suggests, applied in the adapter " +
+			"(--fix-redlock): each node's SET given 5% of the lease, as redsync does, and a quorum counted only when the attempt took less than " +
+			"the lease less the drift, every node unlocked otherwise",
+		Affected: Version{Library: "redis-semaphore 5.8.0 RedlockMutex, 3 nodes", Lock: "exec:node adapters/node/redis-semaphore.js"},
+		Fixed:    Version{Library: "redis-semaphore 5.8.0 RedlockMutex with the suggested fix", Lock: "exec:node adapters/node/redis-semaphore.js --fix-redlock"},
+		Contrast: true,
+		// Two workers on three nodes. The replies of one node (a
+		// minority, as every delay fault but the majority's takes) to one
+		// worker are held back 800 ms (lease 500 ms) once it asks for the
+		// lock while no one holds it: its SETs land at once, and those on
+		// the two others expire while it waits for the third; the other
+		// worker, whose acquire retries every 5 ms (the library's own
+		// loop, until hiatus's wait ends), takes those two meanwhile, and
+		// its 300 ms of work is still going when the first is told yes
+		// and reads.
+		Schedule: Setup{Lease: 500 * time.Millisecond, Nemesis: "delay-redis-grant", Delay: 800 * time.Millisecond,
+			PauseLen: 900 * time.Millisecond, Interval: 700 * time.Millisecond, Retry: 100 * time.Millisecond,
+			Work: 300 * time.Millisecond, Limit: 8 * time.Second, Workers: 2, Nodes: 3, AdapterStore: "redis-nodes"},
 	}
 }
 

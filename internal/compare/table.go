@@ -302,7 +302,8 @@ func (t *Table) CSV() []byte {
 		head = append(head, name+"_min", name+"_max")
 	}
 	head = append(head, "lost_per_1000_mean", "lost_per_1000_min", "lost_per_1000_max", "valid", "invalid", "unknown",
-		"side", "version", "extend_before_write", "node_aof") // last: a reader by position keeps its columns
+		"side", "version", "extend_before_write", "node_aof", // last: a reader by position keeps its columns
+		"probe", "delay_ms", "retry_ms", "work_ms", "time_limit_ms", "workers", "nodes", "adapter_store")
 	w.Write(head)
 	for _, r := range t.Rows {
 		rec := []string{r.Lock, ms(r.Lease), strconv.FormatBool(r.leaseText() != "none"), r.Pause,
@@ -315,7 +316,8 @@ func (t *Table) CSV() []byte {
 		l := r.LostPer1000()
 		v, i, u := r.Verdicts()
 		rec = append(rec, fmtFloat(l.Mean), fmtFloat(l.Min), fmtFloat(l.Max),
-			strconv.Itoa(v), strconv.Itoa(i), strconv.Itoa(u), r.Side, r.Version, strconv.FormatBool(r.Extend), strconv.FormatBool(r.NodeAOF))
+			strconv.Itoa(v), strconv.Itoa(i), strconv.Itoa(u), r.Side, r.Version, strconv.FormatBool(r.Extend), strconv.FormatBool(r.NodeAOF),
+			r.Probe, ms(r.Delay), ms(r.Retry), ms(r.Work), ms(r.Limit), strconv.Itoa(r.Workers), strconv.Itoa(r.Nodes), r.AdapterStore)
 		w.Write(rec)
 	}
 	w.Flush()
@@ -330,34 +332,44 @@ func fmtFloat(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
 // each row's ranges.
 func (t *Table) JSON() ([]byte, error) {
 	type row struct {
-		Lock        string    `json:"lock"`
-		LeaseMS     int64     `json:"lease_ms"`
-		Leased      bool      `json:"leased"`
-		Pause       string    `json:"pause"`
-		PauseMS     int64     `json:"pause_ms"`
-		IntervalMS  int64     `json:"interval_ms"`
-		Every       int       `json:"every"`
-		Fenced      bool      `json:"fenced"`
-		Ratio       float64   `json:"ratio,omitempty"`
-		Scenario    string    `json:"scenario,omitempty"`
-		Nemesis     string    `json:"nemesis,omitempty"`
-		Guard       string    `json:"guard,omitempty"`
-		Side        string    `json:"side,omitempty"`
-		Version     string    `json:"version,omitempty"`
-		Extend      bool      `json:"extend_before_write,omitempty"`
-		NodeAOF     bool      `json:"node_aof,omitempty"`
-		Label       string    `json:"label"`
-		Runs        []Figures `json:"runs"`
-		Writes      Range     `json:"writes"`
-		LostMin     Range     `json:"lost-min"`
-		LostMax     Range     `json:"lost-max"`
-		Overlapping Range     `json:"overlapping-sections"`
-		Rejected    Range     `json:"stale-rejected"`
-		Sections    Range     `json:"sections"`
-		LostPer1000 Spread    `json:"lost-per-1000-sections"`
-		Valid       int       `json:"valid"`
-		Invalid     int       `json:"invalid"`
-		Unknown     int       `json:"unknown"`
+		Lock       string  `json:"lock"`
+		LeaseMS    int64   `json:"lease_ms"`
+		Leased     bool    `json:"leased"`
+		Pause      string  `json:"pause"`
+		PauseMS    int64   `json:"pause_ms"`
+		IntervalMS int64   `json:"interval_ms"`
+		Every      int     `json:"every"`
+		Fenced     bool    `json:"fenced"`
+		Ratio      float64 `json:"ratio,omitempty"`
+		Scenario   string  `json:"scenario,omitempty"`
+		Nemesis    string  `json:"nemesis,omitempty"`
+		Guard      string  `json:"guard,omitempty"`
+		Side       string  `json:"side,omitempty"`
+		Version    string  `json:"version,omitempty"`
+		Extend     bool    `json:"extend_before_write,omitempty"`
+		NodeAOF    bool    `json:"node_aof,omitempty"`
+		// A scenario's own settings, where it has them (0 or "": the
+		// table's, or the run's defaults).
+		Probe        string    `json:"probe,omitempty"`
+		DelayMS      int64     `json:"delay_ms,omitempty"`
+		RetryMS      int64     `json:"retry_ms,omitempty"`
+		WorkMS       int64     `json:"work_ms,omitempty"`
+		LimitMS      int64     `json:"time_limit_ms,omitempty"`
+		Workers      int       `json:"workers,omitempty"`
+		Nodes        int       `json:"nodes,omitempty"`
+		AdapterStore string    `json:"adapter_store,omitempty"`
+		Label        string    `json:"label"`
+		Runs         []Figures `json:"runs"`
+		Writes       Range     `json:"writes"`
+		LostMin      Range     `json:"lost-min"`
+		LostMax      Range     `json:"lost-max"`
+		Overlapping  Range     `json:"overlapping-sections"`
+		Rejected     Range     `json:"stale-rejected"`
+		Sections     Range     `json:"sections"`
+		LostPer1000  Spread    `json:"lost-per-1000-sections"`
+		Valid        int       `json:"valid"`
+		Invalid      int       `json:"invalid"`
+		Unknown      int       `json:"unknown"`
 	}
 	out := struct {
 		Kind        string `json:"kind"`
@@ -381,7 +393,9 @@ func (t *Table) JSON() ([]byte, error) {
 		}
 		out.Rows = append(out.Rows, row{Lock: r.Lock, LeaseMS: r.Lease.Milliseconds(), Leased: r.leaseText() != "none",
 			Pause: r.Pause, PauseMS: r.PauseLen.Milliseconds(), IntervalMS: r.Interval.Milliseconds(), Every: r.Every,
-			Fenced: r.Fenced, Ratio: r.Ratio, Scenario: r.Scenario, Nemesis: r.Nemesis, Guard: string(r.Guard), Side: r.Side, Version: r.Version, Extend: r.Extend, NodeAOF: r.NodeAOF, Label: r.Short() + ", " + r.PauseLabel(), Runs: runs,
+			Fenced: r.Fenced, Ratio: r.Ratio, Scenario: r.Scenario, Nemesis: r.Nemesis, Guard: string(r.Guard), Side: r.Side, Version: r.Version, Extend: r.Extend, NodeAOF: r.NodeAOF,
+			Probe: r.Probe, DelayMS: r.Delay.Milliseconds(), RetryMS: r.Retry.Milliseconds(), WorkMS: r.Work.Milliseconds(), LimitMS: r.Limit.Milliseconds(),
+			Workers: r.Workers, Nodes: r.Nodes, AdapterStore: r.AdapterStore, Label: r.Short() + ", " + r.PauseLabel(), Runs: runs,
 			Writes: r.Range(writes), LostMin: r.Range(lostMin), LostMax: r.Range(lostMax), Overlapping: r.Range(overlapping), Rejected: r.Range(rejected),
 			Sections: r.Range(sections), LostPer1000: r.LostPer1000(), Valid: v, Invalid: i, Unknown: u})
 	}
