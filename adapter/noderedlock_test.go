@@ -2,17 +2,14 @@ package adapter_test
 
 import (
 	"context"
+	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hiatus-dev/hiatus/adapter"
-	"github.com/hiatus-dev/hiatus/internal/servers"
 )
 
 // TestNodeRedlockRetriesKeepTheirKeys is the order of events of the
@@ -26,13 +23,7 @@ import (
 // redlock (retryCount 0), the failed attempt's keys are released first, and
 // its next retry takes four nodes and the lock.
 func TestNodeRedlockRetriesKeepTheirKeys(t *testing.T) {
-	script, err := filepath.Abs("../adapters/node/redlock.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules/redlock")); err != nil {
-		t.Fatalf("the node-redlock adapter needs its npm packages (scripts/setup --tests installs them): %v", err)
-	}
+	script := nodeScript(t, "../adapters/node/redlock.js", "redlock")
 	for _, tc := range []struct {
 		name, flags string
 		want        string // the acquire's answer
@@ -78,10 +69,8 @@ func TestNodeRedlockRetriesKeepTheirKeys(t *testing.T) {
 			}()
 			// Its first attempt has run on every node (each counts its
 			// script's call): the other contender's partial attempt lapses.
-			for _, n := range nodes {
-				for scripts(t, n) == 0 {
-					time.Sleep(time.Millisecond)
-				}
+			for i, n := range nodes {
+				await(t, fmt.Sprintf("the first attempt's script on node %d", i), func() bool { return calls(t, n, "eval", "evalsha") > 0 })
 			}
 			if err := nodes[0].Del(ctx, key).Err(); err != nil {
 				t.Fatal(err)
@@ -137,48 +126,4 @@ func TestNodeRedlockRetriesKeepTheirKeys(t *testing.T) {
 			}
 		})
 	}
-}
-
-// scripts counts the scripts node has run (EVAL and EVALSHA): redlock's
-// attempts. An EVALSHA the node refused (NOSCRIPT, before redlock sends
-// the script itself) is counted in calls and failed_calls both: it set
-// nothing, and the EVAL after it is still to come.
-func scripts(t *testing.T, node *redis.Client) int64 {
-	t.Helper()
-	info, err := node.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || name != "cmdstat_eval" && name != "cmdstat_evalsha" {
-			continue
-		}
-		fields := map[string]int64{}
-		for _, f := range strings.Split(rest, ",") {
-			k, v, _ := strings.Cut(f, "=")
-			fields[k], _ = strconv.ParseInt(v, 10, 64)
-		}
-		n += fields["calls"] - fields["failed_calls"]
-	}
-	return n
-}
-
-// startRedis starts a throwaway redis-server for the test, and a client of
-// it; both end with the test.
-func startRedis(t *testing.T) (string, *redis.Client) {
-	t.Helper()
-	sv, err := servers.StartRedis(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sv.Stop() })
-	opt, err := redis.ParseURL(sv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { c.Close() })
-	return sv.URL, c
 }

@@ -3,8 +3,6 @@ package adapter_test
 import (
 	"context"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,13 +22,7 @@ import (
 // the suggested fix (a node timeout, a validity check) it is refused, and
 // with the validity check alone too (its quorum came after its lease).
 func TestRedisSemaphoreRedlockValidity(t *testing.T) {
-	script, err := filepath.Abs("../adapters/node/redis-semaphore.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules/redis-semaphore")); err != nil {
-		t.Fatalf("the redis-semaphore adapter needs its npm packages (scripts/setup --tests installs them): %v", err)
-	}
+	script := nodeScript(t, "../adapters/node/redis-semaphore.js", "redis-semaphore")
 	const lease, held = 300 * time.Millisecond, time.Second
 	for _, tc := range []struct {
 		name, flags string
@@ -89,7 +81,7 @@ func TestRedisSemaphoreRedlockValidity(t *testing.T) {
 			// replies' delay.
 			go func() { r, err := acquire(a, lease/2); first <- result{r, err, time.Since(asked)} }()
 			for _, rc := range nodes {
-				waitForSets(t, rc, 2)                   // A's second SET landed on every node
+				await(t, "A's second SET on "+rc.Options().Addr, func() bool { return calls(t, rc, "set") >= 2 })
 				waitFor(t, rc, "mutex:validity", false) // and expired there, its answer still held
 			}
 			bAns, err := acquire(b, 5*time.Second)
@@ -102,34 +94,4 @@ func TestRedisSemaphoreRedlockValidity(t *testing.T) {
 			}
 		})
 	}
-}
-
-// waitForSets waits until rc's server has run n SET commands.
-func waitForSets(t *testing.T, rc *redis.Client, n int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		info, err := rc.Info(context.Background(), "commandstats").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if setCalls(info) >= n {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("%s never ran %d SETs", rc.Options().Addr, n)
-}
-
-// setCalls reads the calls of SET from INFO commandstats.
-func setCalls(info string) int {
-	for line := range strings.Lines(info) {
-		rest, ok := strings.CutPrefix(line, "cmdstat_set:calls=")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
-		return n
-	}
-	return 0
 }

@@ -3,11 +3,8 @@ package adapter_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/hiatus-dev/hiatus/adapter"
 	"github.com/hiatus-dev/hiatus/topology"
@@ -22,13 +19,7 @@ import (
 // suggested fix (the INCR in the SET's script) A's token is taken with its
 // grant, before B's.
 func TestSimpleRedisMutexFenceOrder(t *testing.T) {
-	script, err := filepath.Abs("../adapters/node-simple-redis-mutex/main.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules/simple-redis-mutex")); err != nil {
-		t.Fatalf("the simple-redis-mutex adapter needs its npm packages (scripts/setup --tests installs them): %v", err)
-	}
+	script := nodeScript(t, "../adapters/node-simple-redis-mutex/main.js", "simple-redis-mutex")
 	const lease, held = 300 * time.Millisecond, time.Second
 	for _, tc := range []struct {
 		name, flags string
@@ -81,21 +72,4 @@ func TestSimpleRedisMutexFenceOrder(t *testing.T) {
 			}
 		})
 	}
-}
-
-// waitFor waits until key exists (or, with exists false, is gone).
-func waitFor(t *testing.T, rc *redis.Client, key string, exists bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		n, err := rc.Exists(context.Background(), key).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if (n == 1) == exists {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("key %s never came to exist=%v", key, exists)
 }

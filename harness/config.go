@@ -53,11 +53,9 @@ type Config struct {
 	// AdapterHello bounds an exec: adapter's start, to its hello: an
 	// interpreter's start and imports, slow on a loaded machine.
 	AdapterHello time.Duration
-	// AdapterStore is where an exec: adapter keeps its lock (a lock of
-	// hiatus's own ignores it, as pause-test's mix of locks needs): AdapterOnRedis
-	// ("" too: the run's Redis, or a node of its own, told as redis_url),
-	// AdapterOnRedisNodes (--nodes nodes, a Redlock's, told as redis_urls)
-	// or AdapterOnZooKeeper (a throwaway ensemble, told as zookeeper).
+	// AdapterStore is where an exec: adapter keeps its lock, one of
+	// AdapterStores ("" is AdapterOnRedis, the run's Redis); a lock of
+	// hiatus's own ignores it, as pause-test's mix of locks needs.
 	AdapterStore string
 	Nemesis      Nemesis         // the faults, one every Interval for Pause; "" or "none" for none
 	RedisPID     int             // of an external Redis, for pause-redis

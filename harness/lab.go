@@ -41,15 +41,8 @@ func (l Lab) Validate(cfg Config) error {
 // Elsewhere when there is none of that name (Validate says so).
 func (c Config) lockKind() client.LockKind {
 	if k, ok := client.LockKindOf(c.Lock, c.own); ok {
-		if c.byAdapter() {
-			switch c.AdapterStore {
-			case AdapterOnZooKeeper:
-				k.Store = client.OnZooKeeper
-			case AdapterOnRedisNodes:
-				k.Store = client.OnRedisNodes
-			case AdapterOnEtcd:
-				k.Store = client.OnEtcd
-			}
+		if a, ok := adapterStoreOf(c.AdapterStore); ok && c.byAdapter() {
+			k.Store = a.store
 		}
 		return k
 	}

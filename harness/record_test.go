@@ -180,6 +180,13 @@ func stepped(t *testing.T, dir string, jump time.Duration) int {
 // moments the failover drops the recorder's connection, which the record
 // says as gaps).
 func TestRecordReconciles(t *testing.T) {
+	// A run of an interpreter's adapter, or of a lock whose sessions take
+	// a JVM's or etcd's round trips to open, is given three seconds, not
+	// one: beside two CPU burners kazoo's 1 s runs granted 2 to 4 times,
+	// fewer than the five the record's checks need.
+	slow := func(edit func(*harness.Config)) func(*harness.Config) {
+		return func(c *harness.Config) { edit(c); c.TimeLimit = 3 * time.Second }
+	}
 	for _, tc := range []struct {
 		name string
 		edit func(*harness.Config)
@@ -191,32 +198,32 @@ func TestRecordReconciles(t *testing.T) {
 		{"redlock-netns", func(c *harness.Config) { c.Lock, c.Nodes, c.Hosts = "redlock", 3, harness.HostsNetns }, recon{quorum: 2}},
 		// Adapters name their connections as init tells them: redis-py's
 		// SET NX and script, node-redlock's scripts (SET NX inside Lua).
-		{"adapter-redis-py", func(c *harness.Config) { c.Lock = "exec:/usr/bin/python3 " + adapterPath(t, "python/redis_py_lock.py") }, recon{quorum: 1}},
-		{"adapter-node-redlock", func(c *harness.Config) { c.Lock = "exec:node " + adapterPath(t, "node/redlock.js") }, recon{quorum: 1}},
+		{"adapter-redis-py", slow(func(c *harness.Config) { c.Lock = "exec:/usr/bin/python3 " + adapterPath(t, "python/redis_py_lock.py") }), recon{quorum: 1}},
+		{"adapter-node-redlock", slow(func(c *harness.Config) { c.Lock = "exec:node " + adapterPath(t, "node/redlock.js") }), recon{quorum: 1}},
 		// On several nodes (--adapter-store redis-nodes), told as
 		// redis_urls: node-redlock on five, redis-semaphore's
 		// RedlockMutex on three.
-		{"adapter-node-redlock-5", func(c *harness.Config) {
+		{"adapter-node-redlock-5", slow(func(c *harness.Config) {
 			c.Lock, c.AdapterStore, c.Nodes = "exec:node "+adapterPath(t, "node/redlock.js"), harness.AdapterOnRedisNodes, 5
-		}, recon{quorum: 3}},
-		{"adapter-redlock-mutex-3", func(c *harness.Config) {
+		}), recon{quorum: 3}},
+		{"adapter-redlock-mutex-3", slow(func(c *harness.Config) {
 			c.Lock, c.AdapterStore, c.Nodes = "exec:node "+adapterPath(t, "node/redis-semaphore.js"), harness.AdapterOnRedisNodes, 3
-		}, recon{quorum: 2}},
+		}), recon{quorum: 2}},
 		// redis-semaphore's Mutex keeps the lock under mutex:NAME, which
 		// its hello names: the record follows that key.
-		{"adapter-redis-semaphore", func(c *harness.Config) {
+		{"adapter-redis-semaphore", slow(func(c *harness.Config) {
 			c.Lock = "exec:node " + adapterPath(t, "node-redis-semaphore/main.js") + " v5.3.1"
-		}, recon{quorum: 1}},
+		}), recon{quorum: 1}},
 		{"pg-advisory", func(c *harness.Config) { c.Lock, c.Guard = "pg-advisory", "fence" }, recon{quorum: 1, anyToken: true}},
-		{"etcd", func(c *harness.Config) { c.Lock, c.Guard = "etcd", "fence" }, recon{quorum: 1, arrival: true}},
-		{"etcd-v3lock", func(c *harness.Config) { c.Lock = "etcd-v3lock" }, recon{quorum: 1, arrival: true}},
+		{"etcd", slow(func(c *harness.Config) { c.Lock, c.Guard = "etcd", "fence" }), recon{quorum: 1, arrival: true}},
+		{"etcd-v3lock", slow(func(c *harness.Config) { c.Lock = "etcd-v3lock" }), recon{quorum: 1, arrival: true}},
 		// ZooKeeper's watch, stamped as etcd's; go-zookeeper's Lock, and
 		// kazoo's through its adapter, naming their sessions as init
 		// tells it.
-		{"zookeeper", func(c *harness.Config) { c.Lock, c.Guard = "zookeeper", "fence" }, recon{quorum: 1, arrival: true}},
-		{"adapter-kazoo", func(c *harness.Config) {
+		{"zookeeper", slow(func(c *harness.Config) { c.Lock, c.Guard = "zookeeper", "fence" }), recon{quorum: 1, arrival: true}},
+		{"adapter-kazoo", slow(func(c *harness.Config) {
 			c.Lock, c.AdapterStore = "exec:/usr/bin/python3 "+adapterPath(t, "python/kazoo_lock.py"), harness.AdapterOnZooKeeper
-		}, recon{quorum: 1, arrival: true}},
+		}), recon{quorum: 1, arrival: true}},
 		{"redlock-clock", func(c *harness.Config) {
 			c.Lock, c.Nodes, c.Nemesis, c.TimeLimit, c.Pause, c.Interval = "redlock", 3, "clock", 2*time.Second, 600*time.Millisecond, 300*time.Millisecond
 		}, recon{quorum: 2}},

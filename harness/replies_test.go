@@ -44,16 +44,29 @@ func TestRunReplyDelayRedsyncValidity(t *testing.T) {
 			cfg.Lease, cfg.Delay, cfg.Pause, cfg.ExtendBeforeWrite = time.Second, 1500*time.Millisecond, 2*time.Second, true
 			cfg.Nemesis = harness.Nemesis(nemesis.KindDelayRedisReplies)
 			cfg.Plan = nemesis.Plan{{Kind: nemesis.KindDelayRedisReplies, Worker: nemesis.On(0), At: time.Second, Length: 2 * time.Second, Call: history.FExtend}}
-			res, err := lab.Run(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
-			if err != nil {
-				t.Fatal(err)
+			// The fault must see worker 0's extend in flight, a millisecond's
+			// call whose invocation and completion a loaded machine's
+			// collector may read at once (beside two CPU burners a run's
+			// fault once never began): a run whose fault caught no extend
+			// shows nothing either way, and is made again, three times at
+			// most; what is asserted of a caught extend is unchanged.
+			var res harness.Result
+			var caught *call
+			for try := 1; caught == nil && try <= 3; try++ {
+				r, err := lab.Run(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ops, err := history.ReadFile(filepath.Join(r.Dir, store.History))
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, caught = r, caughtExtend(ops, cfg.Delay)
+				if caught == nil {
+					t.Logf("run %d (%s): its fault caught no extend", try, r.Dir)
+				}
 			}
 			defer faultRun{res: res}.logFailed(t)
-			caught := caughtExtend(ops, cfg.Delay)
 			f, _ := res.Results.LockCounter()
 			t.Logf("%s: the extend the delay caught: %v; lost %d–%d", v.version, caught, f.LostMin, f.LostMax)
 			switch {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,28 +55,59 @@ const (
 	AdapterOnEtcd       = "etcd"
 )
 
-// AdapterStores are the places an exec: adapter may keep its lock.
+// An adapterStore is a place an exec: adapter may keep its lock: the
+// servers its lock is kept on there (its kind's Store), what the run
+// starts and tells the adapter, and Describe's words for it.
+type adapterStore struct {
+	name, told, words string
+	store             client.Store
+}
+
+// adapterStores are the places an exec: adapter may keep its lock, the
+// default first.
+func adapterStores() []adapterStore {
+	return []adapterStore{
+		{AdapterOnRedis, "told redis_url", "", client.OnRedis},
+		{AdapterOnRedisNodes, "--nodes independent Redis nodes, a Redlock's, told redis_urls", "the adapter's lock on Redis nodes of its own", client.OnRedisNodes},
+		{AdapterOnZooKeeper, "a throwaway ZooKeeper ensemble of --nodes servers, told as zookeeper in init", "the adapter's lock on ZooKeeper", client.OnZooKeeper},
+		{AdapterOnEtcd, "a throwaway etcd server, told as etcd_endpoints", "the adapter's lock on etcd", client.OnEtcd},
+	}
+}
+
+// AdapterStores are the names of the places an exec: adapter may keep its
+// lock.
 func AdapterStores() []string {
-	return []string{AdapterOnRedis, AdapterOnRedisNodes, AdapterOnZooKeeper, AdapterOnEtcd}
+	var names []string
+	for _, a := range adapterStores() {
+		names = append(names, a.name)
+	}
+	return names
+}
+
+// adapterStoreOf is the place called name; the default for "".
+func adapterStoreOf(name string) (adapterStore, bool) {
+	stores := adapterStores()
+	i := slices.IndexFunc(stores, func(a adapterStore) bool { return a.name == cmp.Or(name, AdapterOnRedis) })
+	if i < 0 {
+		return adapterStore{}, false
+	}
+	return stores[i], true
 }
 
 // adapterStoreSetting is --adapter-store: where an exec: adapter keeps its
 // lock, which decides the servers the run starts for it.
 func adapterStoreSetting() Setting {
+	var usage []string
+	for _, a := range adapterStores() {
+		usage = append(usage, fmt.Sprintf("%s (%s)", a.name, a.told))
+	}
 	return Setting{Flag: "adapter-store", Key: "adapter-store", keyword: true, DefaultText: AdapterOnRedis,
-		Usage:  "where an exec: adapter keeps its lock: redis (told redis_url), redis-nodes (--nodes independent Redis nodes, a Redlock's, told redis_urls), zookeeper (a throwaway ZooKeeper ensemble of --nodes servers, told as zookeeper in init) or etcd (a throwaway etcd server, told as etcd_endpoints)",
+		Usage:  "where an exec: adapter keeps its lock: " + strings.Join(usage[:len(usage)-1], ", ") + " or " + usage[len(usage)-1],
 		goName: "AdapterStore", get: func(c Config) any { return c.AdapterStore }, set: setString(func(c *Config) *string { return &c.AdapterStore }),
 		kept: func(c Config) bool { return c.byAdapter() && c.AdapterStore != "" },
 		describe: func(c Config) string {
-			switch c.AdapterStore {
-			case AdapterOnZooKeeper:
-				return "the adapter's lock on ZooKeeper"
-			case AdapterOnRedisNodes:
-				return "the adapter's lock on Redis nodes of its own"
-			case AdapterOnEtcd:
-				return "the adapter's lock on etcd"
-			}
-			return ""
+			a, _ := adapterStoreOf(c.AdapterStore)
+			return a.words
 		}}
 }
 

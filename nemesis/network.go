@@ -310,10 +310,11 @@ func (n *LinkFault) Begin(ctx context.Context, r *rand.Rand) (map[history.Keywor
 	if len(nodes) > 0 {
 		v["nodes"] = nodeList(nodes) // for a replay to act on the same
 	}
-	if n.Action == Delay || n.Action == DelayReplies || n.Action == DelayGrant {
+	repliesOnly := n.Action == DelayReplies || n.Action == DelayGrant
+	if n.Action == Delay || repliesOnly {
 		v["delay-ms"] = n.Slow.Milliseconds()
 	}
-	if n.Action == DelayReplies || n.Action == DelayGrant {
+	if repliesOnly {
 		if err := n.catchCall(ctx, t.Worker, v); err != nil {
 			return nil, errors.Join(err, n.End(context.WithoutCancel(ctx)))
 		}
@@ -392,26 +393,25 @@ func (n *LinkFault) catchCall(ctx context.Context, slot int, v map[history.Keywo
 
 // calling returns the lock call the worker in slot has in flight, when it
 // is the one the fault is aimed at (any, when none is; for DelayGrant, an
-// acquire while no other worker holds the lock).
+// acquire that has not lost the lock to another worker).
 func (n *LinkFault) calling(slot int) (history.Keyword, bool) {
-	var (
-		call  history.Keyword
-		found bool
-	)
+	want := n.call
+	if n.Action == DelayGrant {
+		want = history.FAcquire
+	}
 	for _, t := range n.Workers() {
 		if t.Worker == slot {
-			call, found = t.Calling()
+			call, ok := t.Calling()
+			return call, ok && (want == "" || call == want) && !n.lost(slot)
 		}
 	}
-	if n.Action == DelayGrant {
-		return call, found && call == history.FAcquire && !n.othersHold(slot)
-	}
-	return call, found && (n.call == "" || call == n.call)
+	return "", false
 }
 
-// othersHold says a worker other than the one in slot holds the lock.
-func (n *LinkFault) othersHold(slot int) bool {
-	return slices.ContainsFunc(n.Workers(), func(t Target) bool { return t.Worker != slot && t.Holding })
+// lost says a DelayGrant fault's acquire cannot be granted now: a worker
+// other than the one in slot holds the lock.
+func (n *LinkFault) lost(slot int) bool {
+	return n.Action == DelayGrant && slices.ContainsFunc(n.Workers(), func(t Target) bool { return t.Worker != slot && t.Holding })
 }
 
 // heldBefore waits until the links hold a reply more than before, true,
@@ -424,9 +424,8 @@ func (n *LinkFault) heldBefore(ctx context.Context, slot int, call history.Keywo
 		}
 		if now, ok := n.calling(slot); !ok || now != call {
 			// A reply held as the call completed counts, but not for a
-			// grant once another worker holds the lock: the acquire that
-			// began on a free lock lost it, and is refused.
-			return held() > before && !(n.Action == DelayGrant && n.othersHold(slot))
+			// grant whose acquire lost the lock: it is refused.
+			return held() > before && !n.lost(slot)
 		}
 		if !sleep(ctx, 100*time.Microsecond) {
 			return false

@@ -14,28 +14,27 @@
 // left (leaseTimeToLive of lock.leaseId(), the public API's one way to
 // tell): none, and the release answers not-held.
 "use strict";
-const { serve } = require("../node/protocol");
+const { serve, report, nextRenewal } = require("../node/protocol");
 const { pinned, version } = require("./census");
 const { Etcd3, EtcdLockFailedError, EtcdLeaseInvalidError } = pinned("etcd3");
 
 const careful = process.argv.includes("--careful");
 let client;
 let retryMs = 5;
-let renewals = 0;
 const held = new Map(); // token -> Lock
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const report = (fields) => process.stdout.write(JSON.stringify(fields) + "\n");
 
 // reportKeepalives reports the keepalives of the lock's lease (a private
 // field: the Lock does not expose it), each written on its stream and
 // answered in order.
 function reportKeepalives(token, lease) {
   const open = [];
-  const answered = (fields) => open.length && report({ type: "renewed", renewal: open.shift(), ...fields });
+  const answered = (fields) => open.length && report("renewed", { renewal: open.shift(), ...fields });
   lease.on("keepaliveFired", () => {
-    open.push(++renewals);
-    report({ type: "renewing", renewal: renewals, token });
+    const renewal = nextRenewal();
+    open.push(renewal);
+    report("renewing", { renewal, token });
   });
   lease.on("keepaliveSucceeded", () => answered({ result: "ok" }));
   lease.on("keepaliveFailed", (e) => {

@@ -8,9 +8,10 @@
 // It keeps the lock under the name itself. It wraps every error in its own
 // three classes, so that a Redis error is told from a refusal, or from a
 // lapsed lease, only by the message: "Could not acquire lock" is busy, "had
-// expired" not-held, any other message an error after which it may be held.
+// expired" or "has not been acquired" not-held, any other message an error
+// after which it may be held.
 "use strict";
-const { serve } = require("../node/protocol");
+const { serve, redisClients } = require("../node/protocol");
 const { pinned, version, importPinned } = require("./census");
 const Redis = pinned("ioredis");
 
@@ -23,7 +24,7 @@ const expired = (e) => /had expired|has not been acquired/.test(e.message);
 serve({
   init: async (req) => {
     ({ createLock } = await importPinned("@microfleet/ioredis-lock")); // an ES module only
-    client = new Redis(req.redis_url, { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined });
+    [client] = redisClients(Redis, { ...req, redis_urls: undefined }); // the run's Redis alone: a lock of one node
     retryMs = Math.max(1, req.retry_ms || 5);
     return ["hello", { name: "microfleet-ioredis-lock", version: "1", library: `@microfleet/ioredis-lock ${version("@microfleet/ioredis-lock")}`, fencing: false, renewal: true }];
   },

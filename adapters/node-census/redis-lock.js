@@ -19,7 +19,7 @@ const { createClient } = pinned("redis");
 const redisLock = pinned("redis-lock");
 
 let client, lock;
-let pending = null; // the lock() under way: { lease, promise, at, done }
+let pending = null; // the lock() under way: { name, lease, promise, at, done }
 let grants = 0;
 const held = new Map(); // token -> done
 

@@ -14,7 +14,7 @@
 // release answers not-held when its abort signal says an extension failed or
 // when using()'s release found the lock gone.
 "use strict";
-const { serve } = require("../node/protocol");
+const { serve, redisClients } = require("../node/protocol");
 const { pinned, version } = require("./census");
 const Redis = pinned("ioredis");
 const { createLock, createRedlock, IoredisAdapter } = pinned("redlock-universal");
@@ -63,8 +63,7 @@ function hold(lock) {
 
 serve({
   init: async (req) => {
-    adapters = (req.redis_urls || [req.redis_url]).map((url) =>
-      new IoredisAdapter(new Redis(url, { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined })));
+    adapters = redisClients(Redis, req).map((c) => new IoredisAdapter(c));
     const name = careful ? "redlock-universal-using" : "redlock-universal";
     return ["hello", { name, version: "1", library: `redlock-universal ${version("redlock-universal")}`, fencing: false, renewal: !careful }];
   },

@@ -13,7 +13,7 @@
 // extension failed, or when the lock's own expiration (its start + duration
 // - drift) has passed, which a careful routine checks before it writes.
 "use strict";
-const { serve, reportRefreshes } = require("../node/protocol");
+const { serve, reportRefreshes, redisClients } = require("../node/protocol");
 const { pinned, version } = require("./census");
 const Redis = pinned("ioredis");
 const { Redlock, ExecutionError, ResourceLockedError } = pinned("@sesamecare-oss/redlock");
@@ -52,9 +52,7 @@ function hold(req, settings) {
 
 serve({
   init: async (req) => {
-    const clients = (req.redis_urls || [req.redis_url]).map(
-      (url) => new Redis(url, { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined }));
-    redlock = new Redlock(clients, { driftFactor: 0.01, retryCount: 10, retryDelay, retryJitter: 200, automaticExtensionThreshold: 500 });
+    redlock = new Redlock(redisClients(Redis, req), { driftFactor: 0.01, retryCount: 10, retryDelay, retryJitter: 200, automaticExtensionThreshold: 500 });
     if (careful) {
       // The one call each of using()'s extensions makes.
       const extend = redlock.extend.bind(redlock);

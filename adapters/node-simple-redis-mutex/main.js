@@ -1,7 +1,7 @@
 // A hiatus lock adapter for simple-redis-mutex 3.0.0 (on node-redis),
 // pinned for the orphan lock of docs/checkers.md and the fencing finding
 // of docs/findings.md.
-//   node adapters/node-simple-redis-mutex/main.js [--fencing] [--try [--fix-fence]]
+//   node adapters/node-simple-redis-mutex/main.js [--fencing] [--try [--release-says [--fix-fence]]]
 // scripts/setup --adapters installs its packages (package-lock.json).
 //
 // By default each acquire is one lock() with the run's lease as its
@@ -39,12 +39,11 @@
 "use strict";
 const path = require("path");
 const { createRequire } = require("module");
-const { serve } = require("../node/protocol");
+const { serve, version } = require("../node/protocol");
 
 const pinned = createRequire(path.join(__dirname, "package.json")); // this directory's node_modules
 const { createClient } = pinned("redis");
 const { lock, tryLock } = pinned("simple-redis-mutex");
-const { version } = pinned("simple-redis-mutex/package.json");
 
 const fencing = process.argv.includes("--fencing");
 const tryLoop = process.argv.includes("--try");
@@ -55,6 +54,9 @@ if ((releaseSays && !tryLoop) || (fixFence && !releaseSays)) {
   process.exit(2);
 }
 const setValues = new Map(); // key -> the value of the last SET sent on it
+// lockKey is where the library keeps the lock called name (its
+// getLockKey, for lock() and tryLock both).
+const lockKey = (name) => `@simple-redis-mutex:lock-${name}`;
 let client;
 let retryMs = 5;
 let grants = 0;
@@ -75,9 +77,8 @@ serve({
       };
     }
     retryMs = Math.max(1, req.retry_ms || 5);
-    // lock() keeps the lock under "@simple-redis-mutex:lock-" and the
-    // name (its getLockKey): the key the run's record is to watch.
-    return ["hello", { name: "node-simple-redis-mutex", version: "1", library: `simple-redis-mutex ${version}`, fencing, renewal: false, key: `@simple-redis-mutex:lock-${req.lock}` }];
+    // The key the run's record is to watch.
+    return ["hello", { name: "node-simple-redis-mutex", version: "1", library: `simple-redis-mutex ${version("simple-redis-mutex", __dirname)}`, fencing, renewal: false, key: lockKey(req.lock) }];
   },
   acquire: async (req) => {
     let release;
@@ -114,7 +115,7 @@ async function tryFor(req) {
   for (;;) {
     const [ok, release] = fixFence ? await tryLockFenced(req.lock, req.lease_ms) : await tryLock(client, req.lock, { timeout: req.lease_ms });
     if (ok && releaseSays && !fixFence) {
-      const key = `@simple-redis-mutex:lock-${req.lock}`;
+      const key = lockKey(req.lock);
       return saying(key, setValues.get(key), release.fencingToken);
     }
     if (ok) return release;
@@ -142,13 +143,11 @@ const ACQUIRE = `
   return 0`;
 
 // saying is the release of the grant of key and value with token: the
-// library's script, returning whether it found the key.
+// library's script, returning whether it found the key. The adapter
+// calls it once (release forgets the token first).
 function saying(key, value, token) {
-  let released = false;
   const release = async () => {
-    if (released) return true;
     const deleted = await client.eval(RELEASE, { keys: [key, RELEASES_CHANNEL], arguments: [value] });
-    released = true;
     return deleted === 1;
   };
   release.fencingToken = token;
@@ -165,7 +164,7 @@ async function tryLockFenced(name, timeout) {
     await subscriber.connect();
     await subscriber.subscribe(RELEASES_CHANNEL, () => {});
   }
-  const key = `@simple-redis-mutex:lock-${name}`;
+  const key = lockKey(name);
   const value = String(Math.random());
   const token = await client.eval(ACQUIRE, { keys: [key, FENCE_COUNTER], arguments: [value, String(timeout)] });
   if (!token) return [false, null];

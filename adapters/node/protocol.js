@@ -23,12 +23,18 @@ function report(type, fields) {
   process.stdout.write(JSON.stringify({ ...fields, type }) + "\n");
 }
 
+// nextRenewal numbers a renewal the library begins, for its renewing and
+// renewed reports.
+let renewals = 0;
+function nextRenewal() {
+  return ++renewals;
+}
+
 // reportRefreshes has the library's own refreshes of a grant reported, as
 // refresh, one of them (returning whether it refreshed), is called.
-let renewals = 0;
 function reportRefreshes(token, refresh) {
   return async (...args) => {
-    const renewal = ++renewals;
+    const renewal = nextRenewal();
     report("renewing", { renewal, token });
     try {
       const ok = await refresh(...args);
@@ -60,4 +66,13 @@ function serve(handlers) {
   rl.on("close", () => queue.then(() => process.exit(0)));
 }
 
-module.exports = { serve, version, reportRefreshes };
+// redisClients makes a client of Redis (the caller's ioredis, as its
+// directory pins it) for each of the lock's nodes, in node order (init's
+// redis_urls, else its redis_url), named as init says for the lock
+// server's record, and retrying a request once at most.
+function redisClients(Redis, req) {
+  return (req.redis_urls || [req.redis_url]).map(
+    (url) => new Redis(url, { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined }));
+}
+
+module.exports = { serve, version, report, nextRenewal, reportRefreshes, redisClients };

@@ -17,7 +17,7 @@ const Redis = require("ioredis");
 const { Mutex, RedlockMutex } = require("redis-semaphore");
 const { delIfEqualLua } = require("redis-semaphore/lib/mutex/release");
 const { getQuorum } = require("redis-semaphore/lib/utils/redlock");
-const { serve, version, reportRefreshes } = require("./protocol");
+const { serve, version, reportRefreshes, redisClients } = require("./protocol");
 
 const fix = process.argv.find((a) => a === "--fix-redlock" || a.startsWith("--fix-redlock="));
 const fixRedlock = fix !== undefined;
@@ -53,12 +53,11 @@ async function acquireValid(clients, key, { identifier, lockTimeout, acquireTime
 }
 
 let clients;
-const held = new Map(); // token -> { mutex, lost }
+const held = new Map(); // token -> { mutex, state: { lost } }
 
 serve({
   init: async (req) => {
-    clients = (req.redis_urls || [req.redis_url]).map(
-      (url) => new Redis(url, { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined }));
+    clients = redisClients(Redis, req);
     const kind = clients.length > 1 ? `RedlockMutex on ${clients.length} nodes` : "Mutex";
     const fixed = !fixRedlock || clients.length < 2 ? "" : nodeTimeout ? ", with the suggested fix (a node timeout, a validity check)" : ", with a validity check";
     const library = `redis-semaphore ${version("redis-semaphore")} ${kind}${fixed}`;
@@ -76,7 +75,7 @@ serve({
       onLockLost: () => { state.lost = true; },
     });
     if (fixRedlock && clients.length > 1) {
-      mutex._acquire = () => acquireValid(clients, mutex._key, { identifier: mutex.identifier, ...mutex._acquireOptions });
+      mutex._acquire = () => acquireValid(clients, mutex._key, mutex._acquireOptions);
     }
     try {
       if (!(await mutex.tryAcquire())) return ["fail", { reason: "busy" }];

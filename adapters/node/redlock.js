@@ -13,7 +13,7 @@
 const Redis = require("ioredis");
 const Redlock = require("redlock").default;
 const { ExecutionError, ResourceLockedError } = require("redlock");
-const { serve, version } = require("./protocol");
+const { serve, version, redisClients } = require("./protocol");
 
 let redlock;
 const held = new Map(); // token -> Lock
@@ -49,9 +49,7 @@ async function take(req, retryCount) {
 
 serve({
   init: async (req) => {
-    const clients = (req.redis_urls || [req.redis_url]).map(
-      (url) => new Redis(url, { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined }));
-    redlock = new Redlock(clients, { driftFactor, retryDelay, retryJitter });
+    redlock = new Redlock(redisClients(Redis, req), { driftFactor, retryDelay, retryJitter });
     const usage = [readme && "README settings", outside && "retries outside"].filter(Boolean).join(", ");
     const library = `redlock ${version("redlock")}${usage ? ` (${usage})` : ""}`;
     return ["hello", { name: "node-redlock", version: "1", library, fencing: false, renewal: true }];

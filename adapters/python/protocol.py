@@ -4,13 +4,27 @@ As adapters/node/protocol.js is the Node adapters'.
 """
 import json
 import sys
+import threading
+
+_out = threading.Lock()  # a line at a time: a library's thread may report while an answer is written
+
+
+def _write(fields):
+    with _out:
+        sys.stdout.write(json.dumps(fields) + "\n")
+        sys.stdout.flush()
 
 
 def answer(req, kind, **fields):
     """Writes the answer of the kind to req, with fields."""
     fields.update(type=kind, in_reply_to=req.get("id"))
-    sys.stdout.write(json.dumps(fields) + "\n")
-    sys.stdout.flush()
+    _write(fields)
+
+
+def report(**fields):
+    """Writes a line of the adapter's own accord, answering no request: a renewal its library makes
+    on its own, begun or answered (type renewing or renewed)."""
+    _write(fields)
 
 
 def refuse(req):

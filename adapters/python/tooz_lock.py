@@ -7,7 +7,7 @@ three of its drivers. Debian's python3-tooz (3.1.0) and python3-etcd3gw live in 
     (etcd3gw without etcd_endpoints in init: add --endpoints http://127.0.0.1:2379)
 
 Used as tooz's docs and OpenStack's services (cinder/coordination.py) use it: get_coordinator(URL,
-member_id), both as bytes; start(start_heart=True); get_lock(bytes name); acquire(blocking=the
+member_id as bytes); start(start_heart=True); get_lock(bytes name); acquire(blocking=the
 wait in seconds); release(). The lease is the driver's option, in whole seconds (the run's lease
 rounded up, answered as lease_ms): redis://HOST:PORT?db=N&timeout=S&lock_timeout=S (timeout is also
 the socket timeout), kazoo://HOST:PORT?timeout=S (the session's timeout; one session a lease),
@@ -18,7 +18,8 @@ lease/2 in a thread of the adapter's: each renewal is reported (renewing, renewe
 --careful: as a careful user checks before each write: renewal yes, each renew is the library's
 lock.heartbeat() (redis: a token-checked PEXPIRE; etcd3gw: a refresh of the lease), or
 lock.is_still_owner() where there is none (zookeeper); a release asks is_still_owner() first
-(zookeeper's release says True of a znode its expired session lost). Without it, renewal no.
+(zookeeper's release says True of a znode its expired session lost), but on etcd3gw, whose lock
+has no is_still_owner(). Without it, renewal no.
 
 Where the library cannot be used as documented, and what the adapter does instead:
 - redis: tooz passes only its CLIENT_ARGS to redis-py (drivers/redis.py:254), no client_name:
@@ -42,7 +43,6 @@ the lease); zookeeper's release() answers True of a znode its expired session lo
 import argparse
 import inspect
 import itertools
-import json
 import logging
 import math
 import os
@@ -55,7 +55,7 @@ from urllib.parse import urlsplit
 import tenacity
 from tooz import coordination
 
-from protocol import answer, refuse, serve
+from protocol import answer, refuse, report, serve
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 parser.add_argument("driver", choices=["redis", "zookeeper", "etcd3gw"])
@@ -63,7 +63,6 @@ parser.add_argument("--careful", action="store_true", help="renew by heartbeat()
 parser.add_argument("--endpoints", default="", help="etcd3gw: etcd's client URLs (comma-separated) when init has no etcd_endpoints")
 args = parser.parse_args()
 
-out = threading.Lock()  # the heart's reports and the answers share stdout
 beating = threading.Lock()  # a renewal's report before the grant's release: the record's order
 init = {}
 name = b""  # the lock's, as bytes (cinder: lock_name.encode('ascii'))
@@ -102,17 +101,6 @@ if args.driver == "etcd3gw":
         def client_with_api_path(api_path="/v3alpha/", **kwargs):
             return etcd3gw.Etcd3Client(api_path=api_path, **kwargs)
         etcd3gw.client = client_with_api_path
-
-
-def say(req, kind, **fields):
-    with out:
-        answer(req, kind, **fields)
-
-
-def report(**fields):
-    with out:
-        sys.stdout.write(json.dumps(fields) + "\n")
-        sys.stdout.flush()
 
 
 def url(lease_s):
@@ -195,9 +183,9 @@ def acquire(req):
     except (tenacity.RetryError, LockTimeout):  # etcd3gw's, kazoo's: it gave up, holding nothing
         got = False
     except Exception as e:  # the SET, the znode, the txn may have landed
-        return say(req, "info", reason=repr(e))
+        return answer(req, "info", reason=repr(e))
     if not got:
-        return say(req, "fail", reason="busy")
+        return answer(req, "fail", reason="busy")
     lease_ms = lease_s * 1000
     if args.driver == "redis":
         token = lock._lock.local.token.decode()
@@ -215,8 +203,8 @@ def acquire(req):
     beat = reporting(lock, token) if hasattr(lock, "heartbeat") else None
     held[token] = (lock, coord, beat)
     if lease_ms != req["lease_ms"]:
-        return say(req, "ok", token=token, lease_ms=lease_ms)
-    return say(req, "ok", token=token)
+        return answer(req, "ok", token=token, lease_ms=lease_ms)
+    return answer(req, "ok", token=token)
 
 
 def disconnected(coord):
@@ -230,12 +218,12 @@ def release(req):
             owner = lock.is_still_owner() if args.careful and args.driver != "etcd3gw" else True
             released = lock.release()  # False: redis, etcd3gw found another token; zookeeper: never
     except Exception as e:
-        return say(req, "info", reason=repr(e))
+        return answer(req, "info", reason=repr(e))
     if not owner and disconnected(coord):
-        return say(req, "info", reason="is_still_owner() said no while the session was disconnected")
+        return answer(req, "info", reason="is_still_owner() said no while the session was disconnected")
     if released and owner:
-        return say(req, "ok")
-    return say(req, "fail", reason="not-held")
+        return answer(req, "ok")
+    return answer(req, "fail", reason="not-held")
 
 
 def renew(req):
@@ -245,13 +233,13 @@ def renew(req):
             ok = beat() if beat else lock.is_still_owner()
     except Exception as e:
         if lost(e):
-            return say(req, "fail", reason="not-held")
-        return say(req, "info", reason=repr(e))
+            return answer(req, "fail", reason="not-held")
+        return answer(req, "info", reason=repr(e))
     if ok:
-        return say(req, "ok")
+        return answer(req, "ok")
     if disconnected(coord):
-        return say(req, "info", reason="is_still_owner() said no while the session was disconnected")
-    return say(req, "fail", reason="not-held")
+        return answer(req, "info", reason="is_still_owner() said no while the session was disconnected")
+    return answer(req, "fail", reason="not-held")
 
 
 def handle(req):
@@ -263,7 +251,7 @@ def handle(req):
         lock = coord.get_lock(name)
         key = {"redis": lambda: lock.name, "zookeeper": lambda: lock._lock.path,
                "etcd3gw": lambda: lock._key.decode()}[args.driver]()
-        return say(req, "hello", name="tooz-lock", version="1", fencing=False, renewal=args.careful,
+        return answer(req, "hello", name="tooz-lock", version="1", fencing=False, renewal=args.careful,
                    library="tooz %s %s" % (metadata.version("tooz"), args.driver), key=key)
     if kind == "acquire" and req.get("lease_ms"):
         return acquire(req)
@@ -271,8 +259,7 @@ def handle(req):
         return release(req)
     if kind == "renew" and args.careful and req.get("token") in held:
         return renew(req)
-    with out:
-        refuse(req)
+    refuse(req)
 
 
 logging.getLogger("tooz").setLevel(logging.ERROR)  # the heart's retries: the reports have them

@@ -11,6 +11,8 @@ import (
 	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/nemesis"
 )
 
 // CensusName names the census: every lock library people install, used as
@@ -47,9 +49,9 @@ type Probe struct {
 // Probes are the census's battery, in the table's order.
 func Probes() []Probe {
 	scale := func(lease time.Duration, f float64) time.Duration { return time.Duration(float64(lease) * f) }
-	nemesis := func(kind string, pause float64) func(*Setup, time.Duration) {
+	fault := func(kind history.Keyword, pause float64) func(*Setup, time.Duration) {
 		return func(s *Setup, l time.Duration) {
-			s.Nemesis, s.PauseLen, s.Interval = kind, scale(l, pause), scale(l, 1.4)
+			s.Nemesis, s.PauseLen, s.Interval = string(kind), scale(l, pause), scale(l, 1.4)
 		}
 	}
 	inSection := func(kind string, pause float64) func(*Setup, time.Duration) {
@@ -58,26 +60,26 @@ func Probes() []Probe {
 		}
 	}
 	return []Probe{
-		{Name: "none", About: "no faults: contention alone", set: nemesis("none", 0)},
-		{Name: "sigstop", About: "a random worker (holder or waiter) SIGSTOPped for 1.6 leases every 1.4", set: nemesis("sigstop", 1.6)},
+		{Name: "none", About: "no faults: contention alone", set: fault(history.Keyword(PauseNone), 0)},
+		{Name: "sigstop", About: "a random worker (holder or waiter) SIGSTOPped for 1.6 leases every 1.4", set: fault(nemesis.KindSigStop, 1.6)},
 		{Name: "sleep", About: "the holder blocks for 1.6 leases between its read and its write, in every 2nd section (pause-test's sleep)", set: inSection(PauseSleep, 1.6)},
 		{Name: "stop", About: "the holder SIGSTOPs its whole process (adapter and renewals too) for 1.6 leases there (pause-test's stop)", set: inSection(PauseStop, 1.6)},
 		{Name: "stop-waiters", About: "the holder blocks for 2 leases, and the workers waiting for the lock meanwhile are SIGSTOPped as long", set: inSection(PauseStopWaiters, 2)},
-		{Name: "kill-worker", About: "a random worker SIGKILLed (holding or not) and another started", set: nemesis("kill-worker", 1.6)},
-		{Name: "restart", About: "one of the lock's servers SIGKILLed and restarted: a Redis node empty, a ZooKeeper server with its data", set: nemesis("restart", 1.2)},
+		{Name: "kill-worker", About: "a random worker SIGKILLed (holding or not) and another started", set: fault(nemesis.KindKillWorker, 1.6)},
+		{Name: "restart", About: "one of the lock's servers SIGKILLed and restarted: a Redis node empty, a ZooKeeper server with its data", set: fault(nemesis.KindRestart, 1.2)},
 		{Name: "restart-aof", About: "the same, every Redis node fsyncing each write first (appendfsync always)", set: func(s *Setup, l time.Duration) {
-			nemesis("restart", 1.2)(s, l)
+			fault(nemesis.KindRestart, 1.2)(s, l)
 			s.NodeAOF = true
 		}},
-		{Name: "pause-node", About: "one of the lock's servers SIGSTOPped for 1.6 leases", set: nemesis("pause-node", 1.6)},
-		{Name: "partition", About: "a worker cut from the lock's servers (a minority of several) for 1.6 leases", set: nemesis("partition-redis", 1.6)},
-		{Name: "partition-majority", About: "a worker cut from a majority of the lock's servers", set: nemesis("partition-redis-majority", 1.6)},
+		{Name: "pause-node", About: "one of the lock's servers SIGSTOPped for 1.6 leases", set: fault(nemesis.KindPauseNode, 1.6)},
+		{Name: "partition", About: "a worker cut from the lock's servers (a minority of several) for 1.6 leases", set: fault(nemesis.KindPartitionRedis, 1.6)},
+		{Name: "partition-majority", About: "a worker cut from a majority of the lock's servers", set: fault(nemesis.KindPartitionMajority, 1.6)},
 		{Name: "delay", About: "every byte between a worker and the lock's servers 2 leases late, for 3 leases", set: func(s *Setup, l time.Duration) {
-			nemesis("delay-redis", 3)(s, l)
+			fault(nemesis.KindDelayRedis, 3)(s, l)
 			s.Delay = 2 * l
 		}},
-		{Name: "drop", About: "a worker's connections to the lock's servers reset", set: nemesis("drop-redis", 1.6)},
-		{Name: "clock", About: "a lock node's clock stepped forward by a lease, for 1.6 leases", set: nemesis("clock", 1.6)},
+		{Name: "drop", About: "a worker's connections to the lock's servers reset", set: fault(nemesis.KindDropRedis, 1.6)},
+		{Name: "clock", About: "a lock node's clock stepped forward by a lease, for 1.6 leases", set: fault(nemesis.KindClock, 1.6)},
 	}
 }
 
@@ -223,16 +225,20 @@ func (t *Table) censusMarkdown() []byte {
 		fmt.Fprintf(&b, "| %s | %s | %s, %s |", key.lib, key.use, duration(key.lease), duration(key.limit))
 		for _, p := range probes {
 			r, ok := t.censusRow(key, p.Name)
+			why := ""
+			if !ok && key.row != nil && key.row.takes(p) {
+				why = censusRefusal(key.row.setup(p))
+			}
 			switch {
 			case ok:
-				text, why := t.censusCell(r)
-				errs = append(errs, why...)
+				text, failed := t.censusCell(r)
+				errs = append(errs, failed...)
 				b.WriteString(" " + text + " |")
 			case key.row != nil && !key.row.takes(p):
 				b.WriteString(" = |")
-			case key.row != nil && censusRefusal(key.row.setup(p)) != "":
+			case why != "":
 				// One reason a kind of store: the lock's command left out.
-				refused[strings.ReplaceAll(censusRefusal(key.row.setup(p)), key.row.Lock, "the lock")]++
+				refused[strings.ReplaceAll(why, key.row.Lock, "the lock")]++
 				b.WriteString(" — |")
 			default:
 				b.WriteString(" not run |")

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/nemesis"
 )
 
 // A Finding is a bug a lock library shipped, made runs: the version that
@@ -139,7 +141,7 @@ func nodeRedlockRetries() Finding {
 		// attempts collide and split the nodes. The README's jitter keeps
 		// most retries apart: with eight workers, 7 of 10 runs of 4 s and
 		// 5 of 10 of 8 s split them.
-		Schedule: Setup{Lease: 500 * time.Millisecond, Limit: 4 * time.Second, Workers: 16, Nodes: 5, AdapterStore: "redis-nodes"},
+		Schedule: Setup{Lease: 500 * time.Millisecond, Limit: 4 * time.Second, Workers: 16, Nodes: 5, AdapterStore: harness.AdapterOnRedisNodes},
 	}
 }
 
@@ -169,7 +171,7 @@ func simpleRedisMutexFence() Finding {
 		// INCR. A reply delay aimed at any lock call caught such an
 		// acquire about one time in four (a release, or an acquire
 		// refused, the rest): 16 s runs of it were invalid in 6 of 10.
-		Schedule: Setup{Lease: 200 * time.Millisecond, Nemesis: "delay-redis-grant", Delay: 500 * time.Millisecond,
+		Schedule: Setup{Lease: 200 * time.Millisecond, Nemesis: string(nemesis.KindDelayRedisGrant), Delay: 500 * time.Millisecond,
 			PauseLen: 600 * time.Millisecond, Interval: 500 * time.Millisecond, Retry: 100 * time.Millisecond,
 			Limit: 8 * time.Second, Guard: client.GuardFence},
 	}
@@ -200,7 +202,7 @@ func toozEtcd3gwHeartbeat() Finding {
 		// expires the lease and deletes the key, another worker takes
 		// the lock and writes.
 		Schedule: Setup{Lease: 500 * time.Millisecond, Pause: PauseStop, PauseLen: 3 * time.Second, Every: 10,
-			Extend: true, Limit: 10 * time.Second, AdapterStore: "etcd"},
+			Extend: true, Limit: 10 * time.Second, AdapterStore: harness.AdapterOnEtcd},
 	}
 }
 
@@ -215,7 +217,7 @@ func redisSemaphoreRedlock() Finding {
 			"gives each node a short timeout (step 2) and counts a quorum only when the attempt took less than the lease (step 3). A client whose " +
 			"answers come later than its lease is told it holds a lock whose keys expired meanwhile, and that another client took.",
 		Anomaly: "lost updates: a grant answered after its keys expired, beside the holder that took them meanwhile",
-		Use: "as the README's RedlockMutex example shows (an ioredis client per node, with no command timeout, as there; lockTimeout the lease), " +
+		Use: "as the README's RedlockMutex example shows (an ioredis client per node, with no command timeout, as there, and maxRetriesPerRequest 1, as every ioredis client of hiatus's adapters; lockTimeout the lease), " +
 			"tryAcquire until hiatus's wait is over and release after the write; the contrast is the fix the report suggests, applied in the adapter " +
 			"(--fix-redlock): each node's SET given 5% of the lease, as redsync does, and a quorum counted only when the attempt took less than " +
 			"the lease less the drift, every node unlocked otherwise",
@@ -231,9 +233,9 @@ func redisSemaphoreRedlock() Finding {
 		// loop, until hiatus's wait ends), takes those two meanwhile, and
 		// its 300 ms of work is still going when the first is told yes
 		// and reads.
-		Schedule: Setup{Lease: 500 * time.Millisecond, Nemesis: "delay-redis-grant", Delay: 800 * time.Millisecond,
+		Schedule: Setup{Lease: 500 * time.Millisecond, Nemesis: string(nemesis.KindDelayRedisGrant), Delay: 800 * time.Millisecond,
 			PauseLen: 900 * time.Millisecond, Interval: 700 * time.Millisecond, Retry: 100 * time.Millisecond,
-			Work: 300 * time.Millisecond, Limit: 8 * time.Second, Workers: 2, Nodes: 3, AdapterStore: "redis-nodes"},
+			Work: 300 * time.Millisecond, Limit: 8 * time.Second, Workers: 2, Nodes: 3, AdapterStore: harness.AdapterOnRedisNodes},
 	}
 }
 
