@@ -89,7 +89,11 @@ type Setup struct {
 	// run started for an adapter that keeps its lock there
 	// (--adapter-store etcd); nil for none.
 	Etcd []string
-	Lock string
+	// Sentinel is where the sentinels of a Redis they fail over are, for
+	// an adapter that keeps its lock there (--adapter-store sentinel):
+	// RedisURL is then "", since the primary is whichever they name.
+	Sentinel Sentinel
+	Lock     string
 	// ClientName is the name the adapter's connections to the lock's
 	// server are to give themselves (CLIENT SETNAME): the worker's, so
 	// that the lock server's record says whose commands they are.
@@ -112,6 +116,18 @@ type Setup struct {
 	// Close kills what it left. Either way every process the adapter
 	// starts carries the mark in its environment (MarkEnv).
 	Mark string
+}
+
+// A Sentinel is how a client finds the primary of a Redis its sentinels
+// fail over, as init tells it.
+type Sentinel struct {
+	Addrs  []string `json:"sentinels,omitempty"`       // host:port of each sentinel
+	Master string   `json:"sentinel_master,omitempty"` // the name they know the primary by
+	// NAT maps an address a sentinel gives for a node (host:port) to the
+	// one to dial, where they differ: the sentinels reach the nodes by
+	// links that the failover cuts, the workers directly. ioredis's
+	// natMap, redis-py's and go-redis's dialers take it.
+	NAT map[string]string `json:"sentinel_nat,omitempty"`
 }
 
 // Hello is what an adapter says of itself in answer to init.
@@ -158,8 +174,11 @@ type Request struct {
 	// EtcdEndpoints are the etcd server's client URLs, for an adapter
 	// that keeps its lock on etcd.
 	EtcdEndpoints []string `json:"etcd_endpoints,omitempty"`
-	RetryMS       int64    `json:"retry_ms,omitempty"`
-	ClientName    string   `json:"client_name,omitempty"`
+	// Sentinel's fields are the request's own: sentinels,
+	// sentinel_master, sentinel_nat.
+	Sentinel
+	RetryMS    int64  `json:"retry_ms,omitempty"`
+	ClientName string `json:"client_name,omitempty"`
 }
 
 // An Answer is an adapter's answer to one request.
@@ -360,7 +379,7 @@ func Start(ctx context.Context, command string, s Setup, stderr io.Writer) (*Pro
 	if len(urls) == 0 && s.RedisURL != "" {
 		urls = []string{s.RedisURL}
 	}
-	a, err := p.Request(ctx, Request{Type: "init", Protocol: Protocol, RedisURL: s.RedisURL, RedisURLs: urls, PostgresURL: s.PostgresURL, ZooKeeper: s.ZooKeeper, EtcdEndpoints: s.Etcd, Lock: s.Lock,
+	a, err := p.Request(ctx, Request{Type: "init", Protocol: Protocol, RedisURL: s.RedisURL, RedisURLs: urls, PostgresURL: s.PostgresURL, ZooKeeper: s.ZooKeeper, EtcdEndpoints: s.Etcd, Sentinel: s.Sentinel, Lock: s.Lock,
 		LeaseMS: s.Lease.Milliseconds(), RetryMS: s.Retry.Milliseconds(), ClientName: s.ClientName}, cmp.Or(s.Hello, HelloTimeout))
 	switch {
 	case err != nil:

@@ -60,7 +60,7 @@ func answer(ctx context.Context, l Lock, req Request) Answer {
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	switch {
 	case req.Type == "init":
-		h, err := l.Init(ctx, Setup{RedisURL: req.RedisURL, RedisURLs: req.RedisURLs, PostgresURL: req.PostgresURL, ZooKeeper: req.ZooKeeper, Etcd: req.EtcdEndpoints, Lock: req.Lock, Lease: ms(req.LeaseMS), Retry: ms(req.RetryMS),
+		h, err := l.Init(ctx, Setup{RedisURL: req.RedisURL, RedisURLs: req.RedisURLs, PostgresURL: req.PostgresURL, ZooKeeper: req.ZooKeeper, Etcd: req.EtcdEndpoints, Sentinel: req.Sentinel, Lock: req.Lock, Lease: ms(req.LeaseMS), Retry: ms(req.RetryMS),
 			ClientName: req.ClientName})
 		if err != nil {
 			return notUnderstood(err.Error())

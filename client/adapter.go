@@ -39,12 +39,16 @@ type grant struct {
 }
 
 func (s *served) Init(ctx context.Context, st adapter.Setup) (adapter.Hello, error) {
-	opts, err := redis.ParseURL(st.RedisURL)
-	if err != nil {
-		return adapter.Hello{}, fmt.Errorf("redis_url: %w", err)
+	if len(st.Sentinel.Addrs) > 0 {
+		s.rdb = FailoverClient(st.Sentinel, st.ClientName, 3*time.Second) // go-redis's default read timeout, redis_url's client's
+	} else {
+		opts, err := redis.ParseURL(st.RedisURL)
+		if err != nil {
+			return adapter.Hello{}, fmt.Errorf("redis_url: %w", err)
+		}
+		opts.ClientName = st.ClientName // the worker's: the lock server's record names it
+		s.rdb = redis.NewClient(opts)
 	}
-	opts.ClientName = st.ClientName // the worker's: the lock server's record names it
-	s.rdb = redis.NewClient(opts)
 	s.cfg = LockConfig{Redis: s.rdb, Key: st.Lock, Lease: st.Lease, Retry: st.Retry}
 	if _, err := s.lockFor(st.Lease); err != nil {
 		return adapter.Hello{}, err

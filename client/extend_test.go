@@ -24,7 +24,8 @@ import (
 // writes over B's update; v4.0.4, on the same choreography, does not.
 // redis-semaphore 5.3.0's refresh finds the key gone (B released it) and
 // SETs it again, saying refreshed (swarthy/redis-semaphore#175, fixed in
-// 5.3.1 by PR #177): A writes over B's update; 5.3.1 says lost.
+// 5.3.1 by PR #177): A writes over B's update; 5.3.1 says lost. redsync's
+// WithSetNXOnExtend() does the same, as documented.
 func TestExtendBeforeWrite(t *testing.T) {
 	const lease = 200 * time.Millisecond
 	adapters := t.TempDir()
@@ -52,6 +53,8 @@ func TestExtendBeforeWrite(t *testing.T) {
 	}{
 		{"renew", kept, history.Fail},
 		{"redsync-extend", kept, history.Fail},
+		// WithSetNXOnExtend(), by design: the key B released is set again.
+		{"redsync-extend-setnx", lost, history.Ok},
 		{"exec:" + filepath.Join(adapters, "redsync-v4.0.4"), kept, history.Fail},
 		{"exec:" + filepath.Join(adapters, "redsync-v4.0.3"), lost, history.Ok},
 		{semaphore("v5.3.1"), kept, history.Fail},

@@ -91,7 +91,7 @@ func NewExec(ctx context.Context, command string, cfg LockConfig, stderr io.Writ
 		default: // hundreds behind: the recorder is stuck, not the adapter's fault
 		}
 	}
-	p, err := adapter.Start(ctx, command, adapter.Setup{RedisURL: cfg.RedisURL, RedisURLs: cfg.NodeURLs, PostgresURL: cfg.PostgresURL, ZooKeeper: cfg.zooKeeper(), Etcd: cfg.etcd(), Lock: cfg.Key, Lease: cfg.Lease,
+	p, err := adapter.Start(ctx, command, adapter.Setup{RedisURL: cfg.RedisURL, RedisURLs: cfg.NodeURLs, PostgresURL: cfg.PostgresURL, ZooKeeper: cfg.zooKeeper(), Etcd: cfg.etcd(), Sentinel: cfg.Sentinel, Lock: cfg.Key, Lease: cfg.Lease,
 		Retry: cfg.Retry, Hello: cfg.Hello, Mark: cfg.AdapterMark, Reports: report, ClientName: cfg.ClientName}, stderr)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,9 @@ import (
 type RedsyncExtend struct {
 	*Redsync
 	dogs watchdogs
+	// setNX is redsync's WithSetNXOnExtend: an Extend that finds the key
+	// gone sets it again, and says true.
+	setNX bool
 }
 
 func redsyncExtendKind() LockKind {
@@ -27,6 +30,20 @@ func redsyncExtendKind() LockKind {
 		New: func(_ context.Context, cfg LockConfig) (Lock, error) {
 			return &RedsyncExtend{Redsync: newRedsync([]*redis.Client{cfg.node()}, cfg.Key, cfg.Lease, cfg.Retry, cfg.fencer())}, nil
 		}}
+}
+
+// redsyncExtendSetNXKind is redsync-extend with WithSetNXOnExtend(), which
+// redsync documents as taking an expired lock back "to reduce the chances
+// of losing the lock" (redsync.go): a holder frozen past its lease whose
+// key another holder took and released meanwhile is told by Extend that it
+// still holds the lock.
+func redsyncExtendSetNXKind() LockKind {
+	k := redsyncExtendKind()
+	k.Name, k.About = "redsync-extend-setnx", "redsync-extend with WithSetNXOnExtend(): an Extend of a key that is gone sets it again"
+	k.New = func(_ context.Context, cfg LockConfig) (Lock, error) {
+		return &RedsyncExtend{Redsync: newRedsync([]*redis.Client{cfg.node()}, cfg.Key, cfg.Lease, cfg.Retry, cfg.fencer()), setNX: true}, nil
+	}
+	return k
 }
 
 // Acquire implements Lock.
@@ -41,7 +58,11 @@ func (l *RedsyncExtend) Acquire(ctx context.Context) (Grant, error) {
 
 // Extend implements Extender: redsync's Extend, heeded.
 func (l *RedsyncExtend) Extend(ctx context.Context, g Grant) error {
-	m := l.rs.NewMutex(l.key, redsync.WithExpiry(l.lease), redsync.WithValue(g.Token))
+	opts := []redsync.Option{redsync.WithExpiry(l.lease), redsync.WithValue(g.Token)}
+	if l.setNX {
+		opts = append(opts, redsync.WithSetNXOnExtend())
+	}
+	m := l.rs.NewMutex(l.key, opts...)
 	ok, err := m.ExtendContext(ctx)
 	var unreached *redsync.RedisError
 	switch {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/adapter"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 )
@@ -36,6 +37,9 @@ type LockConfig struct {
 	// start (0: adapter.HelloTimeout).
 	RedisURL string
 	NodeURLs []string // the lock's Redis nodes, in order, when it is kept on its own: an adapter's redis_urls
+	// Sentinel is where an adapter finds the Redis its lock is kept on
+	// when sentinels fail it over (RedisURL is then "").
+	Sentinel adapter.Sentinel
 	// PostgresURL is the run's PostgreSQL as the worker reaches it, for an
 	// adapter's lock kept there.
 	PostgresURL string
@@ -137,7 +141,7 @@ type LockKind struct {
 
 // LockKinds are hiatus's own locks.
 func LockKinds() []LockKind {
-	return []LockKind{setnxKind(), renewKind(), redsyncKind(), redisLockKind(), pgAdvisoryKind(), redlockKind(), etcdKind(), redsyncExtendKind(), etcdLockRPCKind(), zooKeeperKind()}
+	return []LockKind{setnxKind(), renewKind(), redsyncKind(), redisLockKind(), pgAdvisoryKind(), redlockKind(), etcdKind(), redsyncExtendKind(), redsyncExtendSetNXKind(), etcdLockRPCKind(), zooKeeperKind()}
 }
 
 // LockNames lists hiatus's own locks.

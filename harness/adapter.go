@@ -40,6 +40,9 @@ func probeAdapter(ctx context.Context, cfg Config, t *topo) (*adapterProbe, erro
 	if cfg.lockKind().Store == client.OnRedisNodes {
 		s.RedisURL, s.RedisURLs = t.nodeURLs[0], t.nodeURLs
 	}
+	if cfg.lockKind().Failover && t.repl != nil {
+		s.RedisURL, s.Sentinel = "", t.sentinel()
+	}
 	p, err := adapter.Start(ctx, command, s, &stderr)
 	if err != nil {
 		if t := stderr.String(); t != "" {
@@ -70,8 +73,10 @@ const checkNodes = 3
 // the adapter command against the Redis at redisURL, or a throwaway
 // redis-server when it is "", saying what it found on out; with store
 // AdapterOnZooKeeper beside a throwaway ZooKeeper server, with
-// AdapterOnEtcd beside a throwaway etcd server, and with
-// AdapterOnRedisNodes on three throwaway redis-servers, told as redis_urls.
+// AdapterOnEtcd beside a throwaway etcd server, with AdapterOnRedisNodes
+// on three throwaway redis-servers, told as redis_urls, and with
+// AdapterOnSentinel on a throwaway primary, replica and sentinels, told
+// as sentinels.
 func CheckAdapter(ctx context.Context, command, redisURL, store string, out io.Writer, trace bool) error {
 	at := adapter.Setup{}
 	switch store {
@@ -102,6 +107,17 @@ func CheckAdapter(ctx context.Context, command, redisURL, store string, out io.W
 			at.RedisURLs = append(at.RedisURLs, sv.URL)
 		}
 		redisURL = at.RedisURLs[0]
+	case AdapterOnSentinel:
+		if redisURL != "" {
+			return setupErrorf("--adapter-store %s starts its own primary and sentinels: unset --redis-url (and HIATUS_REDIS_URL, which sets it)", AdapterOnSentinel)
+		}
+		r, err := servers.StartReplicated(ctx, nil)
+		if err != nil {
+			return setupErrorf("throwaway sentinels: %w", err)
+		}
+		defer r.Close()
+		at.Sentinel = adapter.Sentinel{Addrs: r.SentinelAddrs(), Master: servers.MasterName, NAT: r.Direct()}
+		return adapter.ConformAt(ctx, command, at, out, trace)
 	}
 	if redisURL == "" {
 		sv, err := servers.StartRedis(ctx)

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
-	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 )
@@ -33,24 +31,6 @@ func redisClient(rawURL, name string, pool int, timeout time.Duration) (*redis.C
 	opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout = timeout, timeout, timeout
 	opt.ContextTimeoutEnabled = true
 	return redis.NewClient(opt), nil
-}
-
-// failoverClient connects to the primary the sentinels name, and follows
-// their failovers, as redisClient connects (no retries, bounded waits).
-// direct maps the addresses they give to those it dials; its connections
-// call themselves name.
-func failoverClient(sentinels []string, direct map[string]string, name string, timeout time.Duration) *redis.Client {
-	var d net.Dialer
-	return redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName: servers.MasterName, SentinelAddrs: sentinels, MaxRetries: -1, PoolSize: 4, ClientName: name,
-		ReadTimeout: timeout, WriteTimeout: timeout, DialTimeout: timeout, ContextTimeoutEnabled: true,
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if to, ok := direct[addr]; ok {
-				addr = to
-			}
-			return d.DialContext(ctx, network, addr)
-		},
-	})
 }
 
 // postgresPool connects to PostgreSQL; app names the sessions

@@ -178,6 +178,9 @@ func (c Config) needs() need {
 			n |= k.needs
 		}
 	}
+	if a, ok := adapterStoreOf(c.AdapterStore); ok && a.failover && c.byAdapter() {
+		n |= needReplica // the run starts the sentinels, with or without a failover
+	}
 	return n
 }
 
@@ -242,6 +245,8 @@ func (c Config) validateFault(k faultKind) error {
 		return fmt.Errorf("--nemesis %s acts on the run's Redis, which holds the history's clock and the fences, not the lock: the lock is on nodes of its own here (use restart)", c.Nemesis)
 	case k.needs&needReplica != 0 && c.needs()&(needLockServers|needRedisLinks) != 0:
 		return fmt.Errorf("--nemesis failover cannot go with faults of the lock's other nodes (%s)", c.Nemesis)
+	case k.needs&(needLockServers|needRedisLinks) != 0 && c.needs()&needReplica != 0:
+		return fmt.Errorf("--nemesis %s acts on the lock's own nodes, which sentinels fail over here (failover, --adapter-store %s): only failover acts on them", k.name, AdapterOnSentinel)
 	}
 	if k.check != nil {
 		return k.check(c)

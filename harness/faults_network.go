@@ -26,7 +26,7 @@ func networkFaults() []faultKind {
 							can = append(can, k.Name)
 						}
 					}
-					return fmt.Errorf("--nemesis failover fails over the Redis one lock is kept on: --lock %s, not %s", strings.Join(can, ", "), c.Lock)
+					return fmt.Errorf("--nemesis failover fails over the Redis one lock is kept on: --lock %s, or an exec: adapter with --adapter-store %s; not %s", strings.Join(can, ", "), AdapterOnSentinel, c.Lock)
 				}
 				return nil
 			},

@@ -42,7 +42,7 @@ func (l Lab) Validate(cfg Config) error {
 func (c Config) lockKind() client.LockKind {
 	if k, ok := client.LockKindOf(c.Lock, c.own); ok {
 		if a, ok := adapterStoreOf(c.AdapterStore); ok && c.byAdapter() {
-			k.Store = a.store
+			k.Store, k.Failover = a.store, a.failover
 		}
 		return k
 	}

@@ -230,17 +230,33 @@ func TestRecordReconciles(t *testing.T) {
 		{"sentinel-failover", func(c *harness.Config) {
 			c.Nemesis, c.TimeLimit, c.Pause = "failover", 6*time.Second, 3*time.Second
 		}, recon{quorum: 1, gaps: true}},
+		// An adapter told the sentinels (--adapter-store sentinel):
+		// node-redlock's ioredis client asks them for the primary, and
+		// the record, of the replicated Redis, sees its grants.
+		{"adapter-sentinel-failover", func(c *harness.Config) {
+			c.Lock, c.AdapterStore = "exec:node "+adapterPath(t, "node/redlock.js"), harness.AdapterOnSentinel
+			c.Nemesis, c.TimeLimit, c.Pause = "failover", 6*time.Second, 3*time.Second
+		}, recon{quorum: 1, gaps: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := harness.DefaultConfig()
 			cfg.Store, cfg.TimeLimit, cfg.Nemesis, cfg.NoPlots = t.TempDir(), time.Second, "none", true
 			tc.edit(&cfg)
-			res, err := harness.Run(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := reconcile(t, res.Dir, cfg.Workers, tc.recon); n < 5 {
-				t.Errorf("%d ok acquires seen by the record: too few to tell", n)
+			// A run of fewer than five grants tells nothing either way (beside
+			// two CPU burners RedlockMutex's 3 s runs granted 4): it is made
+			// again, three times at most; every run made is reconciled.
+			var res harness.Result
+			for try, n := 1, 0; n < 5; try++ {
+				if try > 3 {
+					t.Fatalf("%d ok acquires seen by the record in the third run, too few in each: too few to tell", n)
+				}
+				var err error
+				if res, err = harness.Run(context.Background(), cfg); err != nil {
+					t.Fatal(err)
+				}
+				if n = reconcile(t, res.Dir, cfg.Workers, tc.recon); n < 5 {
+					t.Logf("run %d (%s): %d ok acquires seen by the record", try, res.Dir, n)
+				}
 			}
 			if cfg.Nemesis == "clock" && stepped(t, res.Dir, cfg.Lease) == 0 {
 				t.Errorf("no event of a node whose clock the fault stepped by %v: the clock fault did not show", cfg.Lease)

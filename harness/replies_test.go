@@ -21,15 +21,15 @@ import (
 // extend it sends before its write (delay-redis-replies aimed at a lock
 // call in flight, :call :extend), reach it after the key the extend
 // renewed has expired, and another worker has taken the lock. v4.3.0 says
-// extended, the holder writes, an update is lost; v4.4.1, on the same
-// schedule, refuses, and nothing is. A delay of both directions cannot
+// extended, the holder writes (invalid: an update lost, or the write late
+// at least); v4.4.1, on the same schedule, refuses, and the run is valid. A delay of both directions cannot
 // show it: the extend itself arrives after the lease. Measured: 10 of 10
 // runs of each (docs/findings.md).
 func TestRunReplyDelayRedsyncValidity(t *testing.T) {
 	dir := t.TempDir()
 	for _, v := range []struct {
 		version string
-		lost    bool
+		late    bool // its late extend says extended
 	}{{"v4.3.0", true}, {"v4.4.1", false}} {
 		bin := filepath.Join(dir, "redsync-"+v.version)
 		if err := adaptertest.BuildGo("../adapters/go-redsync", v.version+".mod", bin); err != nil {
@@ -72,9 +72,12 @@ func TestRunReplyDelayRedsyncValidity(t *testing.T) {
 			switch {
 			case caught == nil:
 				t.Fatalf("no extend of worker 0 answered %v late after the fault began: the delay caught none", cfg.Delay)
-			case v.lost && (caught.comp.Type != history.Ok || res.Results.Valid != checker.Invalid || f.LostMin < 1):
-				t.Errorf("the late extend %s, valid? %v, lost %d: want it said extended, and an update lost", caught.comp.Type, res.Results.Valid, f.LostMin)
-			case !v.lost && (caught.comp.Type == history.Ok || res.Results.Valid != checker.Valid):
+			// Whether the stale write then overwrote an update depends on
+			// the other worker's having written within the window (beside
+			// two CPU burners, once not: invalid by its late write alone).
+			case v.late && (caught.comp.Type != history.Ok || res.Results.Valid != checker.Invalid):
+				t.Errorf("the late extend %s, valid? %v, lost %d: want it said extended, and the run invalid", caught.comp.Type, res.Results.Valid, f.LostMin)
+			case !v.late && (caught.comp.Type == history.Ok || res.Results.Valid != checker.Valid):
 				t.Errorf("the late extend %s, valid? %v: want it refused, nothing lost", caught.comp.Type, res.Results.Valid)
 			}
 		})

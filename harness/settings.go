@@ -53,24 +53,30 @@ const (
 	AdapterOnRedisNodes = "redis-nodes"
 	AdapterOnZooKeeper  = "zookeeper"
 	AdapterOnEtcd       = "etcd"
+	AdapterOnSentinel   = "sentinel"
 )
 
 // An adapterStore is a place an exec: adapter may keep its lock: the
 // servers its lock is kept on there (its kind's Store), what the run
-// starts and tells the adapter, and Describe's words for it.
+// starts and tells the adapter, and Describe's words for it; failover says
+// it is a Redis its sentinels fail over (the run starts them; --nemesis
+// failover acts on it).
 type adapterStore struct {
 	name, told, words string
 	store             client.Store
+	failover          bool
 }
 
 // adapterStores are the places an exec: adapter may keep its lock, the
 // default first.
 func adapterStores() []adapterStore {
 	return []adapterStore{
-		{AdapterOnRedis, "told redis_url", "", client.OnRedis},
-		{AdapterOnRedisNodes, "--nodes independent Redis nodes, a Redlock's, told redis_urls", "the adapter's lock on Redis nodes of its own", client.OnRedisNodes},
-		{AdapterOnZooKeeper, "a throwaway ZooKeeper ensemble of --nodes servers, told as zookeeper in init", "the adapter's lock on ZooKeeper", client.OnZooKeeper},
-		{AdapterOnEtcd, "a throwaway etcd server, told as etcd_endpoints", "the adapter's lock on etcd", client.OnEtcd},
+		{AdapterOnRedis, "told redis_url", "", client.OnRedis, false},
+		{AdapterOnRedisNodes, "--nodes independent Redis nodes, a Redlock's, told redis_urls", "the adapter's lock on Redis nodes of its own", client.OnRedisNodes, false},
+		{AdapterOnZooKeeper, "a throwaway ZooKeeper ensemble of --nodes servers, told as zookeeper in init", "the adapter's lock on ZooKeeper", client.OnZooKeeper, false},
+		{AdapterOnEtcd, "a throwaway etcd server, told as etcd_endpoints", "the adapter's lock on etcd", client.OnEtcd, false},
+		{AdapterOnSentinel, "a Redis primary, its replica and three sentinels, told as sentinels; --nemesis failover fails it over",
+			"the adapter's lock on a Redis its sentinels fail over", client.OnRedis, true},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/adapter"
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/hiatus-dev/hiatus/nemesis"
@@ -355,20 +356,13 @@ func (k kernelCut) Slow(context.Context, time.Duration) error {
 	return fmt.Errorf("a delay on %s's path to %s takes a proxy", k.from.Name(), k.to.Name())
 }
 
-// sentinels are where a worker asks for the lock's primary, and direct
-// maps the addresses they give to the nodes; none without failover.
-func (t *topo) sentinels() []string {
+// sentinel is where a worker asks for the lock's primary, and how it
+// reaches the nodes they name; none without a replicated Redis.
+func (t *topo) sentinel() adapter.Sentinel {
 	if t.repl == nil {
-		return nil
+		return adapter.Sentinel{}
 	}
-	return t.repl.SentinelAddrs()
-}
-
-func (t *topo) direct() map[string]string {
-	if t.repl == nil {
-		return nil
-	}
-	return t.repl.Direct()
+	return adapter.Sentinel{Addrs: t.repl.SentinelAddrs(), Master: servers.MasterName, NAT: t.repl.Direct()}
 }
 
 // endpoints are the lock's own servers that are not Redis (etcd's); none

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/adapter"
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/guard"
 	"github.com/hiatus-dev/hiatus/history"
@@ -91,11 +92,9 @@ type workerConfig struct {
 	RedisURL, PostgresURL string   // the run's Redis (the clock, the fences); PostgreSQL as this worker reaches it
 	NodeURLs              []string // the lock's Redis nodes as this worker reaches them
 	Endpoints             []string // the lock's own servers that are not Redis (etcd's, ZooKeeper's)
-	// Sentinels, when set, name the lock's Redis primary: the worker
-	// follows its failovers. Direct maps the addresses they give to those
-	// the worker dials.
-	Sentinels          []string
-	Direct             map[string]string
+	// Sentinel, when set, names the lock's Redis primary: the worker
+	// follows its failovers.
+	Sentinel           adapter.Sentinel
 	LockKey, FenceKey  string
 	CounterID          int64
 	Lease, Retry, Work time.Duration
@@ -354,10 +353,11 @@ func workerLock(ctx context.Context, wc workerConfig, rdb *redis.Client, db *pgx
 			lc.Nodes = append(lc.Nodes, n)
 		}
 	}
-	if len(wc.Sentinels) > 0 {
-		n := failoverClient(wc.Sentinels, wc.Direct, wc.clientName(), wc.OpTimeout)
+	if len(wc.Sentinel.Addrs) > 0 {
+		n := client.FailoverClient(wc.Sentinel, wc.clientName(), wc.OpTimeout)
 		closers = append(closers, n.Close)
 		lc.Nodes = []*redis.Client{n}
+		lc.RedisURL, lc.Sentinel = "", wc.Sentinel // an adapter's: the primary is whichever the sentinels name
 	}
 	lock, err := kind.New(ctx, lc)
 	if err != nil {

@@ -290,7 +290,7 @@ func (c Config) workerConfig(t *topo, slot int, process int64) workerConfig {
 		Work: c.Work, OpTimeout: c.OpTimeout, AdapterHello: c.AdapterHello, Pause: c.Pause, Fenced: c.guard().Fenced(), Guard: c.guard(),
 		InjectEvery: c.InjectEvery, PauseKind: string(c.PauseKind), Lock: c.Lock, ExtendBeforeWrite: c.ExtendBeforeWrite,
 		Process: process, Stride: int64(c.Workers), RecordPostgres: c.recordPostgres(),
-		Sentinels: t.sentinels(), Direct: t.direct(), Endpoints: endpoints,
+		Sentinel: t.sentinel(), Endpoints: endpoints,
 	}
 }
 

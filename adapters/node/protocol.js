@@ -69,10 +69,21 @@ function serve(handlers) {
 // redisClients makes a client of Redis (the caller's ioredis, as its
 // directory pins it) for each of the lock's nodes, in node order (init's
 // redis_urls, else its redis_url), named as init says for the lock
-// server's record, and retrying a request once at most.
+// server's record, and retrying a request once at most. Told sentinels
+// (--adapter-store sentinel), it makes one client of the primary they name,
+// which follows their failovers; sentinel_nat maps the addresses they give
+// to those to dial (ioredis's natMap).
 function redisClients(Redis, req) {
-  return (req.redis_urls || [req.redis_url]).map(
-    (url) => new Redis(url, { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined }));
+  const options = { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined };
+  if (req.sentinels) {
+    const hostPort = (addr) => {
+      const i = addr.lastIndexOf(':');
+      return { host: addr.slice(0, i), port: Number(addr.slice(i + 1)) };
+    };
+    const natMap = Object.fromEntries(Object.entries(req.sentinel_nat || {}).map(([from, to]) => [from, hostPort(to)]));
+    return [new Redis({ ...options, sentinels: req.sentinels.map(hostPort), name: req.sentinel_master, natMap })];
+  }
+  return (req.redis_urls || [req.redis_url]).map((url) => new Redis(url, options));
 }
 
 module.exports = { serve, version, report, nextRenewal, reportRefreshes, redisClients };

@@ -69,6 +69,11 @@ func TestReplayShrinkAdapterWords(t *testing.T) {
 		// Three throwaway nodes, told as redis_urls: node-redlock takes a
 		// majority of them.
 		{[]string{"adapter", "check", "--adapter-store", "redis-nodes", "node ../../adapters/node/redlock.js"}, exitValid, "all 10 checks passed"},
+		// A primary, its replica and three sentinels, told as sentinels:
+		// node-redlock's client asks them for the primary.
+		{[]string{"adapter", "check", "--adapter-store", "sentinel", "node ../../adapters/node/redlock.js"}, exitValid, "all 10 checks passed"},
+		{[]string{"run", "--store", root, "--lock", "exec:true", "--adapter-store", "sentinel", "--nemesis", "restart"}, exitUsage, "only failover acts on them"},
+		{[]string{"run", "--store", root, "--lock", "exec:true", "--nemesis", "failover", "--pause", "3s"}, exitUsage, "--adapter-store sentinel"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errOut := hiatus(t, tc.args...)
