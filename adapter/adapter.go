@@ -126,7 +126,7 @@ type Sentinel struct {
 	// NAT maps an address a sentinel gives for a node (host:port) to the
 	// one to dial, where they differ: the sentinels reach the nodes by
 	// links that the failover cuts, the workers directly. ioredis's
-	// natMap, redis-py's and go-redis's dialers take it.
+	// natMap and go-redis's Dialer take it.
 	NAT map[string]string `json:"sentinel_nat,omitempty"`
 }
 
@@ -137,6 +137,10 @@ type Hello struct {
 	Library string `json:"library,omitempty"` // the lock library and its version
 	Fencing bool   `json:"fencing,omitempty"` // its grants carry a fencing token
 	Renewal bool   `json:"renewal,omitempty"` // it takes renew requests
+	// Sentinel says its lock is on the primary init's sentinels name: an
+	// adapter told sentinels that does not say so would keep its lock
+	// elsewhere (its library's default Redis), and is refused.
+	Sentinel bool `json:"sentinel,omitempty"`
 	// Key is the key the library keeps the lock that init named under,
 	// when not that name (simple-redis-mutex's "@simple-redis-mutex:lock-"
 	// and the name): the key the run's record of the lock's server

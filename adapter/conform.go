@@ -52,6 +52,10 @@ func ConformAt(ctx context.Context, command string, at Setup, out io.Writer, tra
 	}
 	defer a.Close()
 	h := a.Hello
+	if len(s.Sentinel.Addrs) > 0 && !h.Sentinel {
+		c.fail("hello", h.String()+": told sentinels, it did not say sentinel: true, so its lock would be kept elsewhere (its library's default Redis)")
+		return ErrNonconforming
+	}
 	c.pass("hello", h.String())
 	b, err := c.start("a second process", s)
 	if err != nil {

@@ -53,7 +53,7 @@ func (s *served) Init(ctx context.Context, st adapter.Setup) (adapter.Hello, err
 	if _, err := s.lockFor(st.Lease); err != nil {
 		return adapter.Hello{}, err
 	}
-	return adapter.Hello{Name: s.name, Version: "1", Library: "hiatus client, go-redis v9"}, nil
+	return adapter.Hello{Name: s.name, Version: "1", Library: "hiatus client, go-redis v9", Sentinel: len(st.Sentinel.Addrs) > 0}, nil
 }
 
 // lockFor returns the lock of lease.

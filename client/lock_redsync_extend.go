@@ -12,10 +12,11 @@ import (
 // A RedsyncExtend is redsync's lock as its documentation tells a careful
 // user to keep one past its expiry: the holder extends it every lease/3
 // with Extend, and heeds the answer — once Extend says the lock is no
-// longer its own, it stops extending (a lapsed lock is never taken back).
-// Like renew, it keeps the lock through a pause of the holder's goroutine,
-// not through a stop of its whole process, and it is as safe as redsync's
-// Extend says true only of a lock still held.
+// longer its own, it stops extending. Like renew, it keeps the lock
+// through a pause of the holder's goroutine, not through a stop of its
+// whole process, and it is as safe as redsync's Extend says true only of
+// a lock still held: without setNX, a lapsed lock is never taken back;
+// with it, an Extend that finds the key gone sets it again and says true.
 type RedsyncExtend struct {
 	*Redsync
 	dogs watchdogs
@@ -27,22 +28,23 @@ type RedsyncExtend struct {
 func redsyncExtendKind() LockKind {
 	return LockKind{Name: "redsync-extend", About: "redsync on one Redis, extended every lease/3 with Extend until Extend says the lock is gone",
 		Store: OnRedis, Failover: true, Extends: true,
-		New: func(_ context.Context, cfg LockConfig) (Lock, error) {
-			return &RedsyncExtend{Redsync: newRedsync([]*redis.Client{cfg.node()}, cfg.Key, cfg.Lease, cfg.Retry, cfg.fencer())}, nil
-		}}
+		New: func(_ context.Context, cfg LockConfig) (Lock, error) { return newRedsyncExtend(cfg, false), nil }}
+}
+
+func newRedsyncExtend(cfg LockConfig, setNX bool) *RedsyncExtend {
+	return &RedsyncExtend{Redsync: newRedsync([]*redis.Client{cfg.node()}, cfg.Key, cfg.Lease, cfg.Retry, cfg.fencer()), setNX: setNX}
 }
 
 // redsyncExtendSetNXKind is redsync-extend with WithSetNXOnExtend(), which
-// redsync documents as taking an expired lock back "to reduce the chances
-// of losing the lock" (redsync.go): a holder frozen past its lease whose
-// key another holder took and released meanwhile is told by Extend that it
-// still holds the lock.
+// redsync documents as setting the key again when it is gone, "useful if
+// your redises restart often and you want to reduce the chances of losing
+// the lock" (redsync.go): a holder frozen past its lease whose key another
+// holder took and released meanwhile is told by Extend that it still holds
+// the lock.
 func redsyncExtendSetNXKind() LockKind {
 	k := redsyncExtendKind()
 	k.Name, k.About = "redsync-extend-setnx", "redsync-extend with WithSetNXOnExtend(): an Extend of a key that is gone sets it again"
-	k.New = func(_ context.Context, cfg LockConfig) (Lock, error) {
-		return &RedsyncExtend{Redsync: newRedsync([]*redis.Client{cfg.node()}, cfg.Key, cfg.Lease, cfg.Retry, cfg.fencer()), setNX: true}, nil
-	}
+	k.New = func(_ context.Context, cfg LockConfig) (Lock, error) { return newRedsyncExtend(cfg, true), nil }
 	return k
 }
 

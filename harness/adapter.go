@@ -40,7 +40,7 @@ func probeAdapter(ctx context.Context, cfg Config, t *topo) (*adapterProbe, erro
 	if cfg.lockKind().Store == client.OnRedisNodes {
 		s.RedisURL, s.RedisURLs = t.nodeURLs[0], t.nodeURLs
 	}
-	if cfg.lockKind().Failover && t.repl != nil {
+	if cfg.onSentinel() {
 		s.RedisURL, s.Sentinel = "", t.sentinel()
 	}
 	p, err := adapter.Start(ctx, command, s, &stderr)
@@ -51,6 +51,9 @@ func probeAdapter(ctx context.Context, cfg Config, t *topo) (*adapterProbe, erro
 		return nil, setupErrorf("--lock: %v", err)
 	}
 	p.Close()
+	if cfg.onSentinel() && !p.Hello.Sentinel {
+		return nil, setupErrorf("--adapter-store %s: adapter %q was told the sentinels, and its hello did not say sentinel: true: its lock would be kept elsewhere (its library's default Redis)", AdapterOnSentinel, command)
+	}
 	if cfg.ExtendBeforeWrite && !p.Hello.Renewal {
 		return nil, setupErrorf("--extend-before-write: adapter %q takes no renew requests (its hello said renewal: false)", command)
 	}
@@ -78,55 +81,75 @@ const checkNodes = 3
 // AdapterOnSentinel on a throwaway primary, replica and sentinels, told
 // as sentinels.
 func CheckAdapter(ctx context.Context, command, redisURL, store string, out io.Writer, trace bool) error {
-	at := adapter.Setup{}
+	at, stop, err := checkServers(ctx, redisURL, store)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return adapter.ConformAt(ctx, command, at, out, trace)
+}
+
+// checkServers starts the servers adapter check gives an adapter on store
+// (AdapterCheckStores says which), and returns what it is told of them and
+// how to stop them.
+func checkServers(ctx context.Context, redisURL, store string) (at adapter.Setup, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	if redisURL != "" && (store == AdapterOnRedisNodes || store == AdapterOnSentinel) {
+		return at, nil, setupErrorf("--adapter-store %s starts its own Redis: unset --redis-url (and HIATUS_REDIS_URL, which sets it)", store)
+	}
+	redis := func() (string, error) {
+		sv, err := servers.StartRedis(ctx)
+		if err != nil {
+			return "", setupErrorf("throwaway redis-server: %w", err)
+		}
+		stops = append(stops, func() { sv.Stop() })
+		return sv.URL, nil
+	}
 	switch store {
 	case AdapterOnZooKeeper:
 		z, err := servers.StartZooKeeper(ctx, 1)
 		if err != nil {
-			return setupErrorf("throwaway ZooKeeper: %w", err)
+			return at, nil, setupErrorf("throwaway ZooKeeper: %w", err)
 		}
-		defer z.Stop()
-		at.ZooKeeper = z.ConnectString()
+		stops, at.ZooKeeper = append(stops, func() { z.Stop() }), z.ConnectString()
 	case AdapterOnEtcd:
 		e, err := servers.StartEtcd(ctx)
 		if err != nil {
-			return setupErrorf("throwaway etcd: %w", err)
+			return at, nil, setupErrorf("throwaway etcd: %w", err)
 		}
-		defer e.Stop()
-		at.Etcd = []string{e.URL}
+		stops, at.Etcd = append(stops, func() { e.Stop() }), []string{e.URL}
 	case AdapterOnRedisNodes:
-		if redisURL != "" {
-			return setupErrorf("--adapter-store %s starts its own nodes: unset --redis-url (and HIATUS_REDIS_URL, which sets it)", AdapterOnRedisNodes)
-		}
 		for range checkNodes {
-			sv, err := servers.StartRedis(ctx)
+			u, err := redis()
 			if err != nil {
-				return setupErrorf("throwaway redis-server: %w", err)
+				return at, nil, err
 			}
-			defer sv.Stop()
-			at.RedisURLs = append(at.RedisURLs, sv.URL)
+			at.RedisURLs = append(at.RedisURLs, u)
 		}
 		redisURL = at.RedisURLs[0]
 	case AdapterOnSentinel:
-		if redisURL != "" {
-			return setupErrorf("--adapter-store %s starts its own primary and sentinels: unset --redis-url (and HIATUS_REDIS_URL, which sets it)", AdapterOnSentinel)
-		}
 		r, err := servers.StartReplicated(ctx, nil)
 		if err != nil {
-			return setupErrorf("throwaway sentinels: %w", err)
+			return at, nil, setupErrorf("throwaway sentinels: %w", err)
 		}
-		defer r.Close()
-		at.Sentinel = adapter.Sentinel{Addrs: r.SentinelAddrs(), Master: servers.MasterName, NAT: r.Direct()}
-		return adapter.ConformAt(ctx, command, at, out, trace)
+		stops, at.Sentinel = append(stops, r.Close), adapter.Sentinel{Addrs: r.SentinelAddrs(), Master: servers.MasterName, NAT: r.Direct()}
+		return at, stop, nil // redis_url none: the primary is whichever the sentinels name
 	}
 	if redisURL == "" {
-		sv, err := servers.StartRedis(ctx)
-		if err != nil {
-			return setupErrorf("throwaway redis-server: %w", err)
+		if redisURL, err = redis(); err != nil {
+			return at, nil, err
 		}
-		defer sv.Stop()
-		redisURL = sv.URL
 	}
 	at.RedisURL = redisURL
-	return adapter.ConformAt(ctx, command, at, out, trace)
+	return at, stop, nil
 }

@@ -212,8 +212,8 @@ func (c Config) validate() error {
 			c.Workers, c.netnsHosts()-c.Workers, c.netnsHosts(), topology.MaxHosts)
 	case c.inventory() != "" && c.lockKind().Store == client.OnEtcd:
 		return fmt.Errorf("--hosts %s: --lock %s needs etcd, which hiatus does not start on a node yet", c.Hosts, c.Lock)
-	case c.inventory() != "" && c.needs()&needReplica != 0:
-		return fmt.Errorf("--hosts %s: --lock %s needs sentinels, which hiatus does not start on a node yet", c.Hosts, c.Lock)
+	case c.inventory() != "" && c.onSentinel():
+		return fmt.Errorf("--hosts %s: --adapter-store %s needs sentinels, which hiatus does not start on a node yet", c.Hosts, AdapterOnSentinel)
 	case c.inventory() != "" && c.onZooKeeper():
 		return fmt.Errorf("--hosts %s: --lock %s needs ZooKeeper, which hiatus does not start on a node yet", c.Hosts, c.Lock)
 	case c.Nodes > 0 && c.lockKind().Store != client.OnRedisNodes && !c.onZooKeeper():

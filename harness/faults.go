@@ -178,7 +178,7 @@ func (c Config) needs() need {
 			n |= k.needs
 		}
 	}
-	if a, ok := adapterStoreOf(c.AdapterStore); ok && a.failover && c.byAdapter() {
+	if c.onSentinel() {
 		n |= needReplica // the run starts the sentinels, with or without a failover
 	}
 	return n
@@ -241,12 +241,12 @@ func (c Config) validateFault(k faultKind) error {
 		return fmt.Errorf("--nemesis %s acts on the lock's nodes: --lock %s is not kept on Redis or ZooKeeper", c.Nemesis, c.Lock)
 	case k.needs&needLockServers != 0 && !c.redisLock() && c.lockKind().Store != client.OnEtcd && !c.onZooKeeper():
 		return fmt.Errorf("--nemesis %s acts on the lock's own servers: --lock %s keeps its lock on none", k.name, c.Lock)
+	case k.needs&(needLockServers|needRedisLinks|needRunRedis) != 0 && c.onSentinel():
+		return fmt.Errorf("--nemesis %s acts on the lock's own servers, which --adapter-store %s keeps behind sentinels: only failover acts on them", k.name, AdapterOnSentinel)
 	case k.needs&needRunRedis != 0 && (c.lockNodes() > 0 || c.needs()&needReplica != 0 || c.lockKind().Store == client.OnEtcd || c.onZooKeeper()):
 		return fmt.Errorf("--nemesis %s acts on the run's Redis, which holds the history's clock and the fences, not the lock: the lock is on nodes of its own here (use restart)", c.Nemesis)
 	case k.needs&needReplica != 0 && c.needs()&(needLockServers|needRedisLinks) != 0:
 		return fmt.Errorf("--nemesis failover cannot go with faults of the lock's other nodes (%s)", c.Nemesis)
-	case k.needs&(needLockServers|needRedisLinks) != 0 && c.needs()&needReplica != 0:
-		return fmt.Errorf("--nemesis %s acts on the lock's own nodes, which sentinels fail over here (failover, --adapter-store %s): only failover acts on them", k.name, AdapterOnSentinel)
 	}
 	if k.check != nil {
 		return k.check(c)

@@ -49,6 +49,13 @@ func (c Config) lockKind() client.LockKind {
 	return client.LockKind{Name: c.Lock, Store: client.Elsewhere}
 }
 
+// onSentinel says c's lock is an adapter's on a Redis its sentinels fail
+// over (AdapterOnSentinel): the run starts them, and tells the adapter.
+func (c Config) onSentinel() bool {
+	a, ok := adapterStoreOf(c.AdapterStore)
+	return ok && a.failover && c.byAdapter()
+}
+
 // lockNames are the locks c may name: hiatus's and its lab's.
 func (c Config) lockNames() []string {
 	names := client.LockNames()

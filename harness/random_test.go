@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,8 +102,14 @@ func TestRunRandom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Results.Valid == checker.Unknown {
-		t.Errorf("the history does not check: %s", res.Results.AppendEDN(nil))
+	// The history's checks give a verdict. One of the record's may not,
+	// when a fault took the record's sight of the node (a restart, beside
+	// two CPU burners once also its MONITOR connection): it says so.
+	for _, c := range res.Results.Checks {
+		fromRecord := c.Get("source") == history.Keyword("record") || c.Name == "lock-server"
+		if c.Valid == checker.Unknown && (!fromRecord || !strings.Contains(c.Explanation, "lost sight")) {
+			t.Errorf("the history does not check (%s): %s", c.Name, res.Results.AppendEDN(nil))
+		}
 	}
 	spans := faultSpans(ops)
 	seen := map[string]bool{}

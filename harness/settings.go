@@ -58,24 +58,28 @@ const (
 
 // An adapterStore is a place an exec: adapter may keep its lock: the
 // servers its lock is kept on there (its kind's Store), what the run
-// starts and tells the adapter, and Describe's words for it; failover says
-// it is a Redis its sentinels fail over (the run starts them; --nemesis
-// failover acts on it).
+// starts and tells the adapter, what adapter check starts, and Describe's
+// words for it; failover says it is a Redis its sentinels fail over (the
+// run starts them; --nemesis failover acts on it).
 type adapterStore struct {
-	name, told, words string
-	store             client.Store
-	failover          bool
+	name, told, checked, words string
+	store                      client.Store
+	failover                   bool
 }
 
 // adapterStores are the places an exec: adapter may keep its lock, the
 // default first.
 func adapterStores() []adapterStore {
 	return []adapterStore{
-		{AdapterOnRedis, "told redis_url", "", client.OnRedis, false},
-		{AdapterOnRedisNodes, "--nodes independent Redis nodes, a Redlock's, told redis_urls", "the adapter's lock on Redis nodes of its own", client.OnRedisNodes, false},
-		{AdapterOnZooKeeper, "a throwaway ZooKeeper ensemble of --nodes servers, told as zookeeper in init", "the adapter's lock on ZooKeeper", client.OnZooKeeper, false},
-		{AdapterOnEtcd, "a throwaway etcd server, told as etcd_endpoints", "the adapter's lock on etcd", client.OnEtcd, false},
+		{AdapterOnRedis, "told redis_url", "--redis-url or a throwaway redis-server, told redis_url", "", client.OnRedis, false},
+		{AdapterOnRedisNodes, "--nodes independent Redis nodes, a Redlock's, told redis_urls", "three throwaway redis-servers, told as redis_urls",
+			"the adapter's lock on Redis nodes of its own", client.OnRedisNodes, false},
+		{AdapterOnZooKeeper, "a throwaway ZooKeeper ensemble of --nodes servers, told as zookeeper in init", "a throwaway ZooKeeper server, told as zookeeper",
+			"the adapter's lock on ZooKeeper", client.OnZooKeeper, false},
+		{AdapterOnEtcd, "a throwaway etcd server, told as etcd_endpoints", "a throwaway etcd server, told as etcd_endpoints",
+			"the adapter's lock on etcd", client.OnEtcd, false},
 		{AdapterOnSentinel, "a Redis primary, its replica and three sentinels, told as sentinels; --nemesis failover fails it over",
+			"a throwaway primary, replica and three sentinels, told as sentinels; its hello must say sentinel: true",
 			"the adapter's lock on a Redis its sentinels fail over", client.OnRedis, true},
 	}
 }
@@ -88,6 +92,16 @@ func AdapterStores() []string {
 		names = append(names, a.name)
 	}
 	return names
+}
+
+// AdapterCheckStores says, for adapter check's --adapter-store, what each
+// place starts and tells the adapter.
+func AdapterCheckStores() string {
+	var usage []string
+	for _, a := range adapterStores() {
+		usage = append(usage, fmt.Sprintf("%s (%s)", a.name, a.checked))
+	}
+	return strings.Join(usage[:len(usage)-1], ", ") + " or " + usage[len(usage)-1]
 }
 
 // adapterStoreOf is the place called name; the default for "".

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path"
@@ -104,7 +105,7 @@ func (r *Recorder) startZooKeeper(ctx context.Context, index int, n ZooKeeperNod
 	if err := s.connect(ctx); err != nil {
 		return nil, fmt.Errorf("record %s: %w", n.Name, err)
 	}
-	if _, err := s.expiries(ctx); err != nil {
+	if err := s.firstExpiries(ctx); err != nil {
 		s.noMntr = true
 		r.logf("%s: %v: a session's expiry is recorded as a delete", n.Name, err)
 	}
@@ -552,6 +553,21 @@ func (s *zookeeperSource) expiries(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return more, nil
+}
+
+// firstExpiries reads the servers' counts of expired sessions a first
+// time. A server slow to answer is asked again, twice: beside other work,
+// a server's first mntr once took longer than sampleTimeout, and the run's
+// record told no expiry. One that answers without the count does not
+// allow mntr, and is not asked again.
+func (s *zookeeperSource) firstExpiries(ctx context.Context) error {
+	for try := 1; ; try++ {
+		_, err := s.expiries(ctx)
+		var ne net.Error
+		if err == nil || try == 3 || !errors.As(err, &ne) || !ne.Timeout() {
+			return err
+		}
+	}
 }
 
 // staleSessionsExpired asks the server at addr, by mntr, how many sessions

@@ -120,7 +120,7 @@ func dial(ctx context.Context, node Node) (*ssh.Client, error) {
 	}
 	if err != nil {
 		conn.Close()
-		return nil, err
+		return nil, loginRefused(node, err)
 	}
 	return ssh.NewClient(c, chans, reqs), nil
 }
@@ -170,7 +170,7 @@ func clientConfig(node Node) (*ssh.ClientConfig, error) {
 		return nil, fmt.Errorf("known-hosts: %w", err)
 	}
 	return &ssh.ClientConfig{User: node.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: hostKeys, Timeout: sshTimeout}, nil
+		HostKeyCallback: checkHostKey(node, hostKeys), Timeout: sshTimeout}, nil
 }
 
 // knownHosts is the host key check of the known_hosts file at path, read

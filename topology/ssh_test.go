@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"github.com/hiatus-dev/hiatus/internal/sshtest"
 	"github.com/hiatus-dev/hiatus/topology"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 )
 
 // TestSSHHost on two hosts, each reached only through its own sshd: a
@@ -488,6 +490,68 @@ func TestDialFiles(t *testing.T) {
 			if err == nil || tc.err != nil && !errors.Is(err, tc.err) ||
 				!strings.Contains(err.Error(), "node files (127.0.0.1:1): "+tc.says) {
 				t.Errorf("DialSSH: %v; want %v saying %q", err, tc.err, tc.says)
+			}
+		})
+	}
+}
+
+// TestDialRefusals: a node whose host key its known_hosts file does not
+// hold, or holds another for, or that refuses hiatus's key, is refused
+// with what to do about it (the file, ssh-keyscan, ssh-keygen -R; the
+// user and the key tried), on a real sshd.
+func TestDialRefusals(t *testing.T) {
+	sn := sshtest.StartT(t, []sshtest.Node{{Name: "a", Roles: "worker"}})
+	inv, err := topology.ReadInventory(sn.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := inv.Nodes[0]
+	dir := t.TempDir()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, changed, key := filepath.Join(dir, "empty_known_hosts"), filepath.Join(dir, "changed_known_hosts"), filepath.Join(dir, "other_id")
+	line := knownhosts.Line([]string{knownhosts.Normalize(node.Addr)}, other)
+	if err := errors.Join(os.WriteFile(empty, nil, 0o644), os.WriteFile(changed, []byte("# a host\n"+line+"\n"), 0o644),
+		os.WriteFile(key, pem.EncodeToMemory(block), 0o600)); err != nil {
+		t.Fatal(err)
+	}
+	host, port, err := net.SplitHostPort(node.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*topology.Node)
+		says []string
+	}{
+		{"unknown host key", func(n *topology.Node) { n.KnownHosts = empty },
+			[]string{"is not in known-hosts " + empty, fmt.Sprintf("ssh-keyscan -p %s -H %s >> %s", port, host, empty)}},
+		{"changed host key", func(n *topology.Node) { n.KnownHosts = changed },
+			[]string{"is not the one known-hosts " + changed + " holds for it at line 2", "ssh-keygen -R " + knownhosts.Normalize(node.Addr) + " -f " + changed, "ssh-keyscan -p " + port}},
+		{"key refused", func(n *topology.Node) { n.Key = key },
+			[]string{"unable to authenticate", "refused user root with key " + key}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := node
+			tc.edit(&n)
+			_, err := topology.DialSSH(context.Background(), n, topology.NewRunTag())
+			if err == nil {
+				t.Fatal("DialSSH: no error")
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("DialSSH: %v; want it to say %q", err, s)
+				}
 			}
 		})
 	}

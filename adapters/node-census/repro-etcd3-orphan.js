@@ -19,8 +19,16 @@
 // would see the key, answer succeeded=false and revoke (no orphan).
 // Then, over three lease periods: the key, its lease's TTL, A's keepalives,
 // and B's lock(name).acquire(). Contrast: the same acquire with a catch
-// around the txn that revokes the lease. Exit 0 when the run completed.
+// around the txn that revokes the lease.
+// Exit: 1 when the stock acquire left the orphan (rejected, the key held by
+// A's live lease through every period watched, B refused at every check) and
+// the fix did not; 0 when the stock run showed no orphan (or the fix run did
+// too: not a clean repro); 2 on a setup error (etcd missing or dead, a module
+// missing, a bad --ttl, an interrupt). Its temp data dir is removed on exit.
+// To count runs: for i in $(seq 5); do node <this> >/dev/null; echo -n "$? "; done
 "use strict";
+let etcd, dir, done = false; // done: etcd's exit is ours, not a setup error
+process.on("uncaughtException", (e) => { console.error(`setup error: ${e.stack || e}`); shutdown(2); }); // e.g. a module missing
 const net = require("net"), fs = require("fs"), os = require("os"), path = require("path");
 const { spawn } = require("child_process");
 const { pinned, version } = require("./census");
@@ -30,19 +38,30 @@ const { Lease } = pinned("etcd3/lib/lease");
 const RPC = pinned("etcd3/lib/rpc");
 
 const deadline = process.argv.includes("--deadline");
-const TTL = Number(process.argv[process.argv.indexOf("--ttl") + 1]) || 6;
+const ttlAt = process.argv.indexOf("--ttl");
+const TTL = ttlAt < 0 ? 6 : Number(process.argv[ttlAt + 1]);
 const PERIODS = 3;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const log = (...a) => console.log(...a);
 const errName = (e) => `${e.constructor.name}: ${e.message}`;
 
-let etcd, dir;
-function cleanup() {
-  if (etcd && etcd.exitCode === null) { try { etcd.kill("SIGKILL"); } catch {} }
-  if (dir) { try { fs.rmSync(dir, { recursive: true, force: true }); } catch {} dir = null; }
+function running() { return etcd && etcd.exitCode === null && etcd.signalCode === null; }
+function removeDir() { // retried: a dying etcd may still be creating files in it
+  if (dir) { try { fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 }); } catch {} dir = null; }
 }
-process.on("exit", cleanup);
-for (const s of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(s, () => { cleanup(); process.exit(2); });
+// shutdown kills etcd, waits (up to 5 s) for it to exit, removes its data dir, and exits.
+async function shutdown(code) {
+  done = true;
+  if (running()) {
+    const exited = new Promise((r) => etcd.once("exit", r));
+    try { etcd.kill("SIGKILL"); } catch {}
+    await Promise.race([exited, sleep(5000)]);
+  }
+  removeDir();
+  process.exit(code);
+}
+process.on("exit", () => { if (running()) try { etcd.kill("SIGKILL"); } catch {} removeDir(); }); // a last resort
+for (const s of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(s, () => shutdown(2));
 
 function freePort() {
   return new Promise((res, rej) => {
@@ -150,6 +169,7 @@ async function scenario(B, px, fixed) {
 
 async function main() {
   log(`etcd3 ${version("etcd3")}, node ${process.version}, args [${process.argv.slice(2).join(" ")}]`);
+  if (!(TTL > 0)) throw new Error(`setup: --ttl needs a positive number of seconds, got ${process.argv[ttlAt + 1]}`);
   dir = fs.mkdtempSync(path.join(os.tmpdir(), "etcd-orphan-"));
   const [cport, pport] = [await freePort(), await freePort()];
   const c = `http://127.0.0.1:${cport}`, p = `http://127.0.0.1:${pport}`;
@@ -157,7 +177,8 @@ async function main() {
     "--listen-peer-urls", p, "--initial-advertise-peer-urls", p, "--initial-cluster", `n1=${p}`], { stdio: ["ignore", "ignore", "pipe"] });
   let etcdErr = "";
   etcd.stderr.on("data", (d) => { etcdErr = (etcdErr + d).slice(-2000); });
-  etcd.on("exit", (code, sig) => { if (!done) { console.error(`setup: etcd exited (${code ?? sig}):\n${etcdErr}`); process.exit(3); } });
+  etcd.on("error", (e) => { if (!done) { console.error(`setup: /usr/bin/etcd: ${e.message}`); shutdown(2); } });
+  etcd.on("exit", (code, sig) => { if (!done) { console.error(`setup: etcd exited (${code ?? sig}):\n${etcdErr}`); shutdown(2); } });
   const B = new Etcd3({ hosts: `127.0.0.1:${cport}` });
   for (let i = 0; ; i++) {
     try { await B.get("ping").exec(); break; } catch (e) { if (i > 100) throw new Error(`setup: etcd not ready: ${e}`); await sleep(100); }
@@ -174,11 +195,11 @@ async function main() {
   }
   const [s, f] = results;
   const orphan = s.heldAll && s.firstB < 0 && !s.a.startsWith("RESOLVED");
+  const bug = (r) => r.heldAll && r.refused === PERIODS + 1 && !r.a.startsWith("RESOLVED");
   log(orphan ? "=> ORPHAN: acquire() rejected, yet A's process keeps the lock's lease alive; nobody holds the lock and B can never get it (availability, not safety)."
     : "=> no orphan in this run (see rows above).");
   log(f.firstB >= 0 ? `=> with the revoke-on-error fix B acquires (check ${f.firstB}).` : "=> the fix run did not free the lock.");
-  done = true; px.srv.close(); B.close(); cleanup();
-  process.exit(0);
+  px.srv.close(); B.close();
+  await shutdown(bug(s) && !bug(f) ? 1 : 0);
 }
-let done = false;
-main().catch((e) => { console.error(`setup error: ${e.stack || e}`); cleanup(); process.exit(1); });
+main().catch((e) => { console.error(`setup error: ${e.stack || e}`); shutdown(2); });

@@ -60,7 +60,7 @@ function serve(handlers) {
         return answer(req, "error", { reason: `cannot do ${JSON.stringify(req.type)} with these fields` });
       }
       const [type, fields] = await handle(req);
-      answer(req, type, fields);
+      answer(req, type, type === "hello" && followsSentinels ? { ...fields, sentinel: true } : fields);
     });
   });
   rl.on("close", () => queue.then(() => process.exit(0)));
@@ -72,10 +72,13 @@ function serve(handlers) {
 // server's record, and retrying a request once at most. Told sentinels
 // (--adapter-store sentinel), it makes one client of the primary they name,
 // which follows their failovers; sentinel_nat maps the addresses they give
-// to those to dial (ioredis's natMap).
+// to those to dial (ioredis's natMap); and the adapter's hello then says
+// sentinel: true, which hiatus asks of an adapter it tells sentinels.
+let followsSentinels = false; // the hello says so (sentinel: true) once a client follows them
 function redisClients(Redis, req) {
   const options = { maxRetriesPerRequest: 1, connectionName: req.client_name || undefined };
   if (req.sentinels) {
+    followsSentinels = true;
     const hostPort = (addr) => {
       const i = addr.lastIndexOf(':');
       return { host: addr.slice(0, i), port: Number(addr.slice(i + 1)) };

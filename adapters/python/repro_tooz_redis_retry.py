@@ -8,9 +8,15 @@ connection error, so that the first attempt's landed SET NX orphans the key. Deb
 A throwaway redis-server; coordinator A (as tooz_lock.py uses tooz) talks to it through a proxy
 that lets A's first lock SET ... NX reach Redis, drops Redis's reply and closes both sides. For
 blocking=False, 1.0, True: what acquire() did, the key's value and PTTL, the SETs (commandstats,
-proxy), tooz's retry log, when coordinator B (direct) gets the lock. Exit 0 if run, 2 on setup error.
+proxy), tooz's retry log, when coordinator B (direct) gets the lock. There is no fixed variant to
+contrast: the exit code depends on the blocking=False case alone.
+
+Exit: 1 when, with blocking=False, the first SET landed, tooz retried with a new token and the
+first token's key was left held by no one; 0 when it was not; 2 on a setup error (redis-server
+missing or silent, a cited source line not found) or any other error. SIGTERM exits 143.
+To count runs: for i in $(seq 5); do /usr/bin/python3 <this> >/dev/null; echo -n "$? "; done
 """
-import logging, re, signal, socket, subprocess, sys, threading, time, uuid
+import logging, re, signal, socket, subprocess, sys, threading, time, traceback, uuid
 
 import redis
 from tooz import coordination
@@ -24,11 +30,18 @@ def free_port():
         return s.bind(("127.0.0.1", 0)) or s.getsockname()[1]
 
 
+class SetupError(Exception):
+    """The run could not be set up: exit 2."""
+
+
 def cite(path, *needles):
     """file:line of each needle's first occurrence in path (the installed source, not a copy)."""
-    lines = open(path).read().split("\n")
+    with open(path) as f:
+        lines = f.read().split("\n")
     for n in needles:
-        i = next(i for i, l in enumerate(lines) if n in l)
+        i = next((i for i, l in enumerate(lines) if n in l), None)
+        if i is None:
+            raise SetupError("%s: no line contains %r" % (path, n))
         print("  %s:%d: %s" % (path, i + 1, lines[i].strip()))
 
 
@@ -127,29 +140,31 @@ def main():
     h.emit = lambda rec: logs.append(rec.getMessage())  # tooz's "will retry" is at DEBUG
     logging.getLogger("tooz.drivers.redis").setLevel(logging.DEBUG)
     logging.getLogger("tooz.drivers.redis").addHandler(h)
-    port, srv = free_port(), None
+    port = free_port()
     try:
         srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                                 "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        r = redis.Redis(port=port)
-        for _ in range(100):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        else:
-            raise RuntimeError("redis-server did not answer on port %d" % port)
-        proxy = Proxy(port)
-        url = "redis://127.0.0.1:%d?timeout=5&lock_timeout=%d"
-        a = coordination.get_coordinator(url % (proxy.port, LEASE), b"A-" + uuid.uuid4().hex.encode())
-        b = coordination.get_coordinator(url % (port, LEASE), b"B-" + uuid.uuid4().hex.encode())
-        a.start(start_heart=False), b.start(start_heart=False)
-    except Exception as e:
-        srv and (srv.kill(), srv.wait())
-        print("setup error: %r" % e, file=sys.stderr)
-        sys.exit(2)
-    try:
+    except OSError as e:
+        raise SetupError("redis-server: %s" % e)
+    a = b = None
+    try:  # from here on, any exit (SIGTERM's SystemExit, Ctrl-C, an error) kills redis-server
+        try:
+            r = redis.Redis(port=port)
+            for _ in range(100):
+                try:
+                    r.ping()
+                    break
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+            else:
+                raise RuntimeError("redis-server did not answer on port %d" % port)
+            proxy = Proxy(port)
+            url = "redis://127.0.0.1:%d?timeout=5&lock_timeout=%d"
+            a = coordination.get_coordinator(url % (proxy.port, LEASE), b"A-" + uuid.uuid4().hex.encode())
+            b = coordination.get_coordinator(url % (port, LEASE), b"B-" + uuid.uuid4().hex.encode())
+            a.start(start_heart=False), b.start(start_heart=False)
+        except Exception as e:
+            raise SetupError(repr(e))
         print("tooz %s, redis-py %s, redis-server %s" % (coordination.__file__, redis.__version__,
               subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()[2][2:]))
         print("Source (installed):")
@@ -172,10 +187,12 @@ def main():
               "_handle_failures re-runs RedisLock.acquire, redis-py's Lock.acquire mints a new token, and the "
               "first token's key is held by no one until its PX expires (availability, not safety)."
               % ("CONFIRMED" if ok else "NOT confirmed as stated (see above)"))
+        x = res[0]  # blocking=False
+        return 1 if x["landed"] and x["retried"] and x["orphan"] else 0
     finally:
         for c in (a, b):
             try:
-                c.stop()
+                c and c.stop()
             except Exception:
                 pass
         srv.kill(), srv.wait()
@@ -183,4 +200,11 @@ def main():
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    main()
+    try:
+        sys.exit(main())
+    except SetupError as e:
+        print("setup error: %s" % e, file=sys.stderr)
+        sys.exit(2)
+    except Exception:  # not a result either way
+        traceback.print_exc()
+        sys.exit(2)

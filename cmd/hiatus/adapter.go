@@ -35,7 +35,7 @@ func adapterCommand() *cli.Command {
 				"Exit status: 0 conforms, 1 does not, 254 bad arguments or no Redis, 255 internal error.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "redis-url", EnvVars: []string{"HIATUS_REDIS_URL"}, Usage: "use this Redis instead of a throwaway redis-server"},
-				&cli.StringFlag{Name: "adapter-store", Value: harness.AdapterOnRedis, Usage: "where the adapter keeps its lock: redis, redis-nodes (three throwaway redis-servers, told as redis_urls in init), zookeeper (a throwaway ZooKeeper server, told as zookeeper in init) or etcd (a throwaway etcd server, told as etcd_endpoints)"},
+				&cli.StringFlag{Name: "adapter-store", Value: harness.AdapterOnRedis, Usage: "where the adapter keeps its lock: " + harness.AdapterCheckStores()},
 				&cli.BoolFlag{Name: "trace", Usage: "show every line the first adapter process is sent (->) and answers (<-)"},
 				helpFlag(),
 			},

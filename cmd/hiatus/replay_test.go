@@ -72,6 +72,9 @@ func TestReplayShrinkAdapterWords(t *testing.T) {
 		// A primary, its replica and three sentinels, told as sentinels:
 		// node-redlock's client asks them for the primary.
 		{[]string{"adapter", "check", "--adapter-store", "sentinel", "node ../../adapters/node/redlock.js"}, exitValid, "all 10 checks passed"},
+		// An adapter whose hello does not say it follows them (it reads
+		// redis_url alone) is refused: it would lock another Redis.
+		{[]string{"adapter", "check", "--adapter-store", "sentinel", "node ../../adapters/node-redis-semaphore/main.js v5.3.1"}, exitInvalid, "did not say sentinel: true"},
 		{[]string{"run", "--store", root, "--lock", "exec:true", "--adapter-store", "sentinel", "--nemesis", "restart"}, exitUsage, "only failover acts on them"},
 		{[]string{"run", "--store", root, "--lock", "exec:true", "--nemesis", "failover", "--pause", "3s"}, exitUsage, "--adapter-store sentinel"},
 	} {

@@ -172,8 +172,8 @@ func simpleRedisMutexFence() Finding {
 		// delayed acquire to the free key and win (the fault then holds a
 		// refusal): the shrunk reproducer of 3 workers recurred in 7 of
 		// 10, of 2 in 10 of 10. A reply delay aimed at any lock call
-		// caught such an acquire about one time in four: 16 s runs of it
-		// were invalid in 6 of 10.
+		// caught such an acquire about one time in four: 16 s runs of it,
+		// of 3 workers, were invalid in 6 of 10.
 		Schedule: Setup{Lease: 200 * time.Millisecond, Nemesis: string(nemesis.KindDelayRedisGrant), Delay: 500 * time.Millisecond,
 			PauseLen: 600 * time.Millisecond, Interval: 500 * time.Millisecond, Retry: 100 * time.Millisecond,
 			Limit: 8 * time.Second, Guard: client.GuardFence, Workers: 2},
