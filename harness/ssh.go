@@ -82,13 +82,7 @@ func startSSH(ctx context.Context, cfg Config) (_ *sshNodes, err error) {
 		}
 	}()
 	tag := topology.NewRunTag()
-	errs := make([]error, len(inv.Nodes))
-	var wg sync.WaitGroup
-	for i, n := range inv.Nodes {
-		wg.Go(func() { s.all[i], errs[i] = topology.DialSSH(ctx, n, tag) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := s.dial(ctx, tag); err != nil {
 		return s, setupErrorf("--hosts %s: %w", cfg.Hosts, err)
 	}
 	// The copies go on while the servers start (waitCopies).
@@ -119,6 +113,37 @@ func startSSH(ctx context.Context, cfg Config) (_ *sshNodes, err error) {
 		}
 	}
 	return s, nil
+}
+
+// dial connects to every node at once. The first node that fails ends
+// the others' set-up, so that its error is told at once, not after theirs
+// (8 s of a sweep and a watchdog on nodes that share a slow start-up file);
+// their being cut short is not told. What they made of the run goes with
+// their connections, as a run's does.
+func (s *sshNodes) dial(ctx context.Context, tag string) error {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	errs := make([]error, len(s.inv.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range s.inv.Nodes {
+		wg.Go(func() {
+			if s.all[i], errs[i] = topology.DialSSH(ctx, n, tag); errs[i] != nil {
+				stop(errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	first := context.Cause(ctx)
+	if first == nil {
+		return nil
+	}
+	told := []error{first}
+	for _, err := range errs {
+		if err != nil && err != first && !errors.Is(err, context.Canceled) {
+			told = append(told, err) // a failure of its own, not the cut
+		}
+	}
+	return errors.Join(told...)
 }
 
 // copySelf copies this binary to the run's directory on h, for its workers.

@@ -2,6 +2,9 @@ package harness_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +20,7 @@ import (
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/sshtest"
 	"github.com/hiatus-dev/hiatus/store"
+	"golang.org/x/crypto/ssh"
 )
 
 // TestRunHostsSSH runs experiments whose workers, lock node and PostgreSQL
@@ -282,4 +286,54 @@ func TestRunRefusesUnsoundCuts(t *testing.T) {
 	if left, _ := os.ReadDir(cfg.Store); len(left) != 0 {
 		t.Errorf("a refused run wrote %d entries into the store", len(left))
 	}
+}
+
+// TestRunSSHNodeRefused: a node that refuses hiatus's key stops the run
+// before it starts, a SetupError naming that node, the user and the key,
+// and not the other nodes, whose set-up it cut short: nothing of the run
+// is left on any of them.
+func TestRunSSHNodeRefused(t *testing.T) {
+	sn := sshtest.StartT(t, sshtest.Lab)
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	key, inv := filepath.Join(dir, "other_id"), filepath.Join(dir, "inventory")
+	b, err := os.ReadFile(sn.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// w1's line logs in with a key the node does not know.
+	lines := strings.Split(string(b), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "node w1 ") {
+			lines[i] = l + " key=" + key
+		}
+	}
+	if err := errors.Join(os.WriteFile(key, pem.EncodeToMemory(block), 0o600), os.WriteFile(inv, []byte(strings.Join(lines, "\n")), 0o644)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := sshConfig(t, sn, "ssh-refused", 130)
+	cfg.Hosts = harness.Hosts("ssh:" + inv)
+	_, err = harness.Run(context.Background(), cfg)
+	var se *harness.SetupError
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v, want a SetupError", err)
+	}
+	for _, w := range []string{"node w1", "refused user root with key " + key} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not say %q", err, w)
+		}
+	}
+	for _, n := range []string{"node w0", "node n0", "node pg", "context canceled"} {
+		if strings.Contains(err.Error(), n) {
+			t.Errorf("error %q speaks of %q, whose set-up w1's refusal cut short", err, n)
+		}
+	}
+	sshLeftovers(t, sn)
 }
