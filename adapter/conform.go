@@ -37,11 +37,14 @@ func Conform(ctx context.Context, command, redisURL string, out io.Writer, trace
 // ConformAt is Conform with the servers at: the Redis at.RedisURL (and
 // at.RedisURLs, for a lock on several nodes), and the ZooKeeper ensemble
 // at.ZooKeeper, the etcd server at.Etcd or the sentinels at.Sentinel for
-// an adapter that keeps its lock there. Its other fields are the check's own.
+// an adapter that keeps its lock there (every server field of at is told).
+// Its other fields (the lock, its lease, the trace) are the check's own.
 func ConformAt(ctx context.Context, command string, at Setup, out io.Writer, trace bool) error {
 	c := &conformance{ctx: ctx, out: out, command: command,
 		lock: fmt.Sprintf("hiatus:adapter-check:%d:%d", os.Getpid(), time.Now().UnixNano())}
-	s := Setup{RedisURL: at.RedisURL, RedisURLs: at.RedisURLs, ZooKeeper: at.ZooKeeper, Etcd: at.Etcd, Sentinel: at.Sentinel, Lock: c.lock, Lease: 2 * time.Second, Retry: 5 * time.Millisecond, ClientName: CheckClientName}
+	s := at // the servers; what follows is the check's own
+	s.Lock, s.Lease, s.Retry, s.ClientName = c.lock, 2*time.Second, 5*time.Millisecond, CheckClientName
+	s.Hello, s.Trace, s.Reports, s.Mark = 0, nil, nil, ""
 	if trace {
 		s.Trace = out
 	}

@@ -28,9 +28,11 @@ type Clock interface {
 // worker process are stamped by one clock. When TIME cannot be had (the
 // server is paused or gone) it extrapolates from the last reading with the
 // local monotonic clock, so that an op is never left without a time. A
-// stamp carried forward so is off by half that reading's round trip at
-// most, either way; one read is the server's clock between the op's call
-// and its stamp's reading. TestRedisClockStamps shows each case. (A run's
+// stamp carried forward so is early by that reading's answer's way back
+// at most, never late: an invocation's stamp, read before its call, must
+// not come after what the call did (carried from the middle of the round
+// trip, beside two CPU burners, one came 132 µs after its SET). One read
+// is the server's clock between the op's call and its stamp's reading. TestRedisClockStamps shows each case. (A run's
 // lock-server check once said false-ok of a release stamped 4 ms before
 // its DEL, 74 ms after its worker's SIGSTOP ended: most likely a reading
 // frozen with the worker, taken for a stalled server, and a stamp carried
@@ -41,13 +43,13 @@ type RedisClock struct {
 
 	mu        sync.Mutex
 	lastRedis time.Time // last Redis reading
-	lastLocal time.Time // local clock at that reading: halfway through its round trip
+	lastLocal time.Time // local clock at that reading's answer
 	failed    time.Time // local clock at the last failed reading
 }
 
 // NewRedisClock returns a clock reading rdb's TIME, counting from start.
 func NewRedisClock(rdb *redis.Client, start time.Time) *RedisClock {
-	return &RedisClock{read: func(ctx context.Context) (time.Time, error) { return rdb.Time(ctx).Result() }, start: start}
+	return &RedisClock{read: func(ctx context.Context) (time.Time, error) { return ServerTime(ctx, rdb) }, start: start}
 }
 
 // timeWait bounds a reading of the server's clock.
@@ -65,44 +67,41 @@ func ServerTime(ctx context.Context, rdb *redis.Client) (time.Time, error) {
 // Now implements Clock. A server that does not answer TIME within 100 ms
 // is not asked again for the next 100 ms: a paused Redis must not slow every
 // op's stamp to a timeout. Meanwhile the stamps are the last reading carried
-// forward by the local clock from the middle of its round trip, wrong by
-// half that round trip at most.
+// forward by the local clock from its answer.
 func (c *RedisClock) Now(ctx context.Context) int64 {
 	c.mu.Lock()
 	down := !c.failed.IsZero() && time.Since(c.failed) < timeWait
 	c.mu.Unlock()
-	var t, mid time.Time
+	var t, answered time.Time
 	var took time.Duration
 	err := errClockDown
 	if !down {
-		t, mid, took, err = c.reading(ctx)
+		t, answered, took, err = c.reading(ctx)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err != nil && err != errClockDown {
+		c.failed = time.Now()
+	}
 	switch {
 	case err != nil && c.lastLocal.IsZero():
-		if err != errClockDown {
-			c.failed = time.Now()
-		}
 		return time.Since(c.start).Nanoseconds()
 	case err != nil:
-		if err != errClockDown {
-			c.failed = time.Now()
-		}
 		t = c.lastRedis.Add(time.Since(c.lastLocal))
 	case took <= timeWait:
 		// A reading that took longer (answered across a pause of the
 		// worker's) stamps its op, but would carry its uncertainty forward.
-		c.lastRedis, c.lastLocal = t, mid
+		c.lastRedis, c.lastLocal = t, answered
 	}
 	return t.Sub(c.start).Nanoseconds()
 }
 
-// reading reads the server's clock, and says when, on the local clock (the
-// middle of the round trip), and how long the round trip took. A reading that outlived its wait by far was
-// frozen with its process (a pause of the worker's, not a slow server),
-// and says nothing of the server: it is made again at once.
-func (c *RedisClock) reading(ctx context.Context) (t, mid time.Time, took time.Duration, err error) {
+// reading reads the server's clock, and says when it was answered, on
+// the local clock, and how long the round trip took. A reading
+// that outlived its wait by far was frozen with its process (a pause of
+// the worker's, not a slow server), and says nothing of the server: it is
+// made again at once.
+func (c *RedisClock) reading(ctx context.Context) (t, answered time.Time, took time.Duration, err error) {
 	// The clock is read for ops that complete after the run's context ended.
 	ctx = context.WithoutCancel(ctx)
 	for try := 0; ; try++ {
@@ -112,7 +111,7 @@ func (c *RedisClock) reading(ctx context.Context) (t, mid time.Time, took time.D
 		took = time.Since(begin)
 		cancel()
 		if err == nil || try > 0 || took < 2*timeWait {
-			return t, begin.Add(took / 2), took, err
+			return t, begin.Add(took), took, err
 		}
 	}
 }

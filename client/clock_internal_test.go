@@ -43,8 +43,8 @@ func (f *fakeServer) read(ctx context.Context) (time.Time, error) {
 // TestRedisClockStamps: a reading frozen with its process past its wait is
 // made again, not taken for a server that stopped answering; a server that
 // stops answering is not asked again for timeWait, its stamps carried
-// forward from the last reading's round trip's middle, where the server
-// most likely read its clock: exact for a symmetric round trip.
+// forward from the last reading's answer: early by its way back, never
+// late.
 func TestRedisClockStamps(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -61,7 +61,7 @@ func TestRedisClockStamps(t *testing.T) {
 		{"frozen mid-reading, read again", []step{{}, {frozen: 300 * time.Millisecond}, {}, {}},
 			[]time.Duration{0, 0, 0}, []time.Duration{0, 0, 0}, 4},
 		{"a stalled server carried forward", []step{{there: 10 * time.Millisecond, back: 10 * time.Millisecond}, {stall: true}, {}},
-			[]time.Duration{0, 50 * time.Millisecond, timeWait, 0}, []time.Duration{-10 * time.Millisecond, 0, 0, 0}, 3},
+			[]time.Duration{0, 50 * time.Millisecond, timeWait, 0}, []time.Duration{-10 * time.Millisecond, -10 * time.Millisecond, -10 * time.Millisecond, 0}, 3},
 		// An answer across a pause stamps its op (the server's clock when
 		// it read it), and is no basis: the stall after it is carried from
 		// the reading before.

@@ -106,10 +106,7 @@ func TestRunAdapterMisbehaves(t *testing.T) {
 		if tc.said != "" && (!strings.Contains(out, "ended early") || !strings.Contains(out, tc.said)) {
 			t.Errorf("%s: the run's output does not say why its workers ended:\n%s", tc.mode, out)
 		}
-		ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
-		if err != nil {
-			t.Fatal(err)
-		}
+		ops := readOps(t, res.Dir)
 		infos := 0
 		for _, o := range ops {
 			if o.IsClient() && o.F == history.FAcquire && o.Type == history.Info {
@@ -142,10 +139,7 @@ func TestRunAdapterPausedInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := readOps(t, res.Dir)
 	pauses := 0
 	for _, o := range ops {
 		switch {
@@ -225,10 +219,7 @@ func TestRunAdapterOutsideProtocol(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
-			if err != nil {
-				t.Fatal(err)
-			}
+			ops := readOps(t, res.Dir)
 			infos := 0
 			for _, o := range ops {
 				switch {

@@ -835,10 +835,7 @@ func TestRunInterruptedMidPartition(t *testing.T) {
 	if !res.Interrupted || res.Results.Valid == checker.Unknown {
 		t.Errorf("interrupted? %v, valid? %v: want an interrupted run, checked", res.Interrupted, res.Results.Valid)
 	}
-	ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := readOps(t, res.Dir)
 	ws := faultWindows(t, ops, nemesis.KindPartitionPostgres)
 	if len(ws) != 1 || ws[0].whole() {
 		t.Errorf("faults %+v: want one partition, ended by the interrupt", ws)

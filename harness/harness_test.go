@@ -43,10 +43,7 @@ func TestRunOwnLock(t *testing.T) {
 	if err != nil || !strings.Contains(string(test), ":lock :del-release") {
 		t.Errorf("test.edn %q (%v) does not name the lock", test, err)
 	}
-	ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := readOps(t, res.Dir)
 	if n := countWrites(ops); int64(n) != f.Writes {
 		t.Errorf("history has %d ok writes, results say %d", n, f.Writes)
 	}

@@ -41,10 +41,7 @@ func TestRunHostsNetns(t *testing.T) {
 	if res.Results.Valid == checker.Unknown {
 		t.Errorf("the run was not checked: %v", res.Results)
 	}
-	ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := readOps(t, res.Dir)
 	type window struct {
 		proc       history.Process
 		start, end int64

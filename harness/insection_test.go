@@ -2,7 +2,6 @@ package harness_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
-	"github.com/hiatus-dev/hiatus/store"
 )
 
 // TestRunStopWaiters: with --pause-kind stop-waiters, the holder of every
@@ -36,10 +34,7 @@ func TestRunStopWaiters(t *testing.T) {
 	if res.Results.Valid != checker.Valid {
 		t.Errorf("valid? %v: %s", res.Results.Valid, res.Results.AppendEDN(nil))
 	}
-	ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := readOps(t, res.Dir)
 	pending := map[history.Process]history.Op{} // open acquires, by process
 	holder := history.Process(-1)               // the process in a stop-waiters pause of its own
 	type stop struct {

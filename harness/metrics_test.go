@@ -129,10 +129,7 @@ func scrape(t *testing.T, dir string) map[series]int64 {
 // writes, and its reads under fence-rmw (the reads it records a fence on).
 func invoked(t *testing.T, dir string) map[series]int64 {
 	t.Helper()
-	ops, err := history.ReadFile(filepath.Join(dir, store.History))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := readOps(t, dir)
 	out := map[series]int64{}
 	for _, o := range ops {
 		if !o.IsClient() || o.Type != history.Invoke {

@@ -1,7 +1,6 @@
 package harness_test
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -28,10 +27,7 @@ import (
 func reconcile(t *testing.T, dir string, workers int, o recon) int {
 	quorum, gaps, arrival := o.quorum, o.gaps, o.arrival
 	t.Helper()
-	ops, err := history.ReadFile(filepath.Join(dir, store.History))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := readOps(t, dir)
 	evs, err := history.ReadServerFile(filepath.Join(dir, store.LockServer))
 	if err != nil {
 		t.Fatal(err)
@@ -246,21 +242,14 @@ func TestRecordReconciles(t *testing.T) {
 			// A run of fewer than five grants tells nothing either way (beside
 			// two CPU burners RedlockMutex's 3 s runs granted 4), nor does a
 			// failover run whose sentinels promoted no replica: it is made
-			// again, three times at most; every run made is reconciled.
-			var res harness.Result
-			for try, told := 1, false; !told; try++ {
-				if try > 3 {
-					t.Fatal("three runs, none with five ok acquires seen by the record (and a failover, if asked): too few to tell")
-				}
-				var err error
-				if res, err = harness.Run(context.Background(), cfg); err != nil {
-					t.Fatal(err)
-				}
-				n := reconcile(t, res.Dir, cfg.Workers, tc.recon)
-				over := cfg.Nemesis != "failover" || failedOver(t, res.Dir)
-				if told = n >= 5 && over; !told {
-					t.Logf("run %d (%s): %d ok acquires seen by the record; failed over: %v", try, res.Dir, n, over)
-				}
+			// again (showing); every run made is reconciled.
+			res, ok := showing(t, harness.Run, cfg, func(r harness.Result) (bool, string) {
+				n := reconcile(t, r.Dir, cfg.Workers, tc.recon)
+				over := cfg.Nemesis != "failover" || failedOver(t, r.Dir)
+				return n >= 5 && over, fmt.Sprintf("%d ok acquires seen by the record; failed over: %v", n, over)
+			})
+			if !ok {
+				t.Fatal("three runs, none with five ok acquires seen by the record (and a failover, if asked): too few to tell")
 			}
 			if cfg.Nemesis == "clock" && stepped(t, res.Dir, cfg.Lease) == 0 {
 				t.Errorf("no event of a node whose clock the fault stepped by %v: the clock fault did not show", cfg.Lease)
@@ -273,10 +262,7 @@ func TestRecordReconciles(t *testing.T) {
 // error: its sentinels promoted the replica.
 func failedOver(t *testing.T, dir string) bool {
 	t.Helper()
-	ops, err := history.ReadFile(filepath.Join(dir, store.History))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := readOps(t, dir)
 	for _, o := range ops {
 		if e, ok := history.ReadFaultEvent(o); ok && e.Kind == nemesis.KindFailover && !e.Begin && e.Value["error"] == nil {
 			return true

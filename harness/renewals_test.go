@@ -2,14 +2,12 @@ package harness_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/history"
-	"github.com/hiatus-dev/hiatus/store"
 )
 
 // TestRunRecordsRenewals: a run of a renewing lock whose sections outlast
@@ -28,10 +26,7 @@ func TestRunRecordsRenewals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := readOps(t, res.Dir)
 	type grant struct {
 		holder     history.Process
 		start, end int64

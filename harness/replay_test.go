@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/store"
 )
@@ -84,4 +85,37 @@ func readPlan(t *testing.T, dir string) nemesis.Plan {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// showing makes runs of cfg with run until one shows what the test asks
+// of it (shows says whether, and why not, for the log), three at most: a
+// run on a loaded machine may show nothing either way (too few grants, a
+// fault that caught nothing), which is no verdict. It returns the last
+// run, and whether it showed.
+func showing(t *testing.T, run func(context.Context, harness.Config) (harness.Result, error), cfg harness.Config,
+	shows func(harness.Result) (bool, string)) (harness.Result, bool) {
+	t.Helper()
+	var res harness.Result
+	for try := 1; try <= 3; try++ {
+		var err error
+		if res, err = run(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+		ok, why := shows(res)
+		if ok {
+			return res, true
+		}
+		t.Logf("run %d (%s): %s", try, res.Dir, why)
+	}
+	return res, false
+}
+
+// readOps reads the history of the run in dir.
+func readOps(t *testing.T, dir string) []history.Op {
+	t.Helper()
+	ops, err := history.ReadFile(filepath.Join(dir, store.History))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ops
 }

@@ -1,7 +1,6 @@
 package harness_test
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/adaptertest"
 	"github.com/hiatus-dev/hiatus/nemesis"
-	"github.com/hiatus-dev/hiatus/store"
 )
 
 // TestRunReplyDelayRedsyncValidity: redsync's Extend before v4.4.0 says
@@ -22,8 +20,9 @@ import (
 // call in flight, :call :extend), reach it after the key the extend
 // renewed has expired, and another worker has taken the lock. v4.3.0 says
 // extended, the holder writes (invalid: an update lost, or the write late
-// at least); v4.4.1, on the same schedule, refuses, and the run is valid. A delay of both directions cannot
-// show it: the extend itself arrives after the lease. Measured: 10 of 10
+// at least); v4.4.1, on the same schedule, refuses, and the run is valid.
+// A delay of both directions cannot show it: the extend itself arrives
+// after the lease. Measured: 10 of 10
 // runs of each (docs/findings.md).
 func TestRunReplyDelayRedsyncValidity(t *testing.T) {
 	dir := t.TempDir()
@@ -48,24 +47,13 @@ func TestRunReplyDelayRedsyncValidity(t *testing.T) {
 			// call whose invocation and completion a loaded machine's
 			// collector may read at once (beside two CPU burners a run's
 			// fault once never began): a run whose fault caught no extend
-			// shows nothing either way, and is made again, three times at
-			// most; what is asserted of a caught extend is unchanged.
-			var res harness.Result
+			// shows nothing either way, and is made again (showing); what is
+			// asserted of a caught extend is unchanged.
 			var caught *call
-			for try := 1; caught == nil && try <= 3; try++ {
-				r, err := lab.Run(context.Background(), cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ops, err := history.ReadFile(filepath.Join(r.Dir, store.History))
-				if err != nil {
-					t.Fatal(err)
-				}
-				res, caught = r, caughtExtend(ops, cfg.Delay)
-				if caught == nil {
-					t.Logf("run %d (%s): its fault caught no extend", try, r.Dir)
-				}
-			}
+			res, _ := showing(t, lab.Run, cfg, func(r harness.Result) (bool, string) {
+				caught = caughtExtend(readOps(t, r.Dir), cfg.Delay)
+				return caught != nil, "its fault caught no extend"
+			})
 			defer faultRun{res: res}.logFailed(t)
 			f, _ := res.Results.LockCounter()
 			t.Logf("%s: the extend the delay caught: %v; lost %d–%d", v.version, caught, f.LostMin, f.LostMax)

@@ -96,10 +96,14 @@ func AdapterStores() []string {
 
 // AdapterCheckStores says, for adapter check's --adapter-store, what each
 // place starts and tells the adapter.
-func AdapterCheckStores() string {
+func AdapterCheckStores() string { return storeWords(func(a adapterStore) string { return a.checked }) }
+
+// storeWords lists the places, each with its words, for a flag's usage:
+// "redis (…), redis-nodes (…) or sentinel (…)".
+func storeWords(words func(adapterStore) string) string {
 	var usage []string
 	for _, a := range adapterStores() {
-		usage = append(usage, fmt.Sprintf("%s (%s)", a.name, a.checked))
+		usage = append(usage, fmt.Sprintf("%s (%s)", a.name, words(a)))
 	}
 	return strings.Join(usage[:len(usage)-1], ", ") + " or " + usage[len(usage)-1]
 }
@@ -117,12 +121,8 @@ func adapterStoreOf(name string) (adapterStore, bool) {
 // adapterStoreSetting is --adapter-store: where an exec: adapter keeps its
 // lock, which decides the servers the run starts for it.
 func adapterStoreSetting() Setting {
-	var usage []string
-	for _, a := range adapterStores() {
-		usage = append(usage, fmt.Sprintf("%s (%s)", a.name, a.told))
-	}
 	return Setting{Flag: "adapter-store", Key: "adapter-store", keyword: true, DefaultText: AdapterOnRedis,
-		Usage:  "where an exec: adapter keeps its lock: " + strings.Join(usage[:len(usage)-1], ", ") + " or " + usage[len(usage)-1],
+		Usage:  "where an exec: adapter keeps its lock: " + storeWords(func(a adapterStore) string { return a.told }),
 		goName: "AdapterStore", get: func(c Config) any { return c.AdapterStore }, set: setString(func(c *Config) *string { return &c.AdapterStore }),
 		kept: func(c Config) bool { return c.byAdapter() && c.AdapterStore != "" },
 		describe: func(c Config) string {

@@ -2,9 +2,6 @@ package harness_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -20,7 +17,6 @@ import (
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/sshtest"
 	"github.com/hiatus-dev/hiatus/store"
-	"golang.org/x/crypto/ssh"
 )
 
 // TestRunHostsSSH runs experiments whose workers, lock node and PostgreSQL
@@ -174,10 +170,7 @@ func runSSH(t *testing.T, cfg harness.Config) (harness.Result, []history.Op) {
 	if res.Results.Valid == checker.Unknown {
 		t.Errorf("the history does not check: %s", res.Results.AppendEDN(nil))
 	}
-	ops, err := history.ReadFile(filepath.Join(res.Dir, store.History))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := readOps(t, res.Dir)
 	return res, ops
 }
 
@@ -294,14 +287,6 @@ func TestRunRefusesUnsoundCuts(t *testing.T) {
 // is left on any of them.
 func TestRunSSHNodeRefused(t *testing.T) {
 	sn := sshtest.StartT(t, sshtest.Lab)
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	key, inv := filepath.Join(dir, "other_id"), filepath.Join(dir, "inventory")
 	b, err := os.ReadFile(sn.Inventory)
@@ -315,7 +300,8 @@ func TestRunSSHNodeRefused(t *testing.T) {
 			lines[i] = l + " key=" + key
 		}
 	}
-	if err := errors.Join(os.WriteFile(key, pem.EncodeToMemory(block), 0o600), os.WriteFile(inv, []byte(strings.Join(lines, "\n")), 0o644)); err != nil {
+	sshtest.NewKeyT(t, key)
+	if err := os.WriteFile(inv, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg := sshConfig(t, sn, "ssh-refused", 130)

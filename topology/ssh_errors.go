@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/hiatus-dev/hiatus/internal/shellquote"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -23,11 +24,9 @@ func checkHostKey(node Node, check ssh.HostKeyCallback) ssh.HostKeyCallback {
 		if !errors.As(err, &ke) {
 			return err
 		}
-		host, port, splitErr := net.SplitHostPort(node.Addr)
-		if splitErr != nil {
-			host, port = node.Addr, "22"
-		}
-		scan := fmt.Sprintf("ssh-keyscan -p %s -H %s >> %s", port, host, node.KnownHosts)
+		_, port, _ := net.SplitHostPort(node.Addr) // the inventory gives every address its port
+		file := shellquote.Quote(node.KnownHosts)
+		scan := fmt.Sprintf("ssh-keyscan -p %s -H %s >> %s", port, node.IP(), file)
 		got := key.Type() + " " + ssh.FingerprintSHA256(key)
 		if len(ke.Want) == 0 {
 			return fmt.Errorf("its host key (%s) is not in known-hosts %s: if it is the node's (check the fingerprint on the node: ssh-keygen -lf /etc/ssh/ssh_host_%s_key.pub), add it with `%s`",
@@ -38,7 +37,7 @@ func checkHostKey(node Node, check ssh.HostKeyCallback) ssh.HostKeyCallback {
 			lines = append(lines, fmt.Sprintf("line %d (%s %s)", w.Line, w.Key.Type(), ssh.FingerprintSHA256(w.Key)))
 		}
 		return fmt.Errorf("its host key (%s) is not the one known-hosts %s holds for it at %s: someone may be in the middle; if the node's key was changed, remove the old with `ssh-keygen -R %s -f %s` and add the new with `%s`",
-			got, node.KnownHosts, strings.Join(lines, ", "), knownhosts.Normalize(node.Addr), node.KnownHosts, scan)
+			got, node.KnownHosts, strings.Join(lines, ", "), shellquote.Quote(knownhosts.Normalize(node.Addr)), file, scan)
 	}
 }
 

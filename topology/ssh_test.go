@@ -3,9 +3,6 @@ package topology_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -244,17 +241,10 @@ func TestDialSilentNode(t *testing.T) {
 		}
 	}()
 	dir := t.TempDir()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	node := topology.Node{Name: "mute", Addr: l.Addr().String(), User: "root", Dir: "/tmp",
 		Key: filepath.Join(dir, "id"), KnownHosts: filepath.Join(dir, "known_hosts")}
-	if err := errors.Join(os.WriteFile(node.Key, pem.EncodeToMemory(block), 0o600), os.WriteFile(node.KnownHosts, nil, 0o644)); err != nil {
+	sshtest.NewKeyT(t, node.Key)
+	if err := os.WriteFile(node.KnownHosts, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for name, f := range map[string]func(context.Context) error{
@@ -454,17 +444,10 @@ func TestSSHRunsDir(t *testing.T) {
 // and the file. The node's address is never reached: the files come first.
 func TestDialFiles(t *testing.T) {
 	dir := t.TempDir()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	key, kh, fifo := filepath.Join(dir, "id"), filepath.Join(dir, "known_hosts"), filepath.Join(dir, "fifo")
 	large, bad, long := filepath.Join(dir, "large"), filepath.Join(dir, "bad_known_hosts"), filepath.Join(dir, "long_known_hosts")
-	if err := errors.Join(os.WriteFile(key, pem.EncodeToMemory(block), 0o600), os.WriteFile(kh, nil, 0o644),
+	sshtest.NewKeyT(t, key)
+	if err := errors.Join(os.WriteFile(kh, nil, 0o644),
 		syscall.Mkfifo(fifo, 0o600), os.WriteFile(large, make([]byte, topology.KnownHostsLimit+1), 0o600),
 		os.WriteFile(bad, []byte("# hosts\n10.0.0.2 ssh-ed25519 not-base64!\n"), 0o644),
 		os.WriteFile(long, []byte("\n# "+strings.Repeat("x", 64<<10)+"\n"), 0o644)); err != nil {
@@ -507,22 +490,10 @@ func TestDialRefusals(t *testing.T) {
 	}
 	node := inv.Nodes[0]
 	dir := t.TempDir()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
 	empty, changed, key := filepath.Join(dir, "empty_known_hosts"), filepath.Join(dir, "changed_known_hosts"), filepath.Join(dir, "other_id")
+	other := sshtest.NewKeyT(t, key) // a key no node knows, and no node's host key
 	line := knownhosts.Line([]string{knownhosts.Normalize(node.Addr)}, other)
-	if err := errors.Join(os.WriteFile(empty, nil, 0o644), os.WriteFile(changed, []byte("# a host\n"+line+"\n"), 0o644),
-		os.WriteFile(key, pem.EncodeToMemory(block), 0o600)); err != nil {
+	if err := errors.Join(os.WriteFile(empty, nil, 0o644), os.WriteFile(changed, []byte("# a host\n"+line+"\n"), 0o644)); err != nil {
 		t.Fatal(err)
 	}
 	host, port, err := net.SplitHostPort(node.Addr)

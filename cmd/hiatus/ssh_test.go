@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -16,7 +13,6 @@ import (
 
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/sshtest"
-	"golang.org/x/crypto/ssh"
 )
 
 // TestKill9SSH: SIGKILL of `hiatus run --hosts ssh:FILE` while a worker's
@@ -77,17 +73,9 @@ func TestKill9SSH(t *testing.T) {
 // once, naming the file. No node is reached: the files come first.
 func TestRunHostsSSHFiles(t *testing.T) {
 	dir := t.TempDir()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	fifo, key, kh := filepath.Join(dir, "fifo"), filepath.Join(dir, "id"), filepath.Join(dir, "known_hosts")
-	if err := errors.Join(syscall.Mkfifo(fifo, 0o600), os.WriteFile(key, pem.EncodeToMemory(block), 0o600),
-		os.WriteFile(kh, nil, 0o644)); err != nil {
+	sshtest.NewKeyT(t, key)
+	if err := errors.Join(syscall.Mkfifo(fifo, 0o600), os.WriteFile(kh, nil, 0o644)); err != nil {
 		t.Fatal(err)
 	}
 	inventory := func(name, key, knownHosts, addr string) string {

@@ -207,6 +207,17 @@ func newKey(path string) (ssh.PublicKey, error) {
 	return ssh.NewPublicKey(pub)
 }
 
+// NewKeyT writes a new ed25519 private key to path for the test t, as
+// newKey does, and returns its public key; a failure fails t.
+func NewKeyT(t testing.TB, path string) ssh.PublicKey {
+	t.Helper()
+	pub, err := newKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
+}
+
 // Run runs script on the host called name through its own sshd, as root,
 // and returns its output.
 func (n *Net) Run(ctx context.Context, name, script string) (string, error) {
