@@ -72,7 +72,9 @@ func (b *renewalBuilder) in(sec Section, until int64) []Renewal {
 // renewing: one that blocks the worker's goroutine alone (an in-section
 // sleep; a stop-waiters holder's own block), not one that stops its whole
 // process.
-func keepsRenewing(kind history.Keyword) bool { return kind == "sleep" || kind == "stop-waiters" }
+func keepsRenewing(kind history.Keyword) bool {
+	return kind == history.PauseSleep || kind == history.PauseStopWaiters
+}
 
 // renewalCause says what the lock's own renewals tell of how sec's holder
 // lost its grant before its write, "" when they tell nothing: a renewal

@@ -317,7 +317,7 @@ func (l *Exec) stopWatch() {
 
 func (l *Exec) timeout() time.Duration {
 	if l.opTimeout <= 0 {
-		return 5 * time.Second
+		return defaultOpTimeout
 	}
 	return l.opTimeout
 }

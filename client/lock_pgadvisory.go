@@ -14,11 +14,12 @@ import (
 // until pg_advisory_unlock. It has no lease: the lock lasts as long as the
 // session, so a paused holder keeps it and everyone else waits.
 type PGAdvisory struct {
-	db    *pgxpool.Pool // the lock's own: one session, apart from the workload's
-	key   int64         // the advisory lock's bigint key
-	name  string
-	retry time.Duration
-	fence fencer
+	db      *pgxpool.Pool // the lock's own: one session, apart from the workload's
+	key     int64         // the advisory lock's bigint key
+	name    string
+	retry   time.Duration
+	timeout time.Duration // bounds each attempt
+	fence   fencer
 
 	mu   sync.Mutex
 	held map[string]*pgxpool.Conn // by token: the session that holds the lock
@@ -28,7 +29,7 @@ func pgAdvisoryKind() LockKind {
 	return LockKind{Name: "pg-advisory", About: "a PostgreSQL session advisory lock, with no lease, on a session of its own",
 		Store: OnPostgres, Sessions: 1,
 		New: func(_ context.Context, cfg LockConfig) (Lock, error) {
-			return newPGAdvisory(cfg.Postgres, cfg.Key, cfg.Retry, cfg.fencer())
+			return newPGAdvisory(cfg.Postgres, cfg.Key, cfg.Retry, cfg.OpTimeout, cfg.fencer())
 		}}
 }
 
@@ -36,7 +37,7 @@ func pgAdvisoryKind() LockKind {
 // The lock has a session of its own, opened when first needed: the
 // workload's sessions stay free for the work done under the lock. Close ends
 // it.
-func newPGAdvisory(db *pgxpool.Pool, name string, retry time.Duration, fence fencer) (*PGAdvisory, error) {
+func newPGAdvisory(db *pgxpool.Pool, name string, retry, timeout time.Duration, fence fencer) (*PGAdvisory, error) {
 	if db == nil {
 		return nil, fmt.Errorf("advisory lock %s: no PostgreSQL", name)
 	}
@@ -46,7 +47,10 @@ func newPGAdvisory(db *pgxpool.Pool, name string, retry time.Duration, fence fen
 	if err != nil {
 		return nil, fmt.Errorf("advisory lock %s: %w", name, err)
 	}
-	return &PGAdvisory{db: own, key: advisoryKey(name), name: name, retry: retryOr(retry), fence: fence,
+	if timeout <= 0 {
+		timeout = defaultOpTimeout
+	}
+	return &PGAdvisory{db: own, key: advisoryKey(name), name: name, retry: retryOr(retry), timeout: timeout, fence: fence,
 		held: map[string]*pgxpool.Conn{}}, nil
 }
 
@@ -67,15 +71,11 @@ func (l *PGAdvisory) Acquire(ctx context.Context) (Grant, error) {
 		return Grant{}, fmt.Errorf("advisory lock %s: connection: %w", l.name, err)
 	}
 	for {
-		var ok bool
-		err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, l.key).Scan(&ok)
+		ok, err := l.try(ctx, conn)
 		if err != nil {
 			// The lock may have been granted on this session without our
 			// knowing: end the session, which ends its locks.
 			discard(conn)
-			if ctx.Err() != nil {
-				return Grant{}, ErrGaveUp
-			}
 			return Grant{}, fmt.Errorf("advisory lock %s: %w", l.name, err)
 		}
 		if ok {
@@ -96,6 +96,20 @@ func (l *PGAdvisory) Acquire(ctx context.Context) (Grant, error) {
 	l.held[token] = conn
 	l.mu.Unlock()
 	return g, nil
+}
+
+// try asks once for the lock on conn's session. An attempt under way is
+// not cut short when ctx ends: the server may have granted it by then, and
+// an acquire reported failed whose grant lived on in the session until
+// discard ended it was an orphan in the record (a run's end cut one
+// short, and another worker was refused meanwhile). The op timeout bounds
+// it instead, and a timeout is an acquire of unknown outcome.
+func (l *PGAdvisory) try(ctx context.Context, conn *pgxpool.Conn) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+	defer cancel()
+	var ok bool
+	err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, l.key).Scan(&ok)
+	return ok, err
 }
 
 // discard closes conn's session and drops it from the pool.

@@ -239,10 +239,14 @@ func (w *Worker) release(ctx context.Context, g Grant) error {
 	return nil
 }
 
+// defaultOpTimeout bounds an op whose worker or lock was given no
+// OpTimeout.
+const defaultOpTimeout = 5 * time.Second
+
 func (w *Worker) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	d := w.OpTimeout
 	if d <= 0 {
-		d = 5 * time.Second
+		d = defaultOpTimeout
 	}
 	return context.WithTimeout(ctx, d)
 }

@@ -21,21 +21,21 @@ import (
 // The defaults of a run, which `hiatus run` and `hiatus compare` flags
 // both show.
 const (
-	DefaultName                 = "lock-counter"
-	DefaultWorkers              = 3
-	DefaultTimeLimit            = 10 * time.Second
-	DefaultLease                = 500 * time.Millisecond
-	DefaultWork                 = 20 * time.Millisecond
-	DefaultRetry                = 5 * time.Millisecond
-	DefaultOpTimeout            = 5 * time.Second
-	DefaultAdapterHello         = 30 * time.Second
-	DefaultNemesis      Nemesis = "sigstop"
-	DefaultPause                = 800 * time.Millisecond
-	DefaultInterval             = 700 * time.Millisecond
-	DefaultPauseKind            = nemesis.KindSleep
-	DefaultLock                 = "setnx"
-	DefaultStore                = "store"
-	DefaultCounterID            = 1
+	DefaultName         = "lock-counter"
+	DefaultWorkers      = 3
+	DefaultTimeLimit    = 10 * time.Second
+	DefaultLease        = 500 * time.Millisecond
+	DefaultWork         = 20 * time.Millisecond
+	DefaultRetry        = 5 * time.Millisecond
+	DefaultOpTimeout    = 5 * time.Second
+	DefaultAdapterHello = 30 * time.Second
+	DefaultNemesis      = Nemesis(nemesis.KindSigStop)
+	DefaultPause        = 800 * time.Millisecond
+	DefaultInterval     = 700 * time.Millisecond
+	DefaultPauseKind    = nemesis.KindSleep
+	DefaultLock         = "setnx"
+	DefaultStore        = "store"
+	DefaultCounterID    = 1
 )
 
 // Config is everything a run is made of. Each field is a Setting (Settings
@@ -187,7 +187,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("--inject-every cannot be negative")
 	case c.InjectEvery > 0 && c.Pause <= 0:
 		return fmt.Errorf("--inject-every needs a positive --pause")
-	case !slices.Contains(pauseKinds(), c.PauseKind):
+	case !slices.Contains(InSectionKinds(), c.PauseKind):
 		return fmt.Errorf("--pause-kind %q: want sleep, stop or stop-waiters", c.PauseKind)
 	case c.byAdapter() && strings.TrimSpace(strings.TrimPrefix(c.Lock, client.ExecPrefix)) == "":
 		return fmt.Errorf("--lock %q: exec: needs the adapter's command, as exec:'python3 my_adapter.py'", c.Lock)
@@ -228,7 +228,7 @@ func (c Config) validate() error {
 	if err := c.validateNemesis(); err != nil {
 		return err
 	}
-	if (c.ClockJump != 0 || c.ClockStrobe != 0) && !c.faultIn("clock") {
+	if (c.ClockJump != 0 || c.ClockStrobe != 0) && !c.faultIn(string(nemesis.KindClock)) {
 		return fmt.Errorf("--clock-jump and --clock-strobe go with --nemesis clock")
 	}
 	if c.Delay > 0 && !c.delayed() {

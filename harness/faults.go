@@ -102,6 +102,25 @@ func faultsAbout() string {
 // NemesisNames are the faults Config.Nemesis may list.
 func NemesisNames() []string { return kindsWith(0) }
 
+// SequenceFaults are the kinds of fault that may be parts of a sequence
+// (a+b).
+func SequenceFaults() []string { return kindsWith(sequenceable) }
+
+// FaultsAllowed are the kinds of fault c allows alone, whatever its own
+// nemesis: those a --nemesis of that one kind passes validation with. What
+// may go with what is for the validation of the whole.
+func (c Config) FaultsAllowed() []string {
+	var out []string
+	for _, k := range NemesisNames() {
+		try := c
+		try.Nemesis, try.Plan = Nemesis(k), nil
+		if try.validateNemesis() == nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // Random is the Nemesis of every kind of fault a run allows, injected
 // overlapping in time, as Jepsen's combined nemeses do: every Interval one
 // begins, on a target (a worker, a lock node, a server) no other holds,
@@ -213,7 +232,7 @@ func validateItem(f string) error {
 		case slices.Contains(parts[:i], p):
 			return fmt.Errorf("--nemesis %q: %s twice in one sequence", f, p)
 		case len(parts) > 1 && k.needs&sequenceable == 0:
-			return fmt.Errorf("--nemesis %q: a sequence is made of %s, not %s", f, strings.Join(kindsWith(sequenceable), ", "), p)
+			return fmt.Errorf("--nemesis %q: a sequence is made of %s, not %s", f, strings.Join(SequenceFaults(), ", "), p)
 		}
 	}
 	// A sequence's events carry one set of nodes (its first part's where

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// pauseKinds are the in-section pauses --pause-kind may name: the worker
+// InSectionKinds are the in-section pauses --pause-kind may name: the worker
 // pauses itself inside its every --inject-every-th section, after the read
 // and before the write (nemesis.InSection). Of the configuration, not the
 // nemesis's schedule: a replay has them from test.edn.
@@ -26,7 +26,7 @@ import (
 //     the run stops every other worker then waiting for the lock, whole,
 //     for as long (stopWaiters): waiters frozen in line past their leases
 //     while the holder keeps the lock, as a lock's queue must survive.
-func pauseKinds() []history.Keyword {
+func InSectionKinds() []history.Keyword {
 	return []history.Keyword{nemesis.KindSleep, nemesis.KindStop, nemesis.KindStopWaiters}
 }
 

@@ -41,8 +41,11 @@ func (c PauseCase) String() string {
 	return fmt.Sprintf("%s/%s/%s", c.Lock, c.Guard, c.Pause)
 }
 
-// PauseKinds are the ways PauseTest pauses a holder.
-func PauseKinds() []history.Keyword { return []history.Keyword{nemesis.KindSleep, nemesis.KindStop} }
+// PauseTestKinds are the ways PauseTest pauses a holder: a subset of
+// InSectionKinds.
+func PauseTestKinds() []history.Keyword {
+	return []history.Keyword{nemesis.KindSleep, nemesis.KindStop}
+}
 
 // PauseCases are the cases of every lock, guard and pause, in that order.
 func PauseCases(locks []string, guards []client.Guard, pauses []history.Keyword) []PauseCase {

@@ -80,16 +80,16 @@ func TestPauseTest(t *testing.T) {
 		// renewal misses only a second late.
 		lease time.Duration
 	}{
-		{lock: "setnx", keeping: lapses, guards: all, pauses: harness.PauseKinds()},
-		{lock: "renew", keeping: renews, freezes: true, guards: two, pauses: harness.PauseKinds(), lease: 1500 * time.Millisecond},
-		{lock: "pg-advisory", keeping: noLease, guards: two[:1], pauses: harness.PauseKinds()},
+		{lock: "setnx", keeping: lapses, guards: all, pauses: harness.PauseTestKinds()},
+		{lock: "renew", keeping: renews, freezes: true, guards: two, pauses: harness.PauseTestKinds(), lease: 1500 * time.Millisecond},
+		{lock: "pg-advisory", keeping: noLease, guards: two[:1], pauses: harness.PauseTestKinds()},
 		{lock: "exec:" + adaptertest.Command("setnx"), keeping: lapses, freezes: true, guards: two, pauses: []history.Keyword{nemesis.KindStop}},
 		{lock: "del-release", keeping: lapses, guards: two[:1], pauses: []history.Keyword{nemesis.KindSleep}}, // the lab's
 		// etcd grants 2 s at the least: a case takes 2 to 4 s.
-		{lock: "etcd", keeping: renews, freezes: true, guards: two[:1], pauses: harness.PauseKinds()},
+		{lock: "etcd", keeping: renews, freezes: true, guards: two[:1], pauses: harness.PauseTestKinds()},
 		// ZooKeeper's client pings its session every third of its
 		// timeout, as a watchdog renews: a renewing lock's lease.
-		{lock: "zookeeper", keeping: renews, freezes: true, guards: two, pauses: harness.PauseKinds(), lease: 1500 * time.Millisecond},
+		{lock: "zookeeper", keeping: renews, freezes: true, guards: two, pauses: harness.PauseTestKinds(), lease: 1500 * time.Millisecond},
 	} {
 		name := tc.lock
 		if i == 3 {

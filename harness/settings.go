@@ -13,6 +13,7 @@ import (
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/shellquote"
 	"github.com/hiatus-dev/hiatus/lockserver"
+	"github.com/hiatus-dev/hiatus/nemesis"
 )
 
 // A Setting is one field of Config, declared once: the flag that sets it,
@@ -199,11 +200,11 @@ func Settings() []Setting {
 		adapterStoreSetting(),
 		{Flag: "clock-jump", Key: "clock-jump-ms", Usage: "how far --nemesis clock steps a node's clock: forward, or back when negative (-500ms)", DefaultText: "the lease",
 			goName: "ClockJump", get: func(c Config) any { return c.ClockJump }, set: setTo(func(c *Config) *time.Duration { return &c.ClockJump }),
-			kept:     func(c Config) bool { return c.faultIn("clock") },
+			kept:     func(c Config) bool { return c.faultIn(string(nemesis.KindClock)) },
 			describe: func(c Config) string { return fmt.Sprintf("clock jump %v", c.clockJump()) }},
 		{Flag: "clock-strobe", Key: "clock-strobe-ms", Usage: "with --nemesis clock, step the clock back and forth this often while the fault lasts (a strobing clock); 0 for one step",
 			goName: "ClockStrobe", get: func(c Config) any { return c.ClockStrobe }, set: setTo(func(c *Config) *time.Duration { return &c.ClockStrobe }),
-			kept: func(c Config) bool { return c.faultIn("clock") },
+			kept: func(c Config) bool { return c.faultIn(string(nemesis.KindClock)) },
 			describe: func(c Config) string {
 				if c.ClockStrobe == 0 {
 					return ""
@@ -262,7 +263,7 @@ func durationSetting(flag, goName, usage string, shared bool, p func(*Config) *t
 func nemesisSetting() Setting {
 	return Setting{Flag: "nemesis", Key: "nemesis", goName: "Nemesis",
 		Usage: "faults, every --interval one of them for --pause: none, or a comma-separated list of " + faultsAbout() +
-			"; a+b: a sequence, b begun --pause/2 after a (of " + strings.Join(kindsWith(sequenceable), ", ") + "); " +
+			"; a+b: a sequence, b begun --pause/2 after a (of " + strings.Join(SequenceFaults(), ", ") + "); " +
 			"random: every kind the run allows, overlapping in time, one fault a target at a time. See docs/nemesis.md",
 		get: func(c Config) any { return string(c.Nemesis) }, set: setString(func(c *Config) *Nemesis { return &c.Nemesis }),
 		describe: func(c Config) string {
@@ -389,7 +390,7 @@ func (c Config) Resolved() Config {
 	if c.onZooKeeper() {
 		c.Nodes = c.zkNodes()
 	}
-	if c.faultIn("clock") {
+	if c.faultIn(string(nemesis.KindClock)) {
 		c.ClockJump = c.clockJump()
 	}
 	if c.delayed() {

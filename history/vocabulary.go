@@ -39,6 +39,16 @@ const (
 	FOpsMissing Keyword = "ops-missing"
 )
 
+// The kinds of in-section pause, the :kind of their events. They are
+// declared here, not with the other kinds of fault in nemesis, since the
+// checker tells them apart: a pause of the worker's goroutine alone
+// leaves its lock's renewals running.
+const (
+	PauseSleep       Keyword = "sleep"        // the worker's goroutine blocks in its section
+	PauseStop        Keyword = "stop"         // the worker stops its own process in its section
+	PauseStopWaiters Keyword = "stop-waiters" // the worker blocks in its section while the workers waiting for the lock are stopped
+)
+
 // Extra keys of lock-counter ops.
 const (
 	KeyToken    Keyword = "token"    // the holder's random token, on an acquire's completion

@@ -169,6 +169,7 @@ func (n *SigStop) End(context.Context) error { return n.Freezer.ContAll(n.group)
 type PauseServer struct {
 	pauseEvents
 	Which   history.Keyword // KindPauseRedis or KindPausePostgres
+	Target  string          // the server's name: a random nemesis holds it, for the kill of the same server
 	PID     func() int      // the server's PID now (it changes across restarts)
 	Freezer *Freezer
 	pids    []int
@@ -190,6 +191,8 @@ func (n *PauseServer) Begin(context.Context, *rand.Rand) (map[history.Keyword]an
 // End implements Fault.
 func (n *PauseServer) End(context.Context) error { return n.Freezer.Cont(n.pids...) }
 
+func (n *PauseServer) server() string { return n.Target }
+
 // A Restartable is a server the nemesis may kill and start again.
 type Restartable interface {
 	// Crash ends the server abruptly: SIGKILL, or an immediate shutdown.
@@ -204,6 +207,7 @@ type Restartable interface {
 type KillServer struct {
 	killEvents
 	Which  history.Keyword // KindKillRedis or KindKillPostgres
+	Target string          // the server's name, as PauseServer's
 	Server Restartable
 }
 
@@ -221,6 +225,8 @@ func (n *KillServer) Begin(context.Context, *rand.Rand) (map[history.Keyword]any
 
 // End implements Fault.
 func (n *KillServer) End(ctx context.Context) error { return n.Server.Restart(ctx) }
+
+func (n *KillServer) server() string { return n.Target }
 
 // Workers are what KillWorker acts on: the run's worker processes.
 type Workers interface {

@@ -36,10 +36,10 @@ type Recorder func(history.Op)
 
 // Kinds of fault, written as the :kind of their events.
 const (
-	KindSigStop       history.Keyword = "sigstop"        // SIGSTOP of a whole worker process
-	KindSleep         history.Keyword = "sleep"          // the worker's goroutine blocks in its section
-	KindStop          history.Keyword = "stop"           // the worker stops its own process in its section
-	KindStopWaiters   history.Keyword = "stop-waiters"   // the worker blocks in its section while the workers waiting for the lock are stopped
+	KindSigStop       history.Keyword = "sigstop" // SIGSTOP of a whole worker process
+	KindSleep                         = history.PauseSleep
+	KindStop                          = history.PauseStop
+	KindStopWaiters                   = history.PauseStopWaiters
 	KindPauseRedis    history.Keyword = "pause-redis"    // SIGSTOP of redis-server
 	KindPausePostgres history.Keyword = "pause-postgres" // SIGSTOP of the postmaster and its backends
 	KindKillRedis     history.Keyword = "kill-redis"     // SIGKILL of redis-server, restarted empty

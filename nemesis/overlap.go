@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"strings"
 	"sync"
 )
+
+// A serverFault acts on one of the run's servers, which it names.
+type serverFault interface{ server() string }
 
 // A nodeCounter is a fault of the lock's nodes that says how many there
 // are, so that a schedule of faults at once can aim it at a free one.
@@ -105,7 +107,11 @@ func (s *Schedule) aimFree(f Fault, held map[string]bool) (string, bool) {
 		a.aimAtNode(On(node))
 		return fmt.Sprintf("node %d", node), true
 	}
-	// A server: pause-redis and kill-redis act on the same one.
-	server := "server " + strings.TrimPrefix(strings.TrimPrefix(string(f.Kind()), "pause-"), "kill-")
-	return server, !held[server]
+	// A pause and a kill of one server hold the same target; any other
+	// fault is its own.
+	target := "fault " + string(f.Kind())
+	if s, ok := f.(serverFault); ok {
+		target = "server " + s.server()
+	}
+	return target, !held[target]
 }

@@ -76,6 +76,7 @@ type fakeServerFault struct {
 }
 
 func (n *fakeServerFault) Kind() history.Keyword { return n.kind }
+func (n *fakeServerFault) server() string        { return "redis" }
 func (n *fakeServerFault) Begin(context.Context, *rand.Rand) (map[history.Keyword]any, error) {
 	n.begin(n.kind)
 	return map[history.Keyword]any{}, nil

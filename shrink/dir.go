@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/harness"
+	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/files"
+	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/store"
 )
 
@@ -57,7 +59,7 @@ func Open(dir string, allow harness.Allowed) (Case, error) {
 // server needs the run's own. It returns what removes them.
 func (c *Case) ShareServers(ctx context.Context) (func(), error) {
 	for _, f := range c.Config.FaultNames() {
-		if f != "sigstop" && f != "kill-worker" {
+		if k := history.Keyword(f); k != nemesis.KindSigStop && k != nemesis.KindKillWorker {
 			return func() {}, nil
 		}
 	}

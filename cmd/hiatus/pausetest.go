@@ -54,7 +54,7 @@ func pauseTestFlags() []cli.Flag {
 		guards = append(guards, string(g))
 	}
 	pauses := make([]string, 0, 2)
-	for _, p := range harness.PauseKinds() {
+	for _, p := range harness.PauseTestKinds() {
 		pauses = append(pauses, string(p))
 	}
 	return append(out,
@@ -138,13 +138,13 @@ func pauseTestConfig(c *cli.Context) (harness.Config, []harness.PauseCase, error
 	}
 	var pauses []history.Keyword
 	for _, p := range listFlag(c, "pause-kind", nil) {
-		if !slices.Contains(harness.PauseKinds(), history.Keyword(p)) {
-			return cfg, nil, fmt.Errorf("--pause-kind %q: want one of %v", p, harness.PauseKinds())
+		if !slices.Contains(harness.PauseTestKinds(), history.Keyword(p)) {
+			return cfg, nil, fmt.Errorf("--pause-kind %q: want one of %v", p, harness.PauseTestKinds())
 		}
 		pauses = append(pauses, history.Keyword(p))
 	}
 	if len(pauses) == 0 {
-		pauses = harness.PauseKinds()
+		pauses = harness.PauseTestKinds()
 	}
 	if c.Int("runs") < 1 {
 		return cfg, nil, fmt.Errorf("--runs must be at least 1, not %d", c.Int("runs"))

@@ -61,17 +61,17 @@ func Probes() []Probe {
 	}
 	return []Probe{
 		{Name: "none", About: "no faults: contention alone", set: fault(history.Keyword(PauseNone), 0)},
-		{Name: "sigstop", About: "a random worker (holder or waiter) SIGSTOPped for 1.6 leases every 1.4", set: fault(nemesis.KindSigStop, 1.6)},
-		{Name: "sleep", About: "the holder blocks for 1.6 leases between its read and its write, in every 2nd section (pause-test's sleep)", set: inSection(PauseSleep, 1.6)},
-		{Name: "stop", About: "the holder SIGSTOPs its whole process (adapter and renewals too) for 1.6 leases there (pause-test's stop)", set: inSection(PauseStop, 1.6)},
-		{Name: "stop-waiters", About: "the holder blocks for 2 leases, and the workers waiting for the lock meanwhile are SIGSTOPped as long", set: inSection(PauseStopWaiters, 2)},
-		{Name: "kill-worker", About: "a random worker SIGKILLed (holding or not) and another started", set: fault(nemesis.KindKillWorker, 1.6)},
-		{Name: "restart", About: "one of the lock's servers SIGKILLed and restarted: a Redis node empty, a ZooKeeper server with its data", set: fault(nemesis.KindRestart, 1.2)},
+		{Name: string(nemesis.KindSigStop), About: "a random worker (holder or waiter) SIGSTOPped for 1.6 leases every 1.4", set: fault(nemesis.KindSigStop, 1.6)},
+		{Name: PauseSleep, About: "the holder blocks for 1.6 leases between its read and its write, in every 2nd section (pause-test's sleep)", set: inSection(PauseSleep, 1.6)},
+		{Name: PauseStop, About: "the holder SIGSTOPs its whole process (adapter and renewals too) for 1.6 leases there (pause-test's stop)", set: inSection(PauseStop, 1.6)},
+		{Name: PauseStopWaiters, About: "the holder blocks for 2 leases, and the workers waiting for the lock meanwhile are SIGSTOPped as long", set: inSection(PauseStopWaiters, 2)},
+		{Name: string(nemesis.KindKillWorker), About: "a random worker SIGKILLed (holding or not) and another started", set: fault(nemesis.KindKillWorker, 1.6)},
+		{Name: string(nemesis.KindRestart), About: "one of the lock's servers SIGKILLed and restarted: a Redis node empty, a ZooKeeper server with its data", set: fault(nemesis.KindRestart, 1.2)},
 		{Name: "restart-aof", About: "the same, every Redis node fsyncing each write first (appendfsync always)", set: func(s *Setup, l time.Duration) {
 			fault(nemesis.KindRestart, 1.2)(s, l)
 			s.NodeAOF = true
 		}},
-		{Name: "pause-node", About: "one of the lock's servers SIGSTOPped for 1.6 leases", set: fault(nemesis.KindPauseNode, 1.6)},
+		{Name: string(nemesis.KindPauseNode), About: "one of the lock's servers SIGSTOPped for 1.6 leases", set: fault(nemesis.KindPauseNode, 1.6)},
 		{Name: "partition", About: "a worker cut from the lock's servers (a minority of several) for 1.6 leases", set: fault(nemesis.KindPartitionRedis, 1.6)},
 		{Name: "partition-majority", About: "a worker cut from a majority of the lock's servers", set: fault(nemesis.KindPartitionMajority, 1.6)},
 		{Name: "delay", About: "every byte between a worker and the lock's servers 2 leases late, for 3 leases", set: func(s *Setup, l time.Duration) {
@@ -79,7 +79,7 @@ func Probes() []Probe {
 			s.Delay = 2 * l
 		}},
 		{Name: "drop", About: "a worker's connections to the lock's servers reset", set: fault(nemesis.KindDropRedis, 1.6)},
-		{Name: "clock", About: "a lock node's clock stepped forward by a lease, for 1.6 leases", set: fault(nemesis.KindClock, 1.6)},
+		{Name: string(nemesis.KindClock), About: "a lock node's clock stepped forward by a lease, for 1.6 leases", set: fault(nemesis.KindClock, 1.6)},
 	}
 }
 

@@ -55,11 +55,11 @@ func (ch Choices) Setups() (kind string, setups []Setup, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	defPauses := "sigstop,sleep,stop"
+	defPauses := strings.Join([]string{PauseSigStop, PauseSleep, PauseStop}, ",")
 	if kind == "sweep" {
 		defPauses = PauseSigStop
 	}
-	pauses, err := names(ch.Pauses, defPauses, PauseKinds(), "--pauses")
+	pauses, err := names(ch.Pauses, defPauses, PauseChoices(), "--pauses")
 	if err != nil {
 		return "", nil, err
 	}

@@ -346,7 +346,7 @@ func TestRealGridsCollectable(t *testing.T) {
 	for _, ch := range []Choices{
 		{},
 		{Locks: "setnx,renew,redsync,redislock,pg-advisory,redlock,etcd,redsync-extend,etcd-v3lock,exec:python3 a.py",
-			Pauses: strings.Join(PauseKinds(), ","), Fencing: "both"},
+			Pauses: strings.Join(PauseChoices(), ","), Fencing: "both"},
 		{Locks: "setnx,renew,redsync,redislock,pg-advisory,redlock,etcd,redsync-extend,etcd-v3lock,exec:python3 a.py",
 			Pauses: "sigstop,sleep,stop,stop-waiters", Fencing: "both", Sweep: "pause/lease=0.1..10", Steps: 12, StepsGiven: true},
 		{Scenario: all},

@@ -8,6 +8,7 @@ import (
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/store"
 )
 
@@ -32,7 +33,7 @@ func (p Plan) Config(s Setup, i int) harness.Config {
 	cfg.Nemesis, cfg.InjectEvery, cfg.PauseKind = "none", 0, harness.DefaultPauseKind
 	switch s.Pause {
 	case PauseSigStop:
-		cfg.Nemesis = "sigstop"
+		cfg.Nemesis = harness.Nemesis(nemesis.KindSigStop)
 	case PauseSleep, PauseStop, PauseStopWaiters:
 		cfg.InjectEvery, cfg.PauseKind = s.Every, history.Keyword(s.Pause)
 	}

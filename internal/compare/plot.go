@@ -31,7 +31,7 @@ func Plot(t *Table, format string) (_ []byte, err error) {
 	var panels []*plot.Plot
 	w, h := 7*vg.Inch, vg.Length(len(t.Rows))*0.3*vg.Inch+1.5*vg.Inch
 	if t.sweep() {
-		for _, kind := range PauseKinds() {
+		for _, kind := range PauseChoices() {
 			p, err := sweepPanel(t, kind)
 			if err != nil {
 				return nil, fmt.Errorf("plot: %w", err)

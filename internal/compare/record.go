@@ -167,7 +167,7 @@ func (s Setup) check(field string, sweep bool) error {
 		{"Lease", s.Lease < 0}, {"PauseLen", s.PauseLen < 0}, {"Interval", s.Interval < 0}, {"Work", s.Work < 0},
 		{"Limit", s.Limit < 0}, {"Every", s.Every < 0}, {"Workers", s.Workers < 0},
 		{"Delay", s.Delay < 0}, {"Retry", s.Retry < 0}, {"Nodes", s.Nodes < 0},
-		{"Pause", s.Pause != "" && !slices.Contains(PauseKinds(), s.Pause)},
+		{"Pause", s.Pause != "" && !slices.Contains(PauseChoices(), s.Pause)},
 		{"Ratio", s.Ratio < 0 || sweep && s.Ratio == 0},
 	} {
 		if c.bad {

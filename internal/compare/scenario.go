@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/nemesis"
 )
 
 // A Scenario is one situation of the public Redlock debate, made a run:
@@ -26,8 +28,8 @@ const DebateName = "redlock-debate"
 // the reference settings unless its fault needs others.
 func Scenarios() []Scenario {
 	const lease = 500 * time.Millisecond
-	redlock := func(nemesis string, pause time.Duration) Setup {
-		return Setup{Lock: "redlock", Lease: lease, Nemesis: nemesis,
+	redlock := func(faults string, pause time.Duration) Setup {
+		return Setup{Lock: "redlock", Lease: lease, Nemesis: faults,
 			PauseLen: pause, Interval: 700 * time.Millisecond}
 	}
 	// Two workers: the one cut off is the holder half the time, and a
@@ -36,25 +38,25 @@ func Scenarios() []Scenario {
 	// s lease outlasts 1 s sections with a margin, and the old keys expire
 	// while the holder is in its next section.
 	restart := func(pause time.Duration, aof bool) Setup {
-		return Setup{Lock: "redlock", Lease: 1500 * time.Millisecond, Nemesis: "partition-redis+restart",
+		return Setup{Lock: "redlock", Lease: 1500 * time.Millisecond, Nemesis: sequence(nemesis.KindPartitionRedis, nemesis.KindRestart),
 			PauseLen: pause, Interval: 500 * time.Millisecond, Work: time.Second, Workers: 2, NodeAOF: aof}
 	}
 	return []Scenario{
 		{Name: "gc-pause", Title: "a holder stops (a GC pause) longer than its lease, on Redlock over 5 nodes",
-			Setup: redlock("sigstop", 800*time.Millisecond)},
+			Setup: redlock(sequence(nemesis.KindSigStop), 800*time.Millisecond)},
 		{Name: "clock-jump", Title: "one of Redlock's 5 nodes' clock jumps forward by a lease, alone",
-			Setup: redlock("clock", 800*time.Millisecond)},
+			Setup: redlock(sequence(nemesis.KindClock), 800*time.Millisecond)},
 		// Kleppmann's counterexample: a client cut off from two nodes takes
 		// the other three; one of those jumps; another client takes it and
 		// the two. The jump must find the client holding: 200 ms sections.
 		{Name: "clock-jump-partition", Title: "a worker cut off from 2 of Redlock's 5 nodes, then one of the others' clock jumps (Kleppmann's sequence)",
 			Setup: func() Setup {
-				s := redlock("partition-redis+clock", 800*time.Millisecond)
+				s := redlock(sequence(nemesis.KindPartitionRedis, nemesis.KindClock), 800*time.Millisecond)
 				s.Work = 200 * time.Millisecond
 				return s
 			}()},
 		{Name: "delayed-write", Title: "a holder's requests to the resource arrive a lease late (the delayed packet), on Redlock",
-			Setup: redlock("delay-postgres", 800*time.Millisecond)},
+			Setup: redlock(sequence(nemesis.KindDelayPostgres), 800*time.Millisecond)},
 		// The restart Kleppmann and go-redsync/redsync#186 describe: a
 		// holder cut off from 2 of the 5 nodes takes the other 3; one of
 		// those crashes and comes back empty while it holds; another
@@ -62,7 +64,7 @@ func Scenarios() []Scenario {
 		// all 5 breaks nothing: the bare majority comes first. The crash
 		// waits for one (bareMajority in harness); the node is down for
 		// the fault's 600 ms, inside the holder's 1 s section.
-		{Name: "restart", Title: "a worker cut off from 2 of Redlock's 5 nodes takes the other 3; one of those restarts without persistence",
+		{Name: string(nemesis.KindRestart), Title: "a worker cut off from 2 of Redlock's 5 nodes takes the other 3; one of those restarts without persistence",
 			Setup: restart(600*time.Millisecond, false)},
 		// antirez's two mitigations, on the same sequence: the node kept
 		// down twice the lease, and every write fsynced.
@@ -72,10 +74,19 @@ func Scenarios() []Scenario {
 			Setup: restart(600*time.Millisecond, true)},
 		// A failover takes the sentinels about 2.3 s; a lock lost in it
 		// matters only to a holder still inside its section by then.
-		{Name: "failover", Title: "a single Redis primary with an asynchronous replica fails over (sentinels), its holders still working",
-			Setup: Setup{Lock: "setnx", Lease: 4 * time.Second, Nemesis: "failover",
+		{Name: string(nemesis.KindFailover), Title: "a single Redis primary with an asynchronous replica fails over (sentinels), its holders still working",
+			Setup: Setup{Lock: "setnx", Lease: 4 * time.Second, Nemesis: sequence(nemesis.KindFailover),
 				PauseLen: 6 * time.Second, Interval: 2 * time.Second, Work: 3 * time.Second, Limit: 24 * time.Second}},
 	}
+}
+
+// sequence is the --nemesis of one fault, or of a sequence of them (a+b).
+func sequence(kinds ...history.Keyword) string {
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = string(k)
+	}
+	return strings.Join(parts, "+")
 }
 
 // ScenarioNames lists what --scenario takes: the debate's scenarios, and

@@ -12,21 +12,23 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/nemesis"
 )
 
 // Pause kinds a Setup may have.
 const (
-	PauseNone    = "none"    // no faults
-	PauseSigStop = "sigstop" // the nemesis SIGSTOPs a random worker every Interval
-	PauseSleep   = "sleep"   // a worker blocks inside its every Every-th section
-	PauseStop    = "stop"    // a worker SIGSTOPs its own process inside its every Every-th section
+	PauseNone    = "none"                      // no faults
+	PauseSigStop = string(nemesis.KindSigStop) // the nemesis SIGSTOPs a random worker every Interval
+	PauseSleep   = string(nemesis.KindSleep)   // a worker blocks inside its every Every-th section
+	PauseStop    = string(nemesis.KindStop)    // a worker SIGSTOPs its own process inside its every Every-th section
 	// PauseStopWaiters: a worker blocks inside its every Every-th section,
 	// and the workers waiting for the lock meanwhile are SIGSTOPped as long.
-	PauseStopWaiters = "stop-waiters"
+	PauseStopWaiters = string(nemesis.KindStopWaiters)
 )
 
-// PauseKinds lists the pause kinds, in the order tables show them.
-func PauseKinds() []string {
+// PauseChoices lists the pauses a Setup may have, in the order tables
+// show them: none, the nemesis's sigstop, and the in-section kinds.
+func PauseChoices() []string {
 	return []string{PauseNone, PauseSigStop, PauseSleep, PauseStop, PauseStopWaiters}
 }
 
@@ -35,7 +37,7 @@ func PauseKinds() []string {
 type Setup struct {
 	Lock     string
 	Lease    time.Duration
-	Pause    string        // one of PauseKinds
+	Pause    string        // one of PauseChoices
 	PauseLen time.Duration // how long each pause lasts
 	Interval time.Duration // between SIGSTOP pauses
 	Every    int           // in-section pauses: every Every-th section of each worker

@@ -40,18 +40,27 @@ func Config(t *rapid.T) harness.Config {
 		c.ExtendBeforeWrite = rapid.Bool().Draw(t, "extend-before-write")
 	}
 	c.Hosts = rapid.SampledFrom([]harness.Hosts{"", harness.HostsLocal, harness.HostsNetns}).Draw(t, "hosts")
-	c.Nemesis = harness.Nemesis(nemesisOf(t, c))
-	c.Pause = duration(t, "pause", 1, 2000)
-	if strings.Contains(string(c.Nemesis), "failover") {
-		c.Pause = duration(t, "failover pause", 3000, 5000)
-	}
-	c.TimeLimit = c.Pause + duration(t, "time-limit past the pause", 0, 20000)
 	if rapid.Bool().Draw(t, "in-section") {
 		c.InjectEvery = rapid.IntRange(1, 30).Draw(t, "inject-every")
-		c.PauseKind = rapid.SampledFrom([]history.Keyword{nemesis.KindSleep, nemesis.KindStop, nemesis.KindStopWaiters}).Draw(t, "pause-kind")
+		c.PauseKind = rapid.SampledFrom(harness.InSectionKinds()).Draw(t, "pause-kind")
 	}
-	parts := strings.FieldsFunc(string(c.Nemesis), func(r rune) bool { return r == ',' || r == '+' })
-	if slices.Contains(parts, "clock") {
+	// The faults are drawn under the longest pause, which allows them all
+	// (a failover needs 3 s or more), and the pause after them: a short
+	// one where they take it.
+	long := c
+	long.Pause, long.TimeLimit = 5000*ms, 5000*ms
+	c.Nemesis = harness.Nemesis(nemesisOf(t, long))
+	c.Pause = duration(t, "pause", 1, 2000)
+	c.TimeLimit = c.Pause + duration(t, "time-limit past the pause", 0, 20000)
+	if c.Validate() != nil {
+		c.Pause = duration(t, "long pause", 3000, 5000)
+		c.TimeLimit = c.Pause + duration(t, "time-limit past the long pause", 0, 20000)
+	}
+	var parts []string
+	for _, f := range c.FaultNames() {
+		parts = append(parts, strings.Split(f, "+")...)
+	}
+	if slices.Contains(parts, string(nemesis.KindClock)) {
 		c.ClockJump = duration(t, "clock-jump", -3000, 3000)
 		c.ClockStrobe = duration(t, "clock-strobe", 0, 200)
 	}
@@ -65,7 +74,9 @@ func Config(t *rapid.T) harness.Config {
 		c.Plan = planOf(t, c)
 	}
 	if err := c.Validate(); err != nil {
-		t.Skipf("drew an invalid configuration: %v", err) // rare: the draws follow Validate's rules
+		// The faults are drawn by what validation allows; any other
+		// refusal is a draw gone astray, not one to pass over.
+		t.Fatalf("drew an invalid configuration: %v", err)
 	}
 	return c
 }
@@ -74,76 +85,52 @@ func duration(t *rapid.T, label string, lo, hi int64) time.Duration {
 	return time.Duration(rapid.Int64Range(lo, hi).Draw(t, label)) * ms
 }
 
-// nemesisOf draws a --nemesis the lock and hosts allow: "none", or up to
-// three items, each a fault or a sequence of them.
+// nemesisOf draws a --nemesis c allows: "none", random, or up to three
+// items, each a fault or a sequence of them. What c allows is the
+// validation's to say: a draw that would make c invalid is left out.
 func nemesisOf(t *rapid.T, c harness.Config) string {
-	lock, _ := client.LockKindOf(c.Lock, nil)
-	redisLock := lock.Store == client.OnRedis || lock.Store == client.OnRedisNodes
-	zk := lock.Store == client.OnZooKeeper // its servers are the lock's nodes, but for the clock
-	var kinds []string
-	for _, k := range harness.NemesisNames() {
-		switch {
-		case k == "isolate" && c.Hosts != "netns",
-			!redisLock && slices.Contains([]string{"clock", "failover"}, k),
-			!redisLock && !zk && slices.Contains([]string{"restart", "partition-redis", "partition-redis-majority", "delay-redis", "drop-redis"}, k),
-			k == "pause-node" && !redisLock && lock.Store != client.OnEtcd && !zk,
-			k == "failover" && !lock.Failover,
-			(k == "kill-redis" || k == "pause-redis") && (lock.Store == client.OnRedisNodes || lock.Store == client.OnEtcd || zk || c.Hosts == "netns"):
-			continue
-		}
-		kinds = append(kinds, k)
-	}
 	switch rapid.IntRange(0, 9).Draw(t, "nemesis none or random") {
 	case 0, 1:
 		return "none"
 	case 2:
 		return string(harness.Random)
 	}
-	if rapid.IntRange(0, 5).Draw(t, "failover alone") == 0 && slices.Contains(kinds, "failover") {
-		return "failover"
+	kinds := c.FaultsAllowed()
+	if len(kinds) == 0 {
+		return "none"
 	}
-	// A failover's lock is kept on the replicated Redis: no fault of a
-	// lock node of its own can go with it.
-	kinds = slices.DeleteFunc(kinds, func(k string) bool { return k == "failover" })
 	var items []string
+	with := func(item string) bool {
+		try := c
+		try.Nemesis = harness.Nemesis(strings.Join(append(slices.Clone(items), item), ","))
+		return !slices.Contains(items, item) && try.Validate() == nil
+	}
 	for i := range rapid.IntRange(1, 3).Draw(t, "items") {
-		k := rapid.SampledFrom(kinds).Draw(t, fmt.Sprintf("item %d", i))
-		if slices.Contains(items, k) {
-			continue
-		}
-		items = append(items, k)
-	}
-	if slices.ContainsFunc(items, func(k string) bool { return k == "kill-redis" || k == "pause-redis" }) {
-		// The run's Redis is the lock's only when no fault gives the lock
-		// nodes of its own.
-		items = slices.DeleteFunc(items, func(k string) bool { return k == "clock" || k == "restart" || k == "pause-node" })
-		if len(items) == 0 {
-			return "none"
+		if k := rapid.SampledFrom(kinds).Draw(t, fmt.Sprintf("item %d", i)); with(k) {
+			items = append(items, k)
 		}
 	}
-	if seq := sequenceOf(t, kinds); seq != "" && !slices.Contains(items, "kill-redis") && !slices.Contains(items, "pause-redis") {
+	if seq := sequenceOf(t, kinds); seq != "" && with(seq) {
 		items = append(items, seq)
+	}
+	if len(items) == 0 {
+		return "none"
 	}
 	return strings.Join(items, ",")
 }
 
-// sequenceOf draws a sequence (a+b) of the faults that may make one, or "".
+// sequenceOf draws a sequence (a+b) of the faults of kinds that may make
+// one, or "".
 func sequenceOf(t *rapid.T, kinds []string) string {
-	seqable := []string{"partition-redis", "partition-redis-majority", "partition-postgres", "delay-redis",
-		"delay-postgres", "drop-redis", "drop-postgres", "clock", "isolate"}
+	seqable := slices.DeleteFunc(harness.SequenceFaults(), func(k string) bool { return !slices.Contains(kinds, k) })
+	if len(seqable) < 2 {
+		return ""
+	}
 	var parts []string
-	redisLinks := 0
 	for i := range rapid.IntRange(0, 2).Draw(t, "sequence parts") {
-		k := rapid.SampledFrom(seqable).Draw(t, fmt.Sprintf("part %d", i))
-		if !slices.Contains(kinds, k) || slices.Contains(parts, k) {
-			continue
+		if k := rapid.SampledFrom(seqable).Draw(t, fmt.Sprintf("part %d", i)); !slices.Contains(parts, k) {
+			parts = append(parts, k)
 		}
-		if strings.HasSuffix(k, "-redis") || k == "partition-redis-majority" {
-			if redisLinks++; redisLinks > 1 {
-				continue
-			}
-		}
-		parts = append(parts, k)
 	}
 	if len(parts) < 2 {
 		return ""

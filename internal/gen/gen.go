@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/nemesis"
 )
 
 // A Config describes a history to generate.
@@ -282,7 +283,7 @@ func (s *sim) lostUpdate(w *worker, g int64) {
 		otherEnd, _ = s.section(other, og, false, nil)
 		s.counter = saved + 1 // the other's write; w's, to come, is the same
 		resume := s.tick(otherEnd, time.Millisecond, 5*time.Millisecond)
-		v := map[history.Keyword]any{"kind": history.Keyword("sigstop"), "worker": int64(w.slot),
+		v := map[history.Keyword]any{"kind": nemesis.KindSigStop, "worker": int64(w.slot),
 			"pid": int64(40000 + w.slot), "process": int64(w.proc), "ms": (resume - at) / 1e6}
 		s.nemesis(at, "pause", v)
 		s.nemesis(resume, "resume", v)

@@ -1,0 +1,58 @@
+package codeshape
+
+import (
+	"go/ast"
+	"go/token"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hiatus-dev/hiatus/harness"
+)
+
+// faultNameHomes are the files that may spell a kind of fault's name: its
+// declaration (nemesis's Kind* constants; the in-section pauses, which the
+// checker tells apart, in history's vocabulary, which also has the op
+// :restart and :stop, words of their own).
+var faultNameHomes = map[string]bool{
+	"nemesis/nemesis.go":    true,
+	"nemesis/pausenode.go":  true,
+	"history/vocabulary.go": true,
+}
+
+// faultsOnly reports whether s is a --nemesis of names alone: a fault, a
+// sequence (a+b) or a list.
+func faultsOnly(s string, names map[string]bool) bool {
+	parts := strings.FieldsFunc(s, func(r rune) bool { return r == '+' || r == ',' })
+	return len(parts) > 0 && !slices.ContainsFunc(parts, func(p string) bool { return !names[p] })
+}
+
+// TestFaultNamesDeclared: no program file spells the name of a kind of
+// fault but where it is declared. Every other names it by its constant, so
+// a fault renamed or removed is renamed or removed everywhere, and a rule
+// of where a fault may run is never a string compared by hand.
+func TestFaultNamesDeclared(t *testing.T) {
+	names := map[string]bool{}
+	for _, k := range harness.NemesisNames() {
+		names[k] = true
+	}
+	for _, k := range harness.InSectionKinds() {
+		names[string(k)] = true
+	}
+	walkGo(t, func(rel string, f *ast.File, fset *token.FileSet) {
+		if faultNameHomes[rel] {
+			return
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			if s, err := strconv.Unquote(lit.Value); err == nil && faultsOnly(s, names) {
+				t.Errorf("%s: %s names kinds of fault: use their constants (nemesis.Kind*)", fset.Position(lit.Pos()), lit.Value)
+			}
+			return true
+		})
+	})
+}
