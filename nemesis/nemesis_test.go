@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
@@ -30,39 +31,46 @@ func (f *fakeFault) Begin(context.Context, *rand.Rand) (map[history.Keyword]any,
 }
 func (f *fakeFault) End(context.Context) error { f.ended++; return nil }
 
-// TestSchedule: every fault begun is ended, even the one under way when
-// the run ends, and each is recorded as a :kill and a :restart.
+// TestSchedule: a fault every Interval, each lasting Pause; every fault
+// begun is ended, even the one under way when the run ends (cut short
+// then), and each is recorded as a :kill and a :restart, stamped when it
+// began and ended. On the bubble's clock: 10 ms apart, 30 ms each, for
+// 110 ms.
 func TestSchedule(t *testing.T) {
-	var mu sync.Mutex
-	var ops []history.Op
-	f := &fakeFault{}
-	s := &Schedule{Faults: []Fault{f}, Interval: 10 * time.Millisecond, Pause: 30 * time.Millisecond,
-		Rand: rand.New(rand.NewSource(1)), Clock: &tick{},
-		Record: func(o history.Op) { mu.Lock(); ops = append(ops, o); mu.Unlock() }}
-	ctx, cancel := context.WithTimeout(context.Background(), 125*time.Millisecond)
-	defer cancel()
-	if err := s.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if f.began < 2 || f.began != f.ended {
-		t.Errorf("began %d faults, ended %d; want as many, at least 2", f.began, f.ended)
-	}
-	if len(ops) != 2*f.began {
-		t.Fatalf("%d events for %d faults", len(ops), f.began)
-	}
-	for i, o := range ops {
-		want := history.Keyword("kill")
-		if i%2 == 1 {
-			want = "restart"
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var ops []history.Op
+		f := &fakeFault{}
+		start := time.Now().UnixNano()
+		s := &Schedule{Faults: []Fault{f}, Interval: 10 * time.Millisecond, Pause: 30 * time.Millisecond,
+			Rand: rand.New(rand.NewSource(1)), Clock: &tick{},
+			Record: func(o history.Op) { mu.Lock(); ops = append(ops, o); mu.Unlock() }}
+		ctx, cancel := context.WithTimeout(context.Background(), 110*time.Millisecond)
+		defer cancel()
+		if err := s.Run(ctx); err != nil {
+			t.Fatal(err)
 		}
-		v := o.Value.(map[history.Keyword]any)
-		if o.F != want || o.Process != history.Nemesis || o.Type != history.Info || v["kind"] != KindKillWorker {
-			t.Errorf("event %d: %+v, want %s", i, o, want)
+		if f.began != 3 || f.ended != 3 {
+			t.Errorf("began %d faults, ended %d; want 3 and 3", f.began, f.ended)
 		}
-		if i%2 == 1 && o.Time < ops[i-1].Time {
-			t.Errorf("fault %d ends before it begins", i/2)
+		wantMS := []int64{10, 40, 50, 80, 90, 110} // the last cut short by the run's end
+		if len(ops) != len(wantMS) {
+			t.Fatalf("%d events for %d faults, want %d", len(ops), f.began, len(wantMS))
 		}
-	}
+		for i, o := range ops {
+			want := history.Keyword("kill")
+			if i%2 == 1 {
+				want = "restart"
+			}
+			v := o.Value.(map[history.Keyword]any)
+			if o.F != want || o.Process != history.Nemesis || o.Type != history.Info || v["kind"] != KindKillWorker {
+				t.Errorf("event %d: %+v, want %s", i, o, want)
+			}
+			if ms := (o.Time - start) / 1e6; ms != wantMS[i] {
+				t.Errorf("event %d (%s) at %d ms, want %d", i, o.F, ms, wantMS[i])
+			}
+		}
+	})
 }
 
 func state(pid int) string {

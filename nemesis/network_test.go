@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
@@ -190,28 +191,30 @@ func TestFailoverSaysWhenNoOneWasPromoted(t *testing.T) {
 // TestClockStrobe: a strobing clock goes back and forth between the offset
 // (back in time here) and the real time until End, which leaves it real.
 func TestClockStrobe(t *testing.T) {
-	node := &fakeNode{}
-	f := &ClockJump{Nodes: []ClockNode{node}, Offset: -time.Second, Strobe: time.Millisecond}
-	v, err := f.Begin(context.Background(), rand.New(rand.NewSource(1)))
-	if err != nil || v["strobe-ms"] != int64(1) || v["offset-ms"] != int64(-1000) {
-		t.Fatalf("begin: %v, %v", v, err)
-	}
-	deadline := time.Now().Add(10 * time.Second) // a bound, not a guess: it needs 4 ticks
-	for len(node.jumps()) < 5 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if err := f.End(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	got := node.jumps()
-	if len(got) < 5 || got[len(got)-1] != 0 {
-		t.Fatalf("jumps %v: want at least 5, the last back to 0", got)
-	}
-	for i, d := range got[:len(got)-1] {
-		if want := [2]time.Duration{-time.Second, 0}[i%2]; d != want {
-			t.Fatalf("jump %d to %v, want %v: %v", i, d, want, got)
+	synctest.Test(t, func(t *testing.T) {
+		node := &fakeNode{}
+		f := &ClockJump{Nodes: []ClockNode{node}, Offset: -time.Second, Strobe: time.Millisecond}
+		v, err := f.Begin(context.Background(), rand.New(rand.NewSource(1)))
+		if err != nil || v["strobe-ms"] != int64(1) || v["offset-ms"] != int64(-1000) {
+			t.Fatalf("begin: %v, %v", v, err)
 		}
-	}
+		deadline := time.Now().Add(10 * time.Second) // a bound, not a guess: it needs 4 ticks
+		for len(node.jumps()) < 5 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if err := f.End(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := node.jumps()
+		if len(got) < 5 || got[len(got)-1] != 0 {
+			t.Fatalf("jumps %v: want at least 5, the last back to 0", got)
+		}
+		for i, d := range got[:len(got)-1] {
+			if want := [2]time.Duration{-time.Second, 0}[i%2]; d != want {
+				t.Fatalf("jump %d to %v, want %v: %v", i, d, want, got)
+			}
+		}
+	})
 }
 
 // replyFake is a link that can delay replies alone, which records the
@@ -295,33 +298,35 @@ func TestCatchCall(t *testing.T) {
 		}, []time.Duration{time.Second}, history.FAcquire, "an acquire of the free lock"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			looks := 0
-			now := func() phase {
-				n := looks
-				for _, p := range tc.phases {
-					if n < p.looks {
-						return p
+			synctest.Test(t, func(t *testing.T) {
+				looks := 0
+				now := func() phase {
+					n := looks
+					for _, p := range tc.phases {
+						if n < p.looks {
+							return p
+						}
+						n -= p.looks
 					}
-					n -= p.looks
+					return tc.phases[len(tc.phases)-1]
 				}
-				return tc.phases[len(tc.phases)-1]
-			}
-			link := &replyFake{pending: func() bool { return now().pending }}
-			f := &LinkFault{Which: KindDelayRedisReplies, Action: tc.action, Slow: time.Second, CallWait: tc.wait,
-				Workers: func() []Target { looks++; return []Target{now().t, {Worker: 1, Holding: now().other}} },
-				Links:   func(int, []int, *rand.Rand) ([]Link, string, []int) { return []Link{link}, "redis", nil }}
-			f.aimAtCall(tc.aim)
-			f.aimAt(On(0))
-			v, err := f.Begin(context.Background(), rand.New(rand.NewSource(1)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if v["call"] != tc.call || !reflect.DeepEqual(link.slowed[:min(len(link.slowed), 3)], tc.slowed) || now().name != tc.at {
-				t.Errorf("began at %q with :call %v, delays %v; want at %q, :call %v, delays %v", now().name, v["call"], link.slowed, tc.at, tc.call, tc.slowed)
-			}
-			if err := f.End(context.Background()); err != nil || link.healed != 1 {
-				t.Errorf("End: %v, healed %d times", err, link.healed)
-			}
+				link := &replyFake{pending: func() bool { return now().pending }}
+				f := &LinkFault{Which: KindDelayRedisReplies, Action: tc.action, Slow: time.Second, CallWait: tc.wait,
+					Workers: func() []Target { looks++; return []Target{now().t, {Worker: 1, Holding: now().other}} },
+					Links:   func(int, []int, *rand.Rand) ([]Link, string, []int) { return []Link{link}, "redis", nil }}
+				f.aimAtCall(tc.aim)
+				f.aimAt(On(0))
+				v, err := f.Begin(context.Background(), rand.New(rand.NewSource(1)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v["call"] != tc.call || !reflect.DeepEqual(link.slowed[:min(len(link.slowed), 3)], tc.slowed) || now().name != tc.at {
+					t.Errorf("began at %q with :call %v, delays %v; want at %q, :call %v, delays %v", now().name, v["call"], link.slowed, tc.at, tc.call, tc.slowed)
+				}
+				if err := f.End(context.Background()); err != nil || link.healed != 1 {
+					t.Errorf("End: %v, healed %d times", err, link.healed)
+				}
+			})
 		})
 	}
 

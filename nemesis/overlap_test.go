@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
@@ -130,42 +131,44 @@ func spans(t *testing.T, ops []history.Op) []span {
 // one target (a worker, a node, a server: pause-redis and kill-redis are of
 // one), nor two of one kind; and every fault it begins, it ends.
 func TestOverlap(t *testing.T) {
-	ft := &fakeTargets{t: t, active: map[history.Keyword]bool{}}
-	var mu sync.Mutex
-	var ops []history.Op
-	s := &Schedule{
-		Faults: []Fault{
-			&fakeWorkerFault{fakeTargets: ft, kind: "sigstop"}, &fakeWorkerFault{fakeTargets: ft, kind: "partition-redis"},
-			&fakeNodeFault{fakeTargets: ft, kind: "clock"}, &fakeNodeFault{fakeTargets: ft, kind: "pause-node"},
-			&fakeServerFault{fakeTargets: ft, kind: "pause-redis"}, &fakeServerFault{fakeTargets: ft, kind: "kill-redis"},
-		},
-		// Faults twenty intervals long: a dozen or so at once, were
-		// targets and kinds not held.
-		Interval: 2 * time.Millisecond, Pause: 40 * time.Millisecond, Overlap: true,
-		Rand: rand.New(rand.NewSource(1)), Clock: &tick{},
-		Record: func(o history.Op) { mu.Lock(); ops = append(ops, o); mu.Unlock() },
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-	defer cancel()
-	if err := s.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	sp := spans(t, ops)
-	overlaps := 0
-	for i, a := range sp {
-		for _, b := range sp[i+1:] {
-			if a.from >= b.to || b.from >= a.to {
-				continue
-			}
-			overlaps++
-			if a.target == b.target || a.kind == b.kind {
-				t.Errorf("%s on %s and %s on %s at once", a.kind, a.target, b.kind, b.target)
+	synctest.Test(t, func(t *testing.T) {
+		ft := &fakeTargets{t: t, active: map[history.Keyword]bool{}}
+		var mu sync.Mutex
+		var ops []history.Op
+		s := &Schedule{
+			Faults: []Fault{
+				&fakeWorkerFault{fakeTargets: ft, kind: "sigstop"}, &fakeWorkerFault{fakeTargets: ft, kind: "partition-redis"},
+				&fakeNodeFault{fakeTargets: ft, kind: "clock"}, &fakeNodeFault{fakeTargets: ft, kind: "pause-node"},
+				&fakeServerFault{fakeTargets: ft, kind: "pause-redis"}, &fakeServerFault{fakeTargets: ft, kind: "kill-redis"},
+			},
+			// Faults twenty intervals long: a dozen or so at once, were
+			// targets and kinds not held.
+			Interval: 2 * time.Millisecond, Pause: 40 * time.Millisecond, Overlap: true,
+			Rand: rand.New(rand.NewSource(1)), Clock: &tick{},
+			Record: func(o history.Op) { mu.Lock(); ops = append(ops, o); mu.Unlock() },
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		defer cancel()
+		if err := s.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sp := spans(t, ops)
+		overlaps := 0
+		for i, a := range sp {
+			for _, b := range sp[i+1:] {
+				if a.from >= b.to || b.from >= a.to {
+					continue
+				}
+				overlaps++
+				if a.target == b.target || a.kind == b.kind {
+					t.Errorf("%s on %s and %s on %s at once", a.kind, a.target, b.kind, b.target)
+				}
 			}
 		}
-	}
-	if overlaps == 0 || len(sp) < 6 {
-		t.Errorf("%d faults, %d pairs overlapping: want faults at once", len(sp), overlaps)
-	}
+		if overlaps == 0 || len(sp) < 6 {
+			t.Errorf("%d faults, %d pairs overlapping: want faults at once", len(sp), overlaps)
+		}
+	})
 }
 
 // TestReplayOverlap: a replay begins each fault at its time; faults that
@@ -173,40 +176,42 @@ func TestOverlap(t *testing.T) {
 // ended waits for it, as it did, even when its end takes longer than it did
 // (a restart's server slow to come back).
 func TestReplayOverlap(t *testing.T) {
-	ft := &fakeTargets{t: t, active: map[history.Keyword]bool{}}
-	var mu sync.Mutex
-	var ops []history.Op
-	ms := time.Millisecond
-	s := &Schedule{
-		Faults: []Fault{&fakeWorkerFault{fakeTargets: ft, kind: "sigstop"}, &fakeNodeFault{fakeTargets: ft, kind: "clock"},
-			&fakeServerFault{fakeTargets: ft, kind: "pause-redis"}, &fakeServerFault{fakeTargets: ft, kind: "kill-redis", slow: 200 * ms}},
-		Plan: Plan{
-			{Kind: "sigstop", Worker: On(1), At: 10 * ms, Length: 300 * ms},
-			{Kind: "clock", Node: On(0), At: 20 * ms, Length: 300 * ms}, // overlaps the first
-			{Kind: "kill-redis", At: 40 * ms, Length: 100 * ms},         // overlaps both; ends 200 ms late
-			{Kind: "pause-redis", At: 150 * ms, Length: 20 * ms},        // after the kill ended, in the plan
-			{Kind: "sigstop", Worker: On(2), At: 330 * ms, Length: 20 * ms},
-		},
-		Rand: rand.New(rand.NewSource(1)), Clock: &sinceStart{start: time.Now()},
-		Record: func(o history.Op) { mu.Lock(); ops = append(ops, o); mu.Unlock() },
-	}
-	if err := s.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	sp := spans(t, ops)
-	if len(sp) != 5 {
-		t.Fatalf("%d faults replayed, want 5: %+v", len(sp), sp)
-	}
-	first, clock, kill, pause, last := sp[0], sp[1], sp[2], sp[3], sp[4]
-	if !(clock.from < first.to && kill.from < first.to && kill.from < clock.to) {
-		t.Errorf("the overlapping faults did not overlap: %+v", sp[:3])
-	}
-	if pause.kind != "pause-redis" || pause.from < kill.to {
-		t.Errorf("the pause began before the kill it followed had ended: %+v", sp)
-	}
-	if last.from < first.to || last.target != "worker 2" || first.target != "worker 1" || clock.target != "node 0" {
-		t.Errorf("the last sigstop began before the first ended, or a target moved: %+v", sp)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ft := &fakeTargets{t: t, active: map[history.Keyword]bool{}}
+		var mu sync.Mutex
+		var ops []history.Op
+		ms := time.Millisecond
+		s := &Schedule{
+			Faults: []Fault{&fakeWorkerFault{fakeTargets: ft, kind: "sigstop"}, &fakeNodeFault{fakeTargets: ft, kind: "clock"},
+				&fakeServerFault{fakeTargets: ft, kind: "pause-redis"}, &fakeServerFault{fakeTargets: ft, kind: "kill-redis", slow: 200 * ms}},
+			Plan: Plan{
+				{Kind: "sigstop", Worker: On(1), At: 10 * ms, Length: 300 * ms},
+				{Kind: "clock", Node: On(0), At: 20 * ms, Length: 300 * ms}, // overlaps the first
+				{Kind: "kill-redis", At: 40 * ms, Length: 100 * ms},         // overlaps both; ends 200 ms late
+				{Kind: "pause-redis", At: 150 * ms, Length: 20 * ms},        // after the kill ended, in the plan
+				{Kind: "sigstop", Worker: On(2), At: 330 * ms, Length: 20 * ms},
+			},
+			Rand: rand.New(rand.NewSource(1)), Clock: &sinceStart{start: time.Now()},
+			Record: func(o history.Op) { mu.Lock(); ops = append(ops, o); mu.Unlock() },
+		}
+		if err := s.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		sp := spans(t, ops)
+		if len(sp) != 5 {
+			t.Fatalf("%d faults replayed, want 5: %+v", len(sp), sp)
+		}
+		first, clock, kill, pause, last := sp[0], sp[1], sp[2], sp[3], sp[4]
+		if !(clock.from < first.to && kill.from < first.to && kill.from < clock.to) {
+			t.Errorf("the overlapping faults did not overlap: %+v", sp[:3])
+		}
+		if pause.kind != "pause-redis" || pause.from < kill.to {
+			t.Errorf("the pause began before the kill it followed had ended: %+v", sp)
+		}
+		if last.from < first.to || last.target != "worker 2" || first.target != "worker 1" || clock.target != "node 0" {
+			t.Errorf("the last sigstop began before the first ended, or a target moved: %+v", sp)
+		}
+	})
 }
 
 // sinceStart is a clock of the time since start.

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"reflect"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
@@ -112,21 +113,23 @@ func TestAwaitHolder(t *testing.T) {
 		{"another writes after the wait", []Target{holding, {Worker: 1, Holding: true}}, []Target{writing, {Worker: 1, Holding: true}}, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Now()
-			targets := func() []Target {
-				if tc.after != nil && time.Since(start) > 3*wait/2 {
-					return tc.after
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				targets := func() []Target {
+					if tc.after != nil && time.Since(start) > 3*wait/2 {
+						return tc.after
+					}
+					return tc.before
 				}
-				return tc.before
-			}
-			there := holdsUnwritten
-			if tc.inFlight {
-				there = inFlight
-			}
-			got, ok := awaitHolder(context.Background(), targets, 1, there, wait)
-			if !ok || got != tc.want {
-				t.Errorf("aimed at worker %d (%v), want %d", got, ok, tc.want)
-			}
+				there := holdsUnwritten
+				if tc.inFlight {
+					there = inFlight
+				}
+				got, ok := awaitHolder(context.Background(), targets, 1, there, wait)
+				if !ok || got != tc.want {
+					t.Errorf("aimed at worker %d (%v), want %d", got, ok, tc.want)
+				}
+			})
 		})
 	}
 }
@@ -149,52 +152,54 @@ func (l *heldLink) Awaiting() bool { return l.held() }
 // began on the read, and a test's run of drop-postgres found a read cut
 // where it wanted a write.)
 func TestAimInFlight(t *testing.T) {
-	type phase struct {
-		looks         int // how many looks it lasts
-		writing, held bool
-		name          string
-	}
-	phases := []phase{
-		{10, true, false, "the write invoked, sent before the delay, unheld"},
-		{10, false, true, "the write answered; the next read held"},
-		{10, false, false, "the read answered; work"},
-		{10, true, false, "the next write invoked, its bytes not yet in the link"},
-		{1, true, true, "the next write held"},
-	}
-	looks := 0
-	now := func() phase {
-		n := looks
-		for _, p := range phases {
-			if n < p.looks {
-				return p
-			}
-			n -= p.looks
+	synctest.Test(t, func(t *testing.T) {
+		type phase struct {
+			looks         int // how many looks it lasts
+			writing, held bool
+			name          string
 		}
-		return phases[len(phases)-1]
-	}
-	targets := func() []Target {
-		looks++
-		p := now()
-		return []Target{{Worker: 0, Holding: true, Written: p.writing, Writing: p.writing}}
-	}
-	link := &heldLink{held: func() bool { return now().held }}
-	f := &LinkFault{Which: KindDropPostgres, Action: Drop, Workers: targets, Writes: true,
-		Links: func(int, []int, *rand.Rand) ([]Link, string, []int) { return []Link{link}, "postgres", nil }}
-	s := &Schedule{HolderWait: time.Minute}
-	if !s.aim(context.Background(), f, Planned{Kind: KindDropPostgres, Worker: On(0), InFlight: true}) {
-		t.Fatal("aim: the context ended")
-	}
-	if p := now(); !p.writing || !p.held {
-		t.Errorf("the drop was aimed at look %d, %s: want it at a held write", looks, p.name)
-	}
+		phases := []phase{
+			{10, true, false, "the write invoked, sent before the delay, unheld"},
+			{10, false, true, "the write answered; the next read held"},
+			{10, false, false, "the read answered; work"},
+			{10, true, false, "the next write invoked, its bytes not yet in the link"},
+			{1, true, true, "the next write held"},
+		}
+		looks := 0
+		now := func() phase {
+			n := looks
+			for _, p := range phases {
+				if n < p.looks {
+					return p
+				}
+				n -= p.looks
+			}
+			return phases[len(phases)-1]
+		}
+		targets := func() []Target {
+			looks++
+			p := now()
+			return []Target{{Worker: 0, Holding: true, Written: p.writing, Writing: p.writing}}
+		}
+		link := &heldLink{held: func() bool { return now().held }}
+		f := &LinkFault{Which: KindDropPostgres, Action: Drop, Workers: targets, Writes: true,
+			Links: func(int, []int, *rand.Rand) ([]Link, string, []int) { return []Link{link}, "postgres", nil }}
+		s := &Schedule{HolderWait: time.Minute}
+		if !s.aim(context.Background(), f, Planned{Kind: KindDropPostgres, Worker: On(0), InFlight: true}) {
+			t.Fatal("aim: the context ended")
+		}
+		if p := now(); !p.writing || !p.held {
+			t.Errorf("the drop was aimed at look %d, %s: want it at a held write", looks, p.name)
+		}
 
-	// A fault of links the write does not go by (Redis's) waits for the
-	// write alone: its links are idle while the worker writes.
-	looks, f.Writes = 0, false
-	if !s.aim(context.Background(), f, Planned{Kind: KindDropRedis, Worker: On(0), InFlight: true}) {
-		t.Fatal("aim: the context ended")
-	}
-	if looks != 1 {
-		t.Errorf("a drop of links the write does not go by was aimed at look %d: want the first, at the write", looks)
-	}
+		// A fault of links the write does not go by (Redis's) waits for the
+		// write alone: its links are idle while the worker writes.
+		looks, f.Writes = 0, false
+		if !s.aim(context.Background(), f, Planned{Kind: KindDropRedis, Worker: On(0), InFlight: true}) {
+			t.Fatal("aim: the context ended")
+		}
+		if looks != 1 {
+			t.Errorf("a drop of links the write does not go by was aimed at look %d: want the first, at the write", looks)
+		}
+	})
 }
