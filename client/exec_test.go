@@ -122,7 +122,7 @@ func pausedThroughAdapter(t *testing.T, command string, lease time.Duration, sto
 	}
 	lockA := lock()
 	inside, resume := make(chan struct{}), make(chan struct{})
-	a := &client.Worker{Lock: lockA, Counter: &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardOf(fenced)},
+	a := &client.Worker{Lock: lockA, Workload: &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardOf(fenced)},
 		Clock: r.clock, Record: r.record, Process: 0, Stride: 10,
 		Hook: func(context.Context, client.Section) {
 			if stop {
@@ -132,7 +132,7 @@ func pausedThroughAdapter(t *testing.T, command string, lease time.Duration, sto
 			close(inside)
 			<-resume
 		}}
-	b := &client.Worker{Lock: lock(), Counter: &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardOf(fenced)},
+	b := &client.Worker{Lock: lock(), Workload: &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardOf(fenced)},
 		Clock: r.clock, Record: r.record, Process: 1, Stride: 10}
 	bWait := lease
 	if lapses {

@@ -14,7 +14,7 @@ import (
 // guardWorker is a setnx worker whose writes the resource guards with g.
 func (r *rig) guardWorker(p history.Process, lease time.Duration, g client.Guard, hook client.Hook) *client.Worker {
 	w := r.worker(p, lease, g.Fenced(), hook)
-	w.Counter.Guard = g
+	w.Workload.(*client.Counter).Guard = g
 	return w
 }
 

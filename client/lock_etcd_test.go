@@ -338,8 +338,8 @@ func TestEtcdPausedHolder(t *testing.T) {
 			r, e := newRig(t), newEtcdRig(t)
 			worker := func(p history.Process, hook client.Hook) *client.Worker {
 				return &client.Worker{Lock: e.lock(t, asked, tc.fenced),
-					Counter: &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardOf(tc.fenced)},
-					Clock:   r.clock, Record: r.record, Process: p, Stride: 10, Hook: hook}
+					Workload: &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardOf(tc.fenced)},
+					Clock:    r.clock, Record: r.record, Process: p, Stride: 10, Hook: hook}
 			}
 			inside, resume := make(chan struct{}), make(chan struct{})
 			a := worker(0, func(_ context.Context, s client.Section) {
@@ -386,7 +386,7 @@ func TestEtcdKeepAlivesRecorded(t *testing.T) {
 				return ok && holder == 0 && o.Type == typ
 			}
 			var token string
-			w := &client.Worker{Lock: l, Counter: &client.Counter{DB: r.db, ID: r.id}, Clock: r.clock, Record: r.record, Process: 0, Stride: 10,
+			w := &client.Worker{Lock: l, Workload: &client.Counter{DB: r.db, ID: r.id}, Clock: r.clock, Record: r.record, Process: 0, Stride: 10,
 				Renewals: &client.Renewals{Clock: r.clock, Record: r.record},
 				Hook: func(_ context.Context, s client.Section) {
 					token = s.Grant.Token

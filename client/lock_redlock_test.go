@@ -44,7 +44,7 @@ func (r *rig) redlockWorker(t *testing.T, p history.Process, nodes []*redis.Clie
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &client.Worker{Lock: l, Counter: &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardOf(fenced)},
+	return &client.Worker{Lock: l, Workload: &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardOf(fenced)},
 		Clock: r.clock, Record: r.record, Process: p, Stride: 10, Hook: hook}
 }
 

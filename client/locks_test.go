@@ -38,9 +38,9 @@ func (r *rig) lockWorker(t *testing.T, p history.Process, name string, lease tim
 		t.Cleanup(c.Close)
 	}
 	return &client.Worker{
-		Lock:    l,
-		Counter: &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardOf(fenced)},
-		Clock:   r.clock, Record: r.record, Process: p, Stride: 10, Hook: hook,
+		Lock:     l,
+		Workload: &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardOf(fenced)},
+		Clock:    r.clock, Record: r.record, Process: p, Stride: 10, Hook: hook,
 		Renewals: &client.Renewals{Clock: r.clock, Record: r.record},
 	}, l
 }

@@ -54,11 +54,11 @@ type Hook func(ctx context.Context, s Section)
 // A Worker runs critical sections — acquire, read, work, write, release —
 // and records every step as an invocation and a completion.
 type Worker struct {
-	Lock    Lock
-	Counter *Counter
-	Clock   Clock
-	Record  func(history.Op) // called from the worker's goroutine only
-	Process history.Process  // the process number ops are recorded under
+	Lock     Lock
+	Workload Workload // what each section does with the resource
+	Clock    Clock
+	Record   func(history.Op) // called from the worker's goroutine only
+	Process  history.Process  // the process number ops are recorded under
 	// Stride is added to Process after an op completes :info: as in Jepsen,
 	// a process whose op has an unknown outcome never invokes again.
 	Stride    int64
@@ -133,17 +133,18 @@ func (w *Worker) Section(ctx context.Context) error {
 
 // step runs read, work, hook and write.
 func (w *Worker) step(ctx context.Context, g Grant) {
+	wl := w.Workload
 	var fenced map[history.Keyword]any // the fence the guard checks, on the ops it checks it on
-	if w.Counter.Guard.Fenced() {
+	if wl.WriteGuard().Fenced() {
 		fenced = map[history.Keyword]any{history.KeyFence: g.Fence}
 	}
 	var readExtra map[history.Keyword]any
-	if w.Counter.Guard == GuardFenceRMW {
+	if wl.WriteGuard() == GuardFenceRMW {
 		readExtra = fenced
 	}
 	w.invoke(ctx, history.FRead, nil, readExtra)
 	rctx, cancel := w.opContext(ctx)
-	v, err := w.Counter.ReadAs(rctx, g.Fence)
+	v, err := wl.SectionRead(rctx, g.Fence)
 	cancel()
 	switch {
 	case errors.Is(err, ErrStale):
@@ -154,7 +155,7 @@ func (w *Worker) step(ctx context.Context, g Grant) {
 		// :fail; a fence-rmw read records its fence, so one that did not
 		// answer may have, and is :info.
 		t := history.Fail
-		if w.Counter.Guard == GuardFenceRMW {
+		if wl.WriteGuard() == GuardFenceRMW {
 			t = outcome(err)
 		}
 		w.complete(ctx, t, history.FRead, nil, err.Error(), readExtra)
@@ -177,21 +178,22 @@ func (w *Worker) step(ctx context.Context, g Grant) {
 	id := WriteID{Process: int64(w.Process), Section: int64(w.sections)}
 	extra := map[history.Keyword]any{history.KeySection: id.Section}
 	maps.Copy(extra, fenced)
-	w.invoke(ctx, history.FWrite, v+1, extra)
+	next := wl.Next(v, id)
+	w.invoke(ctx, history.FWrite, next, extra)
 	wctx, cancel := w.opContext(ctx)
-	err = w.Counter.Write(wctx, v+1, v, g.Fence, id)
+	err = wl.SectionWrite(wctx, next, v, g.Fence, id)
 	cancel()
 	switch {
 	case err == nil:
-		w.complete(ctx, history.Ok, history.FWrite, v+1, nil, extra)
+		w.complete(ctx, history.Ok, history.FWrite, next, nil, extra)
 	case errors.Is(err, ErrStale):
-		w.complete(ctx, history.Fail, history.FWrite, v+1, history.ErrStaleFence, extra)
+		w.complete(ctx, history.Fail, history.FWrite, next, history.ErrStaleFence, extra)
 	case errors.Is(err, ErrChanged):
-		w.complete(ctx, history.Fail, history.FWrite, v+1, history.ErrChanged, extra)
+		w.complete(ctx, history.Fail, history.FWrite, next, history.ErrChanged, extra)
 	case errors.Is(err, pgx.ErrNoRows):
-		w.complete(ctx, history.Fail, history.FWrite, v+1, err.Error(), extra)
+		w.complete(ctx, history.Fail, history.FWrite, next, err.Error(), extra)
 	default:
-		w.complete(ctx, outcome(err), history.FWrite, v+1, err.Error(), extra)
+		w.complete(ctx, outcome(err), history.FWrite, next, err.Error(), extra)
 	}
 }
 

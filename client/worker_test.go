@@ -89,8 +89,8 @@ func (r *rig) worker(p history.Process, lease time.Duration, fenced bool, hook c
 	return &client.Worker{
 		Lock: &client.SetNX{Redis: r.rdb, Key: "lock:" + r.name, FenceKey: "fence:" + r.name,
 			Lease: lease, Retry: time.Millisecond, Fenced: fenced},
-		Counter: &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardOf(fenced)},
-		Clock:   r.clock, Record: r.record, Process: p, Stride: 10, Hook: hook,
+		Workload: &client.Counter{DB: r.db, ID: r.id, Guard: client.GuardOf(fenced)},
+		Clock:    r.clock, Record: r.record, Process: p, Stride: 10, Hook: hook,
 	}
 }
 

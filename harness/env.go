@@ -80,8 +80,8 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 	if err := e.db.Ping(pctx); err != nil {
 		return nil, setupErrorf("cannot reach PostgreSQL at %s: %v", Redact(cfg.PostgresURL), err)
 	}
-	e.counter = &client.Counter{DB: e.db, ID: cfg.CounterID, Guard: cfg.guard()}
-	if err := e.counter.Setup(pctx); err != nil {
+	e.resource = &client.Counter{DB: e.db, ID: cfg.CounterID, Guard: cfg.guard()}
+	if err := e.resource.Setup(pctx); err != nil {
 		return nil, setupErrorf("PostgreSQL at %s: %v", Redact(cfg.PostgresURL), err)
 	}
 	if err := seats(pctx, e.db, *cfg); err != nil {
@@ -186,10 +186,11 @@ func (e *env) logServers(run store.Run, cfg Config, lg *runLog) {
 
 // env holds the servers and clients of a run.
 type env struct {
-	rdb     *redis.Client
-	db      *pgxpool.Pool
-	counter *client.Counter
-	stops   []func() error
+	rdb *redis.Client
+	db  *pgxpool.Pool
+	// resource is the workload's resource: set up, settled, read last.
+	resource client.Resource
+	stops    []func() error
 
 	// The throwaway servers, nil for servers given by URL.
 	redis, postgres *servers.Server

@@ -233,7 +233,7 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 	freezer.ResumeAll()
 	workers.wait(watch.Abort, cfg.Pause+2*cfg.OpTimeout+5*time.Second)
 	col.wait()
-	final(bg, clock, env.counter, col, cfg.Workers)
+	final(bg, clock, env.resource, col, cfg.Workers)
 	if err := rec.Stop(bg); err != nil {
 		// The verdict does not need it: the history is checked as before.
 		lg.printf("%v", err)
@@ -447,13 +447,13 @@ func analyze(s *checker.Stream) checker.Results {
 
 // final records the read of the counter after every worker has stopped, by
 // a process of its own.
-func final(ctx context.Context, clock client.Clock, c *client.Counter, col *collector, workers int) {
+func final(ctx context.Context, clock client.Clock, c client.FinalReader, col *collector, workers int) {
 	_, p, _, _ := col.stats()
 	p = max(p+1, history.Process(workers))
 	extra := map[history.Keyword]any{history.KeyFinal: true}
 	col.record(history.Op{Index: history.Unset, Time: clock.Now(ctx), Type: history.Invoke, Process: p, F: history.FRead, Extra: extra})
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	v, _, err := c.Read(rctx)
+	v, err := c.FinalRead(rctx)
 	cancel()
 	o := history.Op{Index: history.Unset, Time: clock.Now(ctx), Type: history.Ok, Process: p, F: history.FRead, Value: v, Extra: extra}
 	if err != nil {

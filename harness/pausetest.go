@@ -339,8 +339,8 @@ func (h *holders) close() { h.closeA(); h.closeB() }
 func pauseCase(ctx context.Context, cfg Config, env *env, h *holders) (PauseVerdict, error) {
 	bg := context.WithoutCancel(ctx)
 	began := time.Now()
-	env.counter = &client.Counter{DB: env.db, ID: cfg.CounterID, Guard: cfg.guard()}
-	if err := env.counter.Setup(bg); err != nil {
+	env.resource = &client.Counter{DB: env.db, ID: cfg.CounterID, Guard: cfg.guard()}
+	if err := env.resource.Setup(bg); err != nil {
 		return PauseVerdict{}, setupErrorf("PostgreSQL at %s: %v", Redact(cfg.PostgresURL), err)
 	}
 	run, start, lg, err := createRun(bg, cfg, env, io.Discard)
@@ -356,13 +356,13 @@ func pauseCase(ctx context.Context, cfg Config, env *env, h *holders) (PauseVerd
 	}
 	defer journal.Close()
 	clock := client.NewRedisClock(env.rdb, start)
-	p := &pausedHolder{cfg: cfg, clock: clock, rec: col.record, counter: env.counter, lg: lg}
+	p := &pausedHolder{cfg: cfg, clock: clock, rec: col.record, resource: env.resource, lg: lg}
 	v := p.run(ctx, h)
 	v.Complaints = h.complaints()
 	for _, c := range v.Complaints {
 		lg.logf("%s", c)
 	}
-	final(bg, clock, env.counter, col, 2)
+	final(bg, clock, env.resource, col, 2)
 	rs, err := finish(bg, cfg, env, run, col, lg)
 	if err != nil {
 		return PauseVerdict{}, err
@@ -374,11 +374,11 @@ func pauseCase(ctx context.Context, cfg Config, env *env, h *holders) (PauseVerd
 
 // A pausedHolder runs the paused-holder sequence once.
 type pausedHolder struct {
-	cfg     Config
-	clock   client.Clock
-	rec     func(history.Op)
-	counter *client.Counter
-	lg      *runLog
+	cfg      Config
+	clock    client.Clock
+	rec      func(history.Op)
+	resource client.Resource
+	lg       *runLog
 }
 
 // run runs A's section and B's, and says what B did while A was paused.
@@ -482,7 +482,7 @@ func (p *pausedHolder) await(ctx context.Context, g client.Grant, granted int64,
 // worker is holder p's worker on lock l; seen sees each op it records,
 // once recorded.
 func (p *pausedHolder) worker(l client.Lock, proc history.Process, seen func(history.Op), hook client.Hook) *client.Worker {
-	return &client.Worker{Lock: l, Counter: p.counter, Clock: p.clock, Process: proc, Stride: 2,
+	return &client.Worker{Lock: l, Workload: p.resource, Clock: p.clock, Process: proc, Stride: 2,
 		OpTimeout: p.cfg.OpTimeout, Hook: hook, Record: func(o history.Op) {
 			p.rec(o)
 			seen(o)

@@ -41,7 +41,7 @@ func (e *env) settle(ctx context.Context, cfg Config, ids []client.WriteID, lg *
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	audited, err := e.counter.Audited(ctx, ids)
+	audited, err := e.resource.Audited(ctx, ids)
 	if err != nil {
 		lg.printf("cannot resolve :info writes: %v", err)
 		return nil, nil

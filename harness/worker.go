@@ -223,7 +223,7 @@ func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, own []cli
 	record, dump := guardMetrics(wc, counter, rec.record)
 	defer dump()
 	w := &client.Worker{
-		Lock: lock, Counter: counter,
+		Lock: lock, Workload: counter,
 		Clock: clock, Record: record, Process: history.Process(wc.Process), Stride: wc.Stride,
 		Work: wc.Work, OpTimeout: wc.OpTimeout, ExtendBeforeWrite: wc.ExtendBeforeWrite,
 		Renewals: &client.Renewals{Clock: clock, Record: record},
