@@ -60,12 +60,15 @@ const (
 
 // checkAnalyzer checks that the analyzer can check the model.
 func checkAnalyzer(model, analyzer string) error {
+	k, ok := modelKindOf(model)
 	switch {
 	case analyzer == "":
-	case analyzer == AnalyzerCounterWalk && model != ModelLockCounter:
-		return fmt.Errorf("the %s analyzer checks only the %s model, not %s", analyzer, ModelLockCounter, model)
-	case analyzer == AnalyzerPorcupine && model == ModelCounter:
-		return fmt.Errorf("the %s model is checked by bounds, not by the %s analyzer", model, analyzer)
+	case !ok:
+		return unknownModel(model)
+	case analyzer == AnalyzerCounterWalk && !k.walk:
+		return fmt.Errorf("the %s analyzer checks only the %s model, not %s", analyzer, strings.Join(walkedModels(), ", "), model)
+	case analyzer == AnalyzerPorcupine && k.problem == nil:
+		return fmt.Errorf("the %s model is checked by its own means, not by the %s analyzer", model, analyzer)
 	case analyzer != AnalyzerCounterWalk && analyzer != AnalyzerPorcupine:
 		return fmt.Errorf("unknown analyzer %q (want %s or %s)", analyzer, AnalyzerCounterWalk, AnalyzerPorcupine)
 	}
@@ -75,6 +78,22 @@ func checkAnalyzer(model, analyzer string) error {
 // ErrUnknownModel is returned for a Model that is not one of Models(), and
 // when no model can be detected from a history.
 var ErrUnknownModel = errors.New("unknown model")
+
+// unknownModel is the error of a model called name that is not one.
+func unknownModel(name string) error {
+	return fmt.Errorf("%w %q (want one of %s)", ErrUnknownModel, name, strings.Join(Models(), ", "))
+}
+
+// walkedModels names the models the counter walk decides.
+func walkedModels() []string {
+	var out []string
+	for _, k := range modelKinds() {
+		if k.walk {
+			out = append(out, k.name)
+		}
+	}
+	return out
+}
 
 // Check judges ops, a history in its order, against opts.Model: for
 // lock-counter, LockCounter's checks and the linearizability of the
@@ -99,6 +118,7 @@ func Check(ctx context.Context, ops []history.Op, opts Options) (Results, error)
 // A plan is a history made ready for the checks of one model.
 type plan struct {
 	model     string
+	kind      modelKind
 	initial   any // the model's Initial, checked and defaulted
 	ops       []history.Op
 	calls     []call
@@ -128,7 +148,8 @@ func newPlan(ops []history.Op, opts Options) (*plan, error) {
 	if p.initial, err = initialFor(p.model, opts.Initial); err != nil {
 		return nil, err
 	}
-	if p.model == ModelLockCounter {
+	p.kind, _ = modelKindOf(p.model) // initialFor knew it
+	if p.kind.stream {
 		if !sortedByTime(ops) && timesKnown(ops) {
 			// A journal holds ops as they arrived, not in time order; the
 			// checks need the order of the history a run writes. A history
@@ -157,10 +178,8 @@ func newPlan(ops []history.Op, opts Options) (*plan, error) {
 // run runs the plan's checks; with visual, the linearizability check keeps
 // what porcupine needs to draw it.
 func (p *plan) run(ctx context.Context, visual bool) (Results, *linearRun) {
-	var rs Results
 	var lr *linearRun
-	switch p.model {
-	case ModelLockCounter:
+	if p.kind.stream {
 		var linear func() Result
 		if p.analyzer == AnalyzerPorcupine {
 			linear = func() (r Result) {
@@ -168,15 +187,11 @@ func (p *plan) run(ctx context.Context, visual bool) (Results, *linearRun) {
 				return r
 			}
 		}
-		rs = p.stream.results(p.initial.(int64), p.truncated, linear)
-		return rs, lr
-	case ModelCounter:
-		rs.Add(counterBounds(p.ops, p.calls, p.initial.(int64)))
-	default:
-		var r Result
-		r, lr = p.linear(ctx, visual)
-		rs.Add(r)
+		return p.stream.results(p.initial.(int64), p.truncated, linear), lr
 	}
+	var rs Results
+	r, lr := p.kind.verdict(ctx, p, visual)
+	rs.Add(r)
 	var st stats
 	var missing []string
 	for _, o := range p.ops {
@@ -386,22 +401,13 @@ func detect(fs map[history.Keyword]bool) (string, error) {
 		}
 		return n == len(fs)
 	}
-	switch {
-	case len(fs) == 0:
+	if len(fs) == 0 {
 		return "", fmt.Errorf("%w: the history has no client ops to tell a model by; pass --model", ErrUnknownModel)
-	case fs[history.FAcquire] && (fs[history.FRead] || fs[history.FWrite]) &&
-		only(history.FAcquire, history.FRelease, history.FRead, history.FWrite, history.FExtend, history.FRenew):
-		return ModelLockCounter, nil
-	case fs["cas"] && only("cas", history.FRead, history.FWrite):
-		return ModelCASRegister, nil
-	case fs["txn"] && only("txn"):
-		return ModelMultiRegister, nil
-	case only(history.FAcquire, history.FRelease):
-		return ModelMutex, nil
-	case fs["add"] && only("add", history.FRead):
-		return ModelCounter, nil
-	case only(history.FRead, history.FWrite):
-		return ModelRegister, nil
+	}
+	for _, k := range modelKinds() {
+		if k.tells(fs, only) {
+			return k.name, nil
+		}
 	}
 	var names []string
 	for f := range fs {
@@ -415,30 +421,11 @@ func detect(fs map[history.Keyword]bool) (string, error) {
 // initialFor checks v as the initial state of model and fills in the
 // model's default.
 func initialFor(model string, v any) (any, error) {
-	switch model {
-	case ModelLockCounter, ModelCounter:
-		if v == nil {
-			return int64(0), nil
-		}
-		if n, ok := history.Int(v); ok {
-			return n, nil
-		}
-		return nil, fmt.Errorf("the %s model starts at an integer, not %s", model, canon(v))
-	case ModelRegister, ModelCASRegister:
-		return v, nil
-	case ModelMultiRegister:
-		switch v.(type) {
-		case nil, map[any]any, map[history.Keyword]any:
-			return v, nil
-		}
-		return nil, fmt.Errorf("the %s model starts from a map of keys to values, not %s", model, canon(v))
-	case ModelMutex:
-		if v != nil && v != false {
-			return nil, fmt.Errorf("the %s model always starts free; it takes no initial value", model)
-		}
-		return nil, nil
+	k, ok := modelKindOf(model)
+	if !ok {
+		return nil, unknownModel(model)
 	}
-	return nil, fmt.Errorf("%w %q (want one of %s)", ErrUnknownModel, model, strings.Join(Models(), ", "))
+	return k.initial(model, v)
 }
 
 func sortedByTime(ops []history.Op) bool {

@@ -50,7 +50,7 @@ func CheckHTML(ctx context.Context, w io.Writer, ops []history.Op, opts Options)
 		return Results{}, Visualization{}, err
 	}
 	rs, lr := p.run(ctx, true)
-	if p.model == ModelLockCounter && p.analyzer != AnalyzerPorcupine && p.stream.bad == 0 {
+	if p.kind.walk && p.analyzer != AnalyzerPorcupine && p.stream.bad == 0 {
 		if lr, err = p.walkRun(ctx); err != nil {
 			return rs, Visualization{}, err
 		}

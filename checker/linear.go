@@ -97,8 +97,8 @@ func (p *plan) linear(ctx context.Context, visual bool) (r Result, lr *linearRun
 			Field{"linearized", len(v.prefix)},
 			Field{"states", v.states},
 		)
-		if p.model == ModelLockCounter {
-			expl, fields := p.stream.explainLockCounter(lr, v)
+		if p.kind.explain != nil {
+			expl, fields := p.kind.explain(p, lr, v)
 			r.Explanation = expl
 			r.Fields = append(r.Fields, fields...)
 		} else {
@@ -167,39 +167,12 @@ func search(ctx context.Context, model porcupine.Model, parts [][]porcupine.Oper
 func (p *plan) problem() (lr *linearRun, fails int, bad []string) {
 	lr = &linearRun{hist: p.ops, end: int64(len(p.ops))}
 	at := func(i int) int64 { return int64(i) }
-	if p.model == ModelLockCounter && timesKnown(p.ops) {
+	if p.kind.stream && timesKnown(p.ops) {
 		lr.timed = true
 		lr.end = p.ops[len(p.ops)-1].Time + 1
 		at = func(i int) int64 { return p.ops[i].Time }
 	}
-	op := p.operations(lr.end, at)
-	switch p.model {
-	case ModelLockCounter:
-		var ops []porcupine.Operation
-		ops, fails, bad = p.lockCounterOps(op)
-		lr.model = lockCounterModel(p.initial.(int64))
-		lr.parts = [][]porcupine.Operation{ops}
-	case ModelRegister, ModelCASRegister, ModelMutex:
-		var ops []porcupine.Operation
-		ops, fails, bad = p.callOps(op, func(c call) (any, error) {
-			if p.model == ModelMutex {
-				return newMutexOp(c)
-			}
-			return newRegOp(c, p.model == ModelCASRegister)
-		})
-		if p.model == ModelMutex {
-			lr.model = mutexModel()
-		} else {
-			lr.model = registerModel(canon(p.initial))
-		}
-		lr.parts = [][]porcupine.Operation{ops}
-	case ModelMultiRegister:
-		ks := newKeySpace(initialKeys(p.initial))
-		var ops []porcupine.Operation
-		ops, fails, bad = p.callOps(op, func(c call) (any, error) { return newTxnOp(c, ks) })
-		lr.model = multiRegisterModel(ks.keys, ks.initial)
-		lr.parts = partitionByKeys(ops, ks)
-	}
+	lr.model, lr.parts, fails, bad = p.kind.problem(p, p.operations(lr.end, at))
 	return lr, fails, bad
 }
 

@@ -80,7 +80,7 @@ func Read(ctx context.Context, r io.Reader, name string, opts Options) (*File, e
 // wrapping ErrWholeHistory when the history must be read whole instead:
 // when it is not lock-counter, or the options need all its ops.
 func openStream(ctx context.Context, f *os.File, path string, opts Options, wrap func(io.Reader) io.Reader) (*File, error) {
-	if opts.Analyzer == AnalyzerPorcupine || opts.Model != "" && opts.Model != ModelLockCounter {
+	if opts.Analyzer == AnalyzerPorcupine || opts.Model != "" && !streamed(opts.Model) {
 		return nil, ErrWholeHistory
 	}
 	h := &File{Path: path, Stream: NewStreamMemory(opts.Memory), Record: opts.Record}
@@ -112,7 +112,7 @@ func openStream(ctx context.Context, f *os.File, path string, opts Options, wrap
 		h.Stream.Close()
 		return nil, err
 	}
-	if h.Model != ModelLockCounter {
+	if !streamed(h.Model) {
 		h.Stream.Close()
 		return nil, fmt.Errorf("%w: the %s model", ErrWholeHistory, h.Model)
 	}

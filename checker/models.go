@@ -23,7 +23,11 @@ const (
 
 // Models lists the model names Check accepts.
 func Models() []string {
-	return []string{ModelLockCounter, ModelRegister, ModelCASRegister, ModelMultiRegister, ModelMutex, ModelCounter}
+	var names []string
+	for _, k := range modelKinds() {
+		names = append(names, k.name)
+	}
+	return names
 }
 
 // The models below are values around a typed state, as etcd's robustness

@@ -192,3 +192,45 @@ func TestCanon(t *testing.T) {
 		}
 	}
 }
+
+// TestModelKinds: each model is judged somehow (its own check, or a
+// porcupine problem), the counter walk walks only a streamed model's
+// operations, and each tells its histories apart from every other's on
+// every non-empty set of :f values (Detect asks them in no order).
+func TestModelKinds(t *testing.T) {
+	fs := []history.Keyword{history.FAcquire, history.FRelease, history.FRead, history.FWrite, history.FExtend, history.FRenew, "cas", "txn", "add", "foo"}
+	for _, k := range modelKinds() {
+		if k.check == nil && k.problem == nil {
+			t.Errorf("%s: neither a check nor a porcupine problem", k.name)
+		}
+		if k.walk && !k.stream {
+			t.Errorf("%s: walked by the counter walk, but not streamed", k.name)
+		}
+	}
+	for set := 1; set < 1<<len(fs); set++ {
+		has := map[history.Keyword]bool{}
+		for i, f := range fs {
+			if set&(1<<i) != 0 {
+				has[f] = true
+			}
+		}
+		only := func(allowed ...history.Keyword) bool {
+			n := 0
+			for _, f := range allowed {
+				if has[f] {
+					n++
+				}
+			}
+			return n == len(has)
+		}
+		var told []string
+		for _, k := range modelKinds() {
+			if k.tells(has, only) {
+				told = append(told, k.name)
+			}
+		}
+		if len(told) > 1 {
+			t.Errorf("the :f values %v tell %v", has, told)
+		}
+	}
+}

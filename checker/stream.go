@@ -439,7 +439,7 @@ func (s *Stream) Check(opts Options) (rs Results, err error) {
 	switch {
 	case err != nil:
 		return Results{}, err
-	case model != ModelLockCounter:
+	case !streamed(model):
 		return Results{}, fmt.Errorf("%w: the %s model is checked on all its ops", ErrWholeHistory, model)
 	case opts.Analyzer == AnalyzerPorcupine:
 		return Results{}, fmt.Errorf("%w: porcupine searches all the ops", ErrWholeHistory)

@@ -1,0 +1,159 @@
+package checker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// A modelKind is a model a history is checked against, declared once: the
+// name --model takes, the client ops that tell it, its initial state, and
+// how its history is judged. Check, Detect, Open and the drawing read it,
+// and no check switches on a model's name. (The streamed checks are the
+// lock-counter's own: they take its integer initial state as given.)
+type modelKind struct {
+	name string
+	// tells says whether a history whose client ops' :f values are all
+	// of fs, not none (only(…): all of them among those), calls for the
+	// model. On such a set the kinds' tells exclude one another, so the
+	// order they are asked in does not matter; on none, register's and
+	// mutex's both would, and Detect refuses it first.
+	tells func(fs map[history.Keyword]bool, only func(...history.Keyword) bool) bool
+	// initial checks v as the model's starting state and fills in its
+	// default.
+	initial func(name string, v any) (any, error)
+	// stream: the history is checked as a Stream keeps it (in time order,
+	// by the lock-counter's checks), which gives every result itself.
+	stream bool
+	// walk: the counter walk can decide its linearizability (a streamed
+	// model's: it walks the Stream's counter operations).
+	walk bool
+	// problem makes porcupine's model and partitioned operations of p's
+	// history, with the :fail ops it dropped and the ops it could not
+	// read; nil for a model porcupine does not search.
+	problem func(p *plan, op opFunc) (porcupine.Model, [][]porcupine.Operation, int, []string)
+	// check is the model's verdict on a plan not streamed; nil for
+	// linearizability by porcupine, when problem must be set.
+	check func(p *plan) Result
+	// explain says why a violation porcupine found is one; nil for the
+	// search's own words.
+	explain func(p *plan, lr *linearRun, v violation) (string, []Field)
+}
+
+// modelKinds are every model, in the order Models lists them.
+func modelKinds() []modelKind {
+	return []modelKind{
+		{name: ModelLockCounter, stream: true, walk: true, initial: integerInitial,
+			tells: func(fs map[history.Keyword]bool, only func(...history.Keyword) bool) bool {
+				return fs[history.FAcquire] && (fs[history.FRead] || fs[history.FWrite]) &&
+					only(history.FAcquire, history.FRelease, history.FRead, history.FWrite, history.FExtend, history.FRenew)
+			},
+			problem: func(p *plan, op opFunc) (porcupine.Model, [][]porcupine.Operation, int, []string) {
+				ops, fails, bad := p.lockCounterOps(op)
+				return lockCounterModel(p.initial.(int64)), [][]porcupine.Operation{ops}, fails, bad
+			},
+			explain: func(p *plan, lr *linearRun, v violation) (string, []Field) {
+				return p.stream.explainLockCounter(lr, v)
+			}},
+		{name: ModelRegister, initial: anyInitial,
+			tells: func(_ map[history.Keyword]bool, only func(...history.Keyword) bool) bool {
+				return only(history.FRead, history.FWrite)
+			},
+			problem: registerProblem(false)},
+		{name: ModelCASRegister, initial: anyInitial,
+			tells: func(fs map[history.Keyword]bool, only func(...history.Keyword) bool) bool {
+				return fs["cas"] && only("cas", history.FRead, history.FWrite)
+			},
+			problem: registerProblem(true)},
+		{name: ModelMultiRegister, initial: mapInitial,
+			tells: func(fs map[history.Keyword]bool, only func(...history.Keyword) bool) bool {
+				return fs["txn"] && only("txn")
+			},
+			problem: func(p *plan, op opFunc) (porcupine.Model, [][]porcupine.Operation, int, []string) {
+				ks := newKeySpace(initialKeys(p.initial))
+				ops, fails, bad := p.callOps(op, func(c call) (any, error) { return newTxnOp(c, ks) })
+				return multiRegisterModel(ks.keys, ks.initial), partitionByKeys(ops, ks), fails, bad
+			}},
+		{name: ModelMutex, initial: freeInitial,
+			tells: func(_ map[history.Keyword]bool, only func(...history.Keyword) bool) bool {
+				return only(history.FAcquire, history.FRelease)
+			},
+			problem: func(p *plan, op opFunc) (porcupine.Model, [][]porcupine.Operation, int, []string) {
+				ops, fails, bad := p.callOps(op, func(c call) (any, error) { return newMutexOp(c) })
+				return mutexModel(), [][]porcupine.Operation{ops}, fails, bad
+			}},
+		{name: ModelCounter, initial: integerInitial,
+			tells: func(fs map[history.Keyword]bool, only func(...history.Keyword) bool) bool {
+				return fs["add"] && only("add", history.FRead)
+			},
+			check: func(p *plan) Result { return counterBounds(p.ops, p.calls, p.initial.(int64)) }},
+	}
+}
+
+// modelKindOf returns the model called name.
+func modelKindOf(name string) (modelKind, bool) {
+	for _, k := range modelKinds() {
+		if k.name == name {
+			return k, true
+		}
+	}
+	return modelKind{}, false
+}
+
+// streamed reports whether the model called name is checked as a Stream
+// keeps its history.
+func streamed(name string) bool {
+	k, ok := modelKindOf(name)
+	return ok && k.stream
+}
+
+// registerProblem is the problem of a register, with :cas or without.
+func registerProblem(cas bool) func(p *plan, op opFunc) (porcupine.Model, [][]porcupine.Operation, int, []string) {
+	return func(p *plan, op opFunc) (porcupine.Model, [][]porcupine.Operation, int, []string) {
+		ops, fails, bad := p.callOps(op, func(c call) (any, error) { return newRegOp(c, cas) })
+		return registerModel(canon(p.initial)), [][]porcupine.Operation{ops}, fails, bad
+	}
+}
+
+// integerInitial: the model starts at an integer, 0 by default.
+func integerInitial(name string, v any) (any, error) {
+	if v == nil {
+		return int64(0), nil
+	}
+	if n, ok := history.Int(v); ok {
+		return n, nil
+	}
+	return nil, fmt.Errorf("the %s model starts at an integer, not %s", name, canon(v))
+}
+
+// anyInitial: the model starts at any value, nil by default.
+func anyInitial(_ string, v any) (any, error) { return v, nil }
+
+// mapInitial: the model starts from a map of keys to values; every key
+// nil by default.
+func mapInitial(name string, v any) (any, error) {
+	switch v.(type) {
+	case nil, map[any]any, map[history.Keyword]any:
+		return v, nil
+	}
+	return nil, fmt.Errorf("the %s model starts from a map of keys to values, not %s", name, canon(v))
+}
+
+// freeInitial: the model always starts free.
+func freeInitial(name string, v any) (any, error) {
+	if v != nil && v != false {
+		return nil, fmt.Errorf("the %s model always starts free; it takes no initial value", name)
+	}
+	return nil, nil
+}
+
+// verdict is the model's own check of a plan not streamed: its check, or
+// linearizability by porcupine.
+func (k modelKind) verdict(ctx context.Context, p *plan, visual bool) (Result, *linearRun) {
+	if k.check != nil {
+		return k.check(p), nil
+	}
+	return p.linear(ctx, visual)
+}
