@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/lockserver"
@@ -188,7 +189,7 @@ func (c Config) validate() error {
 	case c.InjectEvery > 0 && c.Pause <= 0:
 		return fmt.Errorf("--inject-every needs a positive --pause")
 	case !slices.Contains(InSectionKinds(), c.PauseKind):
-		return fmt.Errorf("--pause-kind %q: want sleep, stop or stop-waiters", c.PauseKind)
+		return fmt.Errorf("--pause-kind %q: want one of %s", c.PauseKind, keywordNames(InSectionKinds()))
 	case c.byAdapter() && strings.TrimSpace(strings.TrimPrefix(c.Lock, client.ExecPrefix)) == "":
 		return fmt.Errorf("--lock %q: exec: needs the adapter's command, as exec:'python3 my_adapter.py'", c.Lock)
 	case c.lockKind().Store == client.Elsewhere && !slices.Contains(c.lockNames(), c.Lock):
@@ -262,7 +263,7 @@ func fenceKey(name string) string { return "hiatus:fence:" + name }
 func testEDN(c Config, start time.Time) []byte {
 	m := c.ednMap()
 	for k, v := range map[history.Keyword]any{
-		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword("lock-counter"),
+		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword(checker.ModelLockCounter),
 		"initial": int64(0), "replay?": c.Plan != nil,
 		// The history's clock is the run's Redis (TIME), never a lock node
 		// whose clock the clock fault jumps.

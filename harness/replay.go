@@ -261,6 +261,15 @@ func ednOr(x any, missing string) string {
 	return string(history.AppendValue(nil, x))
 }
 
+// keywordNames is ks as words: sleep, stop, stop-waiters.
+func keywordNames(ks []history.Keyword) string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}
+
 func keywords(ks []history.Keyword) string {
 	s := make([]string, len(ks))
 	for i, k := range ks {

@@ -26,7 +26,8 @@ func compareFlags() []cli.Flag {
 	return append([]cli.Flag{
 		&cli.IntFlag{Name: "runs", Value: 3, Usage: "runs of each row; each cell of the table is min–max over them"},
 		&cli.StringFlag{Name: "locks", Aliases: []string{"lock"}, Usage: "locks to compare, comma-separated: " + strings.Join(client.LockNames(), ", ") + ", or exec:COMMAND (a lock adapter) (default setnx)"},
-		&cli.StringFlag{Name: "pauses", Usage: "pause kinds to compare, comma-separated: none, sigstop, sleep, stop (default sigstop,sleep,stop; sigstop for --sweep)"},
+		&cli.StringFlag{Name: "pauses", Usage: "pause kinds to compare, comma-separated: " + strings.Join(compare.PauseChoices(), ", ") +
+			" (default " + compare.DefaultPauses(false) + "; " + compare.DefaultPauses(true) + " for --sweep)"},
 		&cli.StringFlag{Name: "fencing", Usage: "off, on or both (default off; both for --sweep)"},
 		&cli.StringFlag{Name: "scenario", Usage: "run scenarios of the Redlock debate, each under every guard (none, fence, fence-rmw, cas), " +
 			"or findings (bugs lock libraries shipped), each affected and fixed version on one schedule; comma-separated: " +

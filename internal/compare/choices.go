@@ -55,11 +55,7 @@ func (ch Choices) Setups() (kind string, setups []Setup, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	defPauses := strings.Join([]string{PauseSigStop, PauseSleep, PauseStop}, ",")
-	if kind == "sweep" {
-		defPauses = PauseSigStop
-	}
-	pauses, err := names(ch.Pauses, defPauses, PauseChoices(), "--pauses")
+	pauses, err := names(ch.Pauses, DefaultPauses(kind == "sweep"), PauseChoices(), "--pauses")
 	if err != nil {
 		return "", nil, err
 	}

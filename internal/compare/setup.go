@@ -26,6 +26,15 @@ const (
 	PauseStopWaiters = string(nemesis.KindStopWaiters)
 )
 
+// DefaultPauses are the pauses a grid compares when --pauses names none:
+// the nemesis's and two in-section kinds, or for a sweep the nemesis's.
+func DefaultPauses(sweep bool) string {
+	if sweep {
+		return PauseSigStop
+	}
+	return strings.Join([]string{PauseSigStop, PauseSleep, PauseStop}, ",")
+}
+
 // PauseChoices lists the pauses a Setup may have, in the order tables
 // show them: none, the nemesis's sigstop, and the in-section kinds.
 func PauseChoices() []string {
