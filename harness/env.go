@@ -46,6 +46,9 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if nodes != nil {
+		e.notices = sharedCuts(*cfg, nodes.inv)
+	}
 	var pgHost topology.Host // nil, not a nil pointer, for none
 	switch {
 	case nodes != nil:
@@ -182,6 +185,9 @@ func (e *env) logServers(run store.Run, cfg Config, lg *runLog) {
 	for _, r := range e.topo.roles {
 		lg.logf("host %s at %s: %s", r.h.Name(), r.h.IP(), r.what)
 	}
+	for _, n := range e.notices {
+		lg.printf("%s", n)
+	}
 }
 
 // env holds the servers and clients of a run.
@@ -196,6 +202,9 @@ type env struct {
 	redis, postgres *servers.Server
 	topo            *topo // the lock's own nodes, and the workers' links
 	orphans         error // what killed runs left and this one could not remove
+	// notices say where the placement changes the experiment (workers
+	// cut together): the user is told, and the run's log keeps them.
+	notices []string
 	// record is the lock server's record of the run, once it has begun;
 	// nil for none. The clock fault steps the nodes' clocks through it.
 	record *lockserver.Recorder

@@ -323,3 +323,29 @@ func TestRunSSHNodeRefused(t *testing.T) {
 	}
 	sshLeftovers(t, sn)
 }
+
+// TestRunSSHSharedNodeNotice: a run over SSH whose workers outnumber the
+// worker nodes, with a partition that comes one at a time, is let through
+// and says, on the terminal and in its log, which workers a cut of one
+// cuts too (here no fault comes: the notice is the set-up's).
+func TestRunSSHSharedNodeNotice(t *testing.T) {
+	t.Parallel()
+	sn := sshtest.StartT(t, sshtest.Lab)
+	cfg := sshConfig(t, sn, "ssh-shared", 140)
+	cfg.Workers, cfg.Nemesis, cfg.TimeLimit = 3, "partition-postgres", time.Second
+	cfg.Interval = 2 * cfg.TimeLimit // the notice is the set-up's: no cut comes
+	var out strings.Builder
+	res, err := harness.RunWatched(context.Background(), cfg, harness.Watch{Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.ReadFile(filepath.Join(res.Dir, store.Log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "workers 0 and 2 share node w0: a cut of one by partition-postgres cuts them all"
+	if !strings.Contains(out.String(), want) || !strings.Contains(string(log), want) {
+		t.Errorf("the run did not say %q on the terminal and in its log:\n%s\n%s", want, out.String(), log)
+	}
+	sshLeftovers(t, sn)
+}

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hiatus-dev/hiatus/topology"
@@ -125,4 +127,39 @@ func sharedWorkers(cfg Config, inv topology.Inventory) error {
 		}
 	}
 	return nil
+}
+
+// sharedCuts says, for a run over SSH on inv, which workers share a node
+// that cfg's partitions cut (they come one at a time: checkCuts refuses
+// the rest): each such cut, whose event names one worker, cuts its node
+// mates too. None when every path goes through a proxy of its worker's
+// own, or no partition cuts a node.
+func sharedCuts(cfg Config, inv topology.Inventory) []string {
+	if cfg.proxied() {
+		return nil
+	}
+	var faults []string
+	for _, s := range cfg.cutServers(inv) {
+		for _, f := range s.cutBy {
+			if !slices.Contains(faults, f) {
+				faults = append(faults, f)
+			}
+		}
+	}
+	if len(faults) == 0 {
+		return nil
+	}
+	workers := inv.With(topology.RoleWorker)
+	var out []string
+	for i, n := range workers[:min(len(workers), cfg.Workers)] {
+		var slots []string
+		for slot := i; slot < cfg.Workers; slot += len(workers) {
+			slots = append(slots, strconv.Itoa(slot))
+		}
+		if len(slots) > 1 {
+			out = append(out, fmt.Sprintf("workers %s share node %s: a cut of one by %s cuts them all, though its event names one (docs/hosts.md)",
+				strings.Join(slots, " and "), n.Name, strings.Join(faults, ", ")))
+		}
+	}
+	return out
 }

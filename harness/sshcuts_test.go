@@ -13,7 +13,8 @@ import (
 // worker on the node of the server it is cut from), more than its event
 // says (two servers on one node), or whose heal could heal another's cut
 // (workers sharing a node under faults at once) is refused, naming the
-// nodes and the fault; what is sound is let through.
+// nodes and the fault; what is sound is let through, and when workers
+// share a node a partition cuts, the run is to say so (sharedCuts).
 func TestCheckCuts(t *testing.T) {
 	type node struct{ name, ip, roles string }
 	apart := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"n0", "10.0.0.21", "redis"}, {"pg", "10.0.0.31", "postgres"}}
@@ -54,6 +55,8 @@ func TestCheckCuts(t *testing.T) {
 		{"redis at a worker's address, another port", samePort, func(c *Config) { c.Nemesis = "partition-redis" },
 			[]string{"worker 0", "node w0", "node n0"}},
 		{"workers share a node, one cut at a time", oneWorker, func(c *Config) { c.Nemesis = "partition-redis,partition-postgres" }, nil},
+		{"three workers on two nodes, one cut at a time", apart, func(c *Config) { c.Workers, c.Nemesis = 3, "partition-postgres" }, nil},
+		{"workers share a node, no partition", oneWorker, func(c *Config) { c.Nemesis = "sigstop,kill-worker" }, nil},
 		// random's delays and drops put proxies in every path.
 		{"workers share a node, random", oneWorker, func(c *Config) { c.Nemesis = Random }, nil},
 		{"workers share a node, a replay that overlapped", oneWorker, func(c *Config) { c.Nemesis, c.Plan = "partition-redis", overlapping },
@@ -61,6 +64,12 @@ func TestCheckCuts(t *testing.T) {
 		{"workers apart, random", apart, func(c *Config) { c.Nemesis = Random }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// What the notice of workers a cut cuts together names; none
+			// for the cases not here.
+			shared := map[string][]string{
+				"workers share a node, one cut at a time":       {"workers 0 and 1 share node w0", "by partition-redis, partition-postgres"},
+				"three workers on two nodes, one cut at a time": {"workers 0 and 2 share node w0", "by partition-postgres"},
+			}[tc.name]
 			inv := topology.Inventory{Control: "10.0.0.1"}
 			for _, n := range tc.nodes {
 				var roles []topology.Role
@@ -87,6 +96,16 @@ func TestCheckCuts(t *testing.T) {
 					if !strings.Contains(err.Error(), w) {
 						t.Errorf("error %q does not name %q", err, w)
 					}
+				}
+				return
+			}
+			notes := sharedCuts(cfg, inv)
+			if len(notes) != min(len(shared), 1) {
+				t.Fatalf("notices %q, want one naming %q", notes, shared)
+			}
+			for _, w := range shared {
+				if !strings.Contains(notes[0], w) {
+					t.Errorf("notice %q does not name %q", notes[0], w)
 				}
 			}
 		})
