@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/hiatus-dev/hiatus/topology"
 )
 
@@ -85,6 +87,9 @@ func startSSH(ctx context.Context, cfg Config) (_ *sshNodes, err error) {
 	if err := s.dial(ctx, tag); err != nil {
 		return s, setupErrorf("--hosts %s: %w", cfg.Hosts, err)
 	}
+	if err := s.preflight(cfg); err != nil {
+		return s, setupErrorf("--hosts %s: %w", cfg.Hosts, err)
+	}
 	// The copies go on while the servers start (waitCopies).
 	s.copies = make(chan error, 1)
 	cctx, cancelCopies := context.WithTimeout(context.WithoutCancel(ctx), sshSetupTimeout)
@@ -144,6 +149,65 @@ func (s *sshNodes) dial(ctx context.Context, tag string) error {
 		}
 	}
 	return errors.Join(told...)
+}
+
+// preflight asks every node at once, through its watchdog (no session of
+// its own: a node's start-up files may take a second a session), for what
+// its roles need in this run, before anything starts: one error for each
+// thing missing, naming the node and what to do, rather than the first
+// server's failure to start seconds in.
+func (s *sshNodes) preflight(cfg Config) error {
+	errs := make([][]error, len(s.inv.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range s.inv.Nodes {
+		wg.Go(func() {
+			for _, need := range cfg.nodeNeeds(s.inv, n) {
+				check := fmt.Sprintf(`[ -n "$( { %s; } 2>/dev/null )" ]`, need.Script)
+				switch err := s.all[i].Do(check); {
+				case errors.Is(err, topology.ErrExitStatus):
+					errs[i] = append(errs[i], fmt.Errorf("node %s lacks %s (%s)", n.Name, need.What, need.Hint))
+				case err != nil:
+					errs[i] = append(errs[i], fmt.Errorf("ask for %s: %w", need.What, err))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(slices.Concat(errs...)...)
+}
+
+// nodeNeeds are what node n of inv must have for cfg's run: the servers'
+// of its roles that the run puts there (servers.RedisNeeds,
+// servers.PostgresNeeds), and, on a worker's node that a partition cuts,
+// iptables as root.
+func (c Config) nodeNeeds(inv topology.Inventory, n topology.Node) []servers.Need {
+	var needs []servers.Need
+	on := func(r topology.Role, count int) bool {
+		nodes := inv.With(r)
+		for i := range min(count, len(nodes)) {
+			if spread(nodes, i).Name == n.Name {
+				return true
+			}
+		}
+		return false
+	}
+	if c.cuts() && on(topology.RoleWorker, c.Workers) {
+		needs = append(needs, servers.Need{What: "iptables, as root (a partition cuts the node's links in its firewall)",
+			Script: `[ "$(id -u)" = 0 ] && command -v iptables`, Hint: "on Debian: apt-get install iptables; log in as root (the inventory's user)"})
+	}
+	if on(topology.RoleRedis, c.lockNodes()) {
+		needs = append(needs, servers.RedisNeeds(c.needs()&needFakeClock != 0)...)
+	}
+	if c.PostgresURL == "" && on(topology.RolePostgres, 1) {
+		needs = append(needs, servers.PostgresNeeds()...)
+	}
+	return needs
+}
+
+// cuts reports whether a partition of c's cuts a node's links in its
+// firewall (not through proxies).
+func (c Config) cuts() bool {
+	return !c.proxied() && len(c.partitions(needRedisLinks))+len(c.partitions(needPostgresLink)) > 0
 }
 
 // copySelf copies this binary to the run's directory on h, for its workers.

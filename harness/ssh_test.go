@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -346,6 +347,49 @@ func TestRunSSHSharedNodeNotice(t *testing.T) {
 	const want = "workers 0 and 2 share node w0: a cut of one by partition-postgres cuts them all"
 	if !strings.Contains(out.String(), want) || !strings.Contains(string(log), want) {
 		t.Errorf("the run did not say %q on the terminal and in its log:\n%s\n%s", want, out.String(), log)
+	}
+	sshLeftovers(t, sn)
+}
+
+// TestRunSSHPreflight: before anything of a run starts, every node is
+// asked for what its roles need, and each thing missing is an error of
+// its own, naming the node and what to do: here the lock's Redis node
+// lacks redis-server and PostgreSQL's node setpriv (hiatus logs in as
+// root there and runs PostgreSQL as postgres). Nothing is left on any node.
+func TestRunSSHPreflight(t *testing.T) {
+	t.Parallel()
+	nodes := slices.Clone(sshtest.Lab)
+	for i, n := range nodes {
+		switch n.Name {
+		case "n0":
+			nodes[i].Hide = []string{"redis-server"}
+		case "pg":
+			nodes[i].Hide = []string{"setpriv"}
+		}
+	}
+	sn := sshtest.StartT(t, nodes)
+	cfg := sshConfig(t, sn, "ssh-preflight", 150)
+	cfg.Lock, cfg.Nodes, cfg.Nemesis = "redlock", 1, "partition-redis"
+	_, err := harness.Run(context.Background(), cfg)
+	var se *harness.SetupError
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v, want a SetupError", err)
+	}
+	for _, w := range []string{
+		"node n0 lacks redis-server (on Debian: apt-get install redis-server)",
+		"node pg lacks the user postgres and setpriv",
+	} {
+		if strings.Count(err.Error(), w) != 1 {
+			t.Errorf("error %q does not say once %q", err, w)
+		}
+	}
+	for _, n := range []string{"node w0", "node w1"} {
+		if strings.Contains(err.Error(), n) {
+			t.Errorf("error %q speaks of %q, which lacks nothing", err, n)
+		}
+	}
+	if left, _ := os.ReadDir(cfg.Store); len(left) != 0 {
+		t.Errorf("a run refused before it started wrote %d entries into the store", len(left))
 	}
 	sshLeftovers(t, sn)
 }

@@ -689,6 +689,10 @@ func (h *SSHHost) Do(cmd string) error {
 	return nil
 }
 
+// ErrExitStatus is the error of a command Do ran that exited other than
+// 0: the command said no, where another error says it was not asked.
+var ErrExitStatus = errors.New("exit status")
+
 // do is Do, its error not naming the node.
 func (h *SSHHost) do(cmd string) error {
 	if strings.ContainsAny(cmd, "\n\r") {
@@ -698,7 +702,7 @@ func (h *SSHHost) do(cmd string) error {
 	defer h.ctlMu.Unlock()
 	status, err := h.control(cmd)
 	if err == nil && status != "0" {
-		err = fmt.Errorf("exit status %s", status)
+		err = fmt.Errorf("%w %s", ErrExitStatus, status)
 	}
 	return err
 }

@@ -167,15 +167,54 @@ func nodeDir(n Node, name, user string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// lookOnNode runs script, which prints a path, on n; empty output is
-// ErrMissing, with hint.
-func lookOnNode(n Node, what, script, hint string) (string, error) {
+// A Need is what a server needs of its node: a program or a library, and
+// how a shell there finds it (Script prints its path, or nothing when it
+// is missing), and what to do when it is.
+type Need struct {
+	What, Script, Hint string
+}
+
+// The needs of the servers hiatus starts on a node. The run asks for them
+// all before it starts anything (a pre-flight), and each server again as
+// it starts.
+var (
+	needRedis    = Need{"redis-server", "command -v redis-server", "on Debian: apt-get install redis-server"}
+	needPostgres = Need{"initdb and postgres",
+		`if command -v initdb >/dev/null 2>&1; then dirname "$(readlink -f "$(command -v initdb)")"; else ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; fi`,
+		"on Debian: apt-get install postgresql"}
+	// needPostgresUser: logged in as root, hiatus runs PostgreSQL as the
+	// user postgres (initdb and postgres refuse root), through setpriv.
+	needPostgresUser = Need{"the user postgres and setpriv (hiatus logs in as root, and runs PostgreSQL as postgres)",
+		`if [ "$(id -u)" != 0 ]; then echo ok; elif command -v setpriv >/dev/null 2>&1 && id -u postgres >/dev/null 2>&1; then echo ok; fi`,
+		"on Debian: apt-get install postgresql util-linux, which make both"}
+	needFaketime = Need{"libfaketimeMT.so.1",
+		"for f in /usr/lib/*/faketime/libfaketimeMT.so.1 /usr/lib/faketime/libfaketimeMT.so.1 /usr/lib64/faketime/libfaketimeMT.so.1; do [ -f \"$f\" ] && { echo \"$f\"; break; }; done",
+		"on Debian: apt-get install libfaketime"}
+	needLibc = Need{"libc.so.6",
+		"for f in /lib/*/libc.so.6 /usr/lib/*/libc.so.6 /lib64/libc.so.6 /usr/lib64/libc.so.6; do [ -f \"$f\" ] && { echo \"$f\"; break; }; done", "the C library"}
+)
+
+// RedisNeeds are what a Redis node of a run needs; with fakeClock, the
+// clock a fault steps.
+func RedisNeeds(fakeClock bool) []Need {
+	if fakeClock {
+		return []Need{needRedis, needFaketime}
+	}
+	return []Need{needRedis}
+}
+
+// PostgresNeeds are what PostgreSQL's node of a run needs.
+func PostgresNeeds() []Need { return []Need{needPostgres, needPostgresUser} }
+
+// lookOnNode runs need's script on n and returns the path it prints;
+// none is ErrMissing, with the need's hint.
+func lookOnNode(n Node, need Need) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), nodeTimeout)
 	defer cancel()
-	out, _ := n.Run(ctx, script)
+	out, _ := n.Run(ctx, need.Script)
 	p := strings.TrimSpace(string(out))
 	if p == "" || strings.Contains(p, "\n") {
-		return "", fmt.Errorf("%s on node %s: %w (%s)", what, n.Name(), ErrMissing, hint)
+		return "", fmt.Errorf("%s on node %s: %w (%s)", need.What, n.Name(), ErrMissing, need.Hint)
 	}
 	return p, nil
 }
@@ -184,7 +223,7 @@ func lookOnNode(n Node, what, script, hint string) (string, error) {
 // node n, from its own redis-server (and libfaketime for opt.FakeClock);
 // opt.Host is not used.
 func StartRedisOnNode(ctx context.Context, n Node, opt RedisOptions) (*Server, error) {
-	bin, err := lookOnNode(n, "redis-server", "command -v redis-server", "on Debian: apt-get install redis-server")
+	bin, err := lookOnNode(n, needRedis)
 	if err != nil {
 		return nil, err
 	}
@@ -196,13 +235,10 @@ func StartRedisOnNode(ctx context.Context, n Node, opt RedisOptions) (*Server, e
 	s := &Server{name: "redis-server", node: n, bin: bin, dir: dir, log: path.Join(dir, "redis.log"),
 		quit: syscall.SIGTERM, crash: syscall.SIGKILL}
 	if opt.FakeClock {
-		preload, err := lookOnNode(n, "libfaketimeMT.so.1",
-			"for f in /usr/lib/*/faketime/libfaketimeMT.so.1 /usr/lib/faketime/libfaketimeMT.so.1 /usr/lib64/faketime/libfaketimeMT.so.1; do [ -f \"$f\" ] && { echo \"$f\"; break; }; done",
-			"on Debian: apt-get install libfaketime")
+		preload, err := lookOnNode(n, needFaketime)
 		if err == nil {
 			var libc string
-			libc, err = lookOnNode(n, "libc.so.6",
-				"for f in /lib/*/libc.so.6 /usr/lib/*/libc.so.6 /lib64/libc.so.6 /usr/lib64/libc.so.6; do [ -f \"$f\" ] && { echo \"$f\"; break; }; done", "the C library")
+			libc, err = lookOnNode(n, needLibc)
 			preload += " " + libc
 		}
 		if err != nil {
@@ -232,13 +268,11 @@ func StartRedisOnNode(ctx context.Context, n Node, opt RedisOptions) (*Server, e
 // node n, from its own initdb and postgres: as the user postgres when
 // hiatus logs in as root, with a password of its own for every address.
 func StartPostgresOnNode(ctx context.Context, n Node) (*Server, error) {
-	bin, err := lookOnNode(n, "initdb and postgres",
-		`if command -v initdb >/dev/null 2>&1; then dirname "$(readlink -f "$(command -v initdb)")"; else ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; fi`,
-		"on Debian: apt-get install postgresql")
+	bin, err := lookOnNode(n, needPostgres)
 	if err != nil {
 		return nil, err
 	}
-	who, err := lookOnNode(n, "id", "id -un", "")
+	who, err := lookOnNode(n, Need{"id", "id -un", ""})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,8 +30,12 @@ import (
 const Sshd = "/usr/sbin/sshd"
 
 // A Node is what the network's inventory says of a host: its name and
-// roles ("worker", "redis,postgres").
-type Node struct{ Name, Roles string }
+// roles ("worker", "redis,postgres"); and programs its sessions do not
+// find (Hide: "redis-server"), as on a node that lacks them.
+type Node struct {
+	Name, Roles string
+	Hide        []string
+}
 
 // A Net is the test network.
 type Net struct {
@@ -118,7 +123,15 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 		fmt.Fprintf(&known, "%s %s", h.IP(), ssh.MarshalAuthorizedKey(hpub))
 		fmt.Fprintf(&inv, "node %s %s %s\n", node.Name, h.IP(), node.Roles)
 		conf := filepath.Join(dir, "sshd-"+node.Name+".conf")
-		if err := writeSshdConfig(conf, h.IP(), hostKey, auth, home); err != nil {
+		var env []string
+		if len(node.Hide) > 0 {
+			bin := filepath.Join(dir, "bin-"+node.Name)
+			if err := pathWithout(bin, node.Hide); err != nil {
+				return nil, err
+			}
+			env = append(env, "PATH="+bin)
+		}
+		if err := writeSshdConfig(conf, h.IP(), hostKey, auth, home, env...); err != nil {
 			return nil, err
 		}
 		cmd := h.Command(Sshd, "-D", "-e", "-f", conf)
@@ -153,12 +166,41 @@ const noisyBashrc = `echo "sshtest: a start-up file's line on standard output"
 echo "sshtest: a start-up file's line on standard error" >&2
 `
 
+// pathWithout makes bin a directory of links to every program of the
+// machine's PATH directories but those of hide: a PATH of it alone finds
+// all the others.
+func pathWithout(bin string, hide []string) error {
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		return err
+	}
+	for _, d := range []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"} {
+		es, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range es {
+			link := filepath.Join(bin, e.Name())
+			if slices.Contains(hide, e.Name()) {
+				continue
+			}
+			if _, err := os.Lstat(link); err == nil {
+				continue // an earlier directory's comes first, as on PATH
+			}
+			if err := os.Symlink(filepath.Join(d, e.Name()), link); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // writeSshdConfig writes to file the configuration of an sshd on ip, with
 // its host key and the test's authorized keys: root by key alone, in home
-// (the machine's own root's start-up files are not the test's).
-func writeSshdConfig(file, ip, hostKey, auth, home string) error {
+// (the machine's own root's start-up files are not the test's), with the
+// sessions' environment env (NAME=VALUE) besides.
+func writeSshdConfig(file, ip, hostKey, auth, home string, env ...string) error {
 	return os.WriteFile(file, []byte(strings.Join([]string{
-		"SetEnv HOME=" + home,
+		"SetEnv HOME=" + home + " " + strings.Join(env, " "),
 		"ListenAddress " + ip + ":22",
 		"HostKey " + hostKey,
 		"AuthorizedKeysFile " + auth,
