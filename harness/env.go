@@ -22,7 +22,7 @@ import (
 // Unreachable servers are the user's to fix: exit 254. The wait for the
 // throwaway servers to start ends with start; what lives on (servers,
 // hosts, links) is made under ctx.
-func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
+func startEnv(start, ctx context.Context, cfg *Config, setup *setupLog) (_ *env, err error) {
 	e := &env{}
 	defer func() {
 		if err != nil {
@@ -42,7 +42,7 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 	if net != nil {
 		e.stops = append(e.stops, net.Close) // stopped in reverse: after the servers on it
 	}
-	nodes, err := startSSH(ctx, *cfg)
+	nodes, err := startSSH(ctx, *cfg, setup)
 	if err != nil {
 		return nil, err
 	}
@@ -61,6 +61,9 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 	}
 	if e.redis, e.postgres, err = startServers(start, cfg, pgHost); err != nil {
 		return nil, err
+	}
+	if nodes != nil && e.postgres != nil {
+		setup.printf("PostgreSQL started on node %s", pgHost.Name())
 	}
 	for _, sv := range []*servers.Server{e.redis, e.postgres} { // stopped in reverse
 		if sv != nil {
@@ -97,6 +100,11 @@ func startEnv(start, ctx context.Context, cfg *Config) (_ *env, err error) {
 		return nil, err
 	}
 	e.stops = append(e.stops, func() error { e.topo.close(); return nil })
+	for _, r := range e.topo.roles {
+		if r.h != pgHost {
+			setup.printf("%s on node %s", r.what, r.h.Name())
+		}
+	}
 	return e, nil
 }
 

@@ -92,7 +92,8 @@ func runWatched(ctx context.Context, cfg Config, watch Watch) (res Result, err e
 	// (final read, results) after it. An interrupt while they start ends
 	// the run before it begins.
 	bg := context.WithoutCancel(ctx)
-	env, err := startEnv(ctx, bg, &cfg)
+	setup := newSetupLog(cfg, watch.Out)
+	env, err := startEnv(ctx, bg, &cfg, setup)
 	if ctx.Err() != nil {
 		if err == nil {
 			return Result{Interrupted: true}, errors.Join(ErrInterrupted, env.close())
@@ -118,6 +119,7 @@ func runWatched(ctx context.Context, cfg Config, watch Watch) (res Result, err e
 		return Result{}, err
 	}
 	defer lg.close()
+	setup.replay(lg)
 	lg.printf("run %s: %s", run.Dir, cfg.Describe())
 	if probe != nil {
 		probe.log(lg)

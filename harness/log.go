@@ -45,3 +45,53 @@ func (l *runLog) printf(format string, args ...any) {
 }
 
 func (l *runLog) close() { l.f.Close() }
+
+// A setupLog tells the steps of a run's set-up on machines reached over
+// SSH as each ends, with the time since the set-up began: to the user at
+// once (a node's step may take seconds, and a slow one must be found),
+// and to the run's log once the run has one (replay; a copy of the binary
+// may end after it). A nil setupLog tells nothing: on this machine the
+// set-up takes a moment.
+type setupLog struct {
+	out   io.Writer
+	begin time.Time
+	mu    sync.Mutex
+	lines []string
+	lg    *runLog // once replayed
+}
+
+func newSetupLog(cfg Config, out io.Writer) *setupLog {
+	if cfg.inventory() == "" {
+		return nil
+	}
+	return &setupLog{out: out, begin: time.Now()}
+}
+
+// printf tells a step that ended now.
+func (s *setupLog) printf(format string, args ...any) {
+	if s == nil {
+		return
+	}
+	line := fmt.Sprintf("set-up %5.1f s: %s", time.Since(s.begin).Seconds(), fmt.Sprintf(format, args...))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lg != nil {
+		s.lg.printf("%s", line)
+		return
+	}
+	s.lines = append(s.lines, line)
+	fmt.Fprintln(s.out, printable.Lines(line))
+}
+
+// replay writes the steps told so far into the run's log.
+func (s *setupLog) replay(lg *runLog) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.lines {
+		lg.logf("%s", l)
+	}
+	s.lg = lg
+}

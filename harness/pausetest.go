@@ -246,7 +246,7 @@ func (c PauseCase) config(cfg Config) Config {
 // (etcd's, redlock's nodes), with one pair of locks fenced and one not.
 func pauseLock(ctx context.Context, cfg Config, cases []PauseCase, each func(PauseVerdict)) (_ []PauseVerdict, err error) {
 	lcfg := cases[0].config(cfg)
-	env, err := startEnv(ctx, context.WithoutCancel(ctx), &lcfg)
+	env, err := startEnv(ctx, context.WithoutCancel(ctx), &lcfg, nil)
 	if err != nil {
 		return nil, err
 	}

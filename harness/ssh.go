@@ -49,7 +49,7 @@ const sshSetupTimeout = 2 * time.Minute
 // its nodes (removing what ended runs left there) and copies this binary
 // to the workers' nodes; nil without it. The caller closes the nodes
 // after every server on them has stopped.
-func startSSH(ctx context.Context, cfg Config) (_ *sshNodes, err error) {
+func startSSH(ctx context.Context, cfg Config, setup *setupLog) (_ *sshNodes, err error) {
 	file := cfg.inventory()
 	if file == "" {
 		return nil, nil
@@ -84,12 +84,13 @@ func startSSH(ctx context.Context, cfg Config) (_ *sshNodes, err error) {
 		}
 	}()
 	tag := topology.NewRunTag()
-	if err := s.dial(ctx, tag); err != nil {
+	if err := s.dial(ctx, tag, setup); err != nil {
 		return s, setupErrorf("--hosts %s: %w", cfg.Hosts, err)
 	}
 	if err := s.preflight(cfg); err != nil {
 		return s, setupErrorf("--hosts %s: %w", cfg.Hosts, err)
 	}
+	setup.printf("every node has what the run needs of it")
 	// The copies go on while the servers start (waitCopies).
 	s.copies = make(chan error, 1)
 	cctx, cancelCopies := context.WithTimeout(context.WithoutCancel(ctx), sshSetupTimeout)
@@ -99,7 +100,11 @@ func startSSH(ctx context.Context, cfg Config) (_ *sshNodes, err error) {
 		var wg sync.WaitGroup
 		for i, n := range inv.Nodes {
 			if n.Has(topology.RoleWorker) {
-				wg.Go(func() { errs[i] = copySelf(cctx, s.all[i]) })
+				wg.Go(func() {
+					if errs[i] = copySelf(cctx, s.all[i]); errs[i] == nil {
+						setup.printf("hiatus copied to node %s", n.Name)
+					}
+				})
 			}
 		}
 		wg.Wait()
@@ -125,7 +130,7 @@ func startSSH(ctx context.Context, cfg Config) (_ *sshNodes, err error) {
 // (8 s of a sweep and a watchdog on nodes that share a slow start-up file);
 // their being cut short is not told. What they made of the run goes with
 // their connections, as a run's does.
-func (s *sshNodes) dial(ctx context.Context, tag string) error {
+func (s *sshNodes) dial(ctx context.Context, tag string, setup *setupLog) error {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	errs := make([]error, len(s.inv.Nodes))
@@ -134,7 +139,9 @@ func (s *sshNodes) dial(ctx context.Context, tag string) error {
 		wg.Go(func() {
 			if s.all[i], errs[i] = topology.DialSSH(ctx, n, tag); errs[i] != nil {
 				stop(errs[i])
+				return
 			}
+			setup.printf("node %s (%s): connected, what ended runs left there removed", n.Name, n.IP())
 		})
 	}
 	wg.Wait()

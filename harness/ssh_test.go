@@ -328,7 +328,8 @@ func TestRunSSHNodeRefused(t *testing.T) {
 // TestRunSSHSharedNodeNotice: a run over SSH whose workers outnumber the
 // worker nodes, with a partition that comes one at a time, is let through
 // and says, on the terminal and in its log, which workers a cut of one
-// cuts too (here no fault comes: the notice is the set-up's).
+// cuts too (here no fault comes: the notice is the set-up's), as it says
+// each step of its set-up.
 func TestRunSSHSharedNodeNotice(t *testing.T) {
 	t.Parallel()
 	sn := sshtest.StartT(t, sshtest.Lab)
@@ -344,9 +345,15 @@ func TestRunSSHSharedNodeNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = "workers 0 and 2 share node w0: a cut of one by partition-postgres cuts them all"
-	if !strings.Contains(out.String(), want) || !strings.Contains(string(log), want) {
-		t.Errorf("the run did not say %q on the terminal and in its log:\n%s\n%s", want, out.String(), log)
+	for _, want := range []string{
+		"workers 0 and 2 share node w0: a cut of one by partition-postgres cuts them all",
+		// The set-up's steps, each as it ended.
+		"node w0 (" + nodeAddr(t, sn, "w0") + "): connected", "node pg (" + nodeAddr(t, sn, "pg") + "): connected",
+		"every node has what the run needs of it", "hiatus copied to node w1", "PostgreSQL started on node pg",
+	} {
+		if !strings.Contains(out.String(), want) || !strings.Contains(string(log), want) {
+			t.Errorf("the run did not say %q on the terminal and in its log:\n%s\n%s", want, out.String(), log)
+		}
 	}
 	sshLeftovers(t, sn)
 }
@@ -392,4 +399,20 @@ func TestRunSSHPreflight(t *testing.T) {
 		t.Errorf("a run refused before it started wrote %d entries into the store", len(left))
 	}
 	sshLeftovers(t, sn)
+}
+
+// nodeAddr is the address the network's inventory gives node name.
+func nodeAddr(t *testing.T, sn *sshtest.Net, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(sn.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.Lines(string(b)) {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "node" && f[1] == name {
+			return f[2]
+		}
+	}
+	t.Fatalf("the inventory has no node %s", name)
+	return ""
 }
