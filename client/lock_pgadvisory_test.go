@@ -78,11 +78,6 @@ func TestPGAdvisoryAttemptOutlivesEnd(t *testing.T) {
 	}()
 	waitGateWaiter(t, r.db, gate)
 	end()
-	select {
-	case res := <-done: // cut short: its attempt's fate unknown to it
-		t.Fatalf("acquire returned (%v) when its context ended, while its attempt waited in the server", res.err)
-	default:
-	}
 	if _, err := holder.Exec(ctx, `SELECT pg_catalog.pg_advisory_unlock($1)`, gate); err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ type Config struct {
 	Lease     time.Duration // the lock's lease, whole milliseconds
 	Work      time.Duration // simulated work between the read and the write
 	Retry     time.Duration // wait between attempts to acquire the lock
-	OpTimeout time.Duration // bound on each read, write and release; a timeout is an :info op
+	OpTimeout time.Duration // bound on each read, write and release, and each attempt of pg-advisory's and an adapter's lock; a timeout is an :info op
 	// AdapterHello bounds an exec: adapter's start, to its hello: an
 	// interpreter's start and imports, slow on a loaded machine.
 	AdapterHello time.Duration

@@ -96,15 +96,10 @@ func startEnv(start, ctx context.Context, cfg *Config, setup *setupLog) (_ *env,
 	if err := e.rdb.Del(pctx, lockKey(cfg.Name), fenceKey(cfg.Name)).Err(); err != nil {
 		return nil, setupErrorf("Redis at %s: %v", Redact(cfg.RedisURL), err)
 	}
-	if e.topo, err = startTopo(ctx, *cfg, net, nodes, pgHost); err != nil {
+	if e.topo, err = startTopo(ctx, *cfg, net, nodes, pgHost, setup); err != nil {
 		return nil, err
 	}
 	e.stops = append(e.stops, func() error { e.topo.close(); return nil })
-	for _, r := range e.topo.roles {
-		if r.h != pgHost {
-			setup.printf("%s on node %s", r.what, r.h.Name())
-		}
-	}
 	return e, nil
 }
 

@@ -49,15 +49,14 @@ func (l *runLog) close() { l.f.Close() }
 // A setupLog tells the steps of a run's set-up on machines reached over
 // SSH as each ends, with the time since the set-up began: to the user at
 // once (a node's step may take seconds, and a slow one must be found),
-// and to the run's log once the run has one (replay; a copy of the binary
-// may end after it). A nil setupLog tells nothing: on this machine the
-// set-up takes a moment.
+// and to the run's log once the run has one (replay: the set-up is over
+// by then, the copies of the binary waited for). A nil setupLog tells
+// nothing: on this machine the set-up takes a moment.
 type setupLog struct {
 	out   io.Writer
 	begin time.Time
 	mu    sync.Mutex
 	lines []string
-	lg    *runLog // once replayed
 }
 
 func newSetupLog(cfg Config, out io.Writer) *setupLog {
@@ -75,10 +74,6 @@ func (s *setupLog) printf(format string, args ...any) {
 	line := fmt.Sprintf("set-up %5.1f s: %s", time.Since(s.begin).Seconds(), fmt.Sprintf(format, args...))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lg != nil {
-		s.lg.printf("%s", line)
-		return
-	}
 	s.lines = append(s.lines, line)
 	fmt.Fprintln(s.out, printable.Lines(line))
 }
@@ -93,5 +88,4 @@ func (s *setupLog) replay(lg *runLog) {
 	for _, l := range s.lines {
 		lg.logf("%s", l)
 	}
-	s.lg = lg
 }

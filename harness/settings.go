@@ -172,7 +172,7 @@ func Settings() []Setting {
 		durationSetting("lease", "Lease", "lock lease (SET … PX)", false, func(c *Config) *time.Duration { return &c.Lease }),
 		durationSetting("work", "Work", "simulated work between the read and the write", true, func(c *Config) *time.Duration { return &c.Work }),
 		durationSetting("retry", "Retry", "wait between attempts to acquire the lock", true, func(c *Config) *time.Duration { return &c.Retry }),
-		durationSetting("op-timeout", "OpTimeout", "bound on each read, write and release; a timeout is an :info op", true, func(c *Config) *time.Duration { return &c.OpTimeout }),
+		durationSetting("op-timeout", "OpTimeout", "bound on each read, write and release, and on each attempt of a lock that asks its server one call at a time (pg-advisory, an adapter's); a timeout is an :info op", true, func(c *Config) *time.Duration { return &c.OpTimeout }),
 		durationSetting("adapter-hello", "AdapterHello", "how long an exec: adapter may take to start and answer init with its hello", true, func(c *Config) *time.Duration { return &c.AdapterHello }),
 		nemesisSetting(),
 		durationSetting("pause", "Pause", "how long each fault and each in-section pause lasts", true, func(c *Config) *time.Duration { return &c.Pause }),

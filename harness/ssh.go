@@ -198,7 +198,7 @@ func (c Config) nodeNeeds(inv topology.Inventory, n topology.Node) []servers.Nee
 		}
 		return false
 	}
-	if c.cuts() && on(topology.RoleWorker, c.Workers) {
+	if c.cutsNodes(inv) && on(topology.RoleWorker, c.Workers) {
 		needs = append(needs, servers.Need{What: "iptables, as root (a partition cuts the node's links in its firewall)",
 			Script: `[ "$(id -u)" = 0 ] && command -v iptables`, Hint: "on Debian: apt-get install iptables; log in as root (the inventory's user)"})
 	}
@@ -211,10 +211,15 @@ func (c Config) nodeNeeds(inv topology.Inventory, n topology.Node) []servers.Nee
 	return needs
 }
 
-// cuts reports whether a partition of c's cuts a node's links in its
-// firewall (not through proxies).
-func (c Config) cuts() bool {
-	return !c.proxied() && len(c.partitions(needRedisLinks))+len(c.partitions(needPostgresLink)) > 0
+// cutsNodes reports whether a partition of c's cuts a worker's node from
+// a server on a node of inv, in the node's firewall: not through proxies,
+// and not from a server given by URL (its path is a proxy's on the control
+// machine).
+func (c Config) cutsNodes(inv topology.Inventory) bool {
+	if c.proxied() {
+		return false
+	}
+	return slices.ContainsFunc(c.cutServers(inv), func(s cutServer) bool { return len(s.cutBy) > 0 })
 }
 
 // copySelf copies this binary to the run's directory on h, for its workers.

@@ -331,7 +331,8 @@ func TestRunSSHNodeRefused(t *testing.T) {
 // cuts too (here no fault comes: the notice is the set-up's), as it says
 // each step of its set-up.
 func TestRunSSHSharedNodeNotice(t *testing.T) {
-	t.Parallel()
+	// Not parallel: sshLeftovers would take another test's run on the
+	// same node names, under way, for one this test left.
 	sn := sshtest.StartT(t, sshtest.Lab)
 	cfg := sshConfig(t, sn, "ssh-shared", 140)
 	cfg.Workers, cfg.Nemesis, cfg.TimeLimit = 3, "partition-postgres", time.Second
@@ -364,7 +365,8 @@ func TestRunSSHSharedNodeNotice(t *testing.T) {
 // lacks redis-server and PostgreSQL's node setpriv (hiatus logs in as
 // root there and runs PostgreSQL as postgres). Nothing is left on any node.
 func TestRunSSHPreflight(t *testing.T) {
-	t.Parallel()
+	// Not parallel: sshLeftovers would take another test's run on the
+	// same node names, under way, for one this test left.
 	nodes := slices.Clone(sshtest.Lab)
 	for i, n := range nodes {
 		switch n.Name {

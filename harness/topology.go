@@ -52,6 +52,8 @@ type topo struct {
 	// Its servers are the lock's nodes (nodes, nodeURLs, nodeHosts), so
 	// that the node and link faults act on them.
 	zk *servers.ZooKeeper
+	// setup tells the set-up's steps over SSH; nil says nothing.
+	setup *setupLog
 }
 
 // A path is how a worker reaches one server, and what the link faults act
@@ -100,7 +102,7 @@ func (t *topo) startLockNodes(ctx context.Context, cfg Config, net *topology.Net
 			if err != nil {
 				return setupErrorf("the lock's Redis node %d, on node %s: %w", i+1, h.Name(), err)
 			}
-			t.roles = append(t.roles, hostRole{h, fmt.Sprintf("the lock's Redis node %d", i)})
+			t.placed(h, fmt.Sprintf("the lock's Redis node %d", i))
 			t.nodeHosts, t.nodes, t.nodeURLs = append(t.nodeHosts, h), append(t.nodes, s), append(t.nodeURLs, s.URL)
 			continue
 		}
@@ -155,8 +157,8 @@ func (t *topo) startZooKeeper(ctx context.Context, cfg Config, net *topology.Net
 // startTopo starts the lock's nodes (under a clock that can be jumped when
 // the clock fault is on) and the workers' paths, as cfg asks; on net, when
 // it is not nil, with pgHost PostgreSQL's host or nil.
-func startTopo(ctx context.Context, cfg Config, net *topology.Net, nodes *sshNodes, pgHost topology.Host) (_ *topo, err error) {
-	t := &topo{nodeURLs: []string{cfg.RedisURL}, postgres: cfg.PostgresURL, redis: cfg.RedisURL, net: net, ssh: nodes, pgHost: pgHost}
+func startTopo(ctx context.Context, cfg Config, net *topology.Net, nodes *sshNodes, pgHost topology.Host, setup *setupLog) (_ *topo, err error) {
+	t := &topo{nodeURLs: []string{cfg.RedisURL}, postgres: cfg.PostgresURL, redis: cfg.RedisURL, net: net, ssh: nodes, pgHost: pgHost, setup: setup}
 	switch {
 	case net != nil:
 		t.control = net.Root().IP()
@@ -205,7 +207,7 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, nodes *sshNod
 		for slot := range cfg.Workers {
 			h := spread(nodes.workers, slot)
 			t.hosts = append(t.hosts, h)
-			t.roles = append(t.roles, hostRole{h, fmt.Sprintf("worker %d", slot)})
+			t.placed(h, fmt.Sprintf("worker %d", slot))
 		}
 	case net != nil:
 		for slot := range cfg.Workers {
@@ -239,8 +241,15 @@ func (t *topo) addHost(ctx context.Context, name, what string) (*topology.NetnsH
 	if err != nil {
 		return nil, setupErrorf("--hosts netns: the host of %s: %w", what, err)
 	}
-	t.roles = append(t.roles, hostRole{h, what})
+	t.placed(h, what)
 	return h, nil
+}
+
+// placed notes that h holds what (a server started there, a worker to
+// come), and says so in the set-up's progress.
+func (t *topo) placed(h topology.Host, what string) {
+	t.roles = append(t.roles, hostRole{h, what})
+	t.setup.printf("%s on node %s", what, h.Name())
 }
 
 // startPaths makes the paths of the worker in slot: through a proxy of its

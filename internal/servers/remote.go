@@ -168,15 +168,15 @@ func nodeDir(n Node, name, user string) (string, error) {
 }
 
 // A Need is what a server needs of its node: a program or a library, and
-// how a shell there finds it (Script prints its path, or nothing when it
-// is missing), and what to do when it is.
+// how a shell there finds it (Script prints its path, or a word when what
+// it asks is so; nothing when it is missing), and what to do when it is.
 type Need struct {
 	What, Script, Hint string
 }
 
-// The needs of the servers hiatus starts on a node. The run asks for them
-// all before it starts anything (a pre-flight), and each server again as
-// it starts.
+// The needs of the servers hiatus starts on a node. The run asks a node
+// for those of its roles (RedisNeeds, PostgresNeeds) before it starts
+// anything (a pre-flight); a server looks up those it runs as it starts.
 var (
 	needRedis    = Need{"redis-server", "command -v redis-server", "on Debian: apt-get install redis-server"}
 	needPostgres = Need{"initdb and postgres",
