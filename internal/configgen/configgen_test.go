@@ -17,7 +17,7 @@ func TestConfigDrawsEveryFault(t *testing.T) {
 	g := rapid.Custom(Config)
 	seen := map[string]int{}
 	sequences, random := 0, 0
-	for i := range 1000 {
+	for i := range 500 {
 		c := g.Example(i)
 		if c.Nemesis == harness.Random {
 			random++
@@ -35,7 +35,7 @@ func TestConfigDrawsEveryFault(t *testing.T) {
 	}
 	for _, k := range harness.NemesisNames() {
 		if seen[k] == 0 {
-			t.Errorf("no configuration of 1000 drawn has %s", k)
+			t.Errorf("no configuration of 500 drawn has %s", k)
 		}
 	}
 	for k := range seen {
@@ -44,7 +44,7 @@ func TestConfigDrawsEveryFault(t *testing.T) {
 		}
 	}
 	if sequences == 0 || random == 0 {
-		t.Errorf("of 1000 configurations drawn, %d had a sequence and %d the random nemesis: want some of each", sequences, random)
+		t.Errorf("of 500 configurations drawn, %d had a sequence and %d the random nemesis: want some of each", sequences, random)
 	}
-	t.Logf("of 1000 configurations: %d sequences, %d random; each kind: %v", sequences, random, seen)
+	t.Logf("of 500 configurations: %d sequences, %d random; each kind: %v", sequences, random, seen)
 }
