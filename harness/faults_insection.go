@@ -39,7 +39,11 @@ func InSectionKinds() []history.Keyword {
 // stopped only in the first half of the holder's pause, which began at
 // from: the collector may come to the pause late (it reads the workers'
 // ops as they come, beside the run's other work), and once the holder
-// releases, a waiter it took for waiting may already hold the lock.
+// releases, a waiter it took for waiting may already hold the lock. Nor
+// is one stopped within a quarter of the pause of the run's time limit:
+// its waiters give up there, and the collector, reading their ops late,
+// would take one that had given up for one waiting (2 of 20 runs beside
+// two CPU burners stopped such a worker, 6 ms after its acquire failed).
 func (ws *workerSet) stopWaiters(holder int, from int64, d time.Duration) {
 	ws.mu.Lock()
 	var waiting []*workerProc
@@ -56,6 +60,10 @@ func (ws *workerSet) stopWaiters(holder int, from int64, d time.Duration) {
 	}
 	var all []stopped
 	for _, p := range waiting {
+		if left := time.Until(ws.deadline); left < d/4 {
+			ws.lg.logf("stop-waiters: worker %d not stopped: the run's time limit was %v away, where its waiters give up", p.slot, left)
+			continue
+		}
 		v := map[history.Keyword]any{"kind": nemesis.KindStopWaiters, "worker": p.slot, "pid": p.proc.Pid(),
 			"process": ws.col.current[p.slot].Load(), "ms": d.Milliseconds()}
 		at := ws.clock.Now(context.Background()) // before the stop, so that the events' window covers it

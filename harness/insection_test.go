@@ -36,6 +36,7 @@ func TestRunStopWaiters(t *testing.T) {
 	}
 	ops := readOps(t, res.Dir)
 	pending := map[history.Process]history.Op{} // open acquires, by process
+	last := map[history.Process]history.Op{}    // each process's last acquire op
 	holder := history.Process(-1)               // the process in a stop-waiters pause of its own
 	type stop struct {
 		begin   history.Op
@@ -48,8 +49,10 @@ func TestRunStopWaiters(t *testing.T) {
 		switch {
 		case o.IsClient() && o.F == history.FAcquire && o.Type == history.Invoke:
 			pending[o.Process] = o
+			last[o.Process] = o
 		case o.IsClient() && o.F == history.FAcquire:
 			delete(pending, o.Process)
+			last[o.Process] = o
 			// Its stamp is taken once it runs again. One stamped before the
 			// stop came before it, though the journal may take it after the
 			// stop's event (each process's ops reach it on their own).
@@ -72,7 +75,8 @@ func TestRunStopWaiters(t *testing.T) {
 			waiters++
 			p := history.Process(e.Process)
 			if _, ok := pending[p]; !ok {
-				t.Errorf("op %d stopped worker %d (process %d), which was not waiting for the lock", o.Index, w, p)
+				t.Errorf("op %d stopped worker %d (process %d) at %v, which was not waiting for the lock: its last acquire op %d, %s at %v (%v)",
+					o.Index, w, p, time.Duration(o.Time), last[p].Index, last[p].Type, time.Duration(last[p].Time), last[p].Error)
 			}
 			if holder < 0 || holder == p {
 				t.Errorf("op %d stopped worker %d with no other holder in its stop-waiters pause (holder %d)", o.Index, w, holder)

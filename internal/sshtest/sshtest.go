@@ -123,13 +123,9 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 		fmt.Fprintf(&known, "%s %s", h.IP(), ssh.MarshalAuthorizedKey(hpub))
 		fmt.Fprintf(&inv, "node %s %s %s\n", node.Name, h.IP(), node.Roles)
 		conf := filepath.Join(dir, "sshd-"+node.Name+".conf")
-		var env []string
-		if len(node.Hide) > 0 {
-			bin := filepath.Join(dir, "bin-"+node.Name)
-			if err := pathWithout(bin, node.Hide); err != nil {
-				return nil, err
-			}
-			env = append(env, "PATH="+bin)
+		env, err := node.env(dir)
+		if err != nil {
+			return nil, err
 		}
 		if err := writeSshdConfig(conf, h.IP(), hostKey, auth, home, env...); err != nil {
 			return nil, err
@@ -165,6 +161,19 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 const noisyBashrc = `echo "sshtest: a start-up file's line on standard output"
 echo "sshtest: a start-up file's line on standard error" >&2
 `
+
+// env is the node's sessions' environment beside HOME (NAME=VALUE): a
+// PATH without what it hides, made in dir.
+func (node Node) env(dir string) ([]string, error) {
+	if len(node.Hide) == 0 {
+		return nil, nil
+	}
+	bin := filepath.Join(dir, "bin-"+node.Name)
+	if err := pathWithout(bin, node.Hide); err != nil {
+		return nil, err
+	}
+	return []string{"PATH=" + bin}, nil
+}
 
 // pathWithout makes bin a directory of links to every program of the
 // machine's PATH directories but those of hide: a PATH of it alone finds
