@@ -3,11 +3,14 @@ package codeshape
 import (
 	"go/ast"
 	"go/token"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/harness"
 )
 
@@ -55,4 +58,48 @@ func TestFaultNamesDeclared(t *testing.T) {
 			return true
 		})
 	})
+}
+
+// TestFaultsDocumented: every kind of fault --nemesis takes is a row of
+// docs/nemesis.md's table of faults (its first cell names it) and is named
+// in the README's --nemesis row, so that a fault declared is a fault
+// documented; and each row of that table names only kinds there are.
+func TestFaultsDocumented(t *testing.T) {
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join("..", "..", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	kinds := harness.NemesisNames()
+	rows := map[string]bool{} // the kinds the table's first cells name
+	for l := range strings.Lines(read("docs/nemesis.md")) {
+		cells := strings.Split(l, "|")
+		if len(cells) < 3 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") || strings.Contains(cells[1], "--") {
+			continue
+		}
+		for _, f := range strings.Split(cells[1], ",") {
+			name := strings.Trim(strings.TrimSpace(f), "`")
+			if slices.Contains(kinds, name) {
+				rows[name] = true
+			} else if !slices.Contains(client.Guards(), client.Guard(name)) && !strings.Contains(name, " ") {
+				t.Errorf("docs/nemesis.md: a row names %q, which is no kind of fault", name)
+			}
+		}
+	}
+	var readme string
+	for l := range strings.Lines(read("README.md")) {
+		if strings.HasPrefix(l, "| `--nemesis` |") {
+			readme = l
+		}
+	}
+	for _, k := range kinds {
+		if !rows[k] {
+			t.Errorf("docs/nemesis.md: no row of the table of faults names %s", k)
+		}
+		if !strings.Contains(readme, "`"+k+"`") {
+			t.Errorf("README.md: the --nemesis row does not name %s", k)
+		}
+	}
 }
