@@ -87,7 +87,7 @@ func startSSH(ctx context.Context, cfg Config, setup *setupLog) (_ *sshNodes, er
 	if err := s.dial(ctx, tag, setup); err != nil {
 		return s, setupErrorf("--hosts %s: %w", cfg.Hosts, err)
 	}
-	if err := s.preflight(cfg); err != nil {
+	if err := s.preflight(ctx, cfg); err != nil {
 		return s, setupErrorf("--hosts %s: %w", cfg.Hosts, err)
 	}
 	setup.printf("every node has what the run needs of it")
@@ -162,19 +162,25 @@ func (s *sshNodes) dial(ctx context.Context, tag string, setup *setupLog) error 
 // its own: a node's start-up files may take a second a session), for what
 // its roles need in this run, before anything starts: one error for each
 // thing missing, naming the node and what to do, rather than the first
-// server's failure to start seconds in.
-func (s *sshNodes) preflight(cfg Config) error {
+// server's failure to start seconds in. A node that does not answer is
+// asked no more (its watchdog's connection is gone with its answer).
+func (s *sshNodes) preflight(ctx context.Context, cfg Config) error {
 	errs := make([][]error, len(s.inv.Nodes))
 	var wg sync.WaitGroup
 	for i, n := range s.inv.Nodes {
 		wg.Go(func() {
 			for _, need := range cfg.nodeNeeds(s.inv, n) {
+				if ctx.Err() != nil {
+					errs[i] = append(errs[i], ctx.Err())
+					return
+				}
 				check := fmt.Sprintf(`[ -n "$( { %s; } 2>/dev/null )" ]`, need.Script)
 				switch err := s.all[i].Do(check); {
 				case errors.Is(err, topology.ErrExitStatus):
 					errs[i] = append(errs[i], fmt.Errorf("node %s lacks %s (%s)", n.Name, need.What, need.Hint))
 				case err != nil:
 					errs[i] = append(errs[i], fmt.Errorf("ask for %s: %w", need.What, err))
+					return
 				}
 			}
 		})
