@@ -117,7 +117,6 @@ func Check(ctx context.Context, ops []history.Op, opts Options) (Results, error)
 
 // A plan is a history made ready for the checks of one model.
 type plan struct {
-	model     string
 	kind      modelKind
 	initial   any // the model's Initial, checked and defaulted
 	ops       []history.Op
@@ -130,25 +129,26 @@ type plan struct {
 }
 
 func newPlan(ops []history.Op, opts Options) (*plan, error) {
-	p := &plan{model: opts.Model, ops: ops, timeout: opts.Timeout, truncated: opts.Truncated, analyzer: opts.Analyzer}
+	p := &plan{ops: ops, timeout: opts.Timeout, truncated: opts.Truncated, analyzer: opts.Analyzer}
 	if p.timeout <= 0 {
 		p.timeout = DefaultTimeout
 	}
-	if p.model == "" {
+	model := opts.Model
+	if model == "" {
 		m, err := Detect(ops)
 		if err != nil {
 			return nil, err
 		}
-		p.model = m
+		model = m
 	}
-	if err := checkAnalyzer(p.model, p.analyzer); err != nil {
+	if err := checkAnalyzer(model, p.analyzer); err != nil {
 		return nil, err
 	}
 	var err error
-	if p.initial, err = initialFor(p.model, opts.Initial); err != nil {
+	if p.initial, err = initialFor(model, opts.Initial); err != nil {
 		return nil, err
 	}
-	p.kind, _ = modelKindOf(p.model) // initialFor knew it
+	p.kind, _ = modelKindOf(model) // initialFor knew it
 	if p.kind.stream {
 		if !sortedByTime(ops) && timesKnown(ops) {
 			// A journal holds ops as they arrived, not in time order; the
@@ -390,22 +390,27 @@ func Detect(ops []history.Op) (string, error) {
 	return detect(fs)
 }
 
-// detect is Detect on the set of the client ops' :f values.
-func detect(fs map[history.Keyword]bool) (string, error) {
-	only := func(allowed ...history.Keyword) bool {
-		n := 0
-		for _, f := range allowed {
-			if fs[f] {
-				n++
-			}
+// An fset is the set of a history's client ops' :f values.
+type fset map[history.Keyword]bool
+
+// only reports whether every value of s is among allowed.
+func (s fset) only(allowed ...history.Keyword) bool {
+	n := 0
+	for _, f := range allowed {
+		if s[f] {
+			n++
 		}
-		return n == len(fs)
 	}
+	return n == len(s)
+}
+
+// detect is Detect on the set of the client ops' :f values.
+func detect(fs fset) (string, error) {
 	if len(fs) == 0 {
 		return "", fmt.Errorf("%w: the history has no client ops to tell a model by; pass --model", ErrUnknownModel)
 	}
 	for _, k := range modelKinds() {
-		if k.tells(fs, only) {
+		if k.tells(fs) {
 			return k.name, nil
 		}
 	}

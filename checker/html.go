@@ -56,7 +56,7 @@ func CheckHTML(ctx context.Context, w io.Writer, ops []history.Op, opts Options)
 		}
 	}
 	if lr == nil {
-		why := "the " + p.model + " model has no linearizability search"
+		why := "the " + p.kind.name + " model has no linearizability search"
 		if r, ok := rs.Check("linear"); ok {
 			why = "the search did not run: " + r.Explanation
 		}

@@ -59,7 +59,7 @@ func (p *plan) linear(ctx context.Context, visual bool) (r Result, lr *linearRun
 		}
 	}
 	r.Fields = []Field{
-		{"model", history.Keyword(p.model)},
+		{"model", history.Keyword(p.kind.name)},
 		{"analyzer", history.Keyword("porcupine")},
 		{"ops", len(lr.ops())},
 		{"maybe", maybe},
@@ -68,7 +68,7 @@ func (p *plan) linear(ctx context.Context, visual bool) (r Result, lr *linearRun
 	}
 	if len(bad) > 0 {
 		r.Valid = Unknown
-		r.Explanation = fmt.Sprintf("%d ops cannot be read as %s ops; first: %s", len(bad), p.model, bad[0])
+		r.Explanation = fmt.Sprintf("%d ops cannot be read as %s ops; first: %s", len(bad), p.kind.name, bad[0])
 		return r, nil
 	}
 
@@ -102,7 +102,7 @@ func (p *plan) linear(ctx context.Context, visual bool) (r Result, lr *linearRun
 			r.Explanation = expl
 			r.Fields = append(r.Fields, fields...)
 		} else {
-			r.Explanation = lr.explain(v, p.model)
+			r.Explanation = lr.explain(v, p.kind.name)
 		}
 	}
 	if !visual {

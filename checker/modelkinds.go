@@ -15,12 +15,12 @@ import (
 // lock-counter's own: they take its integer initial state as given.)
 type modelKind struct {
 	name string
-	// tells says whether a history whose client ops' :f values are all
-	// of fs, not none (only(…): all of them among those), calls for the
-	// model. On such a set the kinds' tells exclude one another, so the
-	// order they are asked in does not matter; on none, register's and
-	// mutex's both would, and Detect refuses it first.
-	tells func(fs map[history.Keyword]bool, only func(...history.Keyword) bool) bool
+	// tells says whether a history whose client ops' :f values are fs
+	// calls for the model. On a set not empty the kinds' tells exclude
+	// one another, so the order they are asked in does not matter; on an
+	// empty one, register's and mutex's both would, and Detect refuses it
+	// first.
+	tells func(fs fset) bool
 	// initial checks v as the model's starting state and fills in its
 	// default.
 	initial func(name string, v any) (any, error)
@@ -46,9 +46,9 @@ type modelKind struct {
 func modelKinds() []modelKind {
 	return []modelKind{
 		{name: ModelLockCounter, stream: true, walk: true, initial: integerInitial,
-			tells: func(fs map[history.Keyword]bool, only func(...history.Keyword) bool) bool {
+			tells: func(fs fset) bool {
 				return fs[history.FAcquire] && (fs[history.FRead] || fs[history.FWrite]) &&
-					only(history.FAcquire, history.FRelease, history.FRead, history.FWrite, history.FExtend, history.FRenew)
+					fs.only(history.FAcquire, history.FRelease, history.FRead, history.FWrite, history.FExtend, history.FRenew)
 			},
 			problem: func(p *plan, op opFunc) (porcupine.Model, [][]porcupine.Operation, int, []string) {
 				ops, fails, bad := p.lockCounterOps(op)
@@ -58,18 +58,18 @@ func modelKinds() []modelKind {
 				return p.stream.explainLockCounter(lr, v)
 			}},
 		{name: ModelRegister, initial: anyInitial,
-			tells: func(_ map[history.Keyword]bool, only func(...history.Keyword) bool) bool {
-				return only(history.FRead, history.FWrite)
+			tells: func(fs fset) bool {
+				return fs.only(history.FRead, history.FWrite)
 			},
 			problem: registerProblem(false)},
 		{name: ModelCASRegister, initial: anyInitial,
-			tells: func(fs map[history.Keyword]bool, only func(...history.Keyword) bool) bool {
-				return fs["cas"] && only("cas", history.FRead, history.FWrite)
+			tells: func(fs fset) bool {
+				return fs["cas"] && fs.only("cas", history.FRead, history.FWrite)
 			},
 			problem: registerProblem(true)},
 		{name: ModelMultiRegister, initial: mapInitial,
-			tells: func(fs map[history.Keyword]bool, only func(...history.Keyword) bool) bool {
-				return fs["txn"] && only("txn")
+			tells: func(fs fset) bool {
+				return fs["txn"] && fs.only("txn")
 			},
 			problem: func(p *plan, op opFunc) (porcupine.Model, [][]porcupine.Operation, int, []string) {
 				ks := newKeySpace(initialKeys(p.initial))
@@ -77,16 +77,16 @@ func modelKinds() []modelKind {
 				return multiRegisterModel(ks.keys, ks.initial), partitionByKeys(ops, ks), fails, bad
 			}},
 		{name: ModelMutex, initial: freeInitial,
-			tells: func(_ map[history.Keyword]bool, only func(...history.Keyword) bool) bool {
-				return only(history.FAcquire, history.FRelease)
+			tells: func(fs fset) bool {
+				return fs.only(history.FAcquire, history.FRelease)
 			},
 			problem: func(p *plan, op opFunc) (porcupine.Model, [][]porcupine.Operation, int, []string) {
 				ops, fails, bad := p.callOps(op, func(c call) (any, error) { return newMutexOp(c) })
 				return mutexModel(), [][]porcupine.Operation{ops}, fails, bad
 			}},
 		{name: ModelCounter, initial: integerInitial,
-			tells: func(fs map[history.Keyword]bool, only func(...history.Keyword) bool) bool {
-				return fs["add"] && only("add", history.FRead)
+			tells: func(fs fset) bool {
+				return fs["add"] && fs.only("add", history.FRead)
 			},
 			check: func(p *plan) Result { return counterBounds(p.ops, p.calls, p.initial.(int64)) }},
 	}

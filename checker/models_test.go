@@ -208,24 +208,15 @@ func TestModelKinds(t *testing.T) {
 		}
 	}
 	for set := 1; set < 1<<len(fs); set++ {
-		has := map[history.Keyword]bool{}
+		has := fset{}
 		for i, f := range fs {
 			if set&(1<<i) != 0 {
 				has[f] = true
 			}
 		}
-		only := func(allowed ...history.Keyword) bool {
-			n := 0
-			for _, f := range allowed {
-				if has[f] {
-					n++
-				}
-			}
-			return n == len(has)
-		}
 		var told []string
 		for _, k := range modelKinds() {
-			if k.tells(has, only) {
+			if k.tells(has) {
 				told = append(told, k.name)
 			}
 		}

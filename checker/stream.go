@@ -30,7 +30,7 @@ type Stream struct {
 	lastTime  int64 // :time of the last op
 	firstTime int64 // :time of the first op
 	maxTime   int64 // the largest :time
-	fs        map[history.Keyword]bool
+	fs        fset
 	// names holds the :index of each op whose :index is not its position
 	// (Unset included); in a history a run writes there are none.
 	names map[int]int64
@@ -143,7 +143,7 @@ func NewStreamMemory(memory int64) *Stream {
 // tiny).
 func newStream(memory int64, run int) *Stream {
 	s := &Stream{
-		timed: true, sorted: true, fs: map[history.Keyword]bool{}, names: map[int]int64{},
+		timed: true, sorted: true, fs: fset{}, names: map[int]int64{},
 		badAt: -1, finalRead: -1,
 		memory: memory,
 		calls:  callStore{runSize: run},

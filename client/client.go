@@ -31,8 +31,9 @@ type Clock interface {
 // stamp carried forward so is early by that reading's answer's way back
 // at most, never late: an invocation's stamp, read before its call, must
 // not come after what the call did (carried from the middle of the round
-// trip, beside two CPU burners, one came 132 µs after its SET). One read
-// is the server's clock between the op's call and its stamp's reading. TestRedisClockStamps shows each case. (A run's
+// trip, beside two CPU burners, one came 132 µs after its SET). A stamp
+// read afresh is the server's clock between the op's call and the
+// reading's answer. TestRedisClockStamps shows each case. (A run's
 // lock-server check once said false-ok of a release stamped 4 ms before
 // its DEL, 74 ms after its worker's SIGSTOP ended: most likely a reading
 // frozen with the worker, taken for a stalled server, and a stamp carried

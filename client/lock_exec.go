@@ -317,7 +317,7 @@ func (l *Exec) stopWatch() {
 
 func (l *Exec) timeout() time.Duration {
 	if l.opTimeout <= 0 {
-		return defaultOpTimeout
+		return DefaultOpTimeout
 	}
 	return l.opTimeout
 }

@@ -48,7 +48,7 @@ func newPGAdvisory(db *pgxpool.Pool, name string, retry, timeout time.Duration, 
 		return nil, fmt.Errorf("advisory lock %s: %w", name, err)
 	}
 	if timeout <= 0 {
-		timeout = defaultOpTimeout
+		timeout = DefaultOpTimeout
 	}
 	return &PGAdvisory{db: own, key: advisoryKey(name), name: name, retry: retryOr(retry), timeout: timeout, fence: fence,
 		held: map[string]*pgxpool.Conn{}}, nil

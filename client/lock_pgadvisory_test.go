@@ -2,13 +2,11 @@ package client_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hiatus-dev/hiatus/client"
@@ -106,17 +104,16 @@ func waitGateWaiter(t *testing.T, db *pgxpool.Pool, gate int64) {
 		var n int
 		err := db.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
 			AND ((classid::bigint << 32) | objid::bigint) = $1`, gate).Scan(&n)
-		if errors.Is(err, pgx.ErrNoRows) || err == nil && n == 0 {
-			select {
-			case <-ctx.Done():
-				t.Fatal("no session came to wait for the gate")
-			case <-time.After(time.Millisecond):
-			}
-			continue
-		}
-		if err != nil {
+		switch {
+		case err != nil:
 			t.Fatal(err)
+		case n > 0:
+			return
 		}
-		return
+		select {
+		case <-ctx.Done():
+			t.Fatal("no session came to wait for the gate")
+		case <-time.After(time.Millisecond):
+		}
 	}
 }

@@ -63,7 +63,7 @@ type Worker struct {
 	// a process whose op has an unknown outcome never invokes again.
 	Stride    int64
 	Work      time.Duration // simulated work between read and write
-	OpTimeout time.Duration // bound on each read, write and release; default 5 s
+	OpTimeout time.Duration // bound on each read, write and release; DefaultOpTimeout when 0
 	Hook      Hook          // optional
 	// ExtendBeforeWrite has the holder, right before its write, ask its
 	// lock (an Extender) to extend the grant, and write only when it did:
@@ -134,12 +134,13 @@ func (w *Worker) Section(ctx context.Context) error {
 // step runs read, work, hook and write.
 func (w *Worker) step(ctx context.Context, g Grant) {
 	wl := w.Workload
+	guard := wl.WriteGuard()
 	var fenced map[history.Keyword]any // the fence the guard checks, on the ops it checks it on
-	if wl.WriteGuard().Fenced() {
+	if guard.Fenced() {
 		fenced = map[history.Keyword]any{history.KeyFence: g.Fence}
 	}
 	var readExtra map[history.Keyword]any
-	if wl.WriteGuard() == GuardFenceRMW {
+	if guard == GuardFenceRMW {
 		readExtra = fenced
 	}
 	w.invoke(ctx, history.FRead, nil, readExtra)
@@ -155,7 +156,7 @@ func (w *Worker) step(ctx context.Context, g Grant) {
 		// :fail; a fence-rmw read records its fence, so one that did not
 		// answer may have, and is :info.
 		t := history.Fail
-		if wl.WriteGuard() == GuardFenceRMW {
+		if guard == GuardFenceRMW {
 			t = outcome(err)
 		}
 		w.complete(ctx, t, history.FRead, nil, err.Error(), readExtra)
@@ -241,14 +242,14 @@ func (w *Worker) release(ctx context.Context, g Grant) error {
 	return nil
 }
 
-// defaultOpTimeout bounds an op whose worker or lock was given no
-// OpTimeout.
-const defaultOpTimeout = 5 * time.Second
+// DefaultOpTimeout bounds an op whose worker or lock was given no
+// OpTimeout; it is --op-timeout's default.
+const DefaultOpTimeout = 5 * time.Second
 
 func (w *Worker) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	d := w.OpTimeout
 	if d <= 0 {
-		d = defaultOpTimeout
+		d = DefaultOpTimeout
 	}
 	return context.WithTimeout(ctx, d)
 }

@@ -5,7 +5,7 @@ import "context"
 // A Workload is what a critical section does with the resource the lock
 // protects: a read, then a write that follows from it, each through the
 // workload's guard. Values are the ops' :value as recorded (the counter's
-// int64; a list-append's element and list). The Counter is one.
+// int64). The Counter is the one workload so far.
 type Workload interface {
 	// WriteGuard is the guard the resource checks: which ops carry :fence,
 	// and whether the read records one (GuardFenceRMW).

@@ -28,7 +28,7 @@ const (
 	DefaultLease        = 500 * time.Millisecond
 	DefaultWork         = 20 * time.Millisecond
 	DefaultRetry        = 5 * time.Millisecond
-	DefaultOpTimeout    = 5 * time.Second
+	DefaultOpTimeout    = client.DefaultOpTimeout
 	DefaultAdapterHello = 30 * time.Second
 	DefaultNemesis      = Nemesis(nemesis.KindSigStop)
 	DefaultPause        = 800 * time.Millisecond

@@ -64,6 +64,13 @@ const (
 	needLocal
 )
 
+// The run's servers as the faults that pause and kill them name them: a
+// random nemesis holds a server while one of them is under way.
+const (
+	serverRedis    = "redis"
+	serverPostgres = "postgres"
+)
+
 // faultKinds are every kind of fault, family by family.
 func faultKinds() []faultKind {
 	return slices.Concat(pauseFaults(), killFaults(), nodeFaults(), linkFaults(), networkFaults())
@@ -166,8 +173,9 @@ func (c Config) randomKinds() []string {
 	return kinds
 }
 
-// faultParts are the faults of c.Nemesis, sequences split into their parts.
-func (c Config) faultParts() []string {
+// FaultParts are the faults of c.Nemesis (FaultNames), sequences split
+// into their parts.
+func (c Config) FaultParts() []string {
 	var out []string
 	for _, f := range c.FaultNames() {
 		out = append(out, strings.Split(f, "+")...)
@@ -177,7 +185,7 @@ func (c Config) faultParts() []string {
 
 // faultIn reports whether c's nemesis names any of names.
 func (c Config) faultIn(names ...string) bool {
-	return slices.ContainsFunc(c.faultParts(), func(f string) bool { return slices.Contains(names, f) })
+	return slices.ContainsFunc(c.FaultParts(), func(f string) bool { return slices.Contains(names, f) })
 }
 
 // DelayFaults are the fault kinds whose delay --delay sets: those named
@@ -192,7 +200,7 @@ func (c Config) delayed() bool { return c.faultIn(DelayFaults()...) }
 // needs is what c's faults need, together.
 func (c Config) needs() need {
 	var n need
-	for _, p := range c.faultParts() {
+	for _, p := range c.FaultParts() {
 		if k, ok := faultKindOf(p); ok {
 			n |= k.needs
 		}
@@ -210,7 +218,7 @@ func (c Config) validateNemesis() error {
 			return err
 		}
 	}
-	for _, f := range c.faultParts() {
+	for _, f := range c.FaultParts() {
 		k, _ := faultKindOf(f)
 		if err := c.validateFault(k); err != nil {
 			return err

@@ -21,12 +21,12 @@ func killFaults() []faultKind {
 		{name: nemesis.KindKillRedis, about: "SIGKILL the run's redis-server, restart it empty", needs: needRunRedis,
 			check: throwaway("redis", func(c Config) string { return c.RedisURL }),
 			build: func(e faultEnv) nemesis.Fault {
-				return &nemesis.KillServer{Which: nemesis.KindKillRedis, Target: "redis", Server: e.env.redis}
+				return &nemesis.KillServer{Which: nemesis.KindKillRedis, Target: serverRedis, Server: e.env.redis}
 			}},
 		{name: nemesis.KindKillPostgres, about: "immediate shutdown of PostgreSQL, restart",
 			check: throwaway("postgres", func(c Config) string { return c.PostgresURL }),
 			build: func(e faultEnv) nemesis.Fault {
-				return &nemesis.KillServer{Which: nemesis.KindKillPostgres, Target: "postgres", Server: e.env.postgres}
+				return &nemesis.KillServer{Which: nemesis.KindKillPostgres, Target: serverPostgres, Server: e.env.postgres}
 			}},
 		{name: nemesis.KindKillWorker, about: "SIGKILL a worker, start a new one",
 			build: func(e faultEnv) nemesis.Fault { return &nemesis.KillWorker{Workers: e.workers} }},

@@ -18,12 +18,12 @@ func pauseFaults() []faultKind {
 		{name: nemesis.KindPauseRedis, about: "SIGSTOP the run's redis-server", needs: needRunRedis,
 			check: givenPID(nemesis.KindPauseRedis, "--redis-url", "--redis-pid", func(c Config) bool { return c.RedisURL != "" && c.RedisPID == 0 }),
 			build: func(e faultEnv) nemesis.Fault {
-				return &nemesis.PauseServer{Which: nemesis.KindPauseRedis, Target: "redis", PID: pid(e.env.redis, e.cfg.RedisPID), Freezer: e.freezer}
+				return &nemesis.PauseServer{Which: nemesis.KindPauseRedis, Target: serverRedis, PID: pid(e.env.redis, e.cfg.RedisPID), Freezer: e.freezer}
 			}},
 		{name: nemesis.KindPausePostgres, about: "SIGSTOP PostgreSQL's postmaster and backends", needs: needLocal,
 			check: givenPID(nemesis.KindPausePostgres, "--postgres-url", "--postgres-pid (the postmaster's)", func(c Config) bool { return c.PostgresURL != "" && c.PostgresPID == 0 }),
 			build: func(e faultEnv) nemesis.Fault {
-				return &nemesis.PauseServer{Which: nemesis.KindPausePostgres, Target: "postgres", PID: pid(e.env.postgres, e.cfg.PostgresPID), Freezer: e.freezer}
+				return &nemesis.PauseServer{Which: nemesis.KindPausePostgres, Target: serverPostgres, PID: pid(e.env.postgres, e.cfg.PostgresPID), Freezer: e.freezer}
 			}},
 	}
 }

@@ -262,18 +262,15 @@ func ednOr(x any, missing string) string {
 }
 
 // keywordNames is ks as words: sleep, stop, stop-waiters.
-func keywordNames(ks []history.Keyword) string {
-	s := make([]string, len(ks))
-	for i, k := range ks {
-		s[i] = string(k)
-	}
-	return strings.Join(s, ", ")
-}
+func keywordNames(ks []history.Keyword) string { return joinKeywords(ks, "") }
 
-func keywords(ks []history.Keyword) string {
+// keywords is ks as EDN keywords: :sleep, :stop.
+func keywords(ks []history.Keyword) string { return joinKeywords(ks, ":") }
+
+func joinKeywords(ks []history.Keyword, prefix string) string {
 	s := make([]string, len(ks))
 	for i, k := range ks {
-		s[i] = ":" + string(k)
+		s[i] = prefix + string(k)
 	}
 	return strings.Join(s, ", ")
 }

@@ -204,7 +204,7 @@ func (c Config) nodeNeeds(inv topology.Inventory, n topology.Node) []servers.Nee
 		}
 		return false
 	}
-	if c.cutsNodes(inv) && on(topology.RoleWorker, c.Workers) {
+	if len(c.nodeCuts(inv)) > 0 && on(topology.RoleWorker, c.Workers) {
 		needs = append(needs, servers.Need{What: "iptables, as root (a partition cuts the node's links in its firewall)",
 			Script: `[ "$(id -u)" = 0 ] && command -v iptables`, Hint: "on Debian: apt-get install iptables; log in as root (the inventory's user)"})
 	}
@@ -215,17 +215,6 @@ func (c Config) nodeNeeds(inv topology.Inventory, n topology.Node) []servers.Nee
 		needs = append(needs, servers.PostgresNeeds()...)
 	}
 	return needs
-}
-
-// cutsNodes reports whether a partition of c's cuts a worker's node from
-// a server on a node of inv, in the node's firewall: not through proxies,
-// and not from a server given by URL (its path is a proxy's on the control
-// machine).
-func (c Config) cutsNodes(inv topology.Inventory) bool {
-	if c.proxied() {
-		return false
-	}
-	return slices.ContainsFunc(c.cutServers(inv), func(s cutServer) bool { return len(s.cutBy) > 0 })
 }
 
 // copySelf copies this binary to the run's directory on h, for its workers.

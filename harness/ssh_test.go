@@ -18,6 +18,7 @@ import (
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/sshtest"
 	"github.com/hiatus-dev/hiatus/store"
+	"github.com/hiatus-dev/hiatus/topology"
 )
 
 // TestRunHostsSSH runs experiments whose workers, lock node and PostgreSQL
@@ -346,6 +347,8 @@ func TestRunSSHSharedNodeNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// docs/hosts.md shows these lines: go test -run this -v | grep set-up.
+	t.Logf("the run's terminal:\n%s", out.String())
 	for _, want := range []string{
 		"workers 0 and 2 share node w0: a cut of one by partition-postgres cuts them all",
 		// The set-up's steps, each as it ended.
@@ -406,13 +409,13 @@ func TestRunSSHPreflight(t *testing.T) {
 // nodeAddr is the address the network's inventory gives node name.
 func nodeAddr(t *testing.T, sn *sshtest.Net, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(sn.Inventory)
+	inv, err := topology.ReadInventory(sn.Inventory)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for l := range strings.Lines(string(b)) {
-		if f := strings.Fields(l); len(f) >= 3 && f[0] == "node" && f[1] == name {
-			return f[2]
+	for _, n := range inv.Nodes {
+		if n.Name == name {
+			return n.IP()
 		}
 	}
 	t.Fatalf("the inventory has no node %s", name)

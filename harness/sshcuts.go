@@ -91,7 +91,7 @@ func (c Config) cutServers(inv topology.Inventory) []cutServer {
 // partitions are the faults of c that cut a worker's paths of need n.
 func (c Config) partitions(n need) []string {
 	var out []string
-	for _, p := range c.faultParts() {
+	for _, p := range c.FaultParts() {
 		if k, ok := faultKindOf(p); ok && k.needs&n != 0 && k.needs&needProxy == 0 {
 			out = append(out, p)
 		}
@@ -129,23 +129,31 @@ func sharedWorkers(cfg Config, inv topology.Inventory) error {
 	return nil
 }
 
-// sharedCuts says, for a run over SSH on inv, which workers share a node
-// that cfg's partitions cut (they come one at a time: checkCuts refuses
-// the rest): each such cut, whose event names one worker, cuts its node
-// mates too. None when every path goes through a proxy of its worker's
-// own, or no partition cuts a node.
-func sharedCuts(cfg Config, inv topology.Inventory) []string {
-	if cfg.proxied() {
+// nodeCuts are the partitions of c that cut a worker's node from a server
+// on a node of inv, in the node's firewall: none when every path goes
+// through a proxy of its worker's own, and none to a server given by URL
+// (its path is a proxy's on the control machine).
+func (c Config) nodeCuts(inv topology.Inventory) []string {
+	if c.proxied() {
 		return nil
 	}
 	var faults []string
-	for _, s := range cfg.cutServers(inv) {
+	for _, s := range c.cutServers(inv) {
 		for _, f := range s.cutBy {
 			if !slices.Contains(faults, f) {
 				faults = append(faults, f)
 			}
 		}
 	}
+	return faults
+}
+
+// sharedCuts says, for a run over SSH on inv, which workers share a node
+// that cfg's partitions cut (they come one at a time: checkCuts refuses
+// the rest): each such cut, whose event names one worker, cuts its node
+// mates too. None when no partition cuts a node (nodeCuts).
+func sharedCuts(cfg Config, inv topology.Inventory) []string {
+	faults := cfg.nodeCuts(inv)
 	if len(faults) == 0 {
 		return nil
 	}

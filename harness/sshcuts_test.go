@@ -24,6 +24,12 @@ func TestCheckCuts(t *testing.T) {
 	oneWorker := []node{{"w0", "10.0.0.11", "worker"}, {"n0", "10.0.0.21", "redis"}, {"pg", "10.0.0.31", "postgres"}}
 	redisOnControl := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"n0", "10.0.0.1", "redis"}, {"pg", "10.0.0.31", "postgres"}}
 	samePort := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"n0", "10.0.0.11:2222", "redis"}, {"pg", "10.0.0.31", "postgres"}}
+	// What the notice of workers a cut cuts together names, by case; none
+	// for the cases not here.
+	sharedWords := map[string][]string{
+		"workers share a node, one cut at a time":       {"workers 0 and 1 share node w0", "by partition-redis, partition-postgres"},
+		"three workers on two nodes, one cut at a time": {"workers 0 and 2 share node w0", "by partition-postgres"},
+	}
 	overlapping := nemesis.Plan{{Kind: nemesis.KindPartitionRedis, At: 0, Length: 2e9}, {Kind: nemesis.KindPartitionRedis, At: 1e9, Length: 2e9}}
 	for _, tc := range []struct {
 		name    string
@@ -64,12 +70,7 @@ func TestCheckCuts(t *testing.T) {
 		{"workers apart, random", apart, func(c *Config) { c.Nemesis = Random }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// What the notice of workers a cut cuts together names; none
-			// for the cases not here.
-			shared := map[string][]string{
-				"workers share a node, one cut at a time":       {"workers 0 and 1 share node w0", "by partition-redis, partition-postgres"},
-				"three workers on two nodes, one cut at a time": {"workers 0 and 2 share node w0", "by partition-postgres"},
-			}[tc.name]
+			shared := sharedWords[tc.name]
 			inv := topology.Inventory{Control: "10.0.0.1"}
 			for _, n := range tc.nodes {
 				var roles []topology.Role

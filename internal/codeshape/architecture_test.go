@@ -1,7 +1,6 @@
 package codeshape
 
 import (
-	"bufio"
 	"go/ast"
 	"go/token"
 	"io/fs"
@@ -58,15 +57,9 @@ func TestArchitectureDoc(t *testing.T) {
 // readArchitecture reads the table of docs/architecture.md, by package.
 func readArchitecture(t *testing.T) map[string]docPackage {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "docs", "architecture.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	out := map[string]docPackage{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		m := docRow.FindStringSubmatch(sc.Text())
+	for l := range strings.Lines(repoText(t, "docs/architecture.md")) {
+		m := docRow.FindStringSubmatch(strings.TrimSuffix(l, "\n"))
 		if m == nil {
 			continue
 		}
@@ -80,9 +73,6 @@ func readArchitecture(t *testing.T) map[string]docPackage {
 		slices.Sort(imports)
 		out[m[2]] = docPackage{floor: floor, imports: imports}
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
 	if len(out) == 0 {
 		t.Fatal("docs/architecture.md has no table of packages")
 	}
@@ -95,8 +85,8 @@ func exists(p string) bool {
 }
 
 // programImports maps each package directory of the program (one with a
-// Go file, tests counted; not an adapter that is a module of its own) to the hiatus packages its files import, tests
-// aside.
+// Go file, tests counted; not an adapter that is a module of its own) to
+// the hiatus packages its files import, tests aside.
 func programImports(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	out := map[string]map[string]bool{}
@@ -105,7 +95,7 @@ func programImports(t *testing.T) map[string]map[string]bool {
 		switch {
 		case err != nil:
 			return err
-		case d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "testdata" || filepath.Dir(p) == filepath.Join(root, "store")):
+		case notProgram(root, p, d):
 			return fs.SkipDir
 		case d.IsDir() && p != root && exists(filepath.Join(p, "go.mod")):
 			return fs.SkipDir // a module of its own (an adapter's)

@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -72,6 +73,24 @@ func TestFilesOneWay(t *testing.T) {
 	}
 }
 
+// notProgram reports whether the directory d at p, under the module's
+// root, holds none of the program: hidden ones, node_modules, test data,
+// and the runs kept in store/.
+func notProgram(root, p string, d fs.DirEntry) bool {
+	return d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" ||
+		d.Name() == "testdata" || filepath.Dir(p) == filepath.Join(root, "store"))
+}
+
+// repoText is the text of the module's file at rel (a slash path).
+func repoText(t *testing.T, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(rel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // walkGo parses each Go file of the program, not its tests nor the runs
 // kept in store/ (a shrink's reproducer is a Go file).
 func walkGo(t *testing.T, visit func(rel string, f *ast.File, fset *token.FileSet)) {
@@ -82,7 +101,7 @@ func walkGo(t *testing.T, visit func(rel string, f *ast.File, fset *token.FileSe
 		switch {
 		case err != nil:
 			return err
-		case d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "testdata" || filepath.Dir(p) == filepath.Join(root, "store")):
+		case notProgram(root, p, d):
 			return fs.SkipDir
 		case d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go"):
 			return nil

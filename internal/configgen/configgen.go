@@ -56,10 +56,7 @@ func Config(t *rapid.T) harness.Config {
 		c.Pause = duration(t, "long pause", 3000, 5000)
 		c.TimeLimit = c.Pause + duration(t, "time-limit past the long pause", 0, 20000)
 	}
-	var parts []string
-	for _, f := range c.FaultNames() {
-		parts = append(parts, strings.Split(f, "+")...)
-	}
+	parts := c.FaultParts()
 	if slices.Contains(parts, string(nemesis.KindClock)) {
 		c.ClockJump = duration(t, "clock-jump", -3000, 3000)
 		c.ClockStrobe = duration(t, "clock-strobe", 0, 200)
