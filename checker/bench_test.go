@@ -191,7 +191,8 @@ func BenchmarkResults(b *testing.B) {
 			s.Add(o)
 		}
 		b.StartTimer()
-		if rs := s.results(0, false, nil); rs.Valid != Valid {
+		k, _ := modelKindOf(ModelLockCounter)
+		if rs := s.results(k, int64(0), false, nil); rs.Valid != Valid {
 			b.Fatalf("%s", rs.AppendEDN(nil))
 		}
 	}

@@ -187,7 +187,7 @@ func (p *plan) run(ctx context.Context, visual bool) (Results, *linearRun) {
 				return r
 			}
 		}
-		return p.stream.results(p.initial.(int64), p.truncated, linear), lr
+		return p.stream.results(p.kind, p.initial, p.truncated, linear), lr
 	}
 	var rs Results
 	r, lr := p.kind.verdict(ctx, p, visual)

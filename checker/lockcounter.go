@@ -94,13 +94,13 @@ func (b *sectionBuilder) add(o history.Op) {
 			s.Read = v
 		}
 		s.End = o.Time
-	case o.F == history.FWrite && o.Type == history.Invoke:
+	case history.IsWrite(o.F) && o.Type == history.Invoke:
 		s.WriteInv = o.Time
 		if v, ok := history.Int(o.Value); ok {
 			s.WriteValue = v
 		}
 		s.End = o.Time
-	case o.F == history.FWrite:
+	case history.IsWrite(o.F):
 		s.Write, s.WriteEnd, s.WriteType, s.WriteResolved = o.Index, o.Time, o.Type, resolvedLate(o)
 		s.End = o.Time
 	case o.F == history.FRelease && o.Type == history.Invoke:

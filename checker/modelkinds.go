@@ -30,6 +30,12 @@ type modelKind struct {
 	// walk: the counter walk can decide its linearizability (a streamed
 	// model's: it walks the Stream's counter operations).
 	walk bool
+	// streamCheck is a streamed model's own verdict, from what the Stream
+	// kept; nil for the lock-counter's checks.
+	streamCheck func(s *Stream) Result
+	// writes are the :f of its histories' writes, one of which must have
+	// completed :ok for the stats to call the history telling.
+	writes []history.Keyword
 	// problem makes porcupine's model and partitioned operations of p's
 	// history, with the :fail ops it dropped and the ops it could not
 	// read; nil for a model porcupine does not search.
@@ -45,7 +51,7 @@ type modelKind struct {
 // modelKinds are every model, in the order Models lists them.
 func modelKinds() []modelKind {
 	return []modelKind{
-		{name: ModelLockCounter, stream: true, walk: true, initial: integerInitial,
+		{name: ModelLockCounter, stream: true, walk: true, initial: integerInitial, writes: []history.Keyword{history.FWrite},
 			tells: func(fs fset) bool {
 				return fs[history.FAcquire] && (fs[history.FRead] || fs[history.FWrite]) &&
 					fs.only(history.FAcquire, history.FRelease, history.FRead, history.FWrite, history.FExtend, history.FRenew)
@@ -89,6 +95,12 @@ func modelKinds() []modelKind {
 				return fs["add"] && fs.only("add", history.FRead)
 			},
 			check: func(p *plan) Result { return counterBounds(p.ops, p.calls, p.initial.(int64)) }},
+		{name: ModelListAppend, stream: true, initial: emptyInitial, writes: []history.Keyword{history.FAppend},
+			tells: func(fs fset) bool {
+				return fs[history.FAppend] &&
+					fs.only(history.FAcquire, history.FRelease, history.FRead, history.FAppend, history.FExtend, history.FRenew)
+			},
+			streamCheck: (*Stream).listAppend},
 	}
 }
 
@@ -156,4 +168,11 @@ func (k modelKind) verdict(ctx context.Context, p *plan, visual bool) (Result, *
 		return k.check(p), nil
 	}
 	return p.linear(ctx, visual)
+}
+
+// Searched reports whether porcupine can search histories of the model
+// called name (and so draw them).
+func Searched(name string) bool {
+	k, ok := modelKindOf(name)
+	return ok && k.problem != nil
 }

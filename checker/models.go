@@ -19,6 +19,7 @@ const (
 	ModelMultiRegister = "multi-register" // Knossos multi-register: :txn
 	ModelMutex         = "mutex"          // Knossos mutex: :acquire, :release
 	ModelCounter       = "counter"        // Jepsen counter: :add, :read
+	ModelListAppend    = "list-append"    // hiatus's list-append histories: :read, :append
 )
 
 // Models lists the model names Check accepts.

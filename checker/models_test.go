@@ -193,15 +193,22 @@ func TestCanon(t *testing.T) {
 	}
 }
 
-// TestModelKinds: each model is judged somehow (its own check, or a
-// porcupine problem), the counter walk walks only a streamed model's
-// operations, and each tells its histories apart from every other's on
+// TestModelKinds: each model is judged somehow (its own check, streamed or
+// not, or a porcupine problem), a streamed model with no check of its own
+// is the lock-counter's (walked), the counter walk walks only a streamed
+// model's operations, and each tells its histories apart from every other's on
 // every non-empty set of :f values (Detect asks them in no order).
 func TestModelKinds(t *testing.T) {
-	fs := []history.Keyword{history.FAcquire, history.FRelease, history.FRead, history.FWrite, history.FExtend, history.FRenew, "cas", "txn", "add", "foo"}
+	fs := []history.Keyword{history.FAcquire, history.FRelease, history.FRead, history.FWrite, history.FAppend, history.FExtend, history.FRenew, "cas", "txn", "add", "foo"}
 	for _, k := range modelKinds() {
-		if k.check == nil && k.problem == nil {
+		if k.check == nil && k.problem == nil && k.streamCheck == nil {
 			t.Errorf("%s: neither a check nor a porcupine problem", k.name)
+		}
+		if k.stream && k.streamCheck == nil && !k.walk {
+			t.Errorf("%s: streamed, with no check of its own, but not the counter walk's", k.name)
+		}
+		if k.check != nil && k.stream {
+			t.Errorf("%s: streamed, yet with a check on the whole history", k.name)
 		}
 		if k.walk && !k.stream {
 			t.Errorf("%s: walked by the counter walk, but not streamed", k.name)

@@ -46,6 +46,10 @@ type Stream struct {
 	// the records go to disk when the room is used up.
 	roomed bool
 
+	// lists is the list-append check, from the first op that reads or
+	// writes a list; nil in a history with none.
+	lists *listCheck
+
 	// What LockCounter reads.
 	builder sectionBuilder
 	secs    sectionSet
@@ -224,6 +228,12 @@ func (s *Stream) Add(o history.Op) {
 	s.maxTime = max(s.maxTime, o.Time)
 	if o.IsClient() {
 		s.fs[o.F] = true
+		if s.lists == nil && listOp(o) {
+			s.lists = newListCheck()
+		}
+		if s.lists != nil {
+			s.lists.add(i, o)
+		}
 	}
 	s.builder.add(o)
 	s.pauses.add(o)
@@ -448,15 +458,37 @@ func (s *Stream) Check(opts Options) (rs Results, err error) {
 	case opts.Record != nil && opts.Record != s.record:
 		return Results{}, errors.New("the lock server's record must be given to the Stream before its ops (SetRecord), not to its Check")
 	}
-	return s.results(initial.(int64), opts.Truncated, nil), nil
+	k, _ := modelKindOf(model) // initialFor knew it
+	return s.results(k, initial, opts.Truncated, nil), nil
 }
 
-// results are the lock-counter checks; linear, when given, replaces the
+// results are the checks of model k; linear, when given, replaces the
 // counter walk's verdict (with porcupine's).
-func (s *Stream) results(initial int64, truncated bool, linear func() Result) Results {
+func (s *Stream) results(k modelKind, initial any, truncated bool, linear func() Result) Results {
 	s.finish()
 	defer s.Close()
 	var rs Results
+	if k.streamCheck != nil {
+		rs.Add(k.streamCheck(s))
+	} else {
+		s.lockCounterResults(&rs, initial.(int64), linear)
+	}
+	note := historyNote{n: s.n, truncated: truncated, problems: s.problems, first: s.firstProblems, missing: s.missing}
+	if s.fileDups != nil {
+		note.dups, note.firstDups = s.fileDups.dups, s.fileDups.firstDups
+	} else {
+		note.dups, note.firstDups = duplicateIndexes(s.n, s.names)
+	}
+	if r, ok := historyResult(note); ok {
+		rs.Add(r)
+	}
+	rs.Add(s.stats.result(k.writes))
+	incomplete(&rs, s.missing)
+	return rs
+}
+
+// lockCounterResults adds the lock-counter's checks to rs.
+func (s *Stream) lockCounterResults(rs *Results, initial int64, linear func() Result) {
 	if w, err := s.walk(initial); err != nil {
 		// The counter operations could not be kept on disk: neither check
 		// can judge the history.
@@ -488,18 +520,6 @@ func (s *Stream) results(initial int64, truncated bool, linear func() Result) Re
 			rs.Add(r)
 		}
 	}
-	note := historyNote{n: s.n, truncated: truncated, problems: s.problems, first: s.firstProblems, missing: s.missing}
-	if s.fileDups != nil {
-		note.dups, note.firstDups = s.fileDups.dups, s.fileDups.firstDups
-	} else {
-		note.dups, note.firstDups = duplicateIndexes(s.n, s.names)
-	}
-	if r, ok := historyResult(note); ok {
-		rs.Add(r)
-	}
-	rs.Add(s.stats.result([]history.Keyword{history.FWrite}))
-	incomplete(&rs, s.missing)
-	return rs
 }
 
 // SetRecord gives the Stream the lock server's record of the run, before

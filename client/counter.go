@@ -165,27 +165,32 @@ func (c *Counter) Write(ctx context.Context, value, read, fence int64, id WriteI
 // Audited returns which of ids the audit table holds for the counter: the
 // writes that took effect.
 func (c *Counter) Audited(ctx context.Context, ids []WriteID) (map[WriteID]bool, error) {
+	return audited(ctx, c.DB, `SELECT process, section FROM counter_audit
+		WHERE counter_id = $1 AND (process, section) IN (SELECT * FROM unnest($2::bigint[], $3::bigint[]))`, c.ID, ids)
+}
+
+// audited runs query, which selects the (process, section) of the audit
+// rows of resource id among those of ids ($2, $3), and returns them.
+func audited(ctx context.Context, db *pgxpool.Pool, query string, id int64, ids []WriteID) (map[WriteID]bool, error) {
 	procs, secs := make([]int64, len(ids)), make([]int64, len(ids))
-	for i, id := range ids {
-		procs[i], secs[i] = id.Process, id.Section
+	for i, w := range ids {
+		procs[i], secs[i] = w.Process, w.Section
 	}
-	rows, err := c.DB.Query(ctx, `SELECT process, section FROM counter_audit
-		WHERE counter_id = $1 AND (process, section) IN (SELECT * FROM unnest($2::bigint[], $3::bigint[]))`,
-		c.ID, procs, secs)
+	rows, err := db.Query(ctx, query, id, procs, secs)
 	if err != nil {
-		return nil, fmt.Errorf("read counter_audit: %w", err)
+		return nil, fmt.Errorf("read the audit table: %w", err)
 	}
 	defer rows.Close()
 	out := map[WriteID]bool{}
 	for rows.Next() {
-		var id WriteID
-		if err := rows.Scan(&id.Process, &id.Section); err != nil {
-			return nil, fmt.Errorf("read counter_audit: %w", err)
+		var w WriteID
+		if err := rows.Scan(&w.Process, &w.Section); err != nil {
+			return nil, fmt.Errorf("read the audit table: %w", err)
 		}
-		out[id] = true
+		out[w] = true
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read counter_audit: %w", err)
+		return nil, fmt.Errorf("read the audit table: %w", err)
 	}
 	return out, nil
 }

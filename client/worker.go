@@ -13,7 +13,7 @@ import (
 // InfoWrite names the write o is, when o is an :info write that the audit
 // table can settle: one that carries its :section.
 func InfoWrite(o history.Op) (WriteID, bool) {
-	if !o.IsClient() || o.F != history.FWrite || o.Type != history.Info {
+	if !o.IsClient() || !history.IsWrite(o.F) || o.Type != history.Info {
 		return WriteID{}, false
 	}
 	s, ok := history.Int(o.Get(history.KeySection))
@@ -179,22 +179,22 @@ func (w *Worker) step(ctx context.Context, g Grant) {
 	id := WriteID{Process: int64(w.Process), Section: int64(w.sections)}
 	extra := map[history.Keyword]any{history.KeySection: id.Section}
 	maps.Copy(extra, fenced)
-	next := wl.Next(v, id)
-	w.invoke(ctx, history.FWrite, next, extra)
+	next, f := wl.Next(v, id), wl.WriteOp()
+	w.invoke(ctx, f, next, extra)
 	wctx, cancel := w.opContext(ctx)
 	err = wl.SectionWrite(wctx, next, v, g.Fence, id)
 	cancel()
 	switch {
 	case err == nil:
-		w.complete(ctx, history.Ok, history.FWrite, next, nil, extra)
+		w.complete(ctx, history.Ok, f, next, nil, extra)
 	case errors.Is(err, ErrStale):
-		w.complete(ctx, history.Fail, history.FWrite, next, history.ErrStaleFence, extra)
+		w.complete(ctx, history.Fail, f, next, history.ErrStaleFence, extra)
 	case errors.Is(err, ErrChanged):
-		w.complete(ctx, history.Fail, history.FWrite, next, history.ErrChanged, extra)
+		w.complete(ctx, history.Fail, f, next, history.ErrChanged, extra)
 	case errors.Is(err, pgx.ErrNoRows):
-		w.complete(ctx, history.Fail, history.FWrite, next, err.Error(), extra)
+		w.complete(ctx, history.Fail, f, next, err.Error(), extra)
 	default:
-		w.complete(ctx, outcome(err), history.FWrite, next, err.Error(), extra)
+		w.complete(ctx, outcome(err), f, next, err.Error(), extra)
 	}
 }
 

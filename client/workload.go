@@ -1,15 +1,22 @@
 package client
 
-import "context"
+import (
+	"context"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
 
 // A Workload is what a critical section does with the resource the lock
 // protects: a read, then a write that follows from it, each through the
 // workload's guard. Values are the ops' :value as recorded (the counter's
-// int64). The Counter is the one workload so far.
+// int64, the list's micro-ops). The Counter and the ListAppend are the
+// workloads.
 type Workload interface {
 	// WriteGuard is the guard the resource checks: which ops carry :fence,
 	// and whether the read records one (GuardFenceRMW).
 	WriteGuard() Guard
+	// WriteOp is the :f of the section's write: :write, :append.
+	WriteOp() history.Keyword
 	// SectionRead is the section's read under a grant carrying fence;
 	// ErrStale when the guard refused it.
 	SectionRead(ctx context.Context, fence int64) (any, error)
@@ -45,6 +52,9 @@ var _ Resource = (*Counter)(nil)
 
 // WriteGuard is c.Guard.
 func (c *Counter) WriteGuard() Guard { return c.Guard }
+
+// WriteOp is :write.
+func (c *Counter) WriteOp() history.Keyword { return history.FWrite }
 
 // SectionRead is ReadAs.
 func (c *Counter) SectionRead(ctx context.Context, fence int64) (any, error) {

@@ -124,7 +124,7 @@ func (c *collector) take(slot int, o history.Op) {
 		switch {
 		case o.F == history.FAcquire && o.Type == history.Ok:
 			c.holding[slot], c.written[slot] = true, false
-		case o.F == history.FWrite && o.Type == history.Invoke:
+		case history.IsWrite(o.F) && o.Type == history.Invoke:
 			c.written[slot] = true
 		case o.F == history.FRelease && o.Type != history.Invoke:
 			c.holding[slot] = false
@@ -156,7 +156,7 @@ func (c *collector) holds(slot int) (holding, written, writing bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.pending[slot]
-	return c.holding[slot], c.written[slot], p != nil && p.F == history.FWrite
+	return c.holding[slot], c.written[slot], p != nil && history.IsWrite(p.F)
 }
 
 // calling reports what the worker in slot has in flight: the :f of its

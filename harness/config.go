@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/lockserver"
@@ -67,6 +66,7 @@ type Config struct {
 	PauseKind    history.Keyword // of the in-section pause: nemesis.KindSleep, KindStop or KindStopWaiters
 	Lock         string          // the lock under test: one of client.LockNames, an adapter's exec:COMMAND, or a Lab's
 	Guard        client.Guard    // what Postgres checks before a write lands; "" as client.GuardNone
+	Workload     string          // what each section does with the resource: one of Workloads(); "" as WorkloadCounter
 	Nodes        int             // redlock's independent Redis nodes; 0 is DefaultNodes
 	ClockJump    time.Duration   // how far the clock fault steps a node's clock, forward or (negative) back; 0 is the lease forward
 	ClockStrobe  time.Duration   // with the clock fault, step the clock back and forth this often while it lasts; 0 for one step
@@ -200,6 +200,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--extend-before-write: --lock %s cannot extend a grant (those that can: %s, an adapter whose hello says renewal)", c.Lock, strings.Join(extenders(), ", "))
 	case c.Guard != "" && !slices.Contains(client.Guards(), c.Guard):
 		return fmt.Errorf("--guard %q: want one of %v", c.Guard, client.Guards())
+	case c.Workload != "" && !slices.Contains(Workloads(), c.Workload):
+		return fmt.Errorf("--workload %q: want one of %s", c.Workload, strings.Join(Workloads(), ", "))
 	case c.AdapterStore != "" && !slices.Contains(AdapterStores(), c.AdapterStore):
 		return fmt.Errorf("--adapter-store %q: want one of %s", c.AdapterStore, strings.Join(AdapterStores(), ", "))
 	case c.Nodes < 0 || c.ClockStrobe < 0 || c.Delay < 0:
@@ -263,8 +265,8 @@ func fenceKey(name string) string { return "hiatus:fence:" + name }
 func testEDN(c Config, start time.Time) []byte {
 	m := c.ednMap()
 	for k, v := range map[history.Keyword]any{
-		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword(checker.ModelLockCounter),
-		"initial": int64(0), "replay?": c.Plan != nil,
+		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword(c.Model()),
+		"initial": c.workload().initial, "replay?": c.Plan != nil,
 		// The history's clock is the run's Redis (TIME), never a lock node
 		// whose clock the clock fault jumps.
 		"history-clock": history.Keyword("redis-time"),

@@ -86,7 +86,7 @@ func startEnv(start, ctx context.Context, cfg *Config, setup *setupLog) (_ *env,
 	if err := e.db.Ping(pctx); err != nil {
 		return nil, setupErrorf("cannot reach PostgreSQL at %s: %v", Redact(cfg.PostgresURL), err)
 	}
-	e.resource = &client.Counter{DB: e.db, ID: cfg.CounterID, Guard: cfg.guard()}
+	e.resource = cfg.resource(e.db)
 	if err := e.resource.Setup(pctx); err != nil {
 		return nil, setupErrorf("PostgreSQL at %s: %v", Redact(cfg.PostgresURL), err)
 	}

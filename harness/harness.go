@@ -266,7 +266,7 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 			rd.tl.AddServer(e)
 		}
 	}
-	rs := analyze(rd.stream)
+	rs := analyze(rd.stream, cfg.Model())
 	rd.tl.SetFlags(rd.stream.Flagged())
 	if err := run.WriteFile(store.Results, rs.AppendEDN(nil)); err != nil {
 		return rs, err
@@ -276,8 +276,8 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 	}
 	// The pictures are not worth the verdict: a failure is logged.
 	page := report.TimelinePage{Summary: report.ReadSummary(run.Dir)}
-	if rd.stream.Ops() <= linearViewOps {
-		if err := writeLinearView(ctx, run); err != nil {
+	if rd.stream.Ops() <= linearViewOps && checker.Searched(cfg.Model()) {
+		if err := writeLinearView(ctx, run, cfg.Model()); err != nil {
 			lg.printf("%s: %v", report.LinearFile, err)
 		} else {
 			page.Linear = report.LinearFile
@@ -421,12 +421,12 @@ const linearViewOps = 100_000
 const linearViewTimeout = 10 * time.Second
 
 // writeLinearView draws porcupine's view of the run's history.
-func writeLinearView(ctx context.Context, run store.Run) error {
+func writeLinearView(ctx context.Context, run store.Run, model string) error {
 	ops, err := history.ReadFile(run.Path(store.History))
 	if err != nil {
 		return err
 	}
-	opts := checker.Options{Model: checker.ModelLockCounter, Timeout: linearViewTimeout}
+	opts := checker.Options{Model: model, Timeout: linearViewTimeout}
 	return run.WriteWith(report.LinearFile, func(w io.Writer) error {
 		_, _, err := checker.CheckHTML(ctx, w, ops, opts)
 		return err
@@ -436,10 +436,10 @@ func writeLinearView(ctx context.Context, run store.Run) error {
 // longHistory is the journal, in ops, whose end the run announces.
 const longHistory = 1_000_000
 
-// analyze is the verdict of a run's history, beside its lock server's
-// record when the stream was given one (withRecord).
-func analyze(s *checker.Stream) checker.Results {
-	rs, err := s.Check(checker.Options{Model: checker.ModelLockCounter})
+// analyze is the verdict of a run's history against model, beside its lock
+// server's record when the stream was given one (withRecord).
+func analyze(s *checker.Stream, model string) checker.Results {
+	rs, err := s.Check(checker.Options{Model: model})
 	if err != nil {
 		// The history is sorted and the options fixed: a bug of hiatus.
 		rs.Add(checker.Result{Name: "check", Valid: checker.Unknown, Explanation: err.Error()})

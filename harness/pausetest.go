@@ -339,7 +339,7 @@ func (h *holders) close() { h.closeA(); h.closeB() }
 func pauseCase(ctx context.Context, cfg Config, env *env, h *holders) (PauseVerdict, error) {
 	bg := context.WithoutCancel(ctx)
 	began := time.Now()
-	env.resource = &client.Counter{DB: env.db, ID: cfg.CounterID, Guard: cfg.guard()}
+	env.resource = cfg.resource(env.db)
 	if err := env.resource.Setup(bg); err != nil {
 		return PauseVerdict{}, setupErrorf("PostgreSQL at %s: %v", Redact(cfg.PostgresURL), err)
 	}

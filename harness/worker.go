@@ -102,6 +102,7 @@ type workerConfig struct {
 	AdapterHello       time.Duration
 	Fenced             bool // the lock hands out fencing tokens
 	Guard              client.Guard
+	Workload           string // one of Workloads()
 	InjectEvery        int
 	ExtendBeforeWrite  bool
 	PauseKind          string
@@ -219,11 +220,14 @@ func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, own []cli
 		return err
 	}
 	defer closeLock()
-	counter := &client.Counter{DB: db, ID: wc.CounterID, Guard: wc.Guard}
-	record, dump := guardMetrics(wc, counter, rec.record)
+	wl, err := workloadOf(wc.Workload)
+	if err != nil {
+		return err
+	}
+	g, record, dump := guardMetrics(wc, rec.record)
 	defer dump()
 	w := &client.Worker{
-		Lock: lock, Workload: counter,
+		Lock: lock, Workload: wl.resource(db, wc.CounterID, g),
 		Clock: clock, Record: record, Process: history.Process(wc.Process), Stride: wc.Stride,
 		Work: wc.Work, OpTimeout: wc.OpTimeout, ExtendBeforeWrite: wc.ExtendBeforeWrite,
 		Renewals: &client.Renewals{Clock: clock, Record: record},
@@ -254,8 +258,9 @@ func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, own []cli
 	return lerr
 }
 
-// guardMetrics has counter count its guarded ops in a registry of the
-// worker's own, under the lock label wc.LockKey, and returns record, which
+// guardMetrics returns the worker's guard, which counts its guarded ops in
+// a registry of the worker's own, under the lock label wc.LockKey, and
+// record, which
 // records an op and, after a read or write the guard refused, writes the
 // registry to wc.MetricsFile (atomically: a new file renamed over the
 // old); dump writes it too, for the worker's end. The file follows the op:
@@ -263,17 +268,18 @@ func runWorker(ctx context.Context, wc workerConfig, in *json.Decoder, own []cli
 // history. A file, not a /metrics endpoint: the worker may sit in a
 // network namespace the run cannot reach, a stopped worker answers no
 // scrape, and a killed one's counts would be gone.
-func guardMetrics(wc workerConfig, counter *client.Counter, rec func(history.Op)) (record func(history.Op), dump func()) {
+func guardMetrics(wc workerConfig, rec func(history.Op)) (g guard.Guard, record func(history.Op), dump func()) {
+	g.Kind = wc.Guard
 	if wc.MetricsFile == "" {
-		return rec, func() {}
+		return g, rec, func() {}
 	}
 	reg := prometheus.NewRegistry()
 	m, err := guard.NewMetrics(reg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "hiatus worker: guard metrics: %v\n", err)
-		return rec, func() {}
+		return g, rec, func() {}
 	}
-	counter.Lock, counter.Metrics = wc.LockKey, m
+	g.Lock, g.Metrics = wc.LockKey, m
 	var said bool
 	dump = func() {
 		if err := prometheus.WriteToTextfile(wc.MetricsFile, reg); err != nil && !said {
@@ -287,7 +293,7 @@ func guardMetrics(wc workerConfig, counter *client.Counter, rec func(history.Op)
 			dump()
 		}
 	}
-	return record, dump
+	return g, record, dump
 }
 
 // An opWriter writes a worker's ops as they are recorded, each flushed at

@@ -287,7 +287,7 @@ func (c Config) workerConfig(t *topo, slot int, process int64) workerConfig {
 	return workerConfig{
 		RedisURL: redis, PostgresURL: postgres, NodeURLs: nodes, LockKey: lockKey(c.Name),
 		FenceKey: fenceKey(c.Name), CounterID: c.CounterID, Lease: c.Lease, Retry: c.Retry,
-		Work: c.Work, OpTimeout: c.OpTimeout, AdapterHello: c.AdapterHello, Pause: c.Pause, Fenced: c.guard().Fenced(), Guard: c.guard(),
+		Work: c.Work, OpTimeout: c.OpTimeout, AdapterHello: c.AdapterHello, Pause: c.Pause, Fenced: c.guard().Fenced(), Guard: c.guard(), Workload: c.workload().name,
 		InjectEvery: c.InjectEvery, PauseKind: string(c.PauseKind), Lock: c.Lock, ExtendBeforeWrite: c.ExtendBeforeWrite,
 		Process: process, Stride: int64(c.Workers), RecordPostgres: c.recordPostgres(),
 		Sentinel: t.sentinel(), Endpoints: endpoints,

@@ -39,6 +39,21 @@ const (
 	FOpsMissing Keyword = "ops-missing"
 )
 
+// The vocabulary of list-append histories (docs/history-format.md), after
+// Jepsen's list-append: a section reads a key's list, :value [:r k [e …]],
+// and appends one element to it, :f :append with :value [:append k e]; the
+// final read is a transaction of reads of every key, [[:r k [e …]] …].
+// The lock's ops, the faults' and the :info settlement are the
+// lock-counter's.
+const (
+	FAppend Keyword = "append" // the section's write: its op's :f, and the micro-op in its :value
+	MicroR  Keyword = "r"      // a read of one key's list, in a read's :value
+)
+
+// IsWrite says whether f is a section's write: a counter's :write, a
+// list's :append.
+func IsWrite(f Keyword) bool { return f == FWrite || f == FAppend }
+
 // The kinds of in-section pause, the :kind of their events. They are
 // declared here, not with the other kinds of fault in nemesis, since the
 // checker tells them apart: a pause of the worker's goroutine alone

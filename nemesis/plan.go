@@ -249,7 +249,7 @@ func (r *PlanRecorder) Add(o history.Op) {
 		}
 	case o.IsClient() && o.F == history.FRelease && o.Type != history.Invoke:
 		delete(r.holding, o.Process)
-	case o.IsClient() && o.F == history.FWrite:
+	case o.IsClient() && history.IsWrite(o.F):
 		r.writing[o.Process] = o.Type == history.Invoke
 	}
 	e, ok := history.ReadFaultEvent(o)

@@ -79,7 +79,7 @@ func DrawTimeline(ctx context.Context, path, out string, t *Timeline) error {
 		return err
 	}
 	s.FlagSections(t.Kept())
-	rs, err := s.Check(checker.Options{Model: checker.ModelLockCounter, Truncated: truncated})
+	rs, err := s.Check(checker.Options{Model: page.RunModel(), Truncated: truncated})
 	switch {
 	case errors.Is(err, checker.ErrWholeHistory):
 		return &InputError{path, ErrUnsorted}

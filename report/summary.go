@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"io/fs"
@@ -27,6 +28,16 @@ type Summary struct {
 	Figures string    // the lock-counter check's key figures, in one line
 	Checks  []Check
 	Workers int // worker slots, 0 when unknown
+	// Model is the model the run's history is checked against, as
+	// test.edn says (:model); "" when it does not.
+	Model string
+}
+
+// RunModel is the model of the history of the run in dir, as its test.edn
+// says; the lock-counter's, every run's before a run had workloads, when
+// it says none.
+func (s Summary) RunModel() string {
+	return cmp.Or(s.Model, checker.ModelLockCounter)
 }
 
 // A Check is one check of results.edn.
@@ -89,6 +100,9 @@ func summarize(name, start string, read func(name string) (map[history.Keyword]a
 		}
 		if name, ok := test["name"].(string); ok {
 			s.Name = name
+		}
+		if m, ok := test["model"].(history.Keyword); ok {
+			s.Model = string(m)
 		}
 	}
 	if res, ok := read(store.Results); ok {

@@ -215,10 +215,10 @@ func (t *Timeline) inside(s *tlSection, o history.Op) {
 	case o.F == history.FRead && o.Type == history.Ok:
 		s.readAt = o.Time
 		s.read, _ = history.Int(o.Value)
-	case o.F == history.FWrite && o.Type == history.Invoke:
+	case history.IsWrite(o.F) && o.Type == history.Invoke:
 		s.wInv, s.sent = o.Time, true
 		s.wValue, _ = history.Int(o.Value)
-	case o.F == history.FWrite:
+	case history.IsWrite(o.F):
 		s.wIdx, s.wType = o.Index, o.Type
 	case o.F == history.FExtend && o.Type != history.Invoke:
 		s.ext = history.Keyword(o.Type.String())
@@ -237,7 +237,7 @@ func (t *Timeline) inside(s *tlSection, o history.Op) {
 	}
 	if o.Type == history.Info {
 		s.closed = true // an :info retires the process
-		if o.F != history.FWrite {
+		if !history.IsWrite(o.F) {
 			s.rel = "info"
 		}
 	}
@@ -248,7 +248,7 @@ func (t *Timeline) inside(s *tlSection, o history.Op) {
 // plainest failure of a lock.
 func (t *Timeline) outside(o history.Op) {
 	final := o.Get(history.KeyFinal) == true
-	unguarded := (o.F == history.FWrite || o.F == history.FRead) && o.Type == history.Ok && !final
+	unguarded := (history.IsWrite(o.F) || o.F == history.FRead) && o.Type == history.Ok && !final
 	if !(final && o.Type == history.Ok || o.Type == history.Info || unguarded) || !t.inWindow(o.Time) {
 		return
 	}

@@ -239,7 +239,7 @@ func openHistory(ctx context.Context, a checkArgs, opts *checker.Options, stderr
 		}
 	}
 	if run.Dir != "" && opts.Model == "" {
-		opts.Model = checker.ModelLockCounter // what every run records
+		opts.Model = report.ReadSummary(run.Dir).RunModel() // what the run recorded
 	}
 	var err error
 	if opts.Record, err = openRecord(a.record, run); err != nil {

@@ -1,0 +1,130 @@
+package checker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hiatus-dev/hiatus/history"
+)
+
+// listSec writes one list-append section as EDN lines: acquire at t, a
+// read of key k giving read, the append of e ending as typ (ok, fail,
+// info), the release; each op 1 ms after the one before.
+func listSec(p int, t int64, k int64, read string, e int64, typ string) string {
+	var b strings.Builder
+	line := func(dt int64, ty, f, rest string) {
+		fmt.Fprintf(&b, "{:type :%s, :f :%s, :process %d, :time %d%s}\n", ty, f, p, (t+dt)*1e6, rest)
+	}
+	line(0, "invoke", "acquire", "")
+	line(1, "ok", "acquire", "")
+	line(2, "invoke", "read", "")
+	line(3, "ok", "read", fmt.Sprintf(", :value [:r %d %s]", k, read))
+	app := fmt.Sprintf(", :value [:append %d %d]", k, e)
+	line(4, "invoke", "append", app)
+	line(5, typ, "append", app)
+	if typ != "info" {
+		line(6, "invoke", "release", "")
+		line(7, "ok", "release", "")
+	}
+	return b.String()
+}
+
+func listFinal(t int64, lists string) string {
+	return fmt.Sprintf("{:type :invoke, :f :read, :process 9, :time %d, :final? true}\n{:type :ok, :f :read, :process 9, :time %d, :final? true, :value %s}\n", t*1e6, (t+1)*1e6, lists)
+}
+
+func TestListAppend(t *testing.T) {
+	// The first lost element's :overwritten-by, by case.
+	overwriters := map[string]int64{"a lost update: both read the same list": 13, "a delayed write lands last": 5}
+	for _, tc := range []struct {
+		name    string
+		history string
+		valid   Validity
+		words   []string // in the explanation
+		figures map[string]int64
+	}{
+		{"serial appends, rotated keys",
+			listSec(0, 0, 0, "[]", 1, "ok") + listSec(1, 10, 0, "[1]", 2, "ok") + listSec(0, 20, 1, "[]", 3, "ok") +
+				listFinal(40, "[[:r 0 [1 2]] [:r 1 [3]]]"),
+			Valid, nil, map[string]int64{"appends": 3, "keys": 2, "final-elements": 3, "lost-count": 0, "overlapping-sections": 0}},
+		{"a lost update: both read the same list",
+			listSec(0, 0, 0, "[]", 1, "ok") + listSec(1, 3, 0, "[]", 2, "ok") + listFinal(40, "[[:r 0 [2]]]"),
+			Invalid, []string{"1 acknowledged appends are missing", "element 1 of key 0, appended by op 5 (process 0): op 13 (process 1) read the same list, appended 2 and landed after it"},
+			map[string]int64{"lost-count": 1, "overlapping-sections": 2}},
+		{"a stale writer drops what came after its read",
+			listSec(0, 0, 0, "[]", 1, "ok") + listSec(1, 10, 0, "[1]", 2, "ok") + listSec(2, 20, 0, "[1 2]", 3, "ok") +
+				listSec(1, 30, 0, "[1]", 4, "ok") + listFinal(40, "[[:r 0 [1 4]]]"),
+			Invalid, []string{"2 acknowledged appends are missing", "element 2 of key 0, appended by op 13 (process 1): op 29 (process 1) read the same list, appended 4",
+				"1 section reads are not a prefix", "op 19 (process 2) read 2 elements of key 0, and its element 1 is 2 where the final list has 4"},
+			map[string]int64{"lost-count": 2, "bad-read-count": 1}},
+		{"a delayed write lands last",
+			listSec(0, 0, 0, "[]", 1, "ok") + listSec(1, 10, 0, "[1]", 2, "ok") + listFinal(40, "[[:r 0 [1]]]"),
+			Invalid, []string{"element 2 of key 0, appended by op 13 (process 1): op 5 (process 0) wrote key 0's list without it, appending 1 to a list of 0 it had read"},
+			map[string]int64{"lost-count": 1, "bad-read-count": 0}},
+		{"an append of unknown outcome may be there or not",
+			listSec(0, 0, 0, "[]", 1, "info") + listSec(1, 10, 0, "[1]", 2, "ok") + listSec(2, 20, 0, "[1 2]", 3, "info") +
+				listFinal(40, "[[:r 0 [1 2]]]"),
+			Valid, nil, map[string]int64{"info-appends": 2, "info-appends-landed": 1}},
+		{"a retry applied twice",
+			listSec(0, 0, 0, "[]", 1, "info") + listSec(1, 10, 0, "[1]", 1, "ok") + listFinal(40, "[[:r 0 [1 1]]]"),
+			Invalid, []string{"1 elements appear more than once", "1 is 2 times in key 0's final list, appended by op 5 (process 0, outcome unknown) and op 11 (process 1, ok)"},
+			map[string]int64{"duplicated-count": 1}},
+		{"a failed append is there",
+			listSec(0, 0, 0, "[]", 1, "fail") + listFinal(40, "[[:r 0 [1]]]"),
+			Invalid, []string{"1 failed appends are in a final list", "op 5 (process 0) failed, but key 0's final list holds its element 1"},
+			map[string]int64{"failed-visible-count": 1}},
+		{"an element nobody appended",
+			listSec(0, 0, 0, "[]", 1, "ok") + listFinal(40, "[[:r 0 [1 7]]]"),
+			Invalid, []string{"key 0's final list holds 7, which no append wrote"}, map[string]int64{"unknown-element-count": 1}},
+		{"an acknowledged append to a key the final read lacks",
+			listSec(0, 0, 3, "[]", 1, "ok") + listFinal(40, "[]"),
+			Invalid, []string{"element 1 of key 3", "key 3's final list has no write to blame"}, map[string]int64{"lost-count": 1}},
+		{"no final read",
+			listSec(0, 0, 0, "[]", 1, "ok"), Unknown, []string{"no final read of the lists"}, nil},
+		{"an unreadable append",
+			strings.Replace(listSec(0, 0, 0, "[]", 1, "ok"), "[:append 0 1]", "[:append 0 \"x\"]", 2) + listFinal(40, "[[:r 0 []]]"),
+			Unknown, []string{"1 ops cannot be read as list-append ops", "op 4 (process 0, :append) has :value [:append 0 \"x\"]"}, nil},
+		{"an unreadable final read",
+			listSec(0, 0, 0, "[]", 1, "ok") + listFinal(40, "{0 [1]}"),
+			Unknown, []string{"the final read, op 9, has :value {0 [1]}"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops, err := history.ReadAll(strings.NewReader(tc.history), tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m, err := Detect(ops); err != nil || m != ModelListAppend {
+				t.Fatalf("Detect = %q, %v; want %s", m, err, ModelListAppend)
+			}
+			rs, err := Check(context.Background(), ops, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, ok := rs.Check(ModelListAppend)
+			if !ok {
+				t.Fatalf("no %s result in %+v", ModelListAppend, rs)
+			}
+			if r.Valid != tc.valid {
+				t.Errorf("valid = %v, want %v: %s", r.Valid, tc.valid, r.Explanation)
+			}
+			for _, w := range tc.words {
+				if !strings.Contains(r.Explanation, w) {
+					t.Errorf("explanation %q lacks %q", r.Explanation, w)
+				}
+			}
+			if want, ok := overwriters[tc.name]; ok {
+				lost, _ := r.Get("lost").([]any)
+				if len(lost) == 0 || lost[0].(map[history.Keyword]any)["overwritten-by"] != want {
+					t.Errorf("lost = %v, want the first overwritten by op %d", lost, want)
+				}
+			}
+			for k, want := range tc.figures {
+				if got := r.Get(k); got != want {
+					t.Errorf("%s = %v, want %d", k, got, want)
+				}
+			}
+		})
+	}
+}
