@@ -210,20 +210,20 @@ func microOp(v any, f history.Keyword) (int64, any, bool) {
 	return k, m[2], ok
 }
 
-// listFigures are what the list-append check counts.
+// listFigures are what the list-append check counts. Those a lock's
+// sections share with the counter's (lost, elements, overlapping) are
+// said as LockCounterFigures, by Stream.listAppend; fields has the rest.
 type listFigures struct {
-	appends, infoAppends, failedAppends, landedInfo int64
-	lost, duplicated, badReads, failedVisible       int64
-	unknownElements, keys, elements, overlapping    int64
+	failedAppends, landedInfo                    int64
+	lost, duplicated, badReads, failedVisible    int64
+	unknownElements, keys, elements, overlapping int64
 }
 
 func (f listFigures) fields() []Field {
 	return []Field{
-		{"appends", f.appends}, {"info-appends", f.infoAppends}, {"failed-appends", f.failedAppends},
-		{"info-appends-landed", f.landedInfo}, {"keys", f.keys}, {"final-elements", f.elements},
-		{"lost-count", f.lost}, {"duplicated-count", f.duplicated}, {"bad-read-count", f.badReads},
+		{"failed-appends", f.failedAppends}, {"info-appends-landed", f.landedInfo}, {"keys", f.keys},
+		{"duplicated-count", f.duplicated}, {"bad-read-count", f.badReads},
 		{"failed-visible-count", f.failedVisible}, {"unknown-element-count", f.unknownElements},
-		{"overlapping-sections", f.overlapping},
 	}
 }
 
@@ -245,36 +245,62 @@ func (l *listFinding) note(words func() string, ev func() any) {
 	l.n++
 }
 
-// listAppend is the :list-append verdict on what the Stream kept.
-func (s *Stream) listAppend() (r Result) {
+// listAppend is the :list-append verdict on what the Stream kept. Its
+// figures begin with those of a lock's sections that a lock-counter
+// result has (Result.LockCounter, under the same names), for the tables
+// that compare runs of either: writes are the acknowledged appends, final
+// the elements the final lists hold, and the lost updates the lost
+// appends.
+func (s *Stream) listAppend() Result {
 	c := s.lists
 	if c == nil {
 		c = newListCheck()
 	}
-	return c.result(&s.secs)
+	r, lf := c.result(&s.secs)
+	lockOverlapping := overlapSweep{keep: anySection}
+	s.secs.eachByStart(lockOverlapping.add)
+	lo, _ := lockOverlapping.end()
+	k, secs := s.counts, &s.secs
+	f := LockCounterFigures{
+		Sections: int64(secs.n), LeasedSections: int64(secs.leased), LateWrites: int64(secs.late),
+		Writes: int64(k.writes), InfoWrites: int64(k.infoWrites + c.unfinished()),
+		Counted: c.final != nil, Final: lf.elements, LostMin: lf.lost, LostMax: lf.lost,
+		Overlapping: lf.overlapping, LockOverlapping: int64(lo),
+		StaleRejected: int64(k.rejected), ChangeRejected: int64(k.changed),
+		Pauses: int64(len(s.pauses.pauses)), Faults: int64(k.faults), InfoOps: int64(k.infoOps),
+	}
+	r.lockCounter = &f
+	r.Fields = append(f.fields(), r.Fields...)
+	return r
 }
 
-// result is the :list-append verdict, with secs the history's sections.
-func (c *listCheck) result(secs *sectionSet) (r Result) {
+// unfinished counts the appends that never completed.
+func (c *listCheck) unfinished() int {
+	n := 0
+	for _, a := range c.appends {
+		if a.done < 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// result is the :list-append verdict, with secs the history's sections,
+// and its figures.
+func (c *listCheck) result(secs *sectionSet) (r Result, f listFigures) {
 	const name = ModelListAppend
 	defer recovered(name, &r)
 	r.Name, r.Valid = name, Valid
-	var f listFigures
 	if err := secs.done(); err != nil {
-		return Result{Name: name, Valid: Unknown, Explanation: err.Error()}
+		return Result{Name: name, Valid: Unknown, Explanation: err.Error()}, f
 	}
 	sweep := overlapSweep{keep: mayHaveWritten}
 	secs.eachByStart(sweep.add)
 	n, pairs := sweep.end()
 	f.overlapping, r.Fields = int64(n), []Field{{"overlaps", pairs}}
 	for _, a := range c.appends {
-		switch a.typ {
-		case history.Ok:
-			f.appends++
-		case history.Fail:
+		if a.typ == history.Fail {
 			f.failedAppends++
-		default:
-			f.infoAppends++
 		}
 	}
 	switch {
@@ -291,7 +317,7 @@ func (c *listCheck) result(secs *sectionSet) (r Result) {
 		}
 	}
 	r.Fields = append(f.fields(), r.Fields...)
-	return r
+	return r, f
 }
 
 // judge holds the appends and reads to the final lists, filling in f; it

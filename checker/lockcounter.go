@@ -227,13 +227,13 @@ func (c *lcCounts) add(o history.Op) {
 		c.infoOps++ // the workers' ops: a lock's own renewals are not theirs
 	}
 	switch {
-	case o.F == history.FWrite && o.Type == history.Ok:
+	case history.IsWrite(o.F) && o.Type == history.Ok:
 		c.writes++
-	case o.F == history.FWrite && o.Type == history.Info:
+	case history.IsWrite(o.F) && o.Type == history.Info:
 		c.infoWrites++
-	case o.Type == history.Fail && o.Error == history.ErrStaleFence && (o.F == history.FWrite || o.F == history.FRead):
+	case o.Type == history.Fail && o.Error == history.ErrStaleFence && (history.IsWrite(o.F) || o.F == history.FRead):
 		c.rejected++
-	case o.F == history.FWrite && o.Type == history.Fail && o.Error == history.ErrChanged:
+	case history.IsWrite(o.F) && o.Type == history.Fail && o.Error == history.ErrChanged:
 		c.changed++
 	}
 }

@@ -176,3 +176,8 @@ func Searched(name string) bool {
 	k, ok := modelKindOf(name)
 	return ok && k.problem != nil
 }
+
+// SectionFigures reports whether the result of the model called name
+// carries the figures of a lock's sections (LockCounterFigures, under the
+// names results.edn gives them): a streamed model's does.
+func SectionFigures(name string) bool { return streamed(name) }

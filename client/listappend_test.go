@@ -100,8 +100,8 @@ func TestListAppendGuards(t *testing.T) {
 					t.Errorf("process %d's append: %s %v, want %s", o.Process, o.Type, o.Error, want)
 				}
 			}
-			if got := res.Get("lost-count"); got != tc.lost {
-				t.Errorf("lost-count = %v, want %d: %s", got, tc.lost, res.Explanation)
+			if got := res.Get("lost-min"); got != tc.lost {
+				t.Errorf("lost-min = %v, want %d: %s", got, tc.lost, res.Explanation)
 			}
 			if wantValid := tc.lost == 0; (res.Valid == checker.Valid) != wantValid {
 				t.Errorf("valid = %v, want %v: %s", res.Valid, wantValid, res.Explanation)
@@ -130,8 +130,8 @@ func TestListAppendKeys(t *testing.T) {
 		w.Section(ctx)
 	}
 	_, res := r.listHistory(t)
-	if res.Valid != checker.Valid || res.Get("keys") != int64(3) || res.Get("final-elements") != int64(5) {
-		t.Errorf("valid %v, keys %v, final-elements %v; want true, 3, 5: %s", res.Valid, res.Get("keys"), res.Get("final-elements"), res.Explanation)
+	if res.Valid != checker.Valid || res.Get("keys") != int64(3) || res.Get("final") != int64(5) {
+		t.Errorf("valid %v, keys %v, final %v; want true, 3, 5: %s", res.Valid, res.Get("keys"), res.Get("final"), res.Explanation)
 	}
 	ids := []client.WriteID{{Process: 0, Section: 1}, {Process: 0, Section: 5}, {Process: 0, Section: 6}}
 	got, err := l.Audited(ctx, ids)

@@ -190,7 +190,7 @@ func Settings() []Setting {
 		{Flag: "lock", Key: "lock", keyword: true, Usage: "the lock under test: " + strings.Join(client.LockNames(), ", ") + ", or exec:COMMAND (a lock adapter)",
 			goName: "Lock", get: func(c Config) any { return c.Lock }, set: setString(func(c *Config) *string { return &c.Lock })},
 		guardSetting(),
-		{Flag: "workload", Key: "workload", keyword: true, Usage: "what each section does with the resource in PostgreSQL: " + workloadUsage(),
+		{Flag: "workload", Key: "workload", Shared: true, keyword: true, Usage: "what each section does with the resource in PostgreSQL: " + workloadUsage(),
 			DefaultText: WorkloadCounter,
 			goName:      "Workload", get: func(c Config) any { return c.workload().name }, set: setString(func(c *Config) *string { return &c.Workload }),
 			kept: func(c Config) bool { return c.workload().name != WorkloadCounter },

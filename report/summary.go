@@ -173,8 +173,8 @@ func Describe(t map[history.Keyword]any) string {
 	return s
 }
 
-// checks lists the checks of results.edn, and the key figures of the
-// lock-counter one.
+// checks lists the checks of results.edn, and the key figures of the one
+// with a lock's sections' (the lock-counter's, the list-append's).
 func checks(res map[history.Keyword]any) ([]Check, string) {
 	var out []Check
 	var figures string
@@ -191,7 +191,7 @@ func checks(res map[history.Keyword]any) ([]Check, string) {
 		c := Check{Name: k, Verdict: verdict(m["valid?"])}
 		c.Explanation, _ = m["explanation"].(string)
 		out = append(out, c)
-		if k != checker.ModelLockCounter {
+		if !checker.SectionFigures(k) {
 			continue
 		}
 		if f, ok := checker.ReadLockCounterFigures(m); ok {

@@ -33,7 +33,7 @@ const (
 
 // pauseTestSetting says whether pause-test takes the setting s of run too.
 func pauseTestSetting(s harness.Setting) bool {
-	return slices.Contains([]string{"lease", "retry", "op-timeout", "adapter-hello", "adapter-store", "nodes", "redis-url", "postgres-url", "store", "counter-id"}, s.Flag)
+	return slices.Contains([]string{"lease", "retry", "op-timeout", "adapter-hello", "adapter-store", "nodes", "redis-url", "postgres-url", "store", "counter-id", "workload"}, s.Flag)
 }
 
 func pauseTestFlags() []cli.Flag {

@@ -8,7 +8,7 @@ import (
 	"github.com/hiatus-dev/hiatus/checker"
 )
 
-// printSummary prints the figures of a lock-counter run as a table, under
+// printSummary prints the figures of a run's sections as a table, under
 // the names results.edn gives them (docs/checkers.md defines each), then
 // the verdict and, when invalid, why.
 func printSummary(out io.Writer, dir string, rs checker.Results) {
@@ -25,8 +25,8 @@ func printSummary(out io.Writer, dir string, rs checker.Results) {
 			gloss string
 		}{
 			{"writes", f.Writes, "acknowledged writes"},
-			{"final", final, "the counter at the final read"},
-			{"lost", lost, "updates the counter is missing"},
+			{"final", final, "the counter (or the lists' elements) at the final read"},
+			{"lost", lost, "updates the final read is missing"},
 			{"overlapping-sections", f.Overlapping, "sections that overlapped another, of those that may have written"},
 			{"stale-rejected", f.StaleRejected, "writes (and fence-rmw reads) refused for a stale fence"},
 			{"change-rejected", f.ChangeRejected, "writes refused: the counter changed since their read"},

@@ -265,8 +265,10 @@ func CheckResults(f Figures, b []byte) error {
 		}
 	}
 	var lc checker.LockCounterFigures
-	if c, ok := m[history.Keyword(checker.ModelLockCounter)].(map[history.Keyword]any); ok {
-		lc, _ = checker.ReadLockCounterFigures(c)
+	for k, v := range m {
+		if c, ok := v.(map[history.Keyword]any); ok && checker.SectionFigures(string(k)) {
+			lc, _ = checker.ReadLockCounterFigures(c)
+		}
 	}
 	want, got, t := reflect.ValueOf(lc), reflect.ValueOf(f.LockCounterFigures), reflect.TypeFor[checker.LockCounterFigures]()
 	for i := range t.NumField() {
