@@ -83,6 +83,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{func(c *harness.Config) { c.Lock = "del-release" }, "--lock"}, // the lab's, not the zero Lab's
 		{func(c *harness.Config) { c.Workers = 0 }, "--workers"},
 		{func(c *harness.Config) { c.Lease = 1500 * time.Microsecond }, "whole milliseconds"},
+		{func(c *harness.Config) { c.Workload = "queue" }, `--workload "queue": want one of counter, list-append`},
 	} {
 		cfg := harness.DefaultConfig()
 		cfg.Store = t.TempDir()

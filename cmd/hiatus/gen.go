@@ -13,7 +13,7 @@ import (
 func genCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "gen",
-		Usage: "write a synthetic lock-counter history, seeded, in the format run writes",
+		Usage: "write a synthetic lock-counter (or list-append) history, seeded, in the format run writes",
 		Description: "Writes the history of a simulated run: WORKERS contend for a lease lock (--lease) and run\n" +
 			"SECTIONS critical sections (acquire, read, write the value read plus one, release; eight\n" +
 			"lines each). --lost injects lost updates: a holder is SIGSTOPped past its lease while\n" +
@@ -31,6 +31,7 @@ func genCommand() *cli.Command {
 			&cli.Int64Flag{Name: "seed", Value: 1, Usage: "seed of every choice"},
 			&cli.DurationFlag{Name: "lease", Value: gen.DefaultLease, Usage: "the lock's lease"},
 			&cli.DurationFlag{Name: "work", Value: gen.DefaultWork, Usage: "time between a section's read and its write"},
+			&cli.BoolFlag{Name: "lists", Usage: "write a list-append history (as run --workload list-append): each section appends an element to a list; a lost update loses the other's element"},
 			&cli.StringFlag{Name: "out", Usage: "write the history to `FILE` instead of stdout (a new or regular file: hiatus writes no link, pipe or device)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -39,7 +40,7 @@ func genCommand() *cli.Command {
 			}
 			cfg := gen.Config{
 				Sections: c.Int("sections"), Workers: c.Int("workers"), Lost: c.Int("lost"), Info: c.Int("info"),
-				Seed: c.Int64("seed"), Lease: c.Duration("lease"), Work: c.Duration("work"),
+				Seed: c.Int64("seed"), Lease: c.Duration("lease"), Work: c.Duration("work"), Lists: c.Bool("lists"),
 			}
 			return runGen(cfg, c.String("out"), c.App.Writer, c.App.ErrWriter)
 		},
@@ -75,7 +76,7 @@ func runGen(cfg gen.Config, out string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(stderr, "hiatus: wrote %d ops to %s: %d sections of %d workers, %d acknowledged writes, %d lost, %d :info (%d took effect); final counter %d\n",
+	fmt.Fprintf(stderr, "hiatus: wrote %d ops to %s: %d sections of %d workers, %d acknowledged writes, %d lost, %d :info (%d took effect); final %d\n",
 		st.Ops, name, cfg.Sections, cfg.Workers, st.Writes, cfg.Lost, cfg.Info, st.Happened, st.Final)
 	return nil
 }

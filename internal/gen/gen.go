@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
@@ -31,12 +32,19 @@ type Config struct {
 	// Work is the time between a section's read and its write; DefaultWork
 	// when zero.
 	Work time.Duration
+	// Lists makes it a list-append history, as a run's with --workload
+	// list-append: each section reads the current key's list and appends
+	// one element; a key takes PerKey appends (DefaultPerKey when zero).
+	Lists  bool
+	PerKey int
 }
 
 // The defaults of Config, which are those of `hiatus run`.
 const (
 	DefaultLease = 500 * time.Millisecond
 	DefaultWork  = 20 * time.Millisecond
+	// DefaultPerKey is a list's appends before the next key, as a run's.
+	DefaultPerKey = 32
 )
 
 // Stats say what Write generated.
@@ -44,7 +52,7 @@ type Stats struct {
 	Ops      int   // ops (lines) written
 	Writes   int   // acknowledged writes
 	Happened int   // writes of unknown outcome that took effect
-	Final    int64 // the counter's final value, from 0
+	Final    int64 // the counter's final value, from 0; the lists' elements
 }
 
 // Timing of the simulated run, as a run on one machine sees it.
@@ -84,7 +92,14 @@ func Write(w io.Writer, cfg Config) (Stats, error) {
 		cfg.Work = DefaultWork
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
+	if cfg.PerKey <= 0 {
+		cfg.PerKey = DefaultPerKey
+	}
 	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x68696174)), out: bw}
+	s.res = &counter{}
+	if cfg.Lists {
+		s.res = &lists{perKey: cfg.PerKey, keys: map[int64][]int64{}}
+	}
 	for i := range cfg.Workers {
 		s.workers = append(s.workers, &worker{slot: i, proc: history.Process(i)})
 	}
@@ -143,7 +158,7 @@ type sim struct {
 	rng     *rand.Rand
 	workers []*worker
 	free    int64 // when the lock is next free
-	counter int64
+	res     resource
 	pending events // ops not yet written, by time
 	seq     int64
 	out     *bufio.Writer
@@ -183,7 +198,7 @@ func (s *sim) run() {
 		case lost:
 			s.lostUpdate(w, g)
 		default:
-			end, _ := s.section(w, g, k == info, nil)
+			end := s.section(w, g, k == info, nil)
 			s.free = end
 		}
 	}
@@ -219,8 +234,8 @@ func (s *sim) next(not *worker) (*worker, int64) {
 // work, write, release. With unknown, the write times out. With pause, the
 // holder is paused after its read and pause runs the other section in the
 // meantime, returning when the pause ends. It returns when the section
-// ended and the value it read.
-func (s *sim) section(w *worker, g int64, unknown bool, pause func(at int64) int64) (end, read int64) {
+// ended.
+func (s *sim) section(w *worker, g int64, unknown bool, pause func(at int64) int64) (end int64) {
 	w.sections++
 	var b [8]byte
 	for i := range b {
@@ -230,7 +245,7 @@ func (s *sim) section(w *worker, g int64, unknown bool, pause func(at int64) int
 		"token": hex.EncodeToString(b[:]), "lease-ms": s.cfg.Lease.Milliseconds()})
 	t := s.tick(g, minRTT, maxRTT)
 	s.invoke(t, w.proc, "read", nil, nil)
-	read = s.counter
+	read := s.res.read()
 	t = s.tick(t, 2*minRTT, 2*maxRTT)
 	s.complete(t, w.proc, history.Ok, "read", read, nil, nil)
 
@@ -239,21 +254,22 @@ func (s *sim) section(w *worker, g int64, unknown bool, pause func(at int64) int
 		t = pause(t)
 	}
 	extra := map[history.Keyword]any{"section": w.sections}
-	s.invoke(t, w.proc, "write", read+1, extra)
+	f, value := s.res.next(read, int64(w.proc)*1_000_000_000+w.sections)
+	s.invoke(t, w.proc, f, value, extra)
 	switch {
 	case unknown:
 		if s.rng.IntN(2) == 0 {
-			s.counter = read + 1
+			s.res.apply(read, value)
 			s.stats.Happened++
 		}
 		t = s.tick(t, s.cfg.Lease/5, s.cfg.Lease/4)
-		s.complete(t, w.proc, history.Info, "write", read+1, "context deadline exceeded", extra)
+		s.complete(t, w.proc, history.Info, f, value, "context deadline exceeded", extra)
 		w.proc += history.Process(len(s.workers))
 	default:
-		s.counter = read + 1
+		s.res.apply(read, value)
 		s.stats.Writes++
 		t = s.tick(t, 2*minRTT, 2*maxRTT)
-		s.complete(t, w.proc, history.Ok, "write", read+1, nil, extra)
+		s.complete(t, w.proc, history.Ok, f, value, nil, extra)
 	}
 
 	t = s.tick(t, minRTT, maxRTT)
@@ -266,22 +282,22 @@ func (s *sim) section(w *worker, g int64, unknown bool, pause func(at int64) int
 	}
 	w.ready = s.tick(t, minRTT, maxRTT)
 	s.invoke(w.ready, w.proc, "acquire", nil, nil)
-	return t, read
+	return t
 }
 
 // lostUpdate runs a section of w granted at g whose holder is SIGSTOPped
 // after its read until its lease has expired and another worker has taken
-// the lock and written: w's write then writes the same value again.
+// the lock and written: w's write then writes what it made of its read,
+// over the other's (the same value again, or its list without the
+// other's element).
 func (s *sim) lostUpdate(w *worker, g int64) {
 	var otherEnd int64
-	end, _ := s.section(w, g, false, func(at int64) int64 {
-		saved := s.counter
+	end := s.section(w, g, false, func(at int64) int64 {
 		s.free = g + s.cfg.Lease.Nanoseconds()
 		other, og := s.next(w)
 		// No flush here: the pause, pushed after the other section, is
 		// earlier than all of it.
-		otherEnd, _ = s.section(other, og, false, nil)
-		s.counter = saved + 1 // the other's write; w's, to come, is the same
+		otherEnd = s.section(other, og, false, nil)
 		resume := s.tick(otherEnd, time.Millisecond, 5*time.Millisecond)
 		v := map[history.Keyword]any{"kind": nemesis.KindSigStop, "worker": int64(w.slot),
 			"pid": int64(40000 + w.slot), "process": int64(w.proc), "ms": (resume - at) / 1e6}
@@ -303,8 +319,80 @@ func (s *sim) finalRead(after int64) {
 	t := s.tick(after, 10*time.Millisecond, 20*time.Millisecond)
 	s.write(history.Op{Time: t, Type: history.Invoke, Process: p, F: "read", Extra: final})
 	t = s.tick(t, 2*minRTT, 2*maxRTT)
-	s.write(history.Op{Time: t, Type: history.Ok, Process: p, F: "read", Value: s.counter, Extra: final})
-	s.stats.Final = s.counter
+	v, n := s.res.final()
+	s.write(history.Op{Time: t, Type: history.Ok, Process: p, F: "read", Value: v, Extra: final})
+	s.stats.Final = n
+}
+
+// A resource is what the simulated sections read and write: the counter,
+// or the lists.
+type resource interface {
+	read() any                                        // a section read's :value
+	next(read any, elem int64) (history.Keyword, any) // the write's :f and :value; elem is unique
+	apply(read, value any)                            // the write lands
+	final() (value any, n int64)                      // the final read's :value, and Stats.Final
+}
+
+type counter struct{ n int64 }
+
+func (c *counter) read() any { return c.n }
+func (c *counter) next(read any, _ int64) (history.Keyword, any) {
+	return history.FWrite, read.(int64) + 1
+}
+func (c *counter) apply(_, value any)  { c.n = value.(int64) }
+func (c *counter) final() (any, int64) { return c.n, c.n }
+
+// lists are a list-append run's lists: each write writes the list it read
+// with its element appended; a key that fills moves the head on.
+type lists struct {
+	perKey int
+	key    int64
+	keys   map[int64][]int64
+}
+
+func (l *lists) read() any {
+	return []any{history.MicroR, l.key, ints(l.keys[l.key])}
+}
+
+func (l *lists) next(read any, elem int64) (history.Keyword, any) {
+	return history.FAppend, []any{history.FAppend, read.([]any)[1], elem}
+}
+
+func (l *lists) apply(read, value any) {
+	r, v := read.([]any), value.([]any)
+	k := r[1].(int64)
+	list := []int64{}
+	for _, e := range r[2].([]any) {
+		list = append(list, e.(int64))
+	}
+	list = append(list, v[2].(int64))
+	l.keys[k], l.key = list, k
+	if len(list) >= l.perKey {
+		l.key = k + 1
+	}
+}
+
+func (l *lists) final() (any, int64) {
+	ks := make([]int64, 0, len(l.keys))
+	for k := range l.keys {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	txn := make([]any, len(ks))
+	var n int64
+	for i, k := range ks {
+		txn[i] = []any{history.MicroR, k, ints(l.keys[k])}
+		n += int64(len(l.keys[k]))
+	}
+	return txn, n
+}
+
+func ints(xs []int64) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
 }
 
 // tick returns a time between lo and hi after t, on the clock's resolution.
