@@ -33,6 +33,9 @@ type listCheck struct {
 	finalOp  int64
 	bad      int
 	firstBad string
+	// blame is the write that took the first lost element's place, for
+	// the lock server's record to say which layer let it in.
+	blame []blame
 }
 
 // A listOpen is an invocation waiting for its completion.
@@ -53,6 +56,7 @@ type listRead struct {
 // A listAppend is one append, as its invocation said it and as it ended.
 type listAppend struct {
 	inv, done int64 // op ids; done is -1 when it never completed
+	invTime   int64 // its invocation's :time
 	process   history.Process
 	key, elem int64
 	typ       history.Type // :info until it completes
@@ -134,7 +138,7 @@ func (c *listCheck) invoke(id int64, o history.Op) {
 			read = -1
 		}
 		in.append = len(c.appends)
-		c.appends = append(c.appends, listAppend{inv: id, done: -1, process: o.Process, key: k, elem: e, typ: history.Info, read: read})
+		c.appends = append(c.appends, listAppend{inv: id, done: -1, invTime: o.Time, process: o.Process, key: k, elem: e, typ: history.Info, read: read})
 	}
 	c.open.Set(o.Process, in)
 }
@@ -313,7 +317,7 @@ func (c *listCheck) result(secs *sectionSet) (r Result, f listFigures) {
 	default:
 		r.Explanation, r.Fields = c.judge(&f, r.Fields)
 		if r.Explanation != "" {
-			r.Valid = Invalid
+			r.Valid, r.blame = Invalid, c.blame
 		}
 	}
 	r.Fields = append(f.fields(), r.Fields...)
@@ -344,6 +348,12 @@ func (c *listCheck) judge(f *listFigures, fields []Field) (string, []Field) {
 		present := pos[a.key][a.elem] > 0
 		switch {
 		case a.typ == history.Ok && !present:
+			if lost.n == 0 {
+				if w, _ := c.overwriter(a, byElem); w >= 0 {
+					o := c.appends[w]
+					c.blame = []blame{{o.process, o.invTime}}
+				}
+			}
 			lost.note(func() string { return c.lostWords(a, byElem) },
 				func() any { return c.lostEvidence(a, byElem) })
 		case a.typ == history.Fail && present:

@@ -469,7 +469,15 @@ func (s *Stream) results(k modelKind, initial any, truncated bool, linear func()
 	defer s.Close()
 	var rs Results
 	if k.streamCheck != nil {
-		rs.Add(k.streamCheck(s))
+		// The lock's own checks (its anomalies, the server's record) are
+		// the lock's, whatever the sections did with the resource.
+		r := k.streamCheck(s)
+		s.matchRecord()
+		s.layer(&r, nil)
+		rs.Add(r)
+		for _, r := range s.anomalies() {
+			rs.Add(r)
+		}
 	} else {
 		s.lockCounterResults(&rs, initial.(int64), linear)
 	}
