@@ -406,7 +406,7 @@ func writeHistory(ctx context.Context, cfg Config, env *env, run store.Run, col 
 	if err := out.Close(); err != nil {
 		return err
 	}
-	lg.logf("history: %d ops, %d :info writes settled from counter_audit", rd.stream.Ops(), settled)
+	lg.logf("history: %d ops, %d :info writes settled from the audit table", rd.stream.Ops(), settled)
 	return nil
 }
 

@@ -50,6 +50,6 @@ func (e *env) settle(ctx context.Context, cfg Config, ids []client.WriteID, lg *
 	for _, id := range ids {
 		asked[id] = true
 	}
-	lg.logf("resolving %d :info writes from counter_audit: %d took effect", len(asked), len(audited))
+	lg.logf("resolving %d :info writes from the audit table: %d took effect", len(asked), len(audited))
 	return asked, audited
 }
