@@ -2,8 +2,6 @@ package checker
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/hiatus-dev/hiatus/history"
 )
@@ -41,6 +39,7 @@ type listCheck struct {
 // A listOpen is an invocation waiting for its completion.
 type listOpen struct {
 	id     int64
+	time   int64
 	f      history.Keyword
 	append int // index into appends; -1 for another op
 }
@@ -49,18 +48,22 @@ type listOpen struct {
 type listRead struct {
 	op      int64
 	process history.Process
+	invTime int64 // its invocation's :time; -1 when the invocation was not seen
 	key     int64
 	elems   []int64
 }
 
 // A listAppend is one append, as its invocation said it and as it ended.
 type listAppend struct {
-	inv, done int64 // op ids; done is -1 when it never completed
-	invTime   int64 // its invocation's :time
-	process   history.Process
-	key, elem int64
-	typ       history.Type // :info until it completes
-	read      int          // the section's read, as an index into reads; -1 for none
+	inv, done         int64 // op ids; done is -1 when it never completed
+	invTime, doneTime int64 // their :time
+	process           history.Process
+	key, elem         int64
+	typ               history.Type // :info until it completes
+	// late: an :ok the run's audit table settled after the fact; its
+	// :time is its :info's, not when it landed, which may be later.
+	late bool
+	read int // the section's read of the key it appends to, as an index into reads; -1 for none
 }
 
 // id names the append by its completion, or by its invocation when it
@@ -103,27 +106,31 @@ func (c *listCheck) add(pos int, o history.Op) {
 	if ok && inv.f == o.F {
 		c.open.Delete(o.Process)
 	} else {
-		inv = listOpen{append: -1} // the rules of a history are the history check's
+		inv = listOpen{time: -1, append: -1} // the rules of a history are the history check's
 	}
 	switch {
 	case o.F == history.FAppend && inv.append >= 0:
 		a := &c.appends[inv.append]
-		a.done, a.typ = id, o.Type
+		a.done, a.doneTime, a.typ, a.late = id, o.Time, o.Type, resolvedLate(o)
 	case o.F == history.FRead && o.Type == history.Ok && o.Get(history.KeyFinal) == true:
 		c.readFinal(id, o.Value)
 	case o.F == history.FRead && o.Type == history.Ok:
-		k, elems, ok := keyList(o.Value)
-		if !ok {
-			c.unreadable(id, o, "a read of one key, [:r key [element …]]")
-			return
-		}
-		c.section.Set(o.Process, len(c.reads))
-		c.reads = append(c.reads, listRead{op: id, process: o.Process, key: k, elems: elems})
+		c.read(id, inv.time, o)
 	}
 }
 
+func (c *listCheck) read(id, invTime int64, o history.Op) {
+	k, elems, ok := keyList(o.Value)
+	if !ok {
+		c.unreadable(id, o, readWant)
+		return
+	}
+	c.section.Set(o.Process, len(c.reads))
+	c.reads = append(c.reads, listRead{op: id, process: o.Process, invTime: invTime, key: k, elems: elems})
+}
+
 func (c *listCheck) invoke(id int64, o history.Op) {
-	in := listOpen{id: id, f: o.F, append: -1}
+	in := listOpen{id: id, time: o.Time, f: o.F, append: -1}
 	switch o.F {
 	case history.FAcquire:
 		c.section.Set(o.Process, -1)
@@ -134,11 +141,12 @@ func (c *listCheck) invoke(id int64, o history.Op) {
 			break
 		}
 		read, ok := c.section.Get(o.Process)
-		if !ok {
-			read = -1
+		if !ok || read >= 0 && c.reads[read].key != k {
+			read = -1 // no read of the key it appends to
 		}
 		in.append = len(c.appends)
-		c.appends = append(c.appends, listAppend{inv: id, done: -1, invTime: o.Time, process: o.Process, key: k, elem: e, typ: history.Info, read: read})
+		c.appends = append(c.appends, listAppend{inv: id, done: -1, invTime: o.Time, doneTime: -1, process: o.Process,
+			key: k, elem: e, typ: history.Info, read: read})
 	}
 	c.open.Set(o.Process, in)
 }
@@ -146,30 +154,47 @@ func (c *listCheck) invoke(id int64, o history.Op) {
 func (c *listCheck) unreadable(id int64, o history.Op, want string) {
 	c.bad++
 	if c.firstBad == "" {
-		c.firstBad = fmt.Sprintf("op %d (process %v, :%s) has :value %s, not %s", id, o.Process, o.F, canon(o.Value), want)
+		c.firstBad = unreadableWords(id, o, want)
 	}
 }
 
-// readFinal takes the final read's :value, [[:r key [element …]] …].
+func unreadableWords(id int64, o history.Op, want string) string {
+	return fmt.Sprintf("op %d (process %v, :%s) has :value %s, not %s", id, o.Process, o.F, canon(o.Value), want)
+}
+
+// readWant is what a list-append read's :value must be.
+const readWant = "a read of one key, [:r key [element …]]"
+
+// readFinal takes the final read's :value, [[:r key [element …]] …],
+// each key once. A second final read makes the history one the check
+// cannot judge: which of them is final?
 func (c *listCheck) readFinal(id int64, v any) {
 	txn, ok := v.([]any)
 	final := map[int64][]int64{}
 	for _, m := range txn {
 		k, elems, okm := keyList(m)
-		if !okm {
+		_, twice := final[k]
+		if !okm || twice {
 			ok = false
 			break
 		}
 		final[k] = elems
 	}
-	if !ok {
-		c.bad++
-		if c.firstBad == "" {
-			c.firstBad = fmt.Sprintf("the final read, op %d, has :value %s, not [[:r key [element …]] …]", id, canon(v))
-		}
-		return
+	switch {
+	case !ok:
+		c.badFinal(fmt.Sprintf("the final read, op %d, has :value %s, not [[:r key [element …]] …] with each key once", id, canon(v)))
+	case c.finalOp >= 0:
+		c.badFinal(fmt.Sprintf("op %d is a second final read (the first is op %d)", id, c.finalOp))
+	default:
+		c.final, c.finalOp = final, id
 	}
-	c.final, c.finalOp = final, id
+}
+
+func (c *listCheck) badFinal(why string) {
+	c.bad++
+	if c.firstBad == "" {
+		c.firstBad = why
+	}
 }
 
 // keyList reads [:r key [element …]]; a nil list is an empty one.
@@ -218,16 +243,20 @@ func microOp(v any, f history.Keyword) (int64, any, bool) {
 // sections share with the counter's (lost, elements, overlapping) are
 // said as LockCounterFigures, by Stream.listAppend; fields has the rest.
 type listFigures struct {
-	failedAppends, landedInfo                    int64
-	lost, duplicated, badReads, failedVisible    int64
-	unknownElements, keys, elements, overlapping int64
+	counted                        bool // the lists were judged: a final read, every op readable
+	failedAppends, landedInfo      int64
+	lost, maybeLost, provenInfo    int64 // lost: acknowledged, or :info that reads saw; maybeLost: :info that may have landed
+	duplicated, badReads, stale    int64
+	failedVisible, unknownElements int64
+	misplaced, keys, elements      int64
+	overlapping                    int64
 }
 
 func (f listFigures) fields() []Field {
 	return []Field{
 		{"failed-appends", f.failedAppends}, {"info-appends-landed", f.landedInfo}, {"keys", f.keys},
-		{"duplicated-count", f.duplicated}, {"bad-read-count", f.badReads},
-		{"failed-visible-count", f.failedVisible}, {"unknown-element-count", f.unknownElements},
+		{"duplicated-count", f.duplicated}, {"bad-read-count", f.badReads}, {"stale-read-count", f.stale},
+		{"misplaced-count", f.misplaced}, {"failed-visible-count", f.failedVisible}, {"unknown-element-count", f.unknownElements},
 	}
 }
 
@@ -268,7 +297,7 @@ func (s *Stream) listAppend() Result {
 	f := LockCounterFigures{
 		Sections: int64(secs.n), LeasedSections: int64(secs.leased), LateWrites: int64(secs.late),
 		Writes: int64(k.writes), InfoWrites: int64(k.infoWrites + c.unfinished()),
-		Counted: c.final != nil, Final: lf.elements, LostMin: lf.lost, LostMax: lf.lost,
+		Counted: lf.counted, Final: lf.elements, LostMin: lf.lost, LostMax: lf.lost + lf.maybeLost, ProvenWrites: lf.provenInfo,
 		Overlapping: lf.overlapping, LockOverlapping: int64(lo),
 		StaleRejected: int64(k.rejected), ChangeRejected: int64(k.changed),
 		Pauses: int64(len(s.pauses.pauses)), Faults: int64(k.faults), InfoOps: int64(k.infoOps),
@@ -315,6 +344,7 @@ func (c *listCheck) result(secs *sectionSet) (r Result, f listFigures) {
 		r.Valid = Unknown
 		r.Explanation = "the history has no final read of the lists, so lost appends cannot be told"
 	default:
+		f.counted = true
 		r.Explanation, r.Fields = c.judge(&f, r.Fields)
 		if r.Explanation != "" {
 			r.Valid, r.blame = Invalid, c.blame
@@ -322,208 +352,6 @@ func (c *listCheck) result(secs *sectionSet) (r Result, f listFigures) {
 	}
 	r.Fields = append(f.fields(), r.Fields...)
 	return r, f
-}
-
-// judge holds the appends and reads to the final lists, filling in f; it
-// returns the words for what is wrong ("" for nothing) and the evidence.
-func (c *listCheck) judge(f *listFigures, fields []Field) (string, []Field) {
-	pos := make(map[int64]map[int64]int, len(c.final)) // key -> element -> count in its final list
-	for k, elems := range c.final {
-		f.keys++
-		f.elements += int64(len(elems))
-		m := make(map[int64]int, len(elems))
-		for _, e := range elems {
-			m[e]++
-		}
-		pos[k] = m
-	}
-	byElem := make(map[int64]int, len(c.appends)) // element -> its first append
-	for i, a := range c.appends {
-		if _, ok := byElem[a.elem]; !ok {
-			byElem[a.elem] = i
-		}
-	}
-	var lost, dup, bad, failed, unknown listFinding
-	for _, a := range c.appends {
-		present := pos[a.key][a.elem] > 0
-		switch {
-		case a.typ == history.Ok && !present:
-			if lost.n == 0 {
-				if w, _ := c.overwriter(a, byElem); w >= 0 {
-					o := c.appends[w]
-					c.blame = []blame{{o.process, o.invTime}}
-				}
-			}
-			lost.note(func() string { return c.lostWords(a, byElem) },
-				func() any { return c.lostEvidence(a, byElem) })
-		case a.typ == history.Fail && present:
-			failed.note(func() string {
-				return fmt.Sprintf("op %d (process %v) failed, but key %d's final list holds its element %d", a.done, a.process, a.key, a.elem)
-			}, func() any { return map[history.Keyword]any{"op": a.done, "key": a.key, "element": a.elem} })
-		case a.typ == history.Info && present:
-			f.landedInfo++
-		}
-	}
-	for _, k := range sortedKeys(c.final) {
-		for _, e := range c.final[k] {
-			n := pos[k][e]
-			if n > 1 {
-				pos[k][e] = 0 // one finding an element
-				dup.note(func() string { return c.dupWords(k, e, n, byElem) },
-					func() any { return map[history.Keyword]any{"key": k, "element": e, "count": int64(n)} })
-			}
-			if _, ok := byElem[e]; !ok && n > 0 {
-				unknown.note(func() string { return fmt.Sprintf("key %d's final list holds %d, which no append wrote", k, e) },
-					func() any { return map[history.Keyword]any{"key": k, "element": e} })
-			}
-		}
-	}
-	for _, rd := range c.reads {
-		if j, ok := notPrefix(rd.elems, c.final[rd.key]); ok {
-			bad.note(func() string { return c.badReadWords(rd, j) },
-				func() any {
-					return map[history.Keyword]any{"op": rd.op, "key": rd.key, "read": ints(rd.elems), "final": ints(c.final[rd.key])}
-				})
-		}
-	}
-	f.lost, f.duplicated, f.badReads, f.failedVisible, f.unknownElements = lost.n, dup.n, bad.n, failed.n, unknown.n
-	var words []string
-	for _, w := range []struct {
-		l    listFinding
-		what string
-	}{
-		{lost, "acknowledged appends are missing from their key's final list (lost)"},
-		{dup, "elements appear more than once in a final list (duplicated)"},
-		{bad, "section reads are not a prefix of their key's final list"},
-		{failed, "failed appends are in a final list"},
-		{unknown, "elements of a final list were written by no append"},
-	} {
-		if w.l.n > 0 {
-			words = append(words, fmt.Sprintf("%d %s; first: %s", w.l.n, w.what, w.l.first))
-		}
-	}
-	fields = append(fields, Field{"lost", lost.evidence}, Field{"duplicated", dup.evidence},
-		Field{"bad-reads", bad.evidence}, Field{"failed-visible", failed.evidence}, Field{"unknown-elements", unknown.evidence})
-	return strings.Join(words, "; "), fields
-}
-
-// overwriter finds the append whose write took a's place in its key's
-// final list: the first element where the final list and the list a wrote
-// (its section's read, then its element) part; when the final list is a
-// prefix of what a read, the last write, which wrote the shorter list.
-// sameRead says the two writes read the same list: a lost update. It
-// returns -1 when the final list is empty.
-func (c *listCheck) overwriter(a listAppend, byElem map[int64]int) (int, bool) {
-	var read []int64
-	if a.read >= 0 {
-		read = c.reads[a.read].elems
-	}
-	final := c.final[a.key]
-	wrote := append(slices.Clip(read), a.elem)
-	j := 0
-	for j < len(final) && j < len(wrote) && final[j] == wrote[j] {
-		j++
-	}
-	if j == len(final) {
-		j = len(final) - 1
-	}
-	if j < 0 {
-		return -1, false
-	}
-	w, ok := byElem[final[j]]
-	if !ok {
-		return -1, false
-	}
-	return w, j == len(read)
-}
-
-func (c *listCheck) lostWords(a listAppend, byElem map[int64]int) string {
-	s := fmt.Sprintf("element %d of key %d, appended by op %d (process %v)", a.elem, a.key, a.done, a.process)
-	w, same := c.overwriter(a, byElem)
-	switch {
-	case w < 0:
-		return s + fmt.Sprintf("; key %d's final list has no write to blame", a.key)
-	case same:
-		o := c.appends[w]
-		return s + fmt.Sprintf(": op %d (process %v) read the same list, appended %d and landed after it", o.id(), o.process, o.elem)
-	}
-	o := c.appends[w]
-	return s + fmt.Sprintf(": op %d (process %v) wrote key %d's list without it, appending %d to a list of %d it had read", o.id(), o.process, a.key, o.elem, c.readLen(o))
-}
-
-func (c *listCheck) readLen(a listAppend) int {
-	if a.read < 0 {
-		return 0
-	}
-	return len(c.reads[a.read].elems)
-}
-
-func (c *listCheck) lostEvidence(a listAppend, byElem map[int64]int) any {
-	m := map[history.Keyword]any{"op": a.done, "process": int64(a.process), "key": a.key, "element": a.elem}
-	if w, _ := c.overwriter(a, byElem); w >= 0 {
-		m["overwritten-by"] = c.appends[w].id()
-	}
-	return m
-}
-
-func (c *listCheck) dupWords(k, e int64, n int, byElem map[int64]int) string {
-	s := fmt.Sprintf("%d is %d times in key %d's final list", e, n, k)
-	var ops []string
-	for _, a := range c.appends {
-		if a.elem == e {
-			ops = append(ops, fmt.Sprintf("op %d (process %v, %s)", a.id(), a.process, typeWord(a.typ)))
-		}
-	}
-	if len(ops) == 0 {
-		return s + ", and no append wrote it"
-	}
-	return s + ", appended by " + strings.Join(ops, " and ")
-}
-
-func typeWord(t history.Type) string {
-	switch t {
-	case history.Ok:
-		return "ok"
-	case history.Fail:
-		return "failed"
-	}
-	return "outcome unknown"
-}
-
-func (c *listCheck) badReadWords(rd listRead, j int) string {
-	final := c.final[rd.key]
-	s := fmt.Sprintf("op %d (process %v) read %d elements of key %d", rd.op, rd.process, len(rd.elems), rd.key)
-	if j >= len(final) {
-		return s + fmt.Sprintf(", but its final list has %d", len(final))
-	}
-	return s + fmt.Sprintf(", and its element %d is %d where the final list has %d", j, rd.elems[j], final[j])
-}
-
-// notPrefix returns the first position where read is not final's prefix.
-func notPrefix(read, final []int64) (int, bool) {
-	for j, e := range read {
-		if j >= len(final) || final[j] != e {
-			return j, true
-		}
-	}
-	return 0, false
-}
-
-func sortedKeys(m map[int64][]int64) []int64 {
-	ks := make([]int64, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
-
-func ints(xs []int64) []any {
-	out := make([]any, len(xs))
-	for i, x := range xs {
-		out[i] = x
-	}
-	return out
 }
 
 // emptyInitial: the lists start empty; the model takes no initial value.

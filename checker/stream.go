@@ -47,8 +47,11 @@ type Stream struct {
 	roomed bool
 
 	// lists is the list-append check, from the first op that reads or
-	// writes a list; nil in a history with none.
-	lists *listCheck
+	// writes a list; nil in a history with none. The :ok reads before it
+	// are not a list's: if a list op comes, they are ops it cannot read.
+	lists           *listCheck
+	scalarReads     int
+	firstScalarRead string
 
 	// What LockCounter reads.
 	builder sectionBuilder
@@ -230,9 +233,12 @@ func (s *Stream) Add(o history.Op) {
 		s.fs[o.F] = true
 		if s.lists == nil && listOp(o) {
 			s.lists = newListCheck()
+			s.lists.bad, s.lists.firstBad = s.scalarReads, s.firstScalarRead
 		}
 		if s.lists != nil {
 			s.lists.add(i, o)
+		} else if o.F == history.FRead && o.Type == history.Ok {
+			s.scalarRead(i, o)
 		}
 	}
 	s.builder.add(o)
@@ -252,6 +258,18 @@ func (s *Stream) Add(o history.Op) {
 		s.pair(i, o)
 	}
 	s.spillIfFull()
+}
+
+// scalarRead notes an :ok read at position i before any list op.
+func (s *Stream) scalarRead(i int, o history.Op) {
+	s.scalarReads++
+	if s.firstScalarRead == "" {
+		id := int64(i)
+		if o.Index != history.Unset {
+			id = o.Index
+		}
+		s.firstScalarRead = unreadableWords(id, o, readWant)
+	}
 }
 
 // pair follows pairCalls, and hands each call to addCall once it is
