@@ -49,6 +49,7 @@ type listRead struct {
 	op      int64
 	process history.Process
 	invTime int64 // its invocation's :time; -1 when the invocation was not seen
+	done    int64 // its completion's :time
 	key     int64
 	elems   []int64
 }
@@ -126,7 +127,7 @@ func (c *listCheck) read(id, invTime int64, o history.Op) {
 		return
 	}
 	c.section.Set(o.Process, len(c.reads))
-	c.reads = append(c.reads, listRead{op: id, process: o.Process, invTime: invTime, key: k, elems: elems})
+	c.reads = append(c.reads, listRead{op: id, process: o.Process, invTime: invTime, done: o.Time, key: k, elems: elems})
 }
 
 func (c *listCheck) invoke(id int64, o history.Op) {

@@ -156,6 +156,13 @@ func TestListAppendCases(t *testing.T) {
 			map[string]any{"lost-min": int64(2), "lost-max": int64(2), "proven-writes": int64(2)}},
 		"U-unreadable-append-figures": {Unknown, []string{`has :value [:append 0 "x"]`}, map[string]any{"final": nil, "lost-min": nil}},
 		"lazy-first":                  {Unknown, []string{"op 3 (process 0, :read) has :value 5"}, nil},
+		// A second review's.
+		"F1-retry-reread-misplaced":     {Valid, nil, map[string]any{"info-appends-landed": int64(0), "misplaced-count": int64(0)}},
+		"G1-failed-appends-doubled":     {Valid, nil, map[string]any{"failed-appends": int64(1)}},
+		"M1-read-then-older-read":       {Invalid, []string{"op 17 (process 2) read 0 elements of key 0, but op 9 (process 1) had read 1 elements, before it began"}, nil},
+		"M2-read-from-future":           {Invalid, []string{"op 3 (process 0) read 1 before op 12 (process 1) was sent to append it"}, nil},
+		"M3-old-key-after-next-key-ack": {Invalid, []string{"op 25 (process 0) read key 0, but op 19 (process 2) had appended 3, element 0 of the final list of key 1, before it began"}, nil},
+		"T1-tie":                        {Valid, nil, nil},
 	}
 	files, err := filepath.Glob("testdata/listappend/*.edn")
 	if err != nil || len(files) != len(cases) {

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -16,6 +17,9 @@ type listIndex struct {
 	at     map[int64]listPlace // element -> its first place in the final lists
 	count  map[int64]int       // element -> how often the final lists hold it
 	byElem map[int64]int       // element -> its first append, as an index into appends
+	// appended counts the appends of each element that has more than one
+	// (a client that retries with the same element).
+	appended map[int64]int
 }
 
 // A listPlace is a position in a key's final list.
@@ -33,12 +37,39 @@ func (c *listCheck) index(f *listFigures) listIndex {
 			ix.count[e]++
 		}
 	}
+	ix.appended = map[int64]int{}
 	for i, a := range c.appends {
 		if _, ok := ix.byElem[a.elem]; !ok {
 			ix.byElem[a.elem] = i
+		} else {
+			ix.appended[a.elem] = max(ix.appended[a.elem], 1) + 1
 		}
 	}
 	return ix
+}
+
+// readsBefore says whether one of the appends of e to key k read what
+// precedes e in its final list, before; true, too, when none's read is
+// known.
+func (c *listCheck) readsBefore(ix listIndex, e, k int64, before []int64) bool {
+	known := false
+	for i := ix.byElem[e]; i < len(c.appends); i++ {
+		a := c.appends[i]
+		if a.elem != e || a.key != k || a.read < 0 {
+			if ix.appended[e] == 0 {
+				break // its only append
+			}
+			continue
+		}
+		if slices.Equal(c.reads[a.read].elems, before) {
+			return true
+		}
+		known = true
+		if ix.appended[e] == 0 {
+			break
+		}
+	}
+	return !known
 }
 
 // inKey says whether a's element is in its key's final list.
@@ -71,7 +102,7 @@ func (c *listCheck) judge(f *listFigures, fields []Field) (string, []Field) {
 		{fs.lost, "appends that took effect are missing from their key's final list (lost)"},
 		{fs.dup, "elements appear more than once in the final lists (duplicated)"},
 		{fs.bad, "section reads are not a prefix of their key's final list"},
-		{fs.stale, "section reads lack an element appended before they began (stale)"},
+		{fs.stale, "section reads are older than what the history had shown of the list before they began (stale)"},
 		{fs.misplaced, "elements follow, in their final list, another list than their append read"},
 		{fs.failed, "failed appends are in a final list"},
 		{fs.unknown, "elements of a final list were appended to that key by no append"},
@@ -94,15 +125,14 @@ func (c *listCheck) judgeAppends(ix listIndex, f *listFigures, fs *listFindings)
 	for _, a := range c.appends {
 		switch {
 		case a.typ == history.Fail:
-			f.failedAppends++
 			if _, there := ix.at[a.elem]; there {
 				fs.failed.note(func() string {
 					return fmt.Sprintf("op %d (process %v) failed, but a final list holds its element %d", a.done, a.process, a.elem)
 				}, func() any { return map[history.Keyword]any{"op": a.done, "key": a.key, "element": a.elem} })
 			}
 		case ix.inKey(a):
-			if a.typ == history.Info {
-				f.landedInfo++
+			if a.typ == history.Info && ix.appended[a.elem] == 0 {
+				f.landedInfo++ // (of an element appended twice, which landed cannot be told)
 			}
 		case a.typ == history.Info && seen[a.elem] < 0:
 			f.maybeLost++ // it may never have landed
@@ -166,7 +196,7 @@ func (c *listCheck) judgeFinal(ix listIndex, fs *listFindings) {
 				continue
 			}
 			a := c.appends[ai]
-			if ix.count[e] > 1 || a.read < 0 || slices.Equal(c.reads[a.read].elems, final[:j]) {
+			if ix.count[e] > 1 || c.readsBefore(ix, e, k, final[:j]) {
 				continue
 			}
 			fs.misplaced.note(func() string {
@@ -180,11 +210,13 @@ func (c *listCheck) judgeFinal(ix listIndex, fs *listFindings) {
 }
 
 // judgeReads finds the section reads that are not a prefix of their key's
-// final list, and the stale ones: a read that lacks an element which an
-// append acknowledged before the read began put in the final list (the
-// list went back, or the read was of an old state).
+// final list; the stale ones, which lack what the history had shown of the
+// list before they began (an element an append acknowledged, or a read
+// saw, that the final list holds; a later key that was acknowledged or
+// read): the list went back, or the read was of an old state; and those
+// that saw an element before its append was sent.
 func (c *listCheck) judgeReads(ix listIndex, fs *listFindings) {
-	need := c.acknowledged(ix)
+	shown, keys := c.shown(ix)
 	for _, rd := range c.reads {
 		final := c.final[rd.key]
 		if j, ok := notPrefix(rd.elems, final); ok {
@@ -194,58 +226,125 @@ func (c *listCheck) judgeReads(ix listIndex, fs *listFindings) {
 				})
 			continue
 		}
-		if w, ok := need[rd.key].before(rd.invTime); ok && int64(len(rd.elems)) <= w.pos {
-			a := c.appends[w.append]
+		if w, ok := shown[rd.key].before(rd.invTime); ok && int64(len(rd.elems)) <= w.pos {
 			fs.stale.note(func() string {
-				return fmt.Sprintf("op %d (process %v) read %d elements of key %d, but op %d (process %v) had appended %d, element %d of the final list, before it began",
-					rd.op, rd.process, len(rd.elems), rd.key, a.done, a.process, a.elem, w.pos)
+				return fmt.Sprintf("op %d (process %v) read %d elements of key %d, but %s, before it began", rd.op, rd.process, len(rd.elems), rd.key, c.shownWords(w))
 			}, func() any {
-				return map[history.Keyword]any{"op": rd.op, "key": rd.key, "read": ints(rd.elems), "append": a.done, "element": a.elem}
+				return map[history.Keyword]any{"op": rd.op, "key": rd.key, "read": ints(rd.elems), "shown-by": c.shownOp(w)}
+			})
+			continue
+		}
+		if w, ok := keys.before(rd.invTime); ok && w.pos > rd.key {
+			fs.stale.note(func() string {
+				return fmt.Sprintf("op %d (process %v) read key %d, but %s of key %d, before it began", rd.op, rd.process, rd.key, c.shownWords(w), w.pos)
+			}, func() any {
+				return map[history.Keyword]any{"op": rd.op, "key": rd.key, "read": ints(rd.elems), "shown-by": c.shownOp(w)}
+			})
+			continue
+		}
+		if a, ok := c.future(rd, ix); ok {
+			fs.stale.note(func() string {
+				return fmt.Sprintf("op %d (process %v) read %d before op %d (process %v) was sent to append it", rd.op, rd.process, a.elem, a.inv, a.process)
+			}, func() any {
+				return map[history.Keyword]any{"op": rd.op, "key": rd.key, "read": ints(rd.elems), "append": a.inv}
 			})
 		}
 	}
 }
 
-// An ackList is, for one key, the appends acknowledged in real time
-// (:ok, not settled after the fact) whose element is in its final list, in
-// the order they completed, each with the furthest final position
-// acknowledged by then.
+// future returns an append of one of rd's elements that was sent after rd
+// had completed.
+func (c *listCheck) future(rd listRead, ix listIndex) (listAppend, bool) {
+	for _, e := range rd.elems {
+		if i, ok := ix.byElem[e]; ok && c.appends[i].invTime > rd.done && rd.done >= 0 {
+			return c.appends[i], true
+		}
+	}
+	return listAppend{}, false
+}
+
+// An ackList is what the history had shown of a key's list by each time
+// (an append acknowledged in real time — :ok, not settled after the fact
+// — whose element the final list holds, or a completed read that is a
+// prefix of the final list), in time order, each with the furthest
+// position of the final list shown by then; or, as a list of keys, the
+// latest key shown by then.
 type ackList []ackEntry
 
 type ackEntry struct {
-	done   int64 // the append's completion :time
-	append int   // the append, as an index into appends, whose position is pos
-	pos    int64 // the furthest position in the final list acknowledged by done
+	at     int64 // when it was shown: the op's completion :time
+	pos    int64 // the furthest position (or key) shown by then
+	append int   // what showed it: an append, as an index into appends; -1 for a read
+	read   int   // a read, as an index into reads; -1 for an append
 }
 
-// before returns the entry of the furthest position acknowledged before
-// t; false when none was, or t is unknown.
+// before returns the entry of the furthest position shown before t; false
+// when none was, or t is unknown.
 func (l ackList) before(t int64) (ackEntry, bool) {
-	i := sort.Search(len(l), func(i int) bool { return l[i].done >= t })
+	i := sort.Search(len(l), func(i int) bool { return l[i].at >= t })
 	if t < 0 || i == 0 {
 		return ackEntry{}, false
 	}
 	return l[i-1], true
 }
 
-// acknowledged makes each key's ackList.
-func (c *listCheck) acknowledged(ix listIndex) map[int64]ackList {
-	out := map[int64]ackList{}
-	for i, a := range c.appends {
-		if a.typ == history.Ok && !a.late && ix.inKey(a) && ix.count[a.elem] == 1 {
-			out[a.key] = append(out[a.key], ackEntry{done: a.doneTime, append: i, pos: ix.at[a.elem].pos})
+// furthest sorts l by time and carries each entry's furthest position
+// forward.
+func (l ackList) furthest() ackList {
+	slices.SortStableFunc(l, func(x, y ackEntry) int { return cmp.Compare(x.at, y.at) })
+	for i := 1; i < len(l); i++ {
+		if l[i].pos < l[i-1].pos {
+			l[i] = ackEntry{at: l[i].at, pos: l[i-1].pos, append: l[i-1].append, read: l[i-1].read}
 		}
+	}
+	return l
+}
+
+// shown makes each key's ackList, and the list of keys.
+func (c *listCheck) shown(ix listIndex) (map[int64]ackList, ackList) {
+	out, keys := map[int64]ackList{}, ackList{}
+	for i, a := range c.appends {
+		if a.typ == history.Ok && !a.late && ix.inKey(a) && ix.count[a.elem] == 1 && a.doneTime >= 0 {
+			e := ackEntry{at: a.doneTime, pos: ix.at[a.elem].pos, append: i, read: -1}
+			out[a.key] = append(out[a.key], e)
+			keys = append(keys, ackEntry{at: a.doneTime, pos: a.key, append: i, read: -1})
+		}
+	}
+	for i, rd := range c.reads {
+		if _, bad := notPrefix(rd.elems, c.final[rd.key]); bad || rd.done < 0 {
+			continue
+		}
+		if len(rd.elems) > 0 {
+			out[rd.key] = append(out[rd.key], ackEntry{at: rd.done, pos: int64(len(rd.elems) - 1), append: -1, read: i})
+		}
+		keys = append(keys, ackEntry{at: rd.done, pos: rd.key, append: -1, read: i})
 	}
 	for k, l := range out {
-		slices.SortStableFunc(l, func(x, y ackEntry) int { return int(min(max(x.done-y.done, -1), 1)) })
-		for i := 1; i < len(l); i++ {
-			if l[i].pos < l[i-1].pos {
-				l[i].pos, l[i].append = l[i-1].pos, l[i-1].append
-			}
-		}
-		out[k] = l
+		out[k] = l.furthest()
 	}
-	return out
+	return out, keys.furthest()
+}
+
+// shownWords says what showed w.
+func (c *listCheck) shownWords(w ackEntry) string {
+	if w.append >= 0 {
+		a := c.appends[w.append]
+		return fmt.Sprintf("op %d (process %v) had appended %d, element %d of the final list", a.done, a.process, a.elem, ix0(c, a))
+	}
+	rd := c.reads[w.read]
+	return fmt.Sprintf("op %d (process %v) had read %d elements", rd.op, rd.process, len(rd.elems))
+}
+
+// ix0 is a's element's position in its key's final list.
+func ix0(c *listCheck, a listAppend) int {
+	return slices.Index(c.final[a.key], a.elem)
+}
+
+func (c *listCheck) shownOp(w ackEntry) int64 {
+	if w.append >= 0 {
+		return c.appends[w.append].done
+	}
+	return c.reads[w.read].op
 }
 
 // overwriter finds the append whose write took a's place in its key's

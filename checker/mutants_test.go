@@ -44,7 +44,7 @@ var mutants = []mutant{
 		name:  "a read is held to the final list only",
 		file:  "listjudge.go",
 		tests: listProperty,
-		edits: [][2]string{{"		if w, ok := need[rd.key].before(rd.invTime); ok && int64(len(rd.elems)) <= w.pos {", "		if w, ok := need[rd.key].before(rd.invTime); false && ok && int64(len(rd.elems)) <= w.pos {"}},
+		edits: [][2]string{{"		if w, ok := shown[rd.key].before(rd.invTime); ok && int64(len(rd.elems)) <= w.pos {", "		if w, ok := shown[rd.key].before(rd.invTime); false && ok && int64(len(rd.elems)) <= w.pos {"}},
 	},
 	{
 		name:  "an append of unknown outcome that a read saw may still never have landed",
