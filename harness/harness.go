@@ -235,6 +235,9 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 	freezer.ResumeAll()
 	workers.wait(watch.Abort, cfg.Pause+2*cfg.OpTimeout+5*time.Second)
 	col.wait()
+	if err := env.sessionsEnded(bg, cfg, lg); err != nil {
+		lg.printf("the final read may miss a write still under way: %v", err)
+	}
 	final(bg, clock, env.resource, col, cfg.Workers)
 	if err := rec.Stop(bg); err != nil {
 		// The verdict does not need it: the history is checked as before.
