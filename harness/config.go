@@ -198,12 +198,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--node-aof: --lock %s has no Redis nodes of its own here (redlock has; one that a node fault acts on has one)", c.Lock)
 	case c.ExtendBeforeWrite && !c.lockKind().Extends:
 		return fmt.Errorf("--extend-before-write: --lock %s cannot extend a grant (those that can: %s, an adapter whose hello says renewal)", c.Lock, strings.Join(extenders(), ", "))
-	case c.Guard != "" && !slices.Contains(client.Guards(), c.Guard):
-		return fmt.Errorf("--guard %q: want one of %v", c.Guard, client.Guards())
-	case c.Workload != "" && !slices.Contains(Workloads(), c.Workload):
-		return fmt.Errorf("--workload %q: want one of %s", c.Workload, strings.Join(Workloads(), ", "))
-	case c.AdapterStore != "" && !slices.Contains(AdapterStores(), c.AdapterStore):
-		return fmt.Errorf("--adapter-store %q: want one of %s", c.AdapterStore, strings.Join(AdapterStores(), ", "))
+	case c.choice() != nil:
+		return c.choice()
 	case c.Nodes < 0 || c.ClockStrobe < 0 || c.Delay < 0:
 		return fmt.Errorf("--nodes, --clock-strobe and --delay cannot be negative")
 	case c.Nodes > MaxNodes:
@@ -244,6 +240,20 @@ func (c Config) validate() error {
 		if _, err := url.Parse(u); err != nil {
 			return fmt.Errorf("bad server URL: %v", redactErr(err))
 		}
+	}
+	return nil
+}
+
+// choice says which of the settings that name one of a list (--guard,
+// --workload, --adapter-store) names none of it; nil when all do.
+func (c Config) choice() error {
+	switch {
+	case c.Guard != "" && !slices.Contains(client.Guards(), c.Guard):
+		return fmt.Errorf("--guard %q: want one of %v", c.Guard, client.Guards())
+	case c.Workload != "" && !slices.Contains(Workloads(), c.Workload):
+		return fmt.Errorf("--workload %q: want one of %s", c.Workload, strings.Join(Workloads(), ", "))
+	case c.AdapterStore != "" && !slices.Contains(AdapterStores(), c.AdapterStore):
+		return fmt.Errorf("--adapter-store %q: want one of %s", c.AdapterStore, strings.Join(AdapterStores(), ", "))
 	}
 	return nil
 }

@@ -190,16 +190,7 @@ func Settings() []Setting {
 		{Flag: "lock", Key: "lock", keyword: true, Usage: "the lock under test: " + strings.Join(client.LockNames(), ", ") + ", or exec:COMMAND (a lock adapter)",
 			goName: "Lock", get: func(c Config) any { return c.Lock }, set: setString(func(c *Config) *string { return &c.Lock })},
 		guardSetting(),
-		{Flag: "workload", Key: "workload", Shared: true, keyword: true, Usage: "what each section does with the resource in PostgreSQL: " + workloadUsage(),
-			DefaultText: WorkloadCounter,
-			goName:      "Workload", get: func(c Config) any { return c.workload().name }, set: setString(func(c *Config) *string { return &c.Workload }),
-			kept: func(c Config) bool { return c.workload().name != WorkloadCounter },
-			describe: func(c Config) string {
-				if c.workload().name == WorkloadCounter {
-					return ""
-				}
-				return "workload " + c.workload().name
-			}},
+		workloadSetting(),
 		boolSetting("extend-before-write", "ExtendBeforeWrite", "each holder extends its grant right before its write, and writes only when the lock says it still holds it, as a careful user of a renewing lock does (an :extend op)",
 			"extended before each write", func(c *Config) *bool { return &c.ExtendBeforeWrite }),
 		boolSetting("node-aof", "NodeAOF", "the lock's own Redis nodes log each write to an append-only file and fsync it before answering (appendfsync always): a node restarted after a crash keeps its keys",
@@ -325,6 +316,21 @@ func guardSetting() Setting {
 				return "guard " + string(g)
 			}
 			return "unguarded"
+		}}
+}
+
+// workloadSetting is --workload, which test.edn keeps only when it is not
+// the counter: the runs made before workloads read as they did.
+func workloadSetting() Setting {
+	return Setting{Flag: "workload", Key: "workload", Shared: true, keyword: true, Usage: "what each section does with the resource in PostgreSQL: " + workloadUsage(),
+		DefaultText: WorkloadCounter,
+		goName:      "Workload", get: func(c Config) any { return c.workload().name }, set: setString(func(c *Config) *string { return &c.Workload }),
+		kept: func(c Config) bool { return c.workload().name != WorkloadCounter },
+		describe: func(c Config) string {
+			if c.workload().name == WorkloadCounter {
+				return ""
+			}
+			return "workload " + c.workload().name
 		}}
 }
 
