@@ -10,6 +10,7 @@ import (
 	"github.com/hiatus-dev/hiatus/checker"
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/nemesis"
 )
 
 // A fault span is one fault of a history: its kind, what it hit, and when.
@@ -133,6 +134,23 @@ func TestRunRandom(t *testing.T) {
 	n := overlapping(t, rs)
 	t.Logf("the run: %d faults of %d kinds; the replay: %d faults, %d pairs overlapping", len(spans), len(seen), len(rs), n)
 	if n == 0 || len(rs) < len(spans)*3/4 {
-		t.Errorf("the replay injected %d of %d faults, %d pairs overlapping", len(rs), len(spans), n)
+		t.Errorf("the replay injected %d of %d faults, %d pairs overlapping; %s", len(rs), len(spans), n, replayShortfall(replay.Plan, rs))
 	}
+}
+
+// replayShortfall says, for a replay that injected fewer faults than its
+// plan, when each began in the plan and in the replay, and which waited
+// for a holder: a replayed fault that hit a holder waits up to two
+// seconds for one (nemesis.awaitHolder), and the faults after it wait
+// behind it, so that the run may end before the last begin.
+func replayShortfall(plan nemesis.Plan, got []faultSpan) string {
+	var b strings.Builder
+	for i, p := range plan {
+		fmt.Fprintf(&b, "planned %s at %v (holder %v, in flight %v, call %q)", p.Kind, p.At, p.Holder, p.InFlight, p.Call)
+		if i < len(got) {
+			fmt.Fprintf(&b, ", the replay's %d-th began %s at %v", i, got[i].kind, time.Duration(got[i].from))
+		}
+		b.WriteString("; ")
+	}
+	return b.String()
 }
