@@ -689,3 +689,42 @@ func TestCheckServerRecord(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckRunDirModel: a run directory is checked against the model its
+// test.edn names — a list-append run's lists, not a counter — and one
+// whose test.edn names none (a run made before workloads) as lock-counter.
+func TestCheckRunDirModel(t *testing.T) {
+	for _, tc := range []struct {
+		name, test string
+		want       string // a check results.edn must have
+	}{
+		{"list-append", `{:model :list-append}`, ":list-append {:valid? false"},
+		{"none", `{:name "old"}`, ":lock-counter {:valid? "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run, err := store.Create(filepath.Join(t.TempDir(), "store"), "lists", time.Date(2026, 12, 7, 7, 0, 0, 0, time.UTC))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Create(run.Path(store.History))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = gen.Write(f, gen.Config{Sections: 50, Workers: 3, Lost: 1, Seed: 3, Lists: true})
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err == nil {
+				err = os.WriteFile(run.Path(store.Test), []byte(tc.test), 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := hiatus(t, "check", run.Dir)
+			res, _ := os.ReadFile(run.Path(store.Results))
+			if !strings.Contains(string(res), tc.want) {
+				t.Errorf("exit %d; results.edn lacks %q:\n%s\n%s\n%s", code, tc.want, res, stdout, stderr)
+			}
+		})
+	}
+}
