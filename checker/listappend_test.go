@@ -163,6 +163,8 @@ func TestListAppendCases(t *testing.T) {
 		"M2-read-from-future":           {Invalid, []string{"op 3 (process 0) read 1 before op 12 (process 1) was sent to append it"}, nil},
 		"M3-old-key-after-next-key-ack": {Invalid, []string{"op 25 (process 0) read key 0, but op 19 (process 2) had appended 3, element 0 of the final list of key 1, before it began"}, nil},
 		"T1-tie":                        {Valid, nil, nil},
+		// A client that sends an element again after the guard refused it.
+		"F2-retry-after-refusal": {Valid, nil, map[string]any{"failed-visible-count": int64(0)}},
 	}
 	files, err := filepath.Glob("testdata/listappend/*.edn")
 	if err != nil || len(files) != len(cases) {

@@ -125,7 +125,7 @@ func (c *listCheck) judgeAppends(ix listIndex, f *listFigures, fs *listFindings)
 	for _, a := range c.appends {
 		switch {
 		case a.typ == history.Fail:
-			if _, there := ix.at[a.elem]; there {
+			if _, there := ix.at[a.elem]; there && c.onlyFailed(ix, a.elem) {
 				fs.failed.note(func() string {
 					return fmt.Sprintf("op %d (process %v) failed, but a final list holds its element %d", a.done, a.process, a.elem)
 				}, func() any { return map[history.Keyword]any{"op": a.done, "key": a.key, "element": a.elem} })
@@ -150,6 +150,20 @@ func (c *listCheck) judgeAppends(ix listIndex, f *listFigures, fs *listFindings)
 				func() any { return c.lostEvidence(a, ix) })
 		}
 	}
+}
+
+// onlyFailed says whether every append of e failed: an element a client
+// sent again after a refusal, and that landed then, is no failed append's.
+func (c *listCheck) onlyFailed(ix listIndex, e int64) bool {
+	if ix.appended[e] == 0 {
+		return true
+	}
+	for i := ix.byElem[e]; i < len(c.appends); i++ {
+		if a := c.appends[i]; a.elem == e && a.typ != history.Fail {
+			return false
+		}
+	}
+	return true
 }
 
 // infoSeen returns, for each element of an :info append, the first read
