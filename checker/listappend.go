@@ -88,16 +88,12 @@ func listOp(o history.Op) bool {
 	return o.F == history.FRead && vec
 }
 
-// add takes the client op at position pos of the history. The ops of a
+// add takes the client op that the history names id (Stream.id). The ops of a
 // section begun before the first list op (a Stream's listOp) are taken
 // from its read on.
-func (c *listCheck) add(pos int, o history.Op) {
+func (c *listCheck) add(id int64, o history.Op) {
 	if o.Process.IsRenewer() {
 		return
-	}
-	id := int64(pos)
-	if o.Index != history.Unset {
-		id = o.Index
 	}
 	if o.Type == history.Invoke {
 		c.invoke(id, o)
@@ -241,7 +237,7 @@ func microOp(v any, f history.Keyword) (int64, any, bool) {
 }
 
 // listFigures are what the list-append check counts. Those a lock's
-// sections share with the counter's (lost, elements, overlapping) are
+// sections share with the counter's (lost, elements) are
 // said as LockCounterFigures, by Stream.listAppend; fields has the rest.
 type listFigures struct {
 	counted                        bool // the lists were judged: a final read, every op readable
@@ -250,7 +246,6 @@ type listFigures struct {
 	duplicated, badReads, stale    int64
 	failedVisible, unknownElements int64
 	misplaced, keys, elements      int64
-	overlapping                    int64
 }
 
 func (f listFigures) fields() []Field {
@@ -290,19 +285,12 @@ func (s *Stream) listAppend() Result {
 	if c == nil {
 		c = newListCheck()
 	}
-	r, lf := c.result(&s.secs)
-	lockOverlapping := overlapSweep{keep: anySection}
-	s.secs.eachByStart(lockOverlapping.add)
-	lo, _ := lockOverlapping.end()
-	k, secs := s.counts, &s.secs
-	f := LockCounterFigures{
-		Sections: int64(secs.n), LeasedSections: int64(secs.leased), LateWrites: int64(secs.late),
-		Writes: int64(k.writes), InfoWrites: int64(k.infoWrites + c.unfinished()),
-		Counted: lf.counted, Final: lf.elements, LostMin: lf.lost, LostMax: lf.lost + lf.maybeLost, ProvenWrites: lf.provenInfo,
-		Overlapping: lf.overlapping, LockOverlapping: int64(lo),
-		StaleRejected: int64(k.rejected), ChangeRejected: int64(k.changed),
-		Pauses: int64(len(s.pauses.pauses)), Faults: int64(k.faults), InfoOps: int64(k.infoOps),
+	if err := s.secs.done(); err != nil {
+		return Result{Name: ModelListAppend, Valid: Unknown, Explanation: err.Error()}
 	}
+	f, pairs := s.sectionFigures(c.unfinished(), s.flagger())
+	r, lf := c.result(pairs)
+	f.Counted, f.Final, f.LostMin, f.LostMax, f.ProvenWrites = lf.counted, lf.elements, lf.lost, lf.lost+lf.maybeLost, lf.provenInfo
 	r.lockCounter = &f
 	r.Fields = append(f.fields(), r.Fields...)
 	return r
@@ -319,19 +307,13 @@ func (c *listCheck) unfinished() int {
 	return n
 }
 
-// result is the :list-append verdict, with secs the history's sections,
-// and its figures.
-func (c *listCheck) result(secs *sectionSet) (r Result, f listFigures) {
+// result is the :list-append verdict, with overlaps the first pairs of its
+// overlapping sections, and its figures.
+func (c *listCheck) result(overlaps []any) (r Result, f listFigures) {
 	const name = ModelListAppend
 	defer recovered(name, &r)
 	r.Name, r.Valid = name, Valid
-	if err := secs.done(); err != nil {
-		return Result{Name: name, Valid: Unknown, Explanation: err.Error()}, f
-	}
-	sweep := overlapSweep{keep: mayHaveWritten}
-	secs.eachByStart(sweep.add)
-	n, pairs := sweep.end()
-	f.overlapping, r.Fields = int64(n), []Field{{"overlaps", pairs}}
+	r.Fields = []Field{{"overlaps", overlaps}}
 	for _, a := range c.appends {
 		if a.typ == history.Fail {
 			f.failedAppends++

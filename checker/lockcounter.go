@@ -245,21 +245,11 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 	const name = "lock-counter"
 	defer recovered(name, &r)
 	r.Name, r.Valid = name, Valid // until the check finds otherwise
-	c, secs, pauses, fl := s.counts, &s.secs, s.pauses.pauses, s.flagger()
+	secs, pauses, fl := &s.secs, s.pauses.pauses, s.flagger()
 	if err := secs.done(); err != nil {
 		return Result{Name: name, Valid: Unknown, Explanation: err.Error()}
 	}
-	f := LockCounterFigures{
-		Writes: int64(c.writes), InfoWrites: int64(c.infoWrites + s.unfinished),
-		StaleRejected: int64(c.rejected), ChangeRejected: int64(c.changed), Pauses: int64(len(pauses)), Faults: int64(c.faults), InfoOps: int64(c.infoOps),
-		Sections: int64(secs.n), LeasedSections: int64(secs.leased), LateWrites: int64(secs.late),
-	}
-	written, any := overlapSweep{keep: mayHaveWritten, fl: fl}, overlapSweep{keep: anySection}
-	secs.eachByStart(written.add, any.add)
-	overlapping, pairs := written.end()
-	f.Overlapping = int64(overlapping)
-	lockOverlapping, _ := any.end()
-	f.LockOverlapping = int64(lockOverlapping)
+	f, pairs := s.sectionFigures(s.unfinished, fl)
 	stale, violations, examples := secs.writes(fl)
 	f.FenceViolations = int64(violations)
 
@@ -305,6 +295,26 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 		Field{"fence-violation-examples", examples},
 	)
 	return r
+}
+
+// sectionFigures are the figures of the lock's sections that every
+// streamed model's result carries, with the first pairs of the sections
+// that may have written and overlap another; unfinished are the writes
+// that never completed, and fl, if not nil, is told of each overlap. The
+// sections must be done (sectionSet.done).
+func (s *Stream) sectionFigures(unfinished int, fl *flagger) (LockCounterFigures, []any) {
+	c, secs := s.counts, &s.secs
+	f := LockCounterFigures{
+		Writes: int64(c.writes), InfoWrites: int64(c.infoWrites + unfinished),
+		StaleRejected: int64(c.rejected), ChangeRejected: int64(c.changed), Pauses: int64(len(s.pauses.pauses)), Faults: int64(c.faults), InfoOps: int64(c.infoOps),
+		Sections: int64(secs.n), LeasedSections: int64(secs.leased), LateWrites: int64(secs.late),
+	}
+	written, any := overlapSweep{keep: mayHaveWritten, fl: fl}, overlapSweep{keep: anySection}
+	secs.eachByStart(written.add, any.add)
+	overlapping, pairs := written.end()
+	lockOverlapping, _ := any.end()
+	f.Overlapping, f.LockOverlapping = int64(overlapping), int64(lockOverlapping)
+	return f, pairs
 }
 
 // lostWords says how many updates the history proves lost and how many it

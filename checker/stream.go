@@ -236,7 +236,7 @@ func (s *Stream) Add(o history.Op) {
 			s.lists.bad, s.lists.firstBad = s.scalarReads, s.firstScalarRead
 		}
 		if s.lists != nil {
-			s.lists.add(i, o)
+			s.lists.add(s.id(i), o)
 		} else if o.F == history.FRead && o.Type == history.Ok {
 			s.scalarRead(i, o)
 		}
@@ -264,11 +264,7 @@ func (s *Stream) Add(o history.Op) {
 func (s *Stream) scalarRead(i int, o history.Op) {
 	s.scalarReads++
 	if s.firstScalarRead == "" {
-		id := int64(i)
-		if o.Index != history.Unset {
-			id = o.Index
-		}
-		s.firstScalarRead = unreadableWords(id, o, readWant)
+		s.firstScalarRead = unreadableWords(s.id(i), o, readWant)
 	}
 }
 

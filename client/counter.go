@@ -74,40 +74,51 @@ type WriteID struct {
 // Setup creates the tables when missing, sets row ID to (0, 0) and clears
 // its audit rows.
 func (c *Counter) Setup(ctx context.Context) error {
-	// CREATE TABLE IF NOT EXISTS is not safe against itself in another
-	// session; an advisory lock serialises runs that share a server.
-	err := pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7467486912)`); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS counter (
+	return setupTables(ctx, c.DB, "counter", c.ID, []string{`CREATE TABLE IF NOT EXISTS counter (
 			id    bigint PRIMARY KEY,
 			value bigint NOT NULL,
-			fence bigint NOT NULL)`); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS counter_audit (
+			fence bigint NOT NULL)`, `CREATE TABLE IF NOT EXISTS counter_audit (
 			counter_id bigint NOT NULL,
 			process    bigint NOT NULL,
 			section    bigint NOT NULL,
 			value      bigint NOT NULL,
 			fence      bigint NOT NULL,
-			PRIMARY KEY (counter_id, process, section))`)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("create tables counter, counter_audit: %w", err)
-	}
-	err = pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO counter (id, value, fence) VALUES ($1, 0, 0)
-			ON CONFLICT (id) DO UPDATE SET value = 0, fence = 0`, c.ID); err != nil {
+			PRIMARY KEY (counter_id, process, section))`},
+		[]string{`INSERT INTO counter (id, value, fence) VALUES ($1, 0, 0)
+			ON CONFLICT (id) DO UPDATE SET value = 0, fence = 0`,
+			`DELETE FROM counter_audit WHERE counter_id = $1`})
+}
+
+// setupTables makes a resource's tables, running create (each CREATE
+// TABLE IF NOT EXISTS) in one transaction, then reset, each statement
+// given id as $1, in another. CREATE TABLE IF NOT EXISTS is not safe
+// against itself in another session: an advisory lock, one for every
+// resource, serialises runs that share a server.
+func setupTables(ctx context.Context, db *pgxpool.Pool, what string, id int64, create, reset []string) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7467486912)`); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM counter_audit WHERE counter_id = $1`, c.ID)
-		return err
+		for _, stmt := range create {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("reset counter %d: %w", c.ID, err)
+		return fmt.Errorf("create the tables of %s %d: %w", what, id, err)
+	}
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		for _, stmt := range reset {
+			if _, err := tx.Exec(ctx, stmt, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reset %s %d: %w", what, id, err)
 	}
 	return nil
 }

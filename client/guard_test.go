@@ -50,21 +50,9 @@ func TestGuards(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			r := newRig(t)
-			inA, resumeA := make(chan struct{}), make(chan struct{})
-			inB, resumeB := make(chan struct{}), make(chan struct{})
-			a := r.guardWorker(0, lease, tc.guard, func(context.Context, client.Section) { close(inA); <-resumeA })
-			b := r.guardWorker(1, lease, tc.guard, func(context.Context, client.Section) { close(inB); <-resumeB })
-
-			aDone, bDone := make(chan struct{}), make(chan struct{})
-			go func() { a.Section(ctx); close(aDone) }()
-			<-inA
-			time.Sleep(lease * 3 / 2) // A's lease lapses on the server
-			go func() { b.Section(ctx); close(bDone) }()
-			<-inB
-			close(resumeA)
-			<-aDone
-			close(resumeB)
-			<-bDone
+			interleave(ctx, lease, func(p history.Process, hook client.Hook) *client.Worker {
+				return r.guardWorker(p, lease, tc.guard, hook)
+			})
 
 			ops := r.history(t)
 			for _, o := range ops {
@@ -95,6 +83,27 @@ func TestGuards(t *testing.T) {
 			}
 		})
 	}
+}
+
+// interleave runs the interleaving of TestGuards with the workers worker
+// makes of processes 0 (A) and 1 (B), each with the hook given: A reads
+// and pauses; its lease lapses; B acquires, reads and pauses; A writes;
+// then B.
+func interleave(ctx context.Context, lease time.Duration, worker func(history.Process, client.Hook) *client.Worker) {
+	inA, resumeA := make(chan struct{}), make(chan struct{})
+	inB, resumeB := make(chan struct{}), make(chan struct{})
+	a := worker(0, func(context.Context, client.Section) { close(inA); <-resumeA })
+	b := worker(1, func(context.Context, client.Section) { close(inB); <-resumeB })
+	aDone, bDone := make(chan struct{}), make(chan struct{})
+	go func() { a.Section(ctx); close(aDone) }()
+	<-inA
+	time.Sleep(lease * 3 / 2) // A's lease lapses on the server
+	go func() { b.Section(ctx); close(bDone) }()
+	<-inB
+	close(resumeA)
+	<-aDone
+	close(resumeB)
+	<-bDone
 }
 
 // TestGuardRMWRefusesStaleRead: under fence-rmw a read with a fence below

@@ -57,13 +57,7 @@ type listRead struct {
 	elems []int64
 }
 
-func (r listRead) value() any {
-	elems := make([]any, len(r.elems))
-	for i, e := range r.elems {
-		elems[i] = e
-	}
-	return []any{history.MicroR, r.key, elems}
-}
+func (r listRead) value() any { return history.ListRead(r.key, r.elems) }
 
 // readOf reads back a value SectionRead returned.
 func readOf(v any) listRead {
@@ -83,37 +77,17 @@ func (r listRead) version() int64 { return r.key<<listVersionShift + int64(len(r
 // Setup creates the tables when missing, empties the lists of ID and
 // clears their audit rows.
 func (l *ListAppend) Setup(ctx context.Context) error {
-	err := pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
-		// CREATE TABLE IF NOT EXISTS is not safe against itself in
-		// another session: the Counter's advisory lock serialises them.
-		for _, stmt := range []string{`SELECT pg_advisory_xact_lock(7467486912)`,
-			`CREATE TABLE IF NOT EXISTS list_head (
-				id bigint PRIMARY KEY, key bigint NOT NULL, elems bigint[] NOT NULL, fence bigint NOT NULL)`,
-			`CREATE TABLE IF NOT EXISTS list_keys (
-				id bigint NOT NULL, key bigint NOT NULL, elems bigint[] NOT NULL, PRIMARY KEY (id, key))`,
-			`CREATE TABLE IF NOT EXISTS list_audit (
-				list_id bigint NOT NULL, process bigint NOT NULL, section bigint NOT NULL,
-				key bigint NOT NULL, elem bigint NOT NULL, PRIMARY KEY (list_id, process, section))`,
-		} {
-			if _, err := tx.Exec(ctx, stmt); err != nil {
-				return err
-			}
-		}
-		for _, stmt := range []string{`INSERT INTO list_head (id, key, elems, fence) VALUES ($1, 0, '{}', 0)
-				ON CONFLICT (id) DO UPDATE SET key = 0, elems = '{}', fence = 0`,
+	return setupTables(ctx, l.DB, "list", l.ID, []string{`CREATE TABLE IF NOT EXISTS list_head (
+			id bigint PRIMARY KEY, key bigint NOT NULL, elems bigint[] NOT NULL, fence bigint NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS list_keys (
+			id bigint NOT NULL, key bigint NOT NULL, elems bigint[] NOT NULL, PRIMARY KEY (id, key))`,
+		`CREATE TABLE IF NOT EXISTS list_audit (
+			list_id bigint NOT NULL, process bigint NOT NULL, section bigint NOT NULL,
+			key bigint NOT NULL, elem bigint NOT NULL, PRIMARY KEY (list_id, process, section))`},
+		[]string{`INSERT INTO list_head (id, key, elems, fence) VALUES ($1, 0, '{}', 0)
+			ON CONFLICT (id) DO UPDATE SET key = 0, elems = '{}', fence = 0`,
 			`DELETE FROM list_keys WHERE id = $1`,
-			`DELETE FROM list_audit WHERE list_id = $1`,
-		} {
-			if _, err := tx.Exec(ctx, stmt, l.ID); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("set up list %d: %w", l.ID, err)
-	}
-	return nil
+			`DELETE FROM list_audit WHERE list_id = $1`})
 }
 
 // SectionRead reads the current key's list; under GuardFenceRMW it records
@@ -146,7 +120,7 @@ func (l *ListAppend) WriteOp() history.Keyword { return history.FAppend }
 // Next appends an element no other write of the run has: id's process and
 // section, as process*10^9 + section. Its :value is [:append key element].
 func (l *ListAppend) Next(read any, id WriteID) any {
-	return []any{history.FAppend, readOf(read).key, id.Process*1_000_000_000 + id.Section}
+	return history.ListAppend(readOf(read).key, history.ListElement(history.Process(id.Process), id.Section))
 }
 
 // SectionWrite writes the list read, with value's element appended, to the

@@ -68,20 +68,9 @@ func TestListAppendGuards(t *testing.T) {
 			if err := (&client.ListAppend{DB: r.db, ID: r.id}).Setup(ctx); err != nil {
 				t.Fatal(err)
 			}
-			inA, resumeA := make(chan struct{}), make(chan struct{})
-			inB, resumeB := make(chan struct{}), make(chan struct{})
-			a := r.listWorker(0, lease, tc.guard, 0, func(context.Context, client.Section) { close(inA); <-resumeA })
-			b := r.listWorker(1, lease, tc.guard, 0, func(context.Context, client.Section) { close(inB); <-resumeB })
-			aDone, bDone := make(chan struct{}), make(chan struct{})
-			go func() { a.Section(ctx); close(aDone) }()
-			<-inA
-			time.Sleep(lease * 3 / 2) // A's lease lapses on the server
-			go func() { b.Section(ctx); close(bDone) }()
-			<-inB
-			close(resumeA)
-			<-aDone
-			close(resumeB)
-			<-bDone
+			interleave(ctx, lease, func(p history.Process, hook client.Hook) *client.Worker {
+				return r.listWorker(p, lease, tc.guard, 0, hook)
+			})
 
 			ops, res := r.listHistory(t)
 			var bWrite int64 = -1

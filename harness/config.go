@@ -198,8 +198,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("--node-aof: --lock %s has no Redis nodes of its own here (redlock has; one that a node fault acts on has one)", c.Lock)
 	case c.ExtendBeforeWrite && !c.lockKind().Extends:
 		return fmt.Errorf("--extend-before-write: --lock %s cannot extend a grant (those that can: %s, an adapter whose hello says renewal)", c.Lock, strings.Join(extenders(), ", "))
-	case c.choice() != nil:
-		return c.choice()
 	case c.Nodes < 0 || c.ClockStrobe < 0 || c.Delay < 0:
 		return fmt.Errorf("--nodes, --clock-strobe and --delay cannot be negative")
 	case c.Nodes > MaxNodes:
@@ -223,6 +221,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("--store: want a directory")
 	case !slices.Contains(lockserver.Modes(), c.lockServerRecord()):
 		return fmt.Errorf("--lock-server-record %q: want one of %v", c.LockServerRecord, lockserver.Modes())
+	}
+	if err := c.choice(); err != nil {
+		return err
 	}
 	if err := c.validateNemesis(); err != nil {
 		return err
@@ -250,12 +251,11 @@ func (c Config) choice() error {
 	switch {
 	case c.Guard != "" && !slices.Contains(client.Guards(), c.Guard):
 		return fmt.Errorf("--guard %q: want one of %v", c.Guard, client.Guards())
-	case c.Workload != "" && !slices.Contains(Workloads(), c.Workload):
-		return fmt.Errorf("--workload %q: want one of %s", c.Workload, strings.Join(Workloads(), ", "))
 	case c.AdapterStore != "" && !slices.Contains(AdapterStores(), c.AdapterStore):
 		return fmt.Errorf("--adapter-store %q: want one of %s", c.AdapterStore, strings.Join(AdapterStores(), ", "))
 	}
-	return nil
+	_, err := workloadOf(c.Workload)
+	return err
 }
 
 // guard is the guard of the run's writes: Guard, none when unset.

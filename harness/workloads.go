@@ -60,7 +60,7 @@ func workloadOf(name string) (workloadKind, error) {
 			return k, nil
 		}
 	}
-	return workloadKind{}, fmt.Errorf("unknown workload %q (want %s)", name, strings.Join(Workloads(), " or "))
+	return workloadKind{}, fmt.Errorf("--workload %q: want one of %s", name, strings.Join(Workloads(), ", "))
 }
 
 // workload is c's workload; c is valid.

@@ -50,6 +50,22 @@ const (
 	MicroR  Keyword = "r"      // a read of one key's list, in a read's :value
 )
 
+// ListRead is a list-append read's :value: [:r key [element …]].
+func ListRead(key int64, elems []int64) []any {
+	xs := make([]any, len(elems))
+	for i, e := range elems {
+		xs[i] = e
+	}
+	return []any{MicroR, key, xs}
+}
+
+// ListAppend is an append's :value: [:append key element].
+func ListAppend(key, elem int64) []any { return []any{FAppend, key, elem} }
+
+// ListElement is the element the section-th section of process p
+// appends: p × 10⁹ + section, unique in a run.
+func ListElement(p Process, section int64) int64 { return int64(p)*1_000_000_000 + section }
+
 // IsWrite says whether f is a section's write: a counter's :write, a
 // list's :append.
 func IsWrite(f Keyword) bool { return f == FWrite || f == FAppend }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/hiatus-dev/hiatus/internal/gen"
 	"github.com/urfave/cli/v2"
@@ -31,16 +32,20 @@ func genCommand() *cli.Command {
 			&cli.Int64Flag{Name: "seed", Value: 1, Usage: "seed of every choice"},
 			&cli.DurationFlag{Name: "lease", Value: gen.DefaultLease, Usage: "the lock's lease"},
 			&cli.DurationFlag{Name: "work", Value: gen.DefaultWork, Usage: "time between a section's read and its write"},
-			&cli.BoolFlag{Name: "lists", Usage: "write a list-append history (as run --workload list-append): each section appends an element to a list; a lost update loses the other's element"},
+			&cli.StringFlag{Name: "workload", Value: harness.WorkloadCounter, Usage: "the workload of the simulated run, as run's --workload: " +
+				harness.WorkloadCounter + ", or " + harness.WorkloadListAppend + " (each section appends an element to a list; a lost update loses the other's element)"},
 			&cli.StringFlag{Name: "out", Usage: "write the history to `FILE` instead of stdout (a new or regular file: hiatus writes no link, pipe or device)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageErrorf("gen takes no arguments, only flags (see hiatus gen --help)")
 			}
+			if w := c.String("workload"); w != harness.WorkloadCounter && w != harness.WorkloadListAppend {
+				return usageErrorf("--workload %q: want %s or %s", w, harness.WorkloadCounter, harness.WorkloadListAppend)
+			}
 			cfg := gen.Config{
 				Sections: c.Int("sections"), Workers: c.Int("workers"), Lost: c.Int("lost"), Info: c.Int("info"),
-				Seed: c.Int64("seed"), Lease: c.Duration("lease"), Work: c.Duration("work"), Lists: c.Bool("lists"),
+				Seed: c.Int64("seed"), Lease: c.Duration("lease"), Work: c.Duration("work"), Lists: c.String("workload") == harness.WorkloadListAppend,
 			}
 			return runGen(cfg, c.String("out"), c.App.Writer, c.App.ErrWriter)
 		},

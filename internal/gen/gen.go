@@ -254,7 +254,7 @@ func (s *sim) section(w *worker, g int64, unknown bool, pause func(at int64) int
 		t = pause(t)
 	}
 	extra := map[history.Keyword]any{"section": w.sections}
-	f, value := s.res.next(read, int64(w.proc)*1_000_000_000+w.sections)
+	f, value := s.res.next(read, history.ListElement(w.proc, w.sections))
 	s.invoke(t, w.proc, f, value, extra)
 	switch {
 	case unknown:
@@ -351,11 +351,11 @@ type lists struct {
 }
 
 func (l *lists) read() any {
-	return []any{history.MicroR, l.key, ints(l.keys[l.key])}
+	return history.ListRead(l.key, l.keys[l.key])
 }
 
 func (l *lists) next(read any, elem int64) (history.Keyword, any) {
-	return history.FAppend, []any{history.FAppend, read.([]any)[1], elem}
+	return history.FAppend, history.ListAppend(read.([]any)[1].(int64), elem)
 }
 
 func (l *lists) apply(read, value any) {
@@ -381,18 +381,10 @@ func (l *lists) final() (any, int64) {
 	txn := make([]any, len(ks))
 	var n int64
 	for i, k := range ks {
-		txn[i] = []any{history.MicroR, k, ints(l.keys[k])}
+		txn[i] = history.ListRead(k, l.keys[k])
 		n += int64(len(l.keys[k]))
 	}
 	return txn, n
-}
-
-func ints(xs []int64) []any {
-	out := make([]any, len(xs))
-	for i, x := range xs {
-		out[i] = x
-	}
-	return out
 }
 
 // tick returns a time between lo and hi after t, on the clock's resolution.
