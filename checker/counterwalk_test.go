@@ -37,7 +37,8 @@ func porcupineCalls(calls []lcCall, initial, end int64) bool {
 // (small values, times and fences, so that they overlap, collide and leave
 // gaps); otherwise they come from a linearizable run — writes at points in
 // time, each after a read of the value before, reads of the value at
-// theirs, fences rising — spoilt now and then by a value off by one, an
+// theirs, fences rising, some of unknown outcome and some resolved after
+// the fact (late) — spoilt now and then by a value off by one, an
 // interval moved, a fence lowered, an acknowledged write turned :info or
 // one that did not happen, so that verdicts are close calls both ways.
 func genCalls(t *rapid.T, initial int64) ([]lcCall, int64) {
@@ -93,7 +94,15 @@ func genCalls(t *rapid.T, initial int64) ([]lcCall, int64) {
 				c.fence = int64(i) + 1
 			}
 			c.call, c.ret = around(p)
-			c.maybe = rapid.IntRange(0, 3).Draw(t, "info") == 0
+			switch rapid.IntRange(0, 3).Draw(t, "outcome") {
+			case 0:
+				c.maybe = true
+			case 1:
+				// Resolved :ok after an :info: the :time it carries is
+				// the :info's, which may be before it took effect.
+				c.late = true
+				c.ret = rapid.Int64Range(c.call, c.ret).Draw(t, "info time")
+			}
 			if rapid.Bool().Draw(t, "section read") {
 				// The section's read, at a point after the write before.
 				lo := int64(-10)
