@@ -81,6 +81,10 @@ func TestRunAnomalies(t *testing.T) {
 	root, _ := filepath.Abs("..")
 	for _, a := range anomalyRuns {
 		t.Run(a.name, func(t *testing.T) {
+			// Each schedule's margin is a lease or more (a 600 ms wait on
+			// a 300 ms lease, an 800 ms pause of Redis), and each run has
+			// servers and marked adapters of its own.
+			t.Parallel()
 			for _, need := range a.needs {
 				if _, err := os.Stat(filepath.Join(root, need)); err != nil {
 					t.Fatalf("the adapter needs its packages (scripts/setup --tests installs them): %v", err)

@@ -236,6 +236,10 @@ func TestRecordReconciles(t *testing.T) {
 		}, recon{quorum: 1, gaps: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Its runs wait on no fault's timing, only for five grants (a
+			// run with fewer is made again), and each has servers of its
+			// own: they run beside each other, as the fault tests' do.
+			t.Parallel()
 			cfg := harness.DefaultConfig()
 			cfg.Store, cfg.TimeLimit, cfg.Nemesis, cfg.NoPlots = t.TempDir(), time.Second, "none", true
 			tc.edit(&cfg)
