@@ -173,7 +173,7 @@ func TestShrinkRealRun(t *testing.T) {
 		t.Fatalf("replay config %+v does not match the run's", replay)
 	}
 	judge := shrink.Replays(violated, 2, 1, nil)
-	res, err := shrink.Shrink(ctx, replay, shrink.Verdict{Failed: 1, Runs: 1}, shrink.Options{Judge: judge, Need: 1, Budget: time.Minute})
+	res, err := shrink.Shrink(ctx, replay, shrink.Verdict{Failed: 1, Runs: 1}, shrink.Options{Judge: judge, Need: 1, Budget: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
