@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,11 +54,26 @@ var lab = harness.Lab{Locks: []client.LockKind{
 }}
 
 // TestMain lets the test binary serve as the workers of the runs its tests
-// start: Run starts them as this same binary.
+// start: Run starts them as this same binary. When the tests have passed,
+// it fails the package if their runs left anything behind (leftBehind):
+// the tests that run beside others cannot tell which left what, so it is
+// checked once they have all ended.
 func TestMain(m *testing.M) {
 	adaptertest.Serve() // the runs' misbehaving lock adapters, too
 	lab.ServeWorker()
-	os.Exit(m.Run())
+	before, err := listeners()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "count this process's listeners:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code == 0 {
+		if left := leftBehind(before); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "FAIL: the package's runs left behind:\n%s\n", strings.Join(left, "\n"))
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // A lock of your own, under the in-section pause of `hiatus run

@@ -114,10 +114,10 @@ func aimPostgres(c *harness.Config, kind harness.Nemesis) {
 // a partition, a delayed op slower than the delay, a dropped connection's
 // error, a guard's rejection, an update lost by an unguarded holder whose
 // write lands a lease late), or, for the clock jump and the restart, made
-// near certain by many faults in the run (see their cases). When every run
-// has ended, none has left a process, a server directory or a listener.
+// near certain by many faults in the run (see their cases). What the runs
+// leave behind is TestMain's to find: the test runs beside others.
 func TestRunNetworkFaults(t *testing.T) {
-	before := listeners(t)
+	t.Parallel()
 	cases := []faultCase{
 		{name: "partition-redis", edit: func(c *harness.Config) { drawn(c, "partition-redis") }, effect: func(t *testing.T, r faultRun) {
 			r.eachWhole(t, r.kind(), func(w window) { r.cutOff(t, w) })
@@ -312,7 +312,6 @@ func TestRunNetworkFaults(t *testing.T) {
 		}},
 	}
 	runSharedCases(t, cases, 1)
-	noLeftovers(t, before)
 }
 
 // runSharedCases runs each case in parallel, case i with seed seed+i, on
@@ -808,7 +807,10 @@ func count(ops []history.Op, f func(history.Op) bool) int {
 // event cut short) and leaves no process, server directory, listener or
 // goroutine of its links behind.
 func TestRunInterruptedMidPartition(t *testing.T) {
-	before := listeners(t)
+	before, err := listeners()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := harness.DefaultConfig()
 	cfg.Store, cfg.Name, cfg.Seed = t.TempDir(), "interrupted", 1
 	cfg.Lease, cfg.Work, cfg.TimeLimit = faultLease, faultLease/3, 4*time.Second
@@ -819,7 +821,6 @@ func TestRunInterruptedMidPartition(t *testing.T) {
 	defer cancel()
 	done := make(chan struct{})
 	var res harness.Result
-	var err error
 	go func() {
 		defer close(done)
 		res, err = harness.Run(ctx, cfg)
@@ -862,30 +863,46 @@ func awaitJournal(t *testing.T, dir, s string, done <-chan struct{}) bool {
 	}
 }
 
-// noLeftovers fails the test if this process has any child process, a
-// server directory of its own in the temporary directory, more listening
-// sockets than before, or a goroutine of the runs' links, servers or
-// nemesis. Goroutines that end as their connections close are given 10 s.
+// noLeftovers fails the test if the runs left anything behind
+// (leftBehind). A test that calls it must not be parallel: it sees every
+// test's processes. The parallel tests' runs are held to the same when the
+// package's tests have ended (TestMain).
 func noLeftovers(t *testing.T, before int) {
 	t.Helper()
+	for _, l := range leftBehind(before) {
+		t.Error(l)
+	}
+}
+
+// leftBehind says what the runs left: a child process of this one, a
+// server directory of its own in the temporary directory, more listening
+// sockets than before, a goroutine of the runs' links, servers or nemesis,
+// or a network namespace or interface named for this process. Goroutines
+// that end as their connections close are given 10 s.
+func leftBehind(before int) []string {
+	var out []string
 	if kids := children(os.Getpid()); len(kids) > 0 {
-		t.Errorf("processes left behind: %v", kids)
+		out = append(out, fmt.Sprintf("processes left behind: %v", kids))
 	}
 	if dirs := ownDirs(); len(dirs) > 0 {
-		t.Errorf("server directories left behind: %v", dirs)
+		out = append(out, fmt.Sprintf("server directories left behind: %v", dirs))
 	}
-	if after := listeners(t); after != before {
-		t.Errorf("%d listening sockets before the runs, %d after", before, after)
+	if after, err := listeners(); err != nil || after != before {
+		out = append(out, fmt.Sprintf("%d listening sockets before the runs, %d after (%v)", before, after, err))
+	}
+	if os.Geteuid() == 0 { // no namespace is made without root
+		if left := namespacesLeft("hz" + strconv.Itoa(os.Getpid())); left != "" {
+			out = append(out, left)
+		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		left := runGoroutines()
 		if left == "" {
-			return
+			return out
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("goroutines of the runs left behind:\n%s", left)
-			return
+			return append(out, "goroutines of the runs left behind:\n"+left)
 		}
 		time.Sleep(50 * time.Millisecond) // a poll, bounded by the deadline
 	}
@@ -945,12 +962,11 @@ func ownDirs() []string {
 // listeners counts this process's listening TCP sockets: the sockets of
 // /proc/net/tcp and tcp6 in state LISTEN whose inodes are among its open
 // files.
-func listeners(t *testing.T) int {
-	t.Helper()
+func listeners() (int, error) {
 	mine := map[string]bool{}
 	fds, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	for _, fd := range fds {
 		l, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
@@ -974,7 +990,7 @@ func listeners(t *testing.T) int {
 		}
 		f.Close()
 	}
-	return n
+	return n, nil
 }
 
 // runGoroutines returns the stacks of the goroutines running code of a

@@ -2,11 +2,11 @@ package harness_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +24,7 @@ import (
 // requests wait in the kernel); the run is checked; and no namespace or
 // interface of the run is left.
 func TestRunHostsNetns(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("NOT RUN: --hosts netns needs root (CI runs as root)")
 	}
@@ -87,7 +88,6 @@ func TestRunHostsNetns(t *testing.T) {
 	if err != nil || !strings.Contains(string(test), ":hosts :netns") {
 		t.Errorf("test.edn does not say :hosts :netns: %v", err)
 	}
-	leftovers(t, "hz"+strconv.Itoa(os.Getpid()))
 }
 
 // TestRunServersOnHosts runs with every server on a host of its own
@@ -95,13 +95,13 @@ func TestRunHostsNetns(t *testing.T) {
 // Redis and its sentinels. The run's log names each host; a partition is a
 // rule in the worker's filter, which holds its requests until the heal as
 // the proxy's cut does; a failover is the primary's host cut off from the
-// replica's and the sentinels', and they promote the replica. No process,
-// namespace or interface is left.
+// replica's and the sentinels', and they promote the replica. That no
+// process, namespace or interface is left is TestMain's to check.
 func TestRunServersOnHosts(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("NOT RUN: --hosts netns needs root (CI runs as root)")
 	}
-	before := listeners(t)
+	t.Parallel()
 	hosts := func(c *harness.Config) { c.Hosts = "netns" }
 	cases := []struct {
 		faultCase
@@ -163,23 +163,21 @@ func TestRunServersOnHosts(t *testing.T) {
 			})
 		}
 	})
-	noLeftovers(t, before)
-	leftovers(t, "hz"+strconv.Itoa(os.Getpid()))
 }
 
-// leftovers fails t when a namespace or an interface named with prefix is
-// still on the machine.
-func leftovers(t *testing.T, prefix string) {
-	t.Helper()
+// namespacesLeft says which network namespaces and interfaces named with
+// prefix are still on the machine, or "".
+func namespacesLeft(prefix string) string {
+	var out []string
 	for _, args := range [][]string{{"netns", "list"}, {"-o", "link"}} {
-		out, err := exec.Command("ip", args...).CombinedOutput()
+		b, err := exec.Command("ip", args...).CombinedOutput()
 		if err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-		if strings.Contains(string(out), prefix) {
-			t.Errorf("ip %v shows what the run left:\n%s", args, out)
+			out = append(out, fmt.Sprintf("ip %v: %v: %s", args, err, b))
+		} else if strings.Contains(string(b), prefix) {
+			out = append(out, fmt.Sprintf("ip %v shows what the runs left:\n%s", args, b))
 		}
 	}
+	return strings.Join(out, "\n")
 }
 
 // TestRunRefusesTopology: settings that would start a run that does not

@@ -177,6 +177,7 @@ func stepped(t *testing.T, dir string, jump time.Duration) int {
 // moments the failover drops the recorder's connection, which the record
 // says as gaps).
 func TestRecordReconciles(t *testing.T) {
+	t.Parallel()
 	// A run of an interpreter's adapter, or of a lock whose sessions take
 	// a JVM's or etcd's round trips to open, is given three seconds, not
 	// one: beside two CPU burners kazoo's 1 s runs granted 2 to 4 times,
