@@ -2,8 +2,10 @@ package servers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/topology"
@@ -187,15 +189,34 @@ func (r *Replicated) Direct() map[string]string {
 	return m
 }
 
-// primary returns the node the sentinels name the primary now.
+// primary returns the node the sentinels name the primary now: the one
+// named by the sentinel whose configuration is the newest (the highest
+// config epoch). The sentinel that led a failover switches at once; the
+// others learn of it from its hellos, every 2 s, so that one sentinel
+// alone may still name the old primary well after the replica was
+// promoted (asking one, a failover of 3 s was taken for no failover in 9
+// runs of 9 of TestRecordReconcilesFailover's adapter case).
 func (r *Replicated) primary(ctx context.Context) (int, error) {
-	c := redis.NewSentinelClient(&redis.Options{Addr: r.sentinels[0].Addr, MaxRetries: -1})
-	defer c.Close()
-	addr, err := c.GetMasterAddrByName(ctx, MasterName).Result()
-	if err != nil {
-		return -1, fmt.Errorf("ask sentinel for the primary: %w", err)
+	var at string
+	epoch := int64(-1)
+	var errs []error
+	for _, s := range r.sentinels {
+		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+		m, err := c.Master(ctx, MasterName).Result()
+		c.Close()
+		e, perr := strconv.ParseInt(m["config-epoch"], 10, 64)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("ask sentinel %s for the primary: %w", s.Addr, err))
+		case perr != nil:
+			errs = append(errs, fmt.Errorf("sentinel %s: config-epoch %q: %w", s.Addr, m["config-epoch"], perr))
+		case e > epoch:
+			epoch, at = e, net.JoinHostPort(m["ip"], m["port"])
+		}
 	}
-	at := net.JoinHostPort(addr[0], addr[1])
+	if at == "" {
+		return -1, errors.Join(errs...)
+	}
 	for i := range r.nodes {
 		if r.addr(i) == at {
 			return i, nil
