@@ -166,7 +166,6 @@ func TestRunAdapterPausedInFlight(t *testing.T) {
 // hiatus.log with no more than its budget a process, and what it left —
 // its probe's, each worker's — is killed at the run's end and said.
 func TestRunAdapterLeavesNothing(t *testing.T) {
-	t.Parallel()
 	const flood = 4 << 20
 	command, mark := adaptertest.Marked(fmt.Sprintf(`sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 & yes flooding the log | head -c %d >&2; exec %s'`,
 		flood, adaptertest.Command("setnx")))
@@ -205,7 +204,6 @@ func TestRunAdapterLeavesNothing(t *testing.T) {
 // recorded as the adapter's fault, an acquire of unknown outcome (:info)
 // that says what was wrong, never as a grant without its fence or lease.
 func TestRunAdapterOutsideProtocol(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name         string
 		hello, grant adaptertest.Fields

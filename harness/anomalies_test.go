@@ -75,7 +75,6 @@ var anomalyRuns = []anomalyRun{
 // setnx on the same schedule, the correct lock, to pass it. The k of 10
 // each shows is in docs/checkers.md.
 func TestRunAnomalies(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("real runs, 6 s each")
 	}

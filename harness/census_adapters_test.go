@@ -16,7 +16,6 @@ import (
 // the census's cells are only as good as its adapters. What they need comes
 // from scripts/setup --tests; a missing package fails the check, loudly.
 func TestCensusAdapters(t *testing.T) {
-	t.Parallel()
 	seen := map[string]bool{}
 	for _, r := range compare.CensusRows() {
 		command, ok := strings.CutPrefix(r.Lock, client.ExecPrefix)

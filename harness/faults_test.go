@@ -114,10 +114,10 @@ func aimPostgres(c *harness.Config, kind harness.Nemesis) {
 // a partition, a delayed op slower than the delay, a dropped connection's
 // error, a guard's rejection, an update lost by an unguarded holder whose
 // write lands a lease late), or, for the clock jump and the restart, made
-// near certain by many faults in the run (see their cases). What the runs
-// leave behind is TestMain's to find: the test runs beside others.
+// near certain by many faults in the run (see their cases). When every run
+// has ended, none has left a process, a server directory or a listener.
 func TestRunNetworkFaults(t *testing.T) {
-	t.Parallel()
+	before := listenersT(t)
 	cases := []faultCase{
 		{name: "partition-redis", edit: func(c *harness.Config) { drawn(c, "partition-redis") }, effect: func(t *testing.T, r faultRun) {
 			r.eachWhole(t, r.kind(), func(w window) { r.cutOff(t, w) })
@@ -312,6 +312,7 @@ func TestRunNetworkFaults(t *testing.T) {
 		}},
 	}
 	runSharedCases(t, cases, 1)
+	noLeftovers(t, before)
 }
 
 // runSharedCases runs each case in parallel, case i with seed seed+i, on
@@ -807,10 +808,7 @@ func count(ops []history.Op, f func(history.Op) bool) int {
 // event cut short) and leaves no process, server directory, listener or
 // goroutine of its links behind.
 func TestRunInterruptedMidPartition(t *testing.T) {
-	before, err := listeners()
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := listenersT(t)
 	cfg := harness.DefaultConfig()
 	cfg.Store, cfg.Name, cfg.Seed = t.TempDir(), "interrupted", 1
 	cfg.Lease, cfg.Work, cfg.TimeLimit = faultLease, faultLease/3, 4*time.Second
@@ -821,6 +819,7 @@ func TestRunInterruptedMidPartition(t *testing.T) {
 	defer cancel()
 	done := make(chan struct{})
 	var res harness.Result
+	var err error
 	go func() {
 		defer close(done)
 		res, err = harness.Run(ctx, cfg)
@@ -865,7 +864,7 @@ func awaitJournal(t *testing.T, dir, s string, done <-chan struct{}) bool {
 
 // noLeftovers fails the test if the runs left anything behind
 // (leftBehind). A test that calls it must not be parallel: it sees every
-// test's processes. The parallel tests' runs are held to the same when the
+// test's processes. Every test's runs are held to the same when the
 // package's tests have ended (TestMain).
 func noLeftovers(t *testing.T, before int) {
 	t.Helper()
@@ -962,6 +961,17 @@ func ownDirs() []string {
 // listeners counts this process's listening TCP sockets: the sockets of
 // /proc/net/tcp and tcp6 in state LISTEN whose inodes are among its open
 // files.
+// listenersT is listeners for a test, which fails if they cannot be
+// counted.
+func listenersT(t *testing.T) int {
+	t.Helper()
+	n, err := listeners()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func listeners() (int, error) {
 	mine := map[string]bool{}
 	fds, err := os.ReadDir("/proc/self/fd")

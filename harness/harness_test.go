@@ -22,7 +22,6 @@ import (
 // directory `hiatus run` leaves, names the lock in test.edn, and its
 // history, checked again, gives the verdict the run gave.
 func TestRunOwnLock(t *testing.T) {
-	t.Parallel()
 	res := runLock(t, "del-release")
 	f, ok := res.Results.LockCounter()
 	if !ok || !f.Counted || f.Writes < 1 || f.Sections < f.Writes { // any write: how many a second holds is the machine's
@@ -120,7 +119,6 @@ func (l *chatty) Acquire(ctx context.Context) (client.Grant, error) {
 // run's log and leaves the ops whole: the run is counted and nothing is
 // missing.
 func TestRunChattyLock(t *testing.T) {
-	t.Parallel()
 	res := runLock(t, "chatty")
 	f, _ := res.Results.LockCounter()
 	if res.Results.Valid != checker.Valid || f.Writes == 0 {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,6 @@ import (
 // requests wait in the kernel); the run is checked; and no namespace or
 // interface of the run is left.
 func TestRunHostsNetns(t *testing.T) {
-	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("NOT RUN: --hosts netns needs root (CI runs as root)")
 	}
@@ -88,6 +88,9 @@ func TestRunHostsNetns(t *testing.T) {
 	if err != nil || !strings.Contains(string(test), ":hosts :netns") {
 		t.Errorf("test.edn does not say :hosts :netns: %v", err)
 	}
+	if left := namespacesLeft("hz" + strconv.Itoa(os.Getpid())); left != "" {
+		t.Error(left)
+	}
 }
 
 // TestRunServersOnHosts runs with every server on a host of its own
@@ -95,13 +98,13 @@ func TestRunHostsNetns(t *testing.T) {
 // Redis and its sentinels. The run's log names each host; a partition is a
 // rule in the worker's filter, which holds its requests until the heal as
 // the proxy's cut does; a failover is the primary's host cut off from the
-// replica's and the sentinels', and they promote the replica. That no
-// process, namespace or interface is left is TestMain's to check.
+// replica's and the sentinels', and they promote the replica. No process,
+// namespace or interface is left.
 func TestRunServersOnHosts(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("NOT RUN: --hosts netns needs root (CI runs as root)")
 	}
-	t.Parallel()
+	before := listenersT(t)
 	hosts := func(c *harness.Config) { c.Hosts = "netns" }
 	cases := []struct {
 		faultCase
@@ -163,6 +166,7 @@ func TestRunServersOnHosts(t *testing.T) {
 			})
 		}
 	})
+	noLeftovers(t, before)
 }
 
 // namespacesLeft says which network namespaces and interfaces named with

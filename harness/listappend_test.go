@@ -22,7 +22,6 @@ import (
 // way test.edn says the workload and its model, the history has :append
 // ops, and the saved history checked again gives the run's verdict.
 func TestRunListAppend(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		guard client.Guard
 		valid checker.Validity

@@ -177,12 +177,11 @@ func stepped(t *testing.T, dir string, jump time.Duration) int {
 // clocks the clock fault steps (stamped through their measured offsets),
 // on etcd and ZooKeeper (their watches), and on Sentinel's primary and replica through a failover (but for the
 // moments the failover drops the recorder's connection, which the record
-// says as gaps). Its cases run beside each other and the other parallel
-// tests: they wait on no fault's timing, only for five grants (a run with
-// fewer is made again), and each has servers of its own; but for those
-// that must run alone (TestRecordReconcilesAlone).
+// says as gaps). Its cases run beside each other: they wait on no fault's
+// timing, only for five grants (a run with fewer is made again), and each
+// has servers of its own; but for those that must run alone
+// (TestRecordReconcilesAlone).
 func TestRecordReconciles(t *testing.T) {
-	t.Parallel()
 	reconcileCases(t, false)
 }
 
@@ -297,15 +296,14 @@ func reconcileCases(t *testing.T, alone bool) {
 // runsAlone says, of the cases of TestRecordReconciles that must run
 // alone, why.
 var runsAlone = map[string]string{
-	// A failover is the sentinels' to make within the fault, and with the
-	// parallel tests' runs beside them they promoted no replica in 3 runs
-	// of 3.
+	// A failover is the sentinels' to make within the fault, and with
+	// other runs beside them they promoted no replica in 3 runs of 3.
 	"sentinel-failover":         "the sentinels' promotion is timed",
 	"adapter-sentinel-failover": "the sentinels' promotion is timed",
 	// Each acquire of the ZooKeeper locks has a session of its own, named
 	// by an ephemeral znode: a holder that released before the record read
-	// its znode's owner is unnamed, and beside the parallel tests' runs
-	// two grants of a run were (reconcile wants every grant named).
+	// its znode's owner is unnamed, and beside other tests' runs two
+	// grants of a run were (reconcile wants every grant named).
 	"zookeeper":     "the record names a session only while it lives",
 	"adapter-kazoo": "the record names a session only while it lives",
 }

@@ -29,7 +29,7 @@ const zkLease = time.Second
 // When every run has ended, none has left a process, a server directory or
 // a listener.
 func TestRunZooKeeperFaults(t *testing.T) {
-	t.Parallel()
+	before := listenersT(t)
 	zk := func(c *harness.Config) {
 		c.Lock, c.Lease, c.TimeLimit = "zookeeper", zkLease, 3*time.Second
 	}
@@ -144,6 +144,7 @@ func TestRunZooKeeperFaults(t *testing.T) {
 		}},
 	}
 	runSharedCases(t, cases, 300)
+	noLeftovers(t, before)
 }
 
 // zkExpiry is a run whose every holder stops itself inside its section for
