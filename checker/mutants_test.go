@@ -234,7 +234,7 @@ var mutants = []mutant{
 // TestMutants builds the checker's tests once with every mutant in them
 // (an overlay of the mutated files: the module is not copied), and
 // requires, for each mutant turned on alone, the property its tests name to
-// catch it within 100000 histories; it logs how many the property took.
+// catch it within mutantChecks histories; it logs how many the property took.
 // The properties stop at the first failure and do not shrink it: a mutant
 // caught is all this asks. With no mutant on, the build must pass every
 // property, so that a schema that changed the checker is not taken for a
@@ -269,9 +269,9 @@ func TestMutants(t *testing.T) {
 	failedAfter := regexp.MustCompile(`\[rapid\] (?:failed|panic) after (\d+) tests`)
 	for i, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
-			out, err := run(i+1, m.tests, 100000)
+			out, err := run(i+1, m.tests, mutantChecks)
 			if err == nil {
-				t.Fatalf("%s passed 100000 histories against the mutant:\n%s", m.tests, out)
+				t.Fatalf("%s passed %d histories against the mutant:\n%s", m.tests, mutantChecks, out)
 			}
 			if n := failedAfter.FindSubmatch(out); n != nil {
 				t.Logf("caught after %s histories", n[1])
@@ -288,9 +288,12 @@ func TestMutants(t *testing.T) {
 	}
 }
 
-// noMutantChecks is how many histories each property draws against the
-// build with no mutant on.
-const noMutantChecks = 10000
+// How many histories a property draws: at most, against a mutant; against
+// the build with no mutant on.
+const (
+	mutantChecks   = 100000
+	noMutantChecks = 10000
+)
 
 // mutantEnv holds the number of the mutant on: its place in mutants, from
 // 1; 0 or none for none.

@@ -958,9 +958,6 @@ func ownDirs() []string {
 	return out
 }
 
-// listeners counts this process's listening TCP sockets: the sockets of
-// /proc/net/tcp and tcp6 in state LISTEN whose inodes are among its open
-// files.
 // listenersT is listeners for a test, which fails if they cannot be
 // counted.
 func listenersT(t *testing.T) int {
@@ -972,6 +969,9 @@ func listenersT(t *testing.T) int {
 	return n
 }
 
+// listeners counts this process's listening TCP sockets: the sockets of
+// /proc/net/tcp and tcp6 in state LISTEN whose inodes are among its open
+// files.
 func listeners() (int, error) {
 	mine := map[string]bool{}
 	fds, err := os.ReadDir("/proc/self/fd")

@@ -322,7 +322,7 @@ func guardSetting() Setting {
 // workloadSetting is --workload, which test.edn keeps only when it is not
 // the counter: the runs made before workloads read as they did.
 func workloadSetting() Setting {
-	return Setting{Flag: "workload", Key: "workload", Shared: true, keyword: true, Usage: "what each section does with the resource in PostgreSQL: " + workloadUsage(),
+	return Setting{Flag: "workload", Key: "workload", Shared: true, keyword: true, Usage: "what each section does with the resource in PostgreSQL: " + WorkloadUsage(),
 		DefaultText: WorkloadCounter,
 		goName:      "Workload", get: func(c Config) any { return c.workload().name }, set: setString(func(c *Config) *string { return &c.Workload }),
 		kept: func(c Config) bool { return c.workload().name != WorkloadCounter },

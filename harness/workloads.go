@@ -72,8 +72,15 @@ func (c Config) workload() workloadKind {
 // Model is the model c's histories are checked against.
 func (c Config) Model() string { return c.workload().model }
 
-// workloadUsage says each workload, for --workload's usage.
-func workloadUsage() string {
+// CheckWorkload says why name is no workload, or nil: the refusal run's
+// --workload gives.
+func CheckWorkload(name string) error {
+	_, err := workloadOf(name)
+	return err
+}
+
+// WorkloadUsage says each workload, for --workload's usage.
+func WorkloadUsage() string {
 	var out []string
 	for _, k := range workloadKinds() {
 		out = append(out, k.name+" ("+k.usage+")")

@@ -32,16 +32,15 @@ func genCommand() *cli.Command {
 			&cli.Int64Flag{Name: "seed", Value: 1, Usage: "seed of every choice"},
 			&cli.DurationFlag{Name: "lease", Value: gen.DefaultLease, Usage: "the lock's lease"},
 			&cli.DurationFlag{Name: "work", Value: gen.DefaultWork, Usage: "time between a section's read and its write"},
-			&cli.StringFlag{Name: "workload", Value: harness.WorkloadCounter, Usage: "the workload of the simulated run, as run's --workload: " +
-				harness.WorkloadCounter + ", or " + harness.WorkloadListAppend + " (each section appends an element to a list; a lost update loses the other's element)"},
+			&cli.StringFlag{Name: "workload", Value: harness.WorkloadCounter, Usage: "the workload of the simulated run, as run's --workload: " + harness.WorkloadUsage()},
 			&cli.StringFlag{Name: "out", Usage: "write the history to `FILE` instead of stdout (a new or regular file: hiatus writes no link, pipe or device)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageErrorf("gen takes no arguments, only flags (see hiatus gen --help)")
 			}
-			if w := c.String("workload"); w != harness.WorkloadCounter && w != harness.WorkloadListAppend {
-				return usageErrorf("--workload %q: want %s or %s", w, harness.WorkloadCounter, harness.WorkloadListAppend)
+			if err := harness.CheckWorkload(c.String("workload")); err != nil {
+				return usageErrorf("%v", err)
 			}
 			cfg := gen.Config{
 				Sections: c.Int("sections"), Workers: c.Int("workers"), Lost: c.Int("lost"), Info: c.Int("info"),

@@ -29,6 +29,7 @@ func TestGenCommand(t *testing.T) {
 		{"too many", []string{"--sections", "3", "--lost", "2"}, exitUsage, "need more than 3 sections", -1},
 		{"no workers", []string{"--workers", "0"}, exitUsage, "workers must be at least 1", -1},
 		{"argument", []string{"history.edn"}, exitUsage, "takes no arguments", -1},
+		{"unknown workload", []string{"--workload", "queue"}, exitUsage, `--workload "queue": want one of counter, list-append`, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(dir, tc.name+".edn")
