@@ -107,6 +107,18 @@ func aimPostgres(c *harness.Config, kind harness.Nemesis) {
 	c.Plan = aimed(history.Keyword(kind), 2*faultLease, 500*time.Millisecond)
 }
 
+// aimPostgresTwice is aimPostgres with a second fault, begun 3 s in (after
+// the first, begun two seconds late at the worst, has healed), and the run
+// a second and a half longer, for an effect that one fault shows most
+// times and not always: a holder caught before its read has answered reads
+// after the heal, and loses nothing (once in a suite under load, with
+// valid? true).
+func aimPostgresTwice(c *harness.Config, kind harness.Nemesis) {
+	aimPostgres(c, kind)
+	c.TimeLimit += 1500 * time.Millisecond
+	c.Plan = aimed(history.Keyword(kind), 2*faultLease, 500*time.Millisecond, 3*time.Second)
+}
+
 // TestRunNetworkFaults runs each new fault for a few seconds, the runs in
 // parallel on one pair of throwaway servers, and reads each one's history: the fault's events, with the fields that
 // say what it hit, and its effect on the lock and the counter. The effects
@@ -123,7 +135,7 @@ func TestRunNetworkFaults(t *testing.T) {
 			r.eachWhole(t, r.kind(), func(w window) { r.cutOff(t, w) })
 		}},
 		{name: "partition-postgres", edit: func(c *harness.Config) {
-			aimPostgres(c, "partition-postgres")
+			aimPostgresTwice(c, "partition-postgres")
 		}, effect: func(t *testing.T, r faultRun) {
 			r.eachWhole(t, r.kind(), func(w window) { r.cutOff(t, w) })
 			lost(t, r)
@@ -145,7 +157,7 @@ func TestRunNetworkFaults(t *testing.T) {
 			r.eachWhole(t, r.kind(), func(w window) { r.slowed(t, w, faultLease) })
 		}},
 		{name: "delay-postgres", edit: func(c *harness.Config) {
-			aimPostgres(c, "delay-postgres")
+			aimPostgresTwice(c, "delay-postgres")
 		}, effect: func(t *testing.T, r faultRun) {
 			r.eachWhole(t, r.kind(), func(w window) { r.slowed(t, w, faultLease) })
 			lost(t, r)
@@ -299,8 +311,11 @@ func TestRunNetworkFaults(t *testing.T) {
 		{name: "redlock-partition-redis", edit: func(c *harness.Config) {
 			// The lease as redlock's above: redsync gives each node 5% of
 			// it to answer (15 ms of 300 ms), which a loaded machine misses.
+			// Three seconds, as the majority's: in a suite under load, no
+			// worker of three took the lock in two (every acquire :fail
+			// :timeout, so nothing to check).
 			c.Lock, c.Nemesis, c.Lease = "redlock", "partition-redis", 2*time.Second
-			c.Pause, c.Interval = faultLease, 100*time.Millisecond
+			c.Pause, c.Interval, c.TimeLimit = faultLease, 100*time.Millisecond, 3*time.Second
 		}, effect: func(t *testing.T, r faultRun) {
 			for _, w := range r.windows {
 				links, _ := w.v("links").(string)

@@ -118,7 +118,7 @@ func TestRunServersOnHosts(t *testing.T) {
 		}}, []string{"the lock's Redis node 0", "PostgreSQL", "worker 2"}},
 		{faultCase{name: "netns-partition-postgres", edit: func(c *harness.Config) {
 			hosts(c)
-			aimPostgres(c, "partition-postgres")
+			aimPostgresTwice(c, "partition-postgres")
 		}, effect: func(t *testing.T, r faultRun) {
 			r.eachWhole(t, r.kind(), func(w window) { r.cutOff(t, w) })
 			lost(t, r)
@@ -163,6 +163,7 @@ func TestRunServersOnHosts(t *testing.T) {
 						t.Errorf("the run's log does not put %s on a host of its own:\n%s", what, log)
 					}
 				}
+				r.logFailed(t)
 			})
 		}
 	})

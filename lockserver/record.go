@@ -67,6 +67,9 @@ type Config struct {
 	// Redis node's stream, on its reader's goroutine: a recorder late to
 	// read, as on a loaded machine.
 	readHook func()
+	// dropMark, when set (by tests), says which of a clock step's markers
+	// are not sent, as if their node had not answered in time.
+	dropMark func(marker string) bool
 }
 
 // queueLen bounds the events on their way to disk: a node whose events

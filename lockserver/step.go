@@ -27,10 +27,20 @@ func (r *Recorder) StepClock(ctx context.Context, index int, offset time.Duratio
 		return step()
 	}
 	s := r.redis[index]
-	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
-	defer cancel()
+	// Each marker has a measure's bound of its own: the step between them
+	// (over SSH, a session that writes the node's clock file) may take
+	// longer than a bound under load, and a bound shared with it left the
+	// second marker unsent ("context deadline exceeded").
+	mark := func(m string) error {
+		if r.cfg.dropMark != nil && r.cfg.dropMark(m) {
+			return context.DeadlineExceeded
+		}
+		ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+		defer cancel()
+		return s.side.Echo(ctx, m).Err()
+	}
 	st := s.steps.begin()
-	if err := s.side.Echo(ctx, st.before).Err(); err != nil {
+	if err := mark(st.before); err != nil {
 		s.steps.abandon(st)
 		return step()
 	}
@@ -40,8 +50,12 @@ func (r *Recorder) StepClock(ctx context.Context, index int, offset time.Duratio
 		return err
 	}
 	s.steps.stepped(st, offset)
-	if err := s.side.Echo(ctx, st.after).Err(); err != nil {
-		s.rec.logf("%s: mark the end of a clock step: %v", s.node.Name, err)
+	if err := mark(st.after); err != nil {
+		// The lines held since the first marker go now, and the record
+		// goes on under the new offset: held for a marker that does not
+		// come, a grant after it never reached the record.
+		s.steps.unsent(st)
+		s.rec.logf("%s: mark the end of a clock step: %v (the lines about the step are stamped by their arrival)", s.node.Name, err)
 	}
 	return nil
 }
@@ -51,6 +65,7 @@ type step struct {
 	before, after string
 	by            int64 // the step's size: the new fake offset less the old, ns
 	done          bool  // the step was made, by by
+	unsent        bool  // made, but its second marker was not sent
 }
 
 // steps are a node's clock steps under way, and its fake offset now.
@@ -101,6 +116,13 @@ func (ss *steps) abandon(st *step) {
 	}
 }
 
+// unsent says st's second marker will not come, though st was made.
+func (ss *steps) unsent(st *step) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	st.unsent = true
+}
+
 // marked returns the step whose marker is word, and whether word is its
 // first marker.
 func (ss *steps) marked(word string) (st *step, first bool, ok bool) {
@@ -129,16 +151,24 @@ type item struct {
 // are taken as they come.
 const maxHeld = 10_000
 
-// gone reports whether st was abandoned: its second marker will not come.
-func (ss *steps) gone(st *step) bool {
+// gone reports whether st's second marker will not come: st was
+// abandoned, or made with that marker unsent (then it is pending no
+// more); by is what the step moved the node's clock by (0 for one
+// abandoned). Only the reader holding st asks.
+func (ss *steps) gone(st *step) (gone bool, by int64) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	for _, s := range ss.pending {
+	for i, s := range ss.pending {
 		if s == st {
-			return false
+			if !st.unsent {
+				return false, 0
+			}
+			// Its marker, should it come late, is an echo like any other.
+			ss.pending = append(ss.pending[:i], ss.pending[i+1:]...)
+			return true, st.by
 		}
 	}
-	return true
+	return true, 0
 }
 
 // stepMarker reports whether l is a marker of a clock step, which ends
@@ -169,7 +199,12 @@ func (s *redisSource) stepMarked(ctx context.Context, st *step, first bool) bool
 // abandoned, or too many items, lets them go as they come.
 func (s *redisSource) hold(ctx context.Context, it item) bool {
 	s.held = append(s.held, it)
-	if len(s.held) >= maxHeld || s.steps.gone(s.holding) {
+	gone, by := s.steps.gone(s.holding)
+	if gone {
+		// What follows ran under the step's offset, as after its marker.
+		s.clock.fake = s.stepFake + by
+	}
+	if gone || len(s.held) >= maxHeld {
 		return s.release(ctx, s.stepB, s.rec.hist.now())
 	}
 	return false
