@@ -50,7 +50,15 @@ func (r *Recorder) StepClock(ctx context.Context, index int, offset time.Duratio
 		return err
 	}
 	s.steps.stepped(st, offset)
-	if err := mark(st.after); err != nil {
+	// The second marker need only come after the step: it is tried again,
+	// since the lines held until it comes are stamped exactly, and those
+	// read after it is given up are not (a line that ran before the step
+	// and is read after takes the new offset).
+	err = mark(st.after)
+	for try := 1; err != nil && try < markTries && ctx.Err() == nil; try++ {
+		err = mark(st.after)
+	}
+	if err != nil {
 		// The lines held since the first marker go now, and the record
 		// goes on under the new offset: held for a marker that does not
 		// come, a grant after it never reached the record.
@@ -59,6 +67,10 @@ func (r *Recorder) StepClock(ctx context.Context, index int, offset time.Duratio
 	}
 	return nil
 }
+
+// markTries is how many times a step's second marker is sent before it
+// is given up, each within sampleTimeout.
+const markTries = 3
 
 // A step is one step of a node's clock, as its markers show it.
 type step struct {
