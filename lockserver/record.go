@@ -205,7 +205,12 @@ func (r *Recorder) logf(format string, args ...any) {
 // op makes an event of node index at h (unix ns on the history's clock) a
 // journal op.
 func (r *Recorder) op(index int, h int64, e event) history.Op {
-	o := history.Op{Index: history.Unset, Time: h - r.hist.startNS, Type: history.Info, Process: history.Process(index),
+	// Every line the record takes ran after the run began (a node's stream
+	// is read from its sync marker on): a stamp before it is a stamp's
+	// error (a clock step's second marker unsent, a first measure's
+	// spread), and a negative :time would make the whole journal
+	// unreadable (TestStepsUnmarked, once in a suite).
+	o := history.Op{Index: history.Unset, Time: max(h-r.hist.startNS, 0), Type: history.Info, Process: history.Process(index),
 		F: e.act, Extra: map[history.Keyword]any{history.KeyKey: e.key}}
 	set := func(k history.Keyword, v string) {
 		if v != "" {

@@ -180,3 +180,19 @@ func checkStamps(t *testing.T, run store.Run, start int64, attempts []stampedAtt
 		t.Errorf("%d steps, %d events stamped on a stepped clock: the test stepped too little to tell", steps, stepped)
 	}
 }
+
+// TestOpNeverBeforeStart: an event stamped before the run began (by a
+// stamp's error) is written at the start, not at a negative :time, which
+// would make the whole journal unreadable.
+func TestOpNeverBeforeStart(t *testing.T) {
+	r := &Recorder{hist: &historyClock{startNS: 1_000_000_000}}
+	for _, tc := range []struct{ h, want int64 }{
+		{h: 991_268_000, want: 0},
+		{h: 1_000_000_000, want: 0},
+		{h: 1_000_000_001, want: 1},
+	} {
+		if got := r.op(0, tc.h, event{act: history.SGrant}).Time; got != tc.want {
+			t.Errorf("stamped %d ns: :time %d, want %d", tc.h, got, tc.want)
+		}
+	}
+}
