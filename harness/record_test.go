@@ -1,7 +1,6 @@
 package harness_test
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -183,12 +182,6 @@ func stepped(t *testing.T, dir string, jump time.Duration) int {
 // has a session of its own, named only while it lives) and the sentinels
 // promoted no replica in a failover's 3 s.
 func TestRecordReconciles(t *testing.T) {
-	shared := harness.DefaultConfig()
-	stop, err := harness.StartServers(context.Background(), &shared)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
 	// A run of an interpreter's adapter, or of a lock whose sessions take
 	// a JVM's or etcd's round trips to open, is given three seconds, not
 	// one: beside two CPU burners kazoo's 1 s runs granted 2 to 4 times,
@@ -196,7 +189,7 @@ func TestRecordReconciles(t *testing.T) {
 	slow := func(edit func(*harness.Config)) func(*harness.Config) {
 		return func(c *harness.Config) { edit(c); c.TimeLimit = 3 * time.Second }
 	}
-	for i, tc := range []struct {
+	for _, tc := range []struct {
 		name string
 		edit func(*harness.Config)
 		recon
@@ -255,13 +248,6 @@ func TestRecordReconciles(t *testing.T) {
 			cfg := harness.DefaultConfig()
 			cfg.Store, cfg.TimeLimit, cfg.Nemesis, cfg.NoPlots = t.TempDir(), time.Second, "none", true
 			tc.edit(&cfg)
-			if cfg.Hosts == harness.HostsLocal {
-				// The run's Redis and PostgreSQL are shared, each case on a
-				// lock key and counter row of its own (its name): starting
-				// them was a good part of each run.
-				cfg.Name, cfg.CounterID = tc.name, int64(i+1)
-				cfg.RedisURL, cfg.PostgresURL = shared.RedisURL, shared.PostgresURL
-			}
 			// A run of fewer than five grants tells nothing either way (beside
 			// two CPU burners RedlockMutex's 3 s runs granted 4), nor does a
 			// failover run whose sentinels promoted no replica: it is made
