@@ -288,7 +288,10 @@ func TestRunNetworkFaults(t *testing.T) {
 			}
 		}},
 		{name: "redlock-partition-redis-majority", edit: func(c *harness.Config) {
-			c.Lock, c.Nemesis, c.Lease = "redlock", "partition-redis-majority", 2*time.Second
+			// A lease of 6 s: redsync gives each node 5% of it to answer
+			// (300 ms); beside two CPU burners, with 2 s (100 ms), no
+			// worker took the lock in 3 s, so nothing to check.
+			c.Lock, c.Nemesis, c.Lease = "redlock", "partition-redis-majority", 6*time.Second
 			c.Pause, c.Interval, c.TimeLimit = 4*faultLease, 100*time.Millisecond, 3*time.Second
 		}, effect: func(t *testing.T, r faultRun) {
 			// Cut from three of the five nodes, the worker can take the
@@ -311,10 +314,11 @@ func TestRunNetworkFaults(t *testing.T) {
 		{name: "redlock-partition-redis", edit: func(c *harness.Config) {
 			// The lease as redlock's above: redsync gives each node 5% of
 			// it to answer (15 ms of 300 ms), which a loaded machine misses.
-			// Three seconds, as the majority's: in a suite under load, no
-			// worker of three took the lock in two (every acquire :fail
-			// :timeout, so nothing to check).
-			c.Lock, c.Nemesis, c.Lease = "redlock", "partition-redis", 2*time.Second
+			// Three seconds and a lease of 6 s, as the majority's: in a
+			// suite under load, no worker of three took the lock in two
+			// seconds with a 2 s lease (every acquire :fail :timeout, so
+			// nothing to check), nor in three beside two CPU burners.
+			c.Lock, c.Nemesis, c.Lease = "redlock", "partition-redis", 6*time.Second
 			c.Pause, c.Interval, c.TimeLimit = faultLease, 100*time.Millisecond, 3*time.Second
 		}, effect: func(t *testing.T, r faultRun) {
 			for _, w := range r.windows {
