@@ -54,16 +54,17 @@ func (r *Recorder) StepClock(ctx context.Context, index int, offset time.Duratio
 	// since the lines held until it comes are stamped exactly, and those
 	// read after it is given up are not (a line that ran before the step
 	// and is read after takes the new offset).
-	err = mark(st.after)
-	for try := 1; err != nil && try < markTries && ctx.Err() == nil; try++ {
-		err = mark(st.after)
+	for try := 0; try < markTries; try++ {
+		if err = mark(st.after); err == nil || ctx.Err() != nil {
+			break
+		}
 	}
 	if err != nil {
 		// The lines held since the first marker go now, and the record
 		// goes on under the new offset: held for a marker that does not
 		// come, a grant after it never reached the record.
 		s.steps.unsent(st)
-		s.rec.logf("%s: mark the end of a clock step: %v (the lines about the step are stamped by their arrival)", s.node.Name, err)
+		s.rec.logf("%s: mark the end of a clock step: %v (the lines held since its first marker go under the step's offset; one that ran before the step and is read after takes it too)", s.node.Name, err)
 	}
 	return nil
 }

@@ -45,25 +45,12 @@ func TestStepsUnmarked(t *testing.T) {
 		}
 		return false
 	})
-	evs, err := history.ReadServerFile(run.Path(store.LockServer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	stepped := 0 // events stamped under a step of 300 ms: the offset moved
-	for _, e := range evs {
-		if e.Act == history.SGrant || e.Act == history.SRefuse {
-			seen[commandToken(e.Command)] = true
-		}
-		if e.NodeTime-e.Time > int64(250*time.Millisecond) {
-			stepped++
-		}
-	}
+	at, stepped := verdicts(t, run)
 	if stepped == 0 {
 		t.Error("no event stamped under a stepped clock: the offset did not move by the steps whose second marker was not sent")
 	}
 	for _, a := range attempts {
-		if !seen[a.token] {
+		if _, ok := at[a.token]; !ok {
 			t.Errorf("attempt %s: no verdict in the record", a.token)
 		}
 	}
@@ -151,20 +138,7 @@ func contendStepped(t *testing.T, dropMark func(string) bool) (store.Run, int64,
 // checkStamps holds each attempt's verdict in the record to its window.
 func checkStamps(t *testing.T, run store.Run, start int64, attempts []stampedAttempt, steps int) {
 	t.Helper()
-	evs, err := history.ReadServerFile(run.Path(store.LockServer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := map[string]history.ServerEvent{}
-	stepped := 0
-	for _, e := range evs {
-		if e.Act == history.SGrant || e.Act == history.SRefuse {
-			at[commandToken(e.Command)] = e
-		}
-		if e.NodeTime-e.Time > int64(250*time.Millisecond) {
-			stepped++
-		}
-	}
+	at, stepped := verdicts(t, run)
 	for _, a := range attempts {
 		e, ok := at[a.token]
 		if !ok {
@@ -179,6 +153,28 @@ func checkStamps(t *testing.T, run store.Run, start int64, attempts []stampedAtt
 	if stepped == 0 || steps < 10 {
 		t.Errorf("%d steps, %d events stamped on a stepped clock: the test stepped too little to tell", steps, stepped)
 	}
+}
+
+// verdicts reads the record of run: each SET NX's verdict by its token,
+// and how many events were stamped under a step of the node's clock (300
+// ms: the offset moved by it).
+func verdicts(t *testing.T, run store.Run) (map[string]history.ServerEvent, int) {
+	t.Helper()
+	evs, err := history.ReadServerFile(run.Path(store.LockServer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]history.ServerEvent{}
+	stepped := 0
+	for _, e := range evs {
+		if e.Act == history.SGrant || e.Act == history.SRefuse {
+			at[commandToken(e.Command)] = e
+		}
+		if e.NodeTime-e.Time > int64(250*time.Millisecond) {
+			stepped++
+		}
+	}
+	return at, stepped
 }
 
 // TestOpNeverBeforeStart: an event stamped before the run began (by a
