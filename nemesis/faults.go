@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"syscall"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
@@ -184,8 +185,30 @@ func (n *PauseServer) Begin(context.Context, *rand.Rand) (map[history.Keyword]an
 	if pid <= 0 {
 		return nil, ErrNoTarget
 	}
-	n.pids = withChildren(pid)
-	return map[history.Keyword]any{"pid": pid, "pids": len(n.pids)}, n.Freezer.Stop(n.pids...)
+	var err error
+	n.pids, err = stopTree(n.Freezer, pid, withChildren(pid))
+	return map[history.Keyword]any{"pid": pid, "pids": len(n.pids)}, err
+}
+
+// stopTree stops pids, a server pid and its children, and returns those
+// stopped. A child that exited after it was listed (a backend whose client
+// hung up: a timed-out query's) has nothing left to freeze. Any other
+// failure fails the fault, and resumes those stopped: a fault that failed
+// to begin is not ended, and would leave the server frozen for the rest
+// of the run, which its history said was never paused.
+func stopTree(f *Freezer, pid int, pids []int) ([]int, error) {
+	var stopped []int
+	for _, p := range pids {
+		err := f.Stop(p)
+		switch {
+		case err == nil:
+			stopped = append(stopped, p)
+		case p != pid && errors.Is(err, syscall.ESRCH):
+		default:
+			return nil, errors.Join(err, f.Cont(stopped...))
+		}
+	}
+	return stopped, nil
 }
 
 // End implements Fault.

@@ -125,3 +125,53 @@ func TestFreezer(t *testing.T) {
 		}
 	}
 }
+
+// TestStopTree: a pause of a server stops it and its children. A child
+// that exited after it was listed (a PostgreSQL backend whose client hung
+// up) is no failure: once, beside two CPU burners, one such failed a
+// pause-postgres, whose history said it never began while the processes
+// it had stopped stayed stopped. The server itself gone is a failure, and
+// what was stopped is resumed.
+func TestStopTree(t *testing.T) {
+	srv := exec.Command("sleep", "30")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	exited := exec.Command("true")
+	if err := exited.Run(); err != nil { // reaped: its PID names no process now
+		t.Fatal(err)
+	}
+	pid, gone := srv.Process.Pid, exited.Process.Pid
+	await := func(p int, stopped bool) string {
+		for deadline := time.Now().Add(time.Second); (state(p) == "T") != stopped && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return state(p)
+	}
+
+	var f Freezer
+	got, err := stopTree(&f, pid, []int{pid, gone})
+	if err != nil || len(got) != 1 || got[0] != pid {
+		t.Fatalf("a child gone: stopped %v, %v; want the server alone, no error", got, err)
+	}
+	if st := await(pid, true); st != "T" {
+		t.Errorf("the server in state %s, want T (stopped)", st)
+	}
+	if err := f.Cont(got...); err != nil {
+		t.Fatal(err)
+	}
+	if st := await(pid, false); st == "T" {
+		t.Fatalf("the server still stopped after Cont")
+	}
+
+	// Listed first, a sibling is stopped before the server's own stop
+	// fails: it is resumed.
+	got, err = stopTree(&f, gone, []int{pid, gone})
+	if err == nil || got != nil {
+		t.Fatalf("the server gone: stopped %v, %v; want an error", got, err)
+	}
+	if st := await(pid, false); st == "T" {
+		t.Errorf("a process stopped by a pause that failed to begin is still stopped")
+	}
+}
