@@ -2,13 +2,14 @@ package checker
 
 import "github.com/hiatus-dev/hiatus/history"
 
-// LockCounterFigures are the figures of the :lock-counter check, typed so
-// that a reader (the run summary, compare's tables and plots) cannot
+// LockFigures are the figures of a lock's sections, which the
+// :lock-counter check and list-append's carry under the same names, typed
+// so that a reader (the run summary, compare's tables and plots) cannot
 // misspell one into a silent zero. Each has one name, the one results.edn
 // and table.json give it (figureNames, the json tags), defined in
 // docs/checkers.md; the evidence behind them (which writes were stale,
 // which sections overlapped) stays in the Result's Fields.
-type LockCounterFigures struct {
+type LockFigures struct {
 	Sections       int64 `json:"sections"`        // critical sections: acquires that were granted
 	LeasedSections int64 `json:"leased-sections"` // of them, those granted with a lease (:lease-ms)
 	Writes         int64 `json:"writes"`          // acknowledged (:ok) writes
@@ -33,9 +34,9 @@ type LockCounterFigures struct {
 
 // figureNames pairs each figure with its one name, in results.edn's order:
 // the table that writes them (fields) and reads them back
-// (ReadLockCounterFigures). final, lost-min and lost-max are nil in
+// (ReadLockFigures). final, lost-min and lost-max are nil in
 // results.edn without a final read.
-func (f *LockCounterFigures) figureNames() []struct {
+func (f *LockFigures) figureNames() []struct {
 	name    string
 	p       *int64
 	counted bool // known only with a final read (Counted)
@@ -67,7 +68,7 @@ func (f *LockCounterFigures) figureNames() []struct {
 }
 
 // fields are the figures as results.edn writes them, in its order.
-func (f LockCounterFigures) fields() []Field {
+func (f LockFigures) fields() []Field {
 	var out []Field
 	for _, fig := range f.figureNames() {
 		var v any = *fig.p
@@ -79,9 +80,9 @@ func (f LockCounterFigures) fields() []Field {
 	return out
 }
 
-// ReadLockCounterFigures reads the figures of a :lock-counter check back
+// ReadLockFigures reads the figures of a :lock-counter check back
 // from results.edn, the check's map; ok is false when it has none of them.
-func ReadLockCounterFigures(check map[history.Keyword]any) (f LockCounterFigures, ok bool) {
+func ReadLockFigures(check map[history.Keyword]any) (f LockFigures, ok bool) {
 	for _, fig := range f.figureNames() {
 		v, isInt := history.Int(check[history.Keyword(fig.name)])
 		*fig.p = v
@@ -93,21 +94,22 @@ func ReadLockCounterFigures(check map[history.Keyword]any) (f LockCounterFigures
 	return f, ok
 }
 
-// LockCounter returns the figures of the :lock-counter check, if r is one.
-func (r Result) LockCounter() (LockCounterFigures, bool) {
-	if r.lockCounter == nil {
-		return LockCounterFigures{}, false
+// LockFigures returns the figures of a lock's sections, if r is a check
+// that carries them (the :lock-counter check, list-append's: HasLockFigures).
+func (r Result) LockFigures() (LockFigures, bool) {
+	if r.lockFigures == nil {
+		return LockFigures{}, false
 	}
-	return *r.lockCounter, true
+	return *r.lockFigures, true
 }
 
-// LockCounter returns the figures of the :lock-counter check among rs, if
-// there is one.
-func (rs Results) LockCounter() (LockCounterFigures, bool) {
+// LockFigures returns the figures of the first check among rs that
+// carries them, if one does.
+func (rs Results) LockFigures() (LockFigures, bool) {
 	for _, r := range rs.Checks {
-		if f, ok := r.LockCounter(); ok {
+		if f, ok := r.LockFigures(); ok {
 			return f, true
 		}
 	}
-	return LockCounterFigures{}, false
+	return LockFigures{}, false
 }

@@ -8,7 +8,7 @@ import (
 // TestFigureNamesAreJSONNames: each figure has one name, the same in
 // results.edn (figureNames) and table.json (the struct's json tags).
 func TestFigureNamesAreJSONNames(t *testing.T) {
-	var f LockCounterFigures
+	var f LockFigures
 	tags := map[uintptr]string{}
 	v, typ := reflect.ValueOf(&f).Elem(), reflect.TypeOf(f)
 	for i := range typ.NumField() {

@@ -238,7 +238,7 @@ func microOp(v any, f history.Keyword) (int64, any, bool) {
 
 // listFigures are what the list-append check counts. Those a lock's
 // sections share with the counter's (lost, elements) are
-// said as LockCounterFigures, by Stream.listAppend; fields has the rest.
+// said as LockFigures, by Stream.listAppend; fields has the rest.
 type listFigures struct {
 	counted                        bool // the lists were judged: a final read, every op readable
 	failedAppends, landedInfo      int64
@@ -291,7 +291,7 @@ func (s *Stream) listAppend() Result {
 	f, pairs := s.sectionFigures(c.unfinished(), s.flagger())
 	r, lf := c.result(pairs)
 	f.Counted, f.Final, f.LostMin, f.LostMax, f.ProvenWrites = lf.counted, lf.elements, lf.lost, lf.lost+lf.maybeLost, lf.provenInfo
-	r.lockCounter = &f
+	r.lockFigures = &f
 	r.Fields = append(f.fields(), r.Fields...)
 	return r
 }

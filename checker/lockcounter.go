@@ -288,7 +288,7 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 		r.Explanation += "; first stale write: " + s.describeStale(stale[0], pauses)
 		r.blame = []blame{{stale[0].Process, stale[0].WriteInv}}
 	}
-	r.lockCounter = &f
+	r.lockFigures = &f
 	r.Fields = append(f.fields(),
 		Field{"stale-writes", staleEvidence(stale, pauses)},
 		Field{"overlaps", pairs},
@@ -302,9 +302,9 @@ func (s *Stream) lockCounter(initial int64, w *counterWalk) (r Result) {
 // that may have written and overlap another; unfinished are the writes
 // that never completed, and fl, if not nil, is told of each overlap. The
 // sections must be done (sectionSet.done).
-func (s *Stream) sectionFigures(unfinished int, fl *flagger) (LockCounterFigures, []any) {
+func (s *Stream) sectionFigures(unfinished int, fl *flagger) (LockFigures, []any) {
 	c, secs := s.counts, &s.secs
-	f := LockCounterFigures{
+	f := LockFigures{
 		Writes: int64(c.writes), InfoWrites: int64(c.infoWrites + unfinished),
 		StaleRejected: int64(c.rejected), ChangeRejected: int64(c.changed), Pauses: int64(len(s.pauses.pauses)), Faults: int64(c.faults), InfoOps: int64(c.infoOps),
 		Sections: int64(secs.n), LeasedSections: int64(secs.leased), LateWrites: int64(secs.late),

@@ -220,7 +220,7 @@ func TestLockCounterEdges(t *testing.T) {
 				lin, _ := rs.Check("linear")
 				lc, _ := rs.Check("lock-counter")
 				lo, hi := int64(-1), int64(-1)
-				if f, _ := rs.LockCounter(); f.Counted {
+				if f, _ := rs.LockFigures(); f.Counted {
 					lo, hi = f.LostMin, f.LostMax
 				}
 				if lin.Valid != tc.linear || lc.Valid != tc.lockCtr || lo != tc.lost[0] || hi != tc.lost[1] {

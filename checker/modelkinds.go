@@ -177,7 +177,7 @@ func Searched(name string) bool {
 	return ok && k.problem != nil
 }
 
-// SectionFigures reports whether the result of the model called name
-// carries the figures of a lock's sections (LockCounterFigures, under the
+// HasLockFigures reports whether the result of the model called name
+// carries the figures of a lock's sections (LockFigures, under the
 // names results.edn gives them): a streamed model's does.
-func SectionFigures(name string) bool { return streamed(name) }
+func HasLockFigures(name string) bool { return streamed(name) }

@@ -88,9 +88,9 @@ type Result struct {
 	Fields []Field
 	// Explanation says in words why the check is not valid; empty when valid.
 	Explanation string
-	// lockCounter holds the :lock-counter check's figures, typed; nil for
-	// any other check.
-	lockCounter *LockCounterFigures
+	// lockFigures holds the figures of a lock's sections, typed; nil for a
+	// check that has none (HasLockFigures).
+	lockFigures *LockFigures
 	// blame are the writes the check blames, the first first, for the
 	// layer the lock server's record says broke; nil if none.
 	blame []blame

@@ -45,7 +45,7 @@ func TestFlagged(t *testing.T) {
 		}
 		n := len(Sections(ops))
 		rs, flags := flaggedOf(t, ops, 0, n, false)
-		fig, _ := rs.LockCounter()
+		fig, _ := rs.LockFigures()
 		var overlap, late int64
 		stale := map[int64]bool{} // write index of each stale write
 		lost := map[int64]bool{}

@@ -68,7 +68,7 @@ func TestGuards(t *testing.T) {
 				}
 			}
 			res := checker.LockCounter(ops, 0)
-			f, _ := res.LockCounter()
+			f, _ := res.LockFigures()
 			if f.Writes != tc.writes || f.LostMin != tc.lost || f.LostMax != tc.lost ||
 				f.StaleRejected != tc.staleRejected || f.ChangeRejected != tc.changeRejected {
 				t.Errorf("writes %d, lost %d–%d, stale-rejected %d, change-rejected %d; want %d, %d, %d, %d",

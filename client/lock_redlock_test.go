@@ -69,7 +69,7 @@ func TestRedlock(t *testing.T) {
 		}
 		wg.Wait()
 		res := checker.LockCounter(r.history(t), 0)
-		f, _ := res.LockCounter()
+		f, _ := res.LockFigures()
 		if res.Valid != checker.Valid || f.LockOverlapping != 0 || f.Writes == 0 {
 			t.Errorf("valid %v, lock-overlapping %d, writes %d; want valid, 0, some:\n%s", res.Valid, f.LockOverlapping, f.Writes, res.Explanation)
 		}
@@ -82,7 +82,7 @@ func TestRedlock(t *testing.T) {
 			a := r.redlockWorker(t, 0, nodes, lease, fenced, func(context.Context, client.Section) { close(inside); <-resume })
 			b := r.redlockWorker(t, 1, nodes, lease, fenced, nil)
 			contend(context.Background(), a, b, inside, resume, lease, 5*time.Second)
-			f, _ := checker.LockCounter(r.history(t), 0).LockCounter()
+			f, _ := checker.LockCounter(r.history(t), 0).LockFigures()
 			lost, rejected := int64(1), int64(0)
 			if fenced {
 				lost, rejected = 0, 1

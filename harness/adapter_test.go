@@ -56,7 +56,7 @@ func TestRunAdapterFrozenWithWorker(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", kind, err)
 		}
-		f, _ := res.Results.LockCounter()
+		f, _ := res.Results.LockFigures()
 		switch {
 		case kind == "sleep" && (res.Results.Valid != checker.Valid || f.Writes < 1):
 			t.Errorf("sleep: valid? %v with %d writes, want valid: the adapter kept refreshing", res.Results.Valid, f.Writes)

@@ -95,7 +95,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	f, _ := res.Results.LockCounter()
+	f, _ := res.Results.LockFigures()
 	fmt.Println("valid?", res.Results.Valid)
 	fmt.Println("updates lost:", f.LostMin > 0)
 	// Output:

@@ -45,7 +45,7 @@ type faultCase struct {
 type faultRun struct {
 	cfg     harness.Config
 	res     harness.Result
-	fig     checker.LockCounterFigures
+	fig     checker.LockFigures
 	ops     []history.Op
 	test    map[history.Keyword]any // test.edn
 	windows []window                // the faults, begin and end
@@ -400,7 +400,7 @@ func runFault(t *testing.T, tc faultCase, shared harness.Config, id int64) fault
 		t.Fatal(err)
 	}
 	r := faultRun{cfg: cfg, res: res}
-	r.fig, _ = res.Results.LockCounter()
+	r.fig, _ = res.Results.LockFigures()
 	if r.ops, err = history.ReadFile(filepath.Join(res.Dir, store.History)); err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 // history, checked again, gives the verdict the run gave.
 func TestRunOwnLock(t *testing.T) {
 	res := runLock(t, "del-release")
-	f, ok := res.Results.LockCounter()
+	f, ok := res.Results.LockFigures()
 	if !ok || !f.Counted || f.Writes < 1 || f.Sections < f.Writes { // any write: how many a second holds is the machine's
 		t.Errorf("figures %+v: want a counted run with writes", f)
 	}
@@ -120,7 +120,7 @@ func (l *chatty) Acquire(ctx context.Context) (client.Grant, error) {
 // missing.
 func TestRunChattyLock(t *testing.T) {
 	res := runLock(t, "chatty")
-	f, _ := res.Results.LockCounter()
+	f, _ := res.Results.LockFigures()
 	if res.Results.Valid != checker.Valid || f.Writes == 0 {
 		t.Errorf("valid? %v with %d writes, want a valid run with writes: %s", res.Results.Valid, f.Writes, res.Results.AppendEDN(nil))
 	}

@@ -41,7 +41,7 @@ func TestRunListAppend(t *testing.T) {
 				t.Fatal(err)
 			}
 			r, ok := res.Results.Check(checker.ModelListAppend)
-			f, _ := res.Results.LockCounter()
+			f, _ := res.Results.LockFigures()
 			if !ok || r.Valid != tc.valid || !f.Counted {
 				t.Fatalf("list-append %v (counted %v), want %v: %s", r.Valid, f.Counted, tc.valid, res.Results.AppendEDN(nil))
 			}

@@ -61,7 +61,7 @@ func TestRunGuardMetrics(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, _ := res.Results.LockCounter()
+			f, _ := res.Results.LockFigures()
 			got := scrape(t, filepath.Join(res.Dir, store.Metrics))
 			want := invoked(t, res.Dir)
 			want[series{guard.RejectionsName, guard.ReasonStale}] = f.StaleRejected

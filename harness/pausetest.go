@@ -144,8 +144,8 @@ func (v PauseVerdict) Verdict() checker.Validity {
 func (v PauseVerdict) Passed() bool { return v.Verdict() == checker.Valid }
 
 // Figures are the lock-counter check's figures of the case's history.
-func (v PauseVerdict) Figures() checker.LockCounterFigures {
-	f, _ := v.Results.LockCounter()
+func (v PauseVerdict) Figures() checker.LockFigures {
+	f, _ := v.Results.LockFigures()
 	return f
 }
 

@@ -55,7 +55,7 @@ func TestRunReplyDelayRedsyncValidity(t *testing.T) {
 				return caught != nil, "its fault caught no extend"
 			})
 			defer faultRun{res: res}.logFailed(t)
-			f, _ := res.Results.LockCounter()
+			f, _ := res.Results.LockFigures()
 			t.Logf("%s: the extend the delay caught: %v; lost %d–%d", v.version, caught, f.LostMin, f.LostMax)
 			switch {
 			case caught == nil:

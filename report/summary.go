@@ -191,10 +191,10 @@ func checks(res map[history.Keyword]any) ([]Check, string) {
 		c := Check{Name: k, Verdict: verdict(m["valid?"])}
 		c.Explanation, _ = m["explanation"].(string)
 		out = append(out, c)
-		if !checker.SectionFigures(k) {
+		if !checker.HasLockFigures(k) {
 			continue
 		}
-		if f, ok := checker.ReadLockCounterFigures(m); ok {
+		if f, ok := checker.ReadLockFigures(m); ok {
 			lost := "nil"
 			if f.Counted {
 				lost = fmt.Sprint(f.LostMin)

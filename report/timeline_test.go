@@ -289,7 +289,7 @@ func TestTimelineFlagsEdges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fig, _ := rs.LockCounter()
+		fig, _ := rs.LockFigures()
 		tl := timelineOf(ops, 2)
 		tl.finish()
 		overlap, stale := len(flagged(tl, flagOverlap)), len(flagged(tl, flagStale))

@@ -190,7 +190,7 @@ func TestFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f, _ := res.Results.LockCounter(); f.LostMin > 0 {
+	if f, _ := res.Results.LockFigures(); f.LostMin > 0 {
 		t.Errorf("fenced, %d updates lost (%s)", f.LostMin, res.Dir)
 	}
 }

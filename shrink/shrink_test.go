@@ -156,7 +156,7 @@ func TestShrinkRealRun(t *testing.T) {
 		if failed, err = harness.Run(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
-		if f, _ := failed.Results.LockCounter(); f.LostMin > 0 {
+		if f, _ := failed.Results.LockFigures(); f.LostMin > 0 {
 			break
 		}
 	}

@@ -47,7 +47,7 @@ func gridFixture(t *testing.T, root string) (one, collected string) {
 	var results []compare.Result
 	for _, c := range p.Cells() {
 		r := gridRuns[c.Row][c.Run]
-		f := compare.Figures{Seed: 7 + int64(c.Run), Valid: r.valid, LockCounterFigures: checker.LockCounterFigures{
+		f := compare.Figures{Seed: 7 + int64(c.Run), Valid: r.valid, LockFigures: checker.LockFigures{
 			Writes: r.writes, LostMin: r.lost, LostMax: r.lost, Sections: r.writes, Counted: true}}
 		stamp := start.Add(time.Duration(c.Index+1) * time.Second).Format("20060102T150405.000Z")
 		run := filepath.Join("compare-"+p.Setups[c.Row].Slug(), stamp)

@@ -12,7 +12,7 @@ import (
 // the names results.edn gives them (docs/checkers.md defines each), then
 // the verdict and, when invalid, why.
 func printSummary(out io.Writer, dir string, rs checker.Results) {
-	if f, ok := rs.LockCounter(); ok {
+	if f, ok := rs.LockFigures(); ok {
 		final, lost := "unknown", "unknown"
 		if f.Counted {
 			final, lost = fmt.Sprint(f.Final), lostText(f)
@@ -46,7 +46,7 @@ func printSummary(out io.Writer, dir string, rs checker.Results) {
 
 // lostText is a run's lost updates as the history proves them: a count, or
 // a range with the writes of unknown outcome that leave it open.
-func lostText(f checker.LockCounterFigures) string {
+func lostText(f checker.LockFigures) string {
 	if f.LostMax == f.LostMin {
 		return fmt.Sprint(f.LostMin)
 	}

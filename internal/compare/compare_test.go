@@ -26,9 +26,9 @@ var faults = Faults{Pause: 800 * time.Millisecond, Interval: 700 * time.Millisec
 
 func TestRanges(t *testing.T) {
 	r := Row{Runs: []Figures{
-		{Valid: "false", LockCounterFigures: checker.LockCounterFigures{Writes: 352, LostMin: 4, LostMax: 4, Overlapping: 53, Sections: 400}},
-		{Valid: "false", LockCounterFigures: checker.LockCounterFigures{Writes: 379, LostMin: 3, LostMax: 3, Overlapping: 42, Sections: 420}},
-		{Valid: "true", LockCounterFigures: checker.LockCounterFigures{Writes: 360, LostMin: 0, LostMax: 0, Overlapping: 42, Sections: 360}},
+		{Valid: "false", LockFigures: checker.LockFigures{Writes: 352, LostMin: 4, LostMax: 4, Overlapping: 53, Sections: 400}},
+		{Valid: "false", LockFigures: checker.LockFigures{Writes: 379, LostMin: 3, LostMax: 3, Overlapping: 42, Sections: 420}},
+		{Valid: "true", LockFigures: checker.LockFigures{Writes: 360, LostMin: 0, LostMax: 0, Overlapping: 42, Sections: 360}},
 	}}
 	for _, tc := range []struct {
 		name string
@@ -69,9 +69,9 @@ func TestFiguresOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc, _ := rs.LockCounter()
+	lc, _ := rs.LockFigures()
 	f := FiguresOf(rs)
-	if f.Valid != "false" || f.LockCounterFigures != lc || lc.Writes != int64(st.Writes) || lc.LostMin != 2 || lc.LostMax != 2 ||
+	if f.Valid != "false" || f.LockFigures != lc || lc.Writes != int64(st.Writes) || lc.LostMin != 2 || lc.LostMax != 2 ||
 		lc.Sections != 200 || !f.Leased() || lc.Overlapping == 0 || lc.LateWrites == 0 {
 		t.Errorf("FiguresOf = %+v: want the check's figures, 2 updates lost, overlapping sections and late writes", f)
 	}
@@ -145,9 +145,9 @@ func table(kind string) *Table {
 		s.Ratio = float64(i + 1)
 		t.Rows = append(t.Rows, Row{Setup: s})
 	}
-	t.Rows[0].Runs = []Figures{{Valid: "true", LockCounterFigures: checker.LockCounterFigures{Writes: 434, Sections: 434, LeasedSections: 1}}, {Valid: "true", LockCounterFigures: checker.LockCounterFigures{Writes: 440, Sections: 440, LeasedSections: 1}}}
-	t.Rows[1].Runs = []Figures{{Valid: "false", LockCounterFigures: checker.LockCounterFigures{Writes: 352, LostMin: 4, LostMax: 4, Overlapping: 53, Sections: 400, LeasedSections: 1}},
-		{Valid: "false", LockCounterFigures: checker.LockCounterFigures{Writes: 379, LostMin: 3, LostMax: 3, Overlapping: 42, Sections: 300, LeasedSections: 1}}}
+	t.Rows[0].Runs = []Figures{{Valid: "true", LockFigures: checker.LockFigures{Writes: 434, Sections: 434, LeasedSections: 1}}, {Valid: "true", LockFigures: checker.LockFigures{Writes: 440, Sections: 440, LeasedSections: 1}}}
+	t.Rows[1].Runs = []Figures{{Valid: "false", LockFigures: checker.LockFigures{Writes: 352, LostMin: 4, LostMax: 4, Overlapping: 53, Sections: 400, LeasedSections: 1}},
+		{Valid: "false", LockFigures: checker.LockFigures{Writes: 379, LostMin: 3, LostMax: 3, Overlapping: 42, Sections: 300, LeasedSections: 1}}}
 	return t
 }
 
@@ -260,7 +260,7 @@ func TestRun(t *testing.T) {
 				if n == tc.failAt {
 					return Figures{}, fail
 				}
-				return Figures{Seed: int64(i), LockCounterFigures: checker.LockCounterFigures{Writes: int64(n)}}, nil
+				return Figures{Seed: int64(i), LockFigures: checker.LockFigures{Writes: int64(n)}}, nil
 			}, time.Second, func(p Progress) { reports = append(reports, p) })
 			if !errors.Is(err, tc.err) {
 				t.Errorf("Run: %v, want %v", err, tc.err)
@@ -289,14 +289,14 @@ func TestRun(t *testing.T) {
 // updates open shows the bound; a row with one says the most any may have
 // lost.
 func TestLostText(t *testing.T) {
-	settled := Figures{LockCounterFigures: checker.LockCounterFigures{LostMin: 2, LostMax: 2}}
-	open := Figures{LockCounterFigures: checker.LockCounterFigures{LostMin: 0, LostMax: 3}}
+	settled := Figures{LockFigures: checker.LockFigures{LostMin: 2, LostMax: 2}}
+	open := Figures{LockFigures: checker.LockFigures{LostMin: 0, LostMax: 3}}
 	for _, tc := range []struct {
 		runs []Figures
 		want string
 	}{
 		{[]Figures{settled}, "2"},
-		{[]Figures{settled, {LockCounterFigures: checker.LockCounterFigures{LostMin: 4, LostMax: 4}}}, "2–4"},
+		{[]Figures{settled, {LockFigures: checker.LockFigures{LostMin: 4, LostMax: 4}}}, "2–4"},
 		{[]Figures{settled, open}, "0–2 (≤ 3)"},
 	} {
 		if got := (Row{Runs: tc.runs}).lostText(); got != tc.want {
@@ -403,8 +403,8 @@ func TestScenarios(t *testing.T) {
 	}
 	tab := &Table{Kind: "scenario", Command: "hiatus compare --scenario failover", Runs: 1, Workers: 3,
 		Limit: 10 * time.Second, Work: 20 * time.Millisecond}
-	tab.Rows = []Row{{Setup: failover[0], Runs: []Figures{{Valid: "false", LockCounterFigures: checker.LockCounterFigures{Writes: 9, LostMin: 3, LostMax: 3, LockOverlapping: 6, LeasedSections: 1}}}},
-		{Setup: failover[3], Runs: []Figures{{Valid: "true", LockCounterFigures: checker.LockCounterFigures{Writes: 7, ChangeRejected: 2, LockOverlapping: 4, LeasedSections: 1}}}}}
+	tab.Rows = []Row{{Setup: failover[0], Runs: []Figures{{Valid: "false", LockFigures: checker.LockFigures{Writes: 9, LostMin: 3, LostMax: 3, LockOverlapping: 6, LeasedSections: 1}}}},
+		{Setup: failover[3], Runs: []Figures{{Valid: "true", LockFigures: checker.LockFigures{Writes: 7, ChangeRejected: 2, LockOverlapping: 4, LeasedSections: 1}}}}}
 	md := string(tab.Markdown())
 	for _, want := range []string{
 		"| failover | setnx | 4 s | failover 6 s every 2 s (3 s work, 24 s runs) | none | 9 | 3 | 6 | 0 | 1 invalid |",
@@ -423,8 +423,8 @@ func TestCSVFigureNames(t *testing.T) {
 	for i, c := range csvFigures() {
 		check := map[history.Keyword]any{"lost-min": int64(0)} // a final read
 		check[history.Keyword(c.name)] = int64(1000 + i)
-		f, ok := checker.ReadLockCounterFigures(check)
-		if got := c.pick(Figures{LockCounterFigures: f}); !ok || got != int64(1000+i) {
+		f, ok := checker.ReadLockFigures(check)
+		if got := c.pick(Figures{LockFigures: f}); !ok || got != int64(1000+i) {
 			t.Errorf("column %s picks %d, not the figure %q (%d)", c.name, got, c.name, 1000+i)
 		}
 	}

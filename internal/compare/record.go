@@ -201,7 +201,7 @@ func (r Record) check() error {
 			return fieldErr("figures.failed", "%.60q: want a check's name", name)
 		}
 	}
-	return checkFigures(f.LockCounterFigures)
+	return checkFigures(f.LockFigures)
 }
 
 // maxFailed bounds the checks a record may name as failed: a run has a
@@ -214,8 +214,8 @@ var verdicts = []string{checker.Valid.String(), checker.Invalid.String(), checke
 // checkFigures refuses figures no check gives: a count below zero, more
 // updates proven lost than allowed, more leased sections than sections,
 // figures of a final read the history does not have.
-func checkFigures(f checker.LockCounterFigures) error {
-	v, t := reflect.ValueOf(f), reflect.TypeFor[checker.LockCounterFigures]()
+func checkFigures(f checker.LockFigures) error {
+	v, t := reflect.ValueOf(f), reflect.TypeFor[checker.LockFigures]()
 	for i := range t.NumField() {
 		name := figureName(t.Field(i))
 		if x := v.Field(i); x.Kind() == reflect.Int64 && name != "final" && x.Int() < 0 {
@@ -264,13 +264,13 @@ func CheckResults(f Figures, b []byte) error {
 			return fieldErr("figures.failed", "%s, but results.edn has no such failed check", name)
 		}
 	}
-	var lc checker.LockCounterFigures
+	var lc checker.LockFigures
 	for k, v := range m {
-		if c, ok := v.(map[history.Keyword]any); ok && checker.SectionFigures(string(k)) {
-			lc, _ = checker.ReadLockCounterFigures(c)
+		if c, ok := v.(map[history.Keyword]any); ok && checker.HasLockFigures(string(k)) {
+			lc, _ = checker.ReadLockFigures(c)
 		}
 	}
-	want, got, t := reflect.ValueOf(lc), reflect.ValueOf(f.LockCounterFigures), reflect.TypeFor[checker.LockCounterFigures]()
+	want, got, t := reflect.ValueOf(lc), reflect.ValueOf(f.LockFigures), reflect.TypeFor[checker.LockFigures]()
 	for i := range t.NumField() {
 		if !want.Field(i).Equal(got.Field(i)) {
 			return fieldErr("figures."+figureName(t.Field(i)), "%v, but results.edn says %v", got.Field(i), want.Field(i))

@@ -29,7 +29,7 @@ type Figures struct {
 	// Error is why a census's run could not be made (Run); "" for a
 	// run that was made.
 	Error string `json:"error,omitempty"`
-	checker.LockCounterFigures
+	checker.LockFigures
 }
 
 // FiguresOf reads a run's figures from its checked results.
@@ -40,7 +40,7 @@ func FiguresOf(rs checker.Results) Figures {
 			f.Failed = append(f.Failed, c.Name)
 		}
 	}
-	f.LockCounterFigures, _ = rs.LockCounter()
+	f.LockFigures, _ = rs.LockFigures()
 	return f
 }
 

@@ -77,7 +77,7 @@ func TestWrite(t *testing.T) {
 			if final, _ := history.Int(lc.Get("final")); final != st.Final {
 				t.Errorf("the final read says %d, Stats %d", final, st.Final)
 			}
-			f, _ := rs.LockCounter()
+			f, _ := rs.LockFigures()
 			if f.LostMin > int64(tc.cfg.Lost) || f.LostMax < int64(tc.cfg.Lost) || tc.cfg.Info == 0 && f.LostMin != f.LostMax {
 				t.Errorf("lost %d–%d, want %d", f.LostMin, f.LostMax, tc.cfg.Lost)
 			}
@@ -145,7 +145,7 @@ func TestLostFound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lc, _ := rs.LockCounter()
+		lc, _ := rs.LockFigures()
 		if lc.LostMin > int64(cfg.Lost) || lc.LostMax < int64(cfg.Lost) {
 			t.Fatalf("%+v: lost %d–%d\n%s", cfg, lc.LostMin, lc.LostMax, rs.AppendEDN(nil))
 		}
