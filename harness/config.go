@@ -321,12 +321,13 @@ func redactErr(err error) error {
 func (c Config) clockJump() time.Duration { return cmp.Or(c.ClockJump, c.Lease) }
 func (c Config) delay() time.Duration     { return cmp.Or(c.Delay, c.Lease) }
 
-// holderWait is how long a replayed fault that hit a holder, a write or
+// HolderWait is how long a replayed fault that hit a holder, a write or
 // a lock call in flight waits for its worker to be there again, and a
 // reply-only delay for a lock call to catch: five sections at the least,
 // since with 1 s of work a second found the other worker holding turn
-// after turn.
-func (c Config) holderWait() time.Duration { return max(time.Second, 5*c.section()) }
+// after turn. The faults after it wait behind it, so a replay whose plan
+// has n such faults may end up to n of these later than its run did.
+func (c Config) HolderWait() time.Duration { return max(time.Second, 5*c.section()) }
 
 // section is about what a section takes but for pauses: its work and a
 // retry, and, in a run with a delay fault, two round trips (the read and
@@ -359,10 +360,6 @@ func (c Config) zkNodes() int {
 	return max(c.Nodes, 1)
 }
 
-// lockNodes is how many Redis nodes of its own the lock is kept on: a
-// majority lock's --nodes; one when a fault acts on the lock's node, or
-// when it runs on a host of its own (--hosts netns); none otherwise: the
-// run's Redis, or with failover the replicated one.
 // extenders are hiatus's locks that can extend a grant.
 func extenders() []string {
 	var names []string
@@ -381,6 +378,10 @@ func (c Config) adapterCommand() (string, bool) { return strings.CutPrefix(c.Loc
 // byAdapter says c's lock is an adapter's.
 func (c Config) byAdapter() bool { _, ok := c.adapterCommand(); return ok }
 
+// lockNodes is how many Redis nodes of its own the lock is kept on: a
+// majority lock's --nodes; one when a fault acts on the lock's node, or
+// when it runs on a host of its own (--hosts netns); none otherwise: the
+// run's Redis, or with failover the replicated one.
 func (c Config) lockNodes() int {
 	switch {
 	case c.lockKind().Store == client.OnRedisNodes:

@@ -212,7 +212,7 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 		// again for five sections at the least: with 1 s of work, a
 		// second found the other worker holding turn after turn.
 		sched := &nemesis.Schedule{Faults: faults, Pause: cfg.Pause, Interval: cfg.Interval, Plan: cfg.Plan, Overlap: cfg.Nemesis == Random,
-			HolderWait: cfg.holderWait(),
+			HolderWait: cfg.HolderWait(),
 			Rand:       rand.New(rand.NewSource(cfg.Seed)), Clock: clock, Record: func(o history.Op) {
 				lg.logf("nemesis: %s %s", o.F, history.AppendValue(nil, o.Value))
 				col.record(o)

@@ -132,10 +132,13 @@ func TestRunServersOnHosts(t *testing.T) {
 		}}, []string{"etcd", "PostgreSQL"}},
 		// One failover, for twice what the sentinels take to promote
 		// (about 2.3 s), which a loaded machine slows; a second, soon
-		// after, would find them still settling the first.
+		// after, would find them still settling the first. Its end (the
+		// sentinels asked who is primary, the old one let back) took
+		// 2.1 s beside two CPU burners, past a 7 s run's end: the run
+		// goes on 3.5 s after the fault's planned end.
 		{faultCase{name: "netns-failover", edit: func(c *harness.Config) {
 			hosts(c)
-			c.Nemesis, c.Lease, c.TimeLimit = "failover", 4*time.Second, 7*time.Second
+			c.Nemesis, c.Lease, c.TimeLimit = "failover", 4*time.Second, 9*time.Second
 			c.Pause = 5 * time.Second
 			c.Plan = nemesis.Plan{{Kind: nemesis.KindFailover, At: 500 * time.Millisecond, Length: c.Pause}}
 		}, effect: func(t *testing.T, r faultRun) {

@@ -89,6 +89,12 @@ func TestRunRandom(t *testing.T) {
 	// Faults of two leases, one begun every third of a lease: several at
 	// once most of the run.
 	cfg.Nemesis, cfg.Lease, cfg.Pause, cfg.Interval, cfg.TimeLimit = harness.Random, faultLease, 2*faultLease, faultLease/3, 3*time.Second
+	// An eighth of a lease's delay: a replayed fault that hit a holder
+	// waits up to HolderWait, five sections of two delayed round trips
+	// each, a second at the least (6 s with the lease's delay, the least
+	// with this), and the replay is given that long for each such fault
+	// (below).
+	cfg.Delay = faultLease / 8
 	kinds := cfg.FaultNames()
 	if len(kinds) < 8 {
 		t.Fatalf("random on setnx with servers given by URL: %v, want the worker, node and link faults", kinds)
@@ -124,7 +130,9 @@ func TestRunRandom(t *testing.T) {
 		t.Errorf("schedule.edn holds %d faults, the history %d", len(replay.Plan), len(spans))
 	}
 	replay.RedisURL, replay.PostgresURL = shared.RedisURL, shared.PostgresURL
-	replay.TimeLimit += 2 * time.Second // room for the holders' waits
+	// Room for the holders' waits: each delays the faults after it (in a
+	// quiet suite once, 6 of 15 fell past a replay given 2 s for all).
+	replay.TimeLimit += time.Duration(replay.Plan.Waits()) * replay.HolderWait()
 	again, err := harness.Run(context.Background(), replay)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +140,8 @@ func TestRunRandom(t *testing.T) {
 	replayed := readOps(t, again.Dir)
 	rs := faultSpans(replayed)
 	n := overlapping(t, rs)
-	t.Logf("the run: %d faults of %d kinds; the replay: %d faults, %d pairs overlapping", len(spans), len(seen), len(rs), n)
+	t.Logf("the run: %d faults of %d kinds; the replay: %d faults (%d waiting for a holder, %v the run), %d pairs overlapping",
+		len(spans), len(seen), len(rs), replay.Plan.Waits(), replay.TimeLimit, n)
 	if n == 0 || len(rs) < len(spans)*3/4 {
 		t.Errorf("the replay injected %d of %d faults, %d pairs overlapping; %s", len(rs), len(spans), n, replayShortfall(replay.Plan, rs))
 	}

@@ -38,6 +38,22 @@ type Planned struct {
 	Call history.Keyword
 }
 
+// Waits says whether a replay of f waits (Schedule.HolderWait) for its
+// worker to be where the fault found it: holding the lock, writing, or
+// calling the lock.
+func (f Planned) Waits() bool { return f.Holder || f.InFlight || f.Call != "" }
+
+// Waits counts the faults of p that wait for their worker (Planned.Waits).
+func (p Plan) Waits() int {
+	n := 0
+	for _, f := range p {
+		if f.Waits() {
+			n++
+		}
+	}
+	return n
+}
+
 // A Plan is a schedule of faults, in the order they begin.
 type Plan []Planned
 
@@ -105,7 +121,7 @@ func (s *Schedule) aim(ctx context.Context, f Fault, p Planned) bool {
 		// Before the fault's event is stamped: the wait is no part of it.
 		worker, wait := p.Worker, cmp.Or(s.HolderWait, holderWait)
 		slot, ok := p.Worker.Index()
-		if (p.Holder || p.InFlight || p.Call != "") && ok {
+		if p.Waits() && ok {
 			if slot, ok = awaitHolder(ctx, a.targets, slot, aimedAt(f, p), wait); !ok {
 				return false
 			}
