@@ -21,7 +21,7 @@ type adapterProbe struct {
 // for its hello before any worker starts it: an adapter that cannot start
 // is a setup error, said once with what it wrote, not a worker per slot
 // failing in the log.
-func probeAdapter(ctx context.Context, cfg Config, t *topo) (*adapterProbe, error) {
+func probeAdapter(ctx context.Context, cfg plan, t *topo) (*adapterProbe, error) {
 	command, ok := cfg.adapterCommand()
 	if !ok {
 		return nil, nil
@@ -34,10 +34,10 @@ func probeAdapter(ctx context.Context, cfg Config, t *topo) (*adapterProbe, erro
 	if t.zk != nil {
 		s.ZooKeeper = t.zk.ConnectString()
 	}
-	if cfg.lockKind().Store == client.OnEtcd {
+	if cfg.lock.Store == client.OnEtcd {
 		s.Etcd = t.endpoints()
 	}
-	if cfg.lockKind().Store == client.OnRedisNodes {
+	if cfg.lock.Store == client.OnRedisNodes {
 		s.RedisURL, s.RedisURLs = t.nodeURLs[0], t.nodeURLs
 	}
 	if cfg.onSentinel() {

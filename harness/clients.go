@@ -55,7 +55,7 @@ func postgresPool(ctx context.Context, rawURL string, conns int32, app string, p
 // a session for the counter (and pg-advisory one more for its lock), and a
 // worker that cannot connect would leave the run with fewer workers than
 // asked for, and a verdict on a run nobody asked for.
-func seats(ctx context.Context, db *pgxpool.Pool, cfg Config) error {
+func seats(ctx context.Context, db *pgxpool.Pool, cfg plan) error {
 	// Only client sessions take connection slots (not the checkpointer and
 	// the like), and a superuser may use the reserved ones too.
 	var max, reserved, open int
@@ -71,7 +71,7 @@ func seats(ctx context.Context, db *pgxpool.Pool, cfg Config) error {
 	if !super {
 		free -= reserved
 	}
-	per := 1 + cfg.lockKind().Sessions
+	per := 1 + cfg.lock.Sessions
 	// The run's own pool holds one of the open sessions and may open 3 more;
 	// a replaced worker's session may linger while its successor connects.
 	need := cfg.Workers*per + per + 3

@@ -166,7 +166,11 @@ const (
 	MaxNodes   = 15
 )
 
-func (c Config) validate() error {
+// validate says what is wrong with c, if anything; Validate says it to
+// the user.
+func (c Config) validate() error { return c.plan().validate() }
+
+func (c plan) validate() error {
 	switch {
 	case c.Workers < 1 || c.Workers > MaxWorkers:
 		return fmt.Errorf("--workers must be from 1 to %d, not %d", MaxWorkers, c.Workers)
@@ -192,11 +196,11 @@ func (c Config) validate() error {
 		return fmt.Errorf("--pause-kind %q: want one of %s", c.PauseKind, keywordNames(InSectionKinds()))
 	case c.byAdapter() && strings.TrimSpace(strings.TrimPrefix(c.Lock, client.ExecPrefix)) == "":
 		return fmt.Errorf("--lock %q: exec: needs the adapter's command, as exec:'python3 my_adapter.py'", c.Lock)
-	case c.lockKind().Store == client.Elsewhere && !slices.Contains(c.lockNames(), c.Lock):
+	case c.lock.Store == client.Elsewhere && !slices.Contains(c.lockNames(), c.Lock):
 		return fmt.Errorf("--lock %q: want one of %s, or exec:COMMAND (a lock adapter)", c.Lock, strings.Join(c.lockNames(), ", "))
 	case c.NodeAOF && c.lockNodes() == 0:
 		return fmt.Errorf("--node-aof: --lock %s has no Redis nodes of its own here (redlock has; one that a node fault acts on has one)", c.Lock)
-	case c.ExtendBeforeWrite && !c.lockKind().Extends:
+	case c.ExtendBeforeWrite && !c.lock.Extends:
 		return fmt.Errorf("--extend-before-write: --lock %s cannot extend a grant (those that can: %s, an adapter whose hello says renewal)", c.Lock, strings.Join(extenders(), ", "))
 	case c.Nodes < 0 || c.ClockStrobe < 0 || c.Delay < 0:
 		return fmt.Errorf("--nodes, --clock-strobe and --delay cannot be negative")
@@ -207,13 +211,13 @@ func (c Config) validate() error {
 	case c.Hosts == "netns" && c.netnsHosts() > topology.MaxHosts:
 		return fmt.Errorf("--hosts netns: %d workers and %d servers need %d hosts, more than a test network's %d",
 			c.Workers, c.netnsHosts()-c.Workers, c.netnsHosts(), topology.MaxHosts)
-	case c.inventory() != "" && c.lockKind().Store == client.OnEtcd:
+	case c.inventory() != "" && c.lock.Store == client.OnEtcd:
 		return fmt.Errorf("--hosts %s: --lock %s needs etcd, which hiatus does not start on a node yet", c.Hosts, c.Lock)
 	case c.inventory() != "" && c.onSentinel():
 		return fmt.Errorf("--hosts %s: --adapter-store %s needs sentinels, which hiatus does not start on a node yet", c.Hosts, AdapterOnSentinel)
 	case c.inventory() != "" && c.onZooKeeper():
 		return fmt.Errorf("--hosts %s: --lock %s needs ZooKeeper, which hiatus does not start on a node yet", c.Hosts, c.Lock)
-	case c.Nodes > 0 && c.lockKind().Store != client.OnRedisNodes && !c.onZooKeeper():
+	case c.Nodes > 0 && c.lock.Store != client.OnRedisNodes && !c.onZooKeeper():
 		return fmt.Errorf("--nodes %d is redlock's and ZooKeeper's: --lock %s is kept on one node", c.Nodes, c.Lock)
 	case !store.PlainName(c.Name):
 		return fmt.Errorf("--name %q: want a plain name (printable, no / or \\, not . or .. or latest, at most %d bytes)", c.Name, store.MaxName)
@@ -272,7 +276,7 @@ func fenceKey(name string) string { return "hiatus:fence:" + name }
 
 // testEDN is the run's whole configuration, as test.edn: its settings, and
 // what the run makes of them.
-func testEDN(c Config, start time.Time) []byte {
+func testEDN(c plan, start time.Time) []byte {
 	m := c.ednMap()
 	for k, v := range map[history.Keyword]any{
 		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword(c.Model()),
@@ -327,12 +331,14 @@ func (c Config) delay() time.Duration     { return cmp.Or(c.Delay, c.Lease) }
 // since with 1 s of work a second found the other worker holding turn
 // after turn. The faults after it wait behind it, so a replay whose plan
 // has n such faults may end up to n of these later than its run did.
-func (c Config) HolderWait() time.Duration { return max(time.Second, 5*c.section()) }
+func (c Config) HolderWait() time.Duration { return c.plan().holderWait() }
+
+func (c plan) holderWait() time.Duration { return max(time.Second, 5*c.section()) }
 
 // section is about what a section takes but for pauses: its work and a
 // retry, and, in a run with a delay fault, two round trips (the read and
 // the write) across a delayed link.
-func (c Config) section() time.Duration {
+func (c plan) section() time.Duration {
 	d := c.Work + c.Retry
 	if c.delayed() {
 		d += 4 * c.delay()
@@ -342,18 +348,18 @@ func (c Config) section() time.Duration {
 
 // redisLock reports whether the lock is kept on Redis, so that the nodes'
 // faults can reach it.
-func (c Config) redisLock() bool {
-	s := c.lockKind().Store
+func (c plan) redisLock() bool {
+	s := c.lock.Store
 	return s == client.OnRedis || s == client.OnRedisNodes
 }
 
 // onZooKeeper reports whether the lock is kept on a ZooKeeper ensemble of
 // its own.
-func (c Config) onZooKeeper() bool { return c.lockKind().Store == client.OnZooKeeper }
+func (c plan) onZooKeeper() bool { return c.lock.Store == client.OnZooKeeper }
 
 // zkNodes is how many servers the lock's ZooKeeper ensemble has: --nodes,
 // one by default; none for a lock not kept on ZooKeeper.
-func (c Config) zkNodes() int {
+func (c plan) zkNodes() int {
 	if !c.onZooKeeper() {
 		return 0
 	}
@@ -382,13 +388,13 @@ func (c Config) byAdapter() bool { _, ok := c.adapterCommand(); return ok }
 // majority lock's --nodes; one when a fault acts on the lock's node, or
 // when it runs on a host of its own (--hosts netns); none otherwise: the
 // run's Redis, or with failover the replicated one.
-func (c Config) lockNodes() int {
+func (c plan) lockNodes() int {
 	switch {
-	case c.lockKind().Store == client.OnRedisNodes:
+	case c.lock.Store == client.OnRedisNodes:
 		return c.nodes()
-	case c.needs()&needReplica != 0:
+	case c.needs&needReplica != 0:
 		return 0
-	case c.redisLock() && (c.needs()&needLockServers != 0 || c.onHosts()):
+	case c.redisLock() && (c.needs&needLockServers != 0 || c.onHosts()):
 		return 1
 	}
 	return 0
@@ -397,16 +403,16 @@ func (c Config) lockNodes() int {
 // netnsHosts is how many hosts --hosts netns makes: one a worker, a lock
 // node, a throwaway PostgreSQL, etcd, each ZooKeeper server, and each of
 // failover's five servers.
-func (c Config) netnsHosts() int {
+func (c plan) netnsHosts() int {
 	n := c.Workers + c.lockNodes()
 	if c.PostgresURL == "" {
 		n++
 	}
-	if c.lockKind().Store == client.OnEtcd {
+	if c.lock.Store == client.OnEtcd {
 		n++
 	}
 	n += c.zkNodes()
-	if c.needs()&needReplica != 0 {
+	if c.needs&needReplica != 0 {
 		n += 5
 	}
 	return n
@@ -416,11 +422,11 @@ func (c Config) netnsHosts() int {
 // of the run's (topology.Link), for the link faults to act on. On hosts
 // of their own, partitions act in the kernel instead; only a delay or a
 // drop (this kernel has no netem) needs the proxies.
-func (c Config) proxied() bool {
+func (c plan) proxied() bool {
 	if c.onHosts() {
-		return c.needs()&needProxy != 0
+		return c.needs&needProxy != 0
 	}
-	return c.needs()&(needRedisLinks|needPostgresLink) != 0
+	return c.needs&(needRedisLinks|needPostgresLink) != 0
 }
 
 func (c Config) nodes() int {

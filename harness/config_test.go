@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestReplayConfigKeepsTopology(t *testing.T) {
 		cfg.Lock, cfg.Nodes, cfg.Nemesis, cfg.ClockJump, cfg.Delay, cfg.Hosts = c.Lock, c.Nodes, c.Nemesis, c.ClockJump, c.Delay, c.Hosts
 		cfg.ClockStrobe = c.ClockStrobe
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "test.edn"), testEDN(cfg, time.Now()), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "test.edn"), testEDN(cfg.plan(), time.Now()), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "schedule.edn"), []byte("{:faults []}\n"), 0o644); err != nil {
@@ -56,6 +57,29 @@ func TestReplayConfigKeepsTopology(t *testing.T) {
 		}
 		if err := got.validate(); err != nil {
 			t.Errorf("%s: the replay's config is refused: %v", c.Nemesis, err)
+		}
+	}
+}
+
+// TestPlanKeepsFaults: a plan's faults are those its Config validated
+// with. A random nemesis re-read after the run filled in its throwaway
+// servers' URLs lost the faults that want a throwaway server, or a given
+// one's PID (kill-postgres, pause-postgres): every random run with the
+// servers hiatus starts left them out, though it said it allowed them.
+func TestPlanKeepsFaults(t *testing.T) {
+	c := DefaultConfig()
+	c.Nemesis = Random
+	p := c.plan()
+	p.RedisURL, p.PostgresURL = "redis://127.0.0.1:1", "postgres://127.0.0.1:1/postgres" // as startEnv fills them in
+	for _, k := range []string{"kill-postgres", "pause-postgres"} {
+		if !slices.Contains(p.names(), k) || !slices.Contains(p.parts, k) {
+			t.Errorf("the plan's faults lost %s: %v", k, p.names())
+		}
+		if d := p.describe(); !strings.Contains(d, k) {
+			t.Errorf("the run's description lost %s: %s", k, d)
+		}
+		if slices.Contains(p.Config.FaultNames(), k) {
+			t.Errorf("re-read from the Config with its URLs given, random still allows %s: this test no longer shows what it guards", k)
 		}
 	}
 }

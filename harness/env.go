@@ -22,7 +22,7 @@ import (
 // Unreachable servers are the user's to fix: exit 254. The wait for the
 // throwaway servers to start ends with start; what lives on (servers,
 // hosts, links) is made under ctx.
-func startEnv(start, ctx context.Context, cfg *Config, setup *setupLog) (_ *env, err error) {
+func startEnv(start, ctx context.Context, cfg *plan, setup *setupLog) (_ *env, err error) {
 	e := &env{}
 	defer func() {
 		if err != nil {
@@ -59,7 +59,7 @@ func startEnv(start, ctx context.Context, cfg *Config, setup *setupLog) (_ *env,
 	case pgNetns != nil:
 		pgHost = pgNetns
 	}
-	if e.redis, e.postgres, err = startServers(start, cfg, pgHost); err != nil {
+	if e.redis, e.postgres, err = startServers(start, &cfg.Config, pgHost); err != nil {
 		return nil, err
 	}
 	if nodes != nil && e.postgres != nil {
@@ -159,7 +159,7 @@ func StartServers(ctx context.Context, cfg *Config) (stop func(), err error) {
 // logServers says in the run's log which servers the run uses, and has the
 // throwaway ones keep their own logs in the run directory when they stop,
 // so that the kept logs show how they ended.
-func (e *env) logServers(run store.Run, cfg Config, lg *runLog) {
+func (e *env) logServers(run store.Run, cfg plan, lg *runLog) {
 	for _, sv := range []struct {
 		s        *servers.Server
 		url, log string

@@ -20,7 +20,7 @@ type faultKind struct {
 	name  history.Keyword // a nemesis.Kind*
 	about string          // what it does, for --help
 	needs need
-	check func(Config) error // what else it asks of c; nil for nothing
+	check func(plan) error // what else it asks of c; nil for nothing
 	build func(faultEnv) nemesis.Fault
 }
 
@@ -121,7 +121,7 @@ func (c Config) FaultsAllowed() []string {
 	for _, k := range NemesisNames() {
 		try := c
 		try.Nemesis, try.Plan = Nemesis(k), nil
-		if try.validateNemesis() == nil {
+		if try.plan().validateNemesis() == nil {
 			out = append(out, k)
 		}
 	}
@@ -166,7 +166,7 @@ func (c Config) randomKinds() []string {
 	for _, k := range append(first, last...) {
 		try := c
 		try.Nemesis, try.Plan = Nemesis(strings.Join(append(slices.Clone(kinds), k), ",")), nil
-		if try.validateNemesis() == nil {
+		if try.plan().validateNemesis() == nil {
 			kinds = append(kinds, k)
 		}
 	}
@@ -175,17 +175,11 @@ func (c Config) randomKinds() []string {
 
 // FaultParts are the faults of c.Nemesis (FaultNames), sequences split
 // into their parts.
-func (c Config) FaultParts() []string {
-	var out []string
-	for _, f := range c.FaultNames() {
-		out = append(out, strings.Split(f, "+")...)
-	}
-	return out
-}
+func (c Config) FaultParts() []string { return c.plan().parts }
 
 // faultIn reports whether c's nemesis names any of names.
-func (c Config) faultIn(names ...string) bool {
-	return slices.ContainsFunc(c.FaultParts(), func(f string) bool { return slices.Contains(names, f) })
+func (c plan) faultIn(names ...string) bool {
+	return slices.ContainsFunc(c.parts, func(f string) bool { return slices.Contains(names, f) })
 }
 
 // DelayFaults are the fault kinds whose delay --delay sets: those named
@@ -195,30 +189,16 @@ func DelayFaults() []string {
 }
 
 // delayed reports whether c has a fault that --delay sets.
-func (c Config) delayed() bool { return c.faultIn(DelayFaults()...) }
-
-// needs is what c's faults need, together.
-func (c Config) needs() need {
-	var n need
-	for _, p := range c.FaultParts() {
-		if k, ok := faultKindOf(p); ok {
-			n |= k.needs
-		}
-	}
-	if c.onSentinel() {
-		n |= needReplica // the run starts the sentinels, with or without a failover
-	}
-	return n
-}
+func (c plan) delayed() bool { return c.faultIn(DelayFaults()...) }
 
 // validateNemesis says what is wrong with c's faults, if anything.
-func (c Config) validateNemesis() error {
-	for _, f := range c.FaultNames() {
+func (c plan) validateNemesis() error {
+	for _, f := range c.items {
 		if err := validateItem(f); err != nil {
 			return err
 		}
 	}
-	for _, f := range c.FaultParts() {
+	for _, f := range c.parts {
 		k, _ := faultKindOf(f)
 		if err := c.validateFault(k); err != nil {
 			return err
@@ -227,10 +207,10 @@ func (c Config) validateNemesis() error {
 	return c.validatePlan()
 }
 
-// validateItem checks one item of --nemesis: a fault, or a sequence of
-// them that may make one.
-func validateItem(f string) error {
-	parts := strings.Split(f, "+")
+// validateItem checks one item of --nemesis, as its parts: a fault, or a
+// sequence of them that may make one.
+func validateItem(parts []string) error {
+	f := strings.Join(parts, "+")
 	for i, p := range parts {
 		k, ok := faultKindOf(p)
 		switch {
@@ -254,7 +234,7 @@ func validateItem(f string) error {
 }
 
 // validateFault checks what the fault kind k needs of c.
-func (c Config) validateFault(k faultKind) error {
+func (c plan) validateFault(k faultKind) error {
 	switch {
 	case c.Pause <= 0:
 		return fmt.Errorf("--nemesis %s needs a positive --pause", k.name)
@@ -266,13 +246,13 @@ func (c Config) validateFault(k faultKind) error {
 		return fmt.Errorf("--nemesis %s acts on the lock's Redis nodes: --lock %s is not kept on Redis", c.Nemesis, c.Lock)
 	case k.needs&(needLockNodes|needRedisLinks) != 0 && !c.redisLock() && !c.onZooKeeper():
 		return fmt.Errorf("--nemesis %s acts on the lock's nodes: --lock %s is not kept on Redis or ZooKeeper", c.Nemesis, c.Lock)
-	case k.needs&needLockServers != 0 && !c.redisLock() && c.lockKind().Store != client.OnEtcd && !c.onZooKeeper():
+	case k.needs&needLockServers != 0 && !c.redisLock() && c.lock.Store != client.OnEtcd && !c.onZooKeeper():
 		return fmt.Errorf("--nemesis %s acts on the lock's own servers: --lock %s keeps its lock on none", k.name, c.Lock)
 	case k.needs&(needLockServers|needRedisLinks|needRunRedis) != 0 && c.onSentinel():
 		return fmt.Errorf("--nemesis %s acts on the lock's own servers, which --adapter-store %s keeps behind sentinels: only failover acts on them", k.name, AdapterOnSentinel)
-	case k.needs&needRunRedis != 0 && (c.lockNodes() > 0 || c.needs()&needReplica != 0 || c.lockKind().Store == client.OnEtcd || c.onZooKeeper()):
+	case k.needs&needRunRedis != 0 && (c.lockNodes() > 0 || c.needs&needReplica != 0 || c.lock.Store == client.OnEtcd || c.onZooKeeper()):
 		return fmt.Errorf("--nemesis %s acts on the run's Redis, which holds the history's clock and the fences, not the lock: the lock is on nodes of its own here (use restart)", c.Nemesis)
-	case k.needs&needReplica != 0 && c.needs()&(needLockServers|needRedisLinks) != 0:
+	case k.needs&needReplica != 0 && c.needs&(needLockServers|needRedisLinks) != 0:
 		return fmt.Errorf("--nemesis failover cannot go with faults of the lock's other nodes (%s)", c.Nemesis)
 	}
 	if k.check != nil {
@@ -282,9 +262,9 @@ func (c Config) validateFault(k faultKind) error {
 }
 
 // validatePlan checks a schedule to replay against c.
-func (c Config) validatePlan() error {
+func (c plan) validatePlan() error {
 	for _, k := range c.Plan.Kinds() {
-		if !slices.Contains(c.FaultNames(), k) {
+		if !slices.Contains(c.names(), k) {
 			return fmt.Errorf("the schedule holds %s faults, which --nemesis %q does not name", k, c.Nemesis)
 		}
 	}
@@ -300,7 +280,7 @@ func (c Config) validatePlan() error {
 // servers and topology, its workers, and the freezer that resumes every
 // process a fault stopped.
 type faultEnv struct {
-	cfg     Config
+	cfg     plan
 	env     *env
 	workers *workerSet
 	freezer *nemesis.Freezer
@@ -316,12 +296,12 @@ func pid(s *servers.Server, given int) func() int {
 
 // faults builds the nemesis's faults that cfg names; a sequence's parts
 // begin --pause/2 apart.
-func (e *env) faults(cfg Config, ws *workerSet, fz *nemesis.Freezer) []nemesis.Fault {
+func (e *env) faults(cfg plan, ws *workerSet, fz *nemesis.Freezer) []nemesis.Fault {
 	fe := faultEnv{cfg: cfg, env: e, workers: ws, freezer: fz}
 	var fs []nemesis.Fault
-	for _, name := range cfg.FaultNames() {
+	for _, item := range cfg.items {
 		var parts []nemesis.Fault
-		for _, p := range strings.Split(name, "+") {
+		for _, p := range item {
 			if k, ok := faultKindOf(p); ok {
 				parts = append(parts, k.build(fe))
 			}

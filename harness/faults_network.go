@@ -15,11 +15,11 @@ import (
 func networkFaults() []faultKind {
 	return []faultKind{
 		{name: nemesis.KindFailover, about: "the lock's Redis primary cut off from its replica and sentinels", needs: needReplica | needLocal | sequenceable,
-			check: func(c Config) error {
+			check: func(c plan) error {
 				if c.Pause < 3*time.Second {
 					return fmt.Errorf("--nemesis failover needs --pause of 3s or more: the sentinels take about 2.3 s to promote the replica, and a shorter fault would fail nothing over")
 				}
-				if !c.lockKind().Failover {
+				if !c.lock.Failover {
 					var can []string
 					for _, k := range client.LockKinds() {
 						if k.Failover {

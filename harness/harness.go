@@ -74,14 +74,18 @@ func RunWatched(ctx context.Context, cfg Config, watch Watch) (Result, error) {
 	return Lab{}.RunWatched(ctx, cfg, watch)
 }
 
-func runWatched(ctx context.Context, cfg Config, watch Watch) (res Result, err error) {
+func runWatched(ctx context.Context, c Config, watch Watch) (res Result, err error) {
 	if os.Getenv(workerEnv) != "" {
 		return Result{}, errors.New("this process was started as a hiatus worker, yet runs an experiment: " +
 			"call harness.ServeWorker first thing in main, or in TestMain before m.Run")
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := c.Validate(); err != nil {
 		return Result{}, err
 	}
+	// Read once, as validated: filled in with the throwaway servers' URLs
+	// below, c would allow a random nemesis fewer faults (none of those
+	// that want a throwaway server, or a given one's PID).
+	cfg := c.plan()
 	if err := store.Writable(cfg.Store); err != nil {
 		return Result{}, &SetupError{Err: err}
 	}
@@ -120,7 +124,7 @@ func runWatched(ctx context.Context, cfg Config, watch Watch) (res Result, err e
 	}
 	defer lg.close()
 	setup.replay(lg)
-	lg.printf("run %s: %s", run.Dir, cfg.Describe())
+	lg.printf("run %s: %s", run.Dir, cfg.describe())
 	if probe != nil {
 		probe.log(lg)
 		env.adapterKey = probe.hello.Key
@@ -129,10 +133,10 @@ func runWatched(ctx context.Context, cfg Config, watch Watch) (res Result, err e
 
 	col, err := experiment(ctx, bg, cfg, watch, env, run, start, lg)
 	if err != nil {
-		return Result{Dir: run.Dir, Config: cfg}, err
+		return Result{Dir: run.Dir, Config: cfg.Config}, err
 	}
 	rs, err := finish(bg, cfg, env, run, col, lg)
-	res = Result{Dir: run.Dir, Config: cfg, Results: rs, Interrupted: ctx.Err() != nil}
+	res = Result{Dir: run.Dir, Config: cfg.Config, Results: rs, Interrupted: ctx.Err() != nil}
 	if err != nil {
 		return res, err
 	}
@@ -143,7 +147,7 @@ func runWatched(ctx context.Context, cfg Config, watch Watch) (res Result, err e
 // createRun makes the run directory of a run of cfg starting now on the
 // clock of env's Redis, with its test.edn, and opens its log, whose
 // headlines go to out too.
-func createRun(ctx context.Context, cfg Config, env *env, out io.Writer) (run store.Run, start time.Time, lg *runLog, err error) {
+func createRun(ctx context.Context, cfg plan, env *env, out io.Writer) (run store.Run, start time.Time, lg *runLog, err error) {
 	if start, err = client.ServerTime(ctx, env.rdb); err != nil {
 		return run, start, nil, setupErrorf("redis at %s: %v", Redact(cfg.RedisURL), err)
 	}
@@ -173,7 +177,7 @@ func openJournal(run store.Run, workers int) (*collector, *os.File, error) {
 // experiment runs the workers and the nemesis until the time limit, or
 // until ctx ends, and the final read after them; it returns the collector
 // that journalled their ops.
-func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run store.Run, start time.Time, lg *runLog) (*collector, error) {
+func experiment(ctx, bg context.Context, cfg plan, watch Watch, env *env, run store.Run, start time.Time, lg *runLog) (*collector, error) {
 	col, journal, err := openJournal(run, cfg.Workers)
 	if err != nil {
 		return nil, err
@@ -212,7 +216,7 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 		// again for five sections at the least: with 1 s of work, a
 		// second found the other worker holding turn after turn.
 		sched := &nemesis.Schedule{Faults: faults, Pause: cfg.Pause, Interval: cfg.Interval, Plan: cfg.Plan, Overlap: cfg.Nemesis == Random,
-			HolderWait: cfg.HolderWait(),
+			HolderWait: cfg.holderWait(),
 			Rand:       rand.New(rand.NewSource(cfg.Seed)), Clock: clock, Record: func(o history.Op) {
 				lg.logf("nemesis: %s %s", o.F, history.AppendValue(nil, o.Value))
 				col.record(o)
@@ -251,7 +255,7 @@ func experiment(ctx, bg context.Context, cfg Config, watch Watch, env *env, run 
 // Ops the run could not record are said in the history itself, by an
 // :ops-missing event at its end, so that a check of it months later still
 // knows it is incomplete.
-func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *collector, lg *runLog) (checker.Results, error) {
+func finish(ctx context.Context, cfg plan, env *env, run store.Run, col *collector, lg *runLog) (checker.Results, error) {
 	rd := newReaders(cfg)
 	withRecord(cfg, run, rd.stream, lg)
 	if err := writeHistory(ctx, cfg, env, run, col, lg, rd); err != nil {
@@ -297,7 +301,7 @@ func finish(ctx context.Context, cfg Config, env *env, run store.Run, col *colle
 // that the history's answers are held to it and an invalid verdict says
 // which layer broke. A record that cannot be read is logged, and the run
 // is checked by its history alone.
-func withRecord(cfg Config, run store.Run, s *checker.Stream, lg *runLog) {
+func withRecord(cfg plan, run store.Run, s *checker.Stream, lg *runLog) {
 	path, ok, err := run.Optional(store.LockServer)
 	if err != nil || !ok {
 		if err != nil {
@@ -324,7 +328,7 @@ type readers struct {
 	plan   nemesis.PlanRecorder
 }
 
-func newReaders(cfg Config) *readers {
+func newReaders(cfg plan) *readers {
 	rd := &readers{stream: checker.NewStream(), tl: &report.Timeline{Workers: cfg.Workers}}
 	if !cfg.NoPlots {
 		rd.perf = report.NewPerf()
@@ -345,7 +349,7 @@ func (rd *readers) add(o history.Op) {
 // :info writes settled from the audit table, and hands each op to rd as it
 // writes it. Ops the run could not record are said in the history itself,
 // by an :ops-missing event at its end.
-func writeHistory(ctx context.Context, cfg Config, env *env, run store.Run, col *collector, lg *runLog, rd *readers) error {
+func writeHistory(ctx context.Context, cfg plan, env *env, run store.Run, col *collector, lg *runLog, rd *readers) error {
 	ops, _, infoWrites, jerr := col.stats()
 	var missing []string
 	if jerr != nil {

@@ -37,9 +37,10 @@ func (l Lab) Validate(cfg Config) error {
 	return cfg.Validate()
 }
 
-// lockKind is the kind of c's lock, among its lab's and hiatus's; one kept
-// Elsewhere when there is none of that name (Validate says so).
-func (c Config) lockKind() client.LockKind {
+// lookupLock is the kind of c's lock, among its lab's and hiatus's; one
+// kept Elsewhere when there is none of that name (Validate says so). A
+// plan holds it.
+func (c Config) lookupLock() client.LockKind {
 	if k, ok := client.LockKindOf(c.Lock, c.own); ok {
 		if a, ok := adapterStoreOf(c.AdapterStore); ok && c.byAdapter() {
 			k.Store, k.Failover = a.store, a.failover

@@ -18,18 +18,18 @@ import (
 // recordConfig is what the recorder of cfg's run records, on topology t;
 // ok is false when there is nothing to record: --lock-server-record none,
 // or a lock kept where the run knows nothing of (a program's own).
-func recordConfig(cfg Config, t *topo, start time.Time, lg *runLog) (lockserver.Config, bool) {
+func recordConfig(cfg plan, t *topo, start time.Time, lg *runLog) (lockserver.Config, bool) {
 	rc := lockserver.Config{Mode: cfg.lockServerRecord(), Start: start, ClockURL: cfg.RedisURL, Key: lockKey(cfg.Name),
 		Log: func(format string, args ...any) { lg.logf("lock server's record: "+format, args...) }}
 	if rc.Mode == lockserver.ModeNone {
 		return rc, false
 	}
-	fenced := cfg.guard().Fenced() && cfg.lockKind().Store != client.OnZooKeeper // its fence is the znode's czxid
+	fenced := cfg.guard().Fenced() && cfg.lock.Store != client.OnZooKeeper // its fence is the znode's czxid
 	if fenced {
 		rc.FenceKey = fenceKey(cfg.Name)
 	}
 	onRun := false // the run's Redis is among the lock's nodes
-	switch cfg.lockKind().Store {
+	switch cfg.lock.Store {
 	case client.OnRedis, client.OnRedisNodes:
 		urls, own := t.nodeURLs, true
 		if t.repl != nil {
@@ -75,8 +75,8 @@ func recordConfig(cfg Config, t *topo, start time.Time, lg *runLog) (lockserver.
 // recordPostgres reports whether the workers' PostgreSQL sessions are to
 // run the record's functions in place of the advisory lock's
 // (lockserver.SessionParams): a lock kept on PostgreSQL, recorded.
-func (c Config) recordPostgres() bool {
-	return c.lockServerRecord() != lockserver.ModeNone && c.lockKind().Store == client.OnPostgres
+func (c plan) recordPostgres() bool {
+	return c.lockServerRecord() != lockserver.ModeNone && c.lock.Store == client.OnPostgres
 }
 
 // readServerRecord reads the run's lock server's record, for its check and
@@ -99,7 +99,7 @@ func readServerRecord(run store.Run, lg *runLog) *history.ServerRecord {
 // startRecord starts the record of cfg's run in run, when there is one to
 // make; a nil Recorder stops at once. A server that cannot be recorded as
 // --lock-server-record asks is the user's to fix.
-func startRecord(ctx context.Context, cfg Config, env *env, run store.Run, start time.Time, lg *runLog) (*lockserver.Recorder, error) {
+func startRecord(ctx context.Context, cfg plan, env *env, run store.Run, start time.Time, lg *runLog) (*lockserver.Recorder, error) {
 	rc, ok := recordConfig(cfg, env.topo, start, lg)
 	if !ok {
 		return nil, nil

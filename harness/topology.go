@@ -67,7 +67,7 @@ type path struct {
 // startNet makes the test network of --hosts netns, and PostgreSQL's host
 // when it is to be a throwaway; nothing (nils) otherwise. The caller
 // closes the network after every server on it has stopped.
-func startNet(ctx context.Context, cfg Config) (*topology.Net, *topology.NetnsHost, error) {
+func startNet(ctx context.Context, cfg plan) (*topology.Net, *topology.NetnsHost, error) {
 	if cfg.Hosts != "netns" {
 		return nil, nil, nil
 	}
@@ -88,14 +88,14 @@ func startNet(ctx context.Context, cfg Config) (*topology.Net, *topology.NetnsHo
 
 // startLockNodes starts the lock's own Redis nodes, when cfg's lock has
 // them: on SSH nodes, on hosts of net, or on this machine.
-func (t *topo) startLockNodes(ctx context.Context, cfg Config, net *topology.Net, nodes *sshNodes) error {
+func (t *topo) startLockNodes(ctx context.Context, cfg plan, net *topology.Net, nodes *sshNodes) error {
 	n := cfg.lockNodes()
 	if n <= 0 {
 		return nil
 	}
 	t.nodeURLs = nil
 	for i := range n {
-		opt := servers.RedisOptions{FakeClock: cfg.needs()&needFakeClock != 0, AppendFsyncAlways: cfg.NodeAOF}
+		opt := servers.RedisOptions{FakeClock: cfg.needs&needFakeClock != 0, AppendFsyncAlways: cfg.NodeAOF}
 		if nodes != nil {
 			h := spread(nodes.redis, i)
 			s, err := servers.StartRedisOnNode(ctx, h, opt)
@@ -127,7 +127,7 @@ func (t *topo) startLockNodes(ctx context.Context, cfg Config, net *topology.Net
 // startZooKeeper starts the ZooKeeper ensemble of a lock kept on one, on
 // hosts of net (zk0, zk1, …) or on this machine, and makes its servers the
 // lock's nodes.
-func (t *topo) startZooKeeper(ctx context.Context, cfg Config, net *topology.Net) error {
+func (t *topo) startZooKeeper(ctx context.Context, cfg plan, net *topology.Net) error {
 	n := cfg.zkNodes()
 	if n == 0 {
 		return nil
@@ -157,7 +157,7 @@ func (t *topo) startZooKeeper(ctx context.Context, cfg Config, net *topology.Net
 // startTopo starts the lock's nodes (under a clock that can be jumped when
 // the clock fault is on) and the workers' paths, as cfg asks; on net, when
 // it is not nil, with pgHost PostgreSQL's host or nil.
-func startTopo(ctx context.Context, cfg Config, net *topology.Net, nodes *sshNodes, pgHost topology.Host, setup *setupLog) (_ *topo, err error) {
+func startTopo(ctx context.Context, cfg plan, net *topology.Net, nodes *sshNodes, pgHost topology.Host, setup *setupLog) (_ *topo, err error) {
 	t := &topo{nodeURLs: []string{cfg.RedisURL}, postgres: cfg.PostgresURL, redis: cfg.RedisURL, net: net, ssh: nodes, pgHost: pgHost, setup: setup}
 	switch {
 	case net != nil:
@@ -179,7 +179,7 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, nodes *sshNod
 	if err := t.startZooKeeper(ctx, cfg, net); err != nil {
 		return nil, err
 	}
-	if cfg.lockKind().Store == client.OnEtcd {
+	if cfg.lock.Store == client.OnEtcd {
 		var h servers.Host
 		if net != nil {
 			if h, err = t.addHost(ctx, "etcd", "etcd"); err != nil {
@@ -190,7 +190,7 @@ func startTopo(ctx context.Context, cfg Config, net *topology.Net, nodes *sshNod
 			return nil, setupErrorf("throwaway etcd: %w", err)
 		}
 	}
-	if cfg.needs()&needReplica != 0 {
+	if cfg.needs&needReplica != 0 {
 		var newHost func(name, what string) (*topology.NetnsHost, error)
 		if net != nil {
 			newHost = func(name, what string) (*topology.NetnsHost, error) { return t.addHost(ctx, name, what) }
