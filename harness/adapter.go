@@ -21,7 +21,7 @@ type adapterProbe struct {
 // for its hello before any worker starts it: an adapter that cannot start
 // is a setup error, said once with what it wrote, not a worker per slot
 // failing in the log.
-func probeAdapter(ctx context.Context, cfg plan, t *topo) (*adapterProbe, error) {
+func probeAdapter(ctx context.Context, cfg runPlan, t *topo) (*adapterProbe, error) {
 	command, ok := cfg.adapterCommand()
 	if !ok {
 		return nil, nil

@@ -55,7 +55,7 @@ func postgresPool(ctx context.Context, rawURL string, conns int32, app string, p
 // a session for the counter (and pg-advisory one more for its lock), and a
 // worker that cannot connect would leave the run with fewer workers than
 // asked for, and a verdict on a run nobody asked for.
-func seats(ctx context.Context, db *pgxpool.Pool, cfg plan) error {
+func seats(ctx context.Context, db *pgxpool.Pool, cfg runPlan) error {
 	// Only client sessions take connection slots (not the checkpointer and
 	// the like), and a superuser may use the reserved ones too.
 	var max, reserved, open int

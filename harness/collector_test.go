@@ -74,7 +74,7 @@ func TestOpsMissing(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer lg.close()
-			rs, err := finish(context.Background(), DefaultConfig().plan(), &env{}, run, col, lg)
+			rs, err := finish(context.Background(), DefaultConfig().runPlan(), &env{}, run, col, lg)
 			if err != nil {
 				t.Fatal(err)
 			}

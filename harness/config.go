@@ -168,9 +168,9 @@ const (
 
 // validate says what is wrong with c, if anything; Validate says it to
 // the user.
-func (c Config) validate() error { return c.plan().validate() }
+func (c Config) validate() error { return c.runPlan().validate() }
 
-func (c plan) validate() error {
+func (c runPlan) validate() error {
 	switch {
 	case c.Workers < 1 || c.Workers > MaxWorkers:
 		return fmt.Errorf("--workers must be from 1 to %d, not %d", MaxWorkers, c.Workers)
@@ -276,7 +276,7 @@ func fenceKey(name string) string { return "hiatus:fence:" + name }
 
 // testEDN is the run's whole configuration, as test.edn: its settings, and
 // what the run makes of them.
-func testEDN(c plan, start time.Time) []byte {
+func testEDN(c runPlan, start time.Time) []byte {
 	m := c.ednMap()
 	for k, v := range map[history.Keyword]any{
 		"lock-key": lockKey(c.Name), "fence-key": fenceKey(c.Name), "model": history.Keyword(c.Model()),
@@ -331,14 +331,14 @@ func (c Config) delay() time.Duration     { return cmp.Or(c.Delay, c.Lease) }
 // since with 1 s of work a second found the other worker holding turn
 // after turn. The faults after it wait behind it, so a replay whose plan
 // has n such faults may end up to n of these later than its run did.
-func (c Config) HolderWait() time.Duration { return c.plan().holderWait() }
+func (c Config) HolderWait() time.Duration { return c.runPlan().holderWait() }
 
-func (c plan) holderWait() time.Duration { return max(time.Second, 5*c.section()) }
+func (c runPlan) holderWait() time.Duration { return max(time.Second, 5*c.section()) }
 
 // section is about what a section takes but for pauses: its work and a
 // retry, and, in a run with a delay fault, two round trips (the read and
 // the write) across a delayed link.
-func (c plan) section() time.Duration {
+func (c runPlan) section() time.Duration {
 	d := c.Work + c.Retry
 	if c.delayed() {
 		d += 4 * c.delay()
@@ -348,18 +348,18 @@ func (c plan) section() time.Duration {
 
 // redisLock reports whether the lock is kept on Redis, so that the nodes'
 // faults can reach it.
-func (c plan) redisLock() bool {
+func (c runPlan) redisLock() bool {
 	s := c.lock.Store
 	return s == client.OnRedis || s == client.OnRedisNodes
 }
 
 // onZooKeeper reports whether the lock is kept on a ZooKeeper ensemble of
 // its own.
-func (c plan) onZooKeeper() bool { return c.lock.Store == client.OnZooKeeper }
+func (c runPlan) onZooKeeper() bool { return c.lock.Store == client.OnZooKeeper }
 
 // zkNodes is how many servers the lock's ZooKeeper ensemble has: --nodes,
 // one by default; none for a lock not kept on ZooKeeper.
-func (c plan) zkNodes() int {
+func (c runPlan) zkNodes() int {
 	if !c.onZooKeeper() {
 		return 0
 	}
@@ -388,7 +388,7 @@ func (c Config) byAdapter() bool { _, ok := c.adapterCommand(); return ok }
 // majority lock's --nodes; one when a fault acts on the lock's node, or
 // when it runs on a host of its own (--hosts netns); none otherwise: the
 // run's Redis, or with failover the replicated one.
-func (c plan) lockNodes() int {
+func (c runPlan) lockNodes() int {
 	switch {
 	case c.lock.Store == client.OnRedisNodes:
 		return c.nodes()
@@ -403,7 +403,7 @@ func (c plan) lockNodes() int {
 // netnsHosts is how many hosts --hosts netns makes: one a worker, a lock
 // node, a throwaway PostgreSQL, etcd, each ZooKeeper server, and each of
 // failover's five servers.
-func (c plan) netnsHosts() int {
+func (c runPlan) netnsHosts() int {
 	n := c.Workers + c.lockNodes()
 	if c.PostgresURL == "" {
 		n++
@@ -422,7 +422,7 @@ func (c plan) netnsHosts() int {
 // of the run's (topology.Link), for the link faults to act on. On hosts
 // of their own, partitions act in the kernel instead; only a delay or a
 // drop (this kernel has no netem) needs the proxies.
-func (c plan) proxied() bool {
+func (c runPlan) proxied() bool {
 	if c.onHosts() {
 		return c.needs&needProxy != 0
 	}

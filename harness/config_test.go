@@ -41,7 +41,7 @@ func TestReplayConfigKeepsTopology(t *testing.T) {
 		cfg.Lock, cfg.Nodes, cfg.Nemesis, cfg.ClockJump, cfg.Delay, cfg.Hosts = c.Lock, c.Nodes, c.Nemesis, c.ClockJump, c.Delay, c.Hosts
 		cfg.ClockStrobe = c.ClockStrobe
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "test.edn"), testEDN(cfg.plan(), time.Now()), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "test.edn"), testEDN(cfg.runPlan(), time.Now()), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "schedule.edn"), []byte("{:faults []}\n"), 0o644); err != nil {
@@ -69,14 +69,17 @@ func TestReplayConfigKeepsTopology(t *testing.T) {
 func TestPlanKeepsFaults(t *testing.T) {
 	c := DefaultConfig()
 	c.Nemesis = Random
-	p := c.plan()
+	p := c.runPlan()
 	p.RedisURL, p.PostgresURL = "redis://127.0.0.1:1", "postgres://127.0.0.1:1/postgres" // as startEnv fills them in
 	for _, k := range []string{"kill-postgres", "pause-postgres"} {
-		if !slices.Contains(p.names(), k) || !slices.Contains(p.parts, k) {
-			t.Errorf("the plan's faults lost %s: %v", k, p.names())
+		if !slices.Contains(p.FaultNames(), k) || !slices.Contains(p.parts, k) {
+			t.Errorf("the plan's faults lost %s: %v", k, p.FaultNames())
 		}
-		if d := p.describe(); !strings.Contains(d, k) {
+		if d := p.Describe(); !strings.Contains(d, k) {
 			t.Errorf("the run's description lost %s: %s", k, d)
+		}
+		if edn := string(testEDN(p, time.Now())); !strings.Contains(edn, k) {
+			t.Errorf("test.edn lost %s: %s", k, edn)
 		}
 		if slices.Contains(p.Config.FaultNames(), k) {
 			t.Errorf("re-read from the Config with its URLs given, random still allows %s: this test no longer shows what it guards", k)

@@ -17,12 +17,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// startEnv starts the throwaway servers cfg asks for (filling in their URLs),
+// startEnv starts the throwaway servers cfg asks for (filling in their URLs
+// in cfg's Config; its faults stay as read),
 // connects to both servers and prepares the lock keys and the counter row.
 // Unreachable servers are the user's to fix: exit 254. The wait for the
 // throwaway servers to start ends with start; what lives on (servers,
 // hosts, links) is made under ctx.
-func startEnv(start, ctx context.Context, cfg *plan, setup *setupLog) (_ *env, err error) {
+func startEnv(start, ctx context.Context, cfg *runPlan, setup *setupLog) (_ *env, err error) {
 	e := &env{}
 	defer func() {
 		if err != nil {
@@ -159,7 +160,7 @@ func StartServers(ctx context.Context, cfg *Config) (stop func(), err error) {
 // logServers says in the run's log which servers the run uses, and has the
 // throwaway ones keep their own logs in the run directory when they stop,
 // so that the kept logs show how they ended.
-func (e *env) logServers(run store.Run, cfg plan, lg *runLog) {
+func (e *env) logServers(run store.Run, cfg runPlan, lg *runLog) {
 	for _, sv := range []struct {
 		s        *servers.Server
 		url, log string

@@ -20,7 +20,7 @@ type faultKind struct {
 	name  history.Keyword // a nemesis.Kind*
 	about string          // what it does, for --help
 	needs need
-	check func(plan) error // what else it asks of c; nil for nothing
+	check func(runPlan) error // what else it asks of c; nil for nothing
 	build func(faultEnv) nemesis.Fault
 }
 
@@ -121,7 +121,7 @@ func (c Config) FaultsAllowed() []string {
 	for _, k := range NemesisNames() {
 		try := c
 		try.Nemesis, try.Plan = Nemesis(k), nil
-		if try.plan().validateNemesis() == nil {
+		if try.runPlan().validateNemesis() == nil {
 			out = append(out, k)
 		}
 	}
@@ -166,7 +166,7 @@ func (c Config) randomKinds() []string {
 	for _, k := range append(first, last...) {
 		try := c
 		try.Nemesis, try.Plan = Nemesis(strings.Join(append(slices.Clone(kinds), k), ",")), nil
-		if try.plan().validateNemesis() == nil {
+		if try.runPlan().validateNemesis() == nil {
 			kinds = append(kinds, k)
 		}
 	}
@@ -175,10 +175,10 @@ func (c Config) randomKinds() []string {
 
 // FaultParts are the faults of c.Nemesis (FaultNames), sequences split
 // into their parts.
-func (c Config) FaultParts() []string { return c.plan().parts }
+func (c Config) FaultParts() []string { return c.runPlan().parts }
 
 // faultIn reports whether c's nemesis names any of names.
-func (c plan) faultIn(names ...string) bool {
+func (c runPlan) faultIn(names ...string) bool {
 	return slices.ContainsFunc(c.parts, func(f string) bool { return slices.Contains(names, f) })
 }
 
@@ -189,10 +189,10 @@ func DelayFaults() []string {
 }
 
 // delayed reports whether c has a fault that --delay sets.
-func (c plan) delayed() bool { return c.faultIn(DelayFaults()...) }
+func (c runPlan) delayed() bool { return c.faultIn(DelayFaults()...) }
 
 // validateNemesis says what is wrong with c's faults, if anything.
-func (c plan) validateNemesis() error {
+func (c runPlan) validateNemesis() error {
 	for _, f := range c.items {
 		if err := validateItem(f); err != nil {
 			return err
@@ -234,7 +234,7 @@ func validateItem(parts []string) error {
 }
 
 // validateFault checks what the fault kind k needs of c.
-func (c plan) validateFault(k faultKind) error {
+func (c runPlan) validateFault(k faultKind) error {
 	switch {
 	case c.Pause <= 0:
 		return fmt.Errorf("--nemesis %s needs a positive --pause", k.name)
@@ -252,6 +252,8 @@ func (c plan) validateFault(k faultKind) error {
 		return fmt.Errorf("--nemesis %s acts on the lock's own servers, which --adapter-store %s keeps behind sentinels: only failover acts on them", k.name, AdapterOnSentinel)
 	case k.needs&needRunRedis != 0 && (c.lockNodes() > 0 || c.needs&needReplica != 0 || c.lock.Store == client.OnEtcd || c.onZooKeeper()):
 		return fmt.Errorf("--nemesis %s acts on the run's Redis, which holds the history's clock and the fences, not the lock: the lock is on nodes of its own here (use restart)", c.Nemesis)
+	case k.needs&needRunRedis != 0 && c.lock.Store == client.OnPostgres:
+		return fmt.Errorf("--nemesis %s acts on the run's Redis, which holds the history's clock and the fences, not the lock: --lock %s is kept on PostgreSQL (use pause-postgres, kill-postgres)", k.name, c.Lock)
 	case k.needs&needReplica != 0 && c.needs&(needLockServers|needRedisLinks) != 0:
 		return fmt.Errorf("--nemesis failover cannot go with faults of the lock's other nodes (%s)", c.Nemesis)
 	}
@@ -262,9 +264,10 @@ func (c plan) validateFault(k faultKind) error {
 }
 
 // validatePlan checks a schedule to replay against c.
-func (c plan) validatePlan() error {
+func (c runPlan) validatePlan() error {
+	names := c.FaultNames()
 	for _, k := range c.Plan.Kinds() {
-		if !slices.Contains(c.names(), k) {
+		if !slices.Contains(names, k) {
 			return fmt.Errorf("the schedule holds %s faults, which --nemesis %q does not name", k, c.Nemesis)
 		}
 	}
@@ -280,7 +283,7 @@ func (c plan) validatePlan() error {
 // servers and topology, its workers, and the freezer that resumes every
 // process a fault stopped.
 type faultEnv struct {
-	cfg     plan
+	cfg     runPlan
 	env     *env
 	workers *workerSet
 	freezer *nemesis.Freezer
@@ -296,7 +299,7 @@ func pid(s *servers.Server, given int) func() int {
 
 // faults builds the nemesis's faults that cfg names; a sequence's parts
 // begin --pause/2 apart.
-func (e *env) faults(cfg plan, ws *workerSet, fz *nemesis.Freezer) []nemesis.Fault {
+func (e *env) faults(cfg runPlan, ws *workerSet, fz *nemesis.Freezer) []nemesis.Fault {
 	fe := faultEnv{cfg: cfg, env: e, workers: ws, freezer: fz}
 	var fs []nemesis.Fault
 	for _, item := range cfg.items {

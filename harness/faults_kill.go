@@ -9,8 +9,8 @@ import (
 // killFaults end a process abruptly and start it again when the fault
 // ends: a throwaway server, restarted where it was, or a worker, replaced.
 func killFaults() []faultKind {
-	throwaway := func(flag string, url func(plan) string) func(plan) error {
-		return func(c plan) error {
+	throwaway := func(flag string, url func(runPlan) string) func(runPlan) error {
+		return func(c runPlan) error {
 			if url(c) != "" {
 				return fmt.Errorf("--nemesis kill-%s restarts the server: it works on the throwaway server only, not on --%s-url", flag, flag)
 			}
@@ -19,12 +19,12 @@ func killFaults() []faultKind {
 	}
 	return []faultKind{
 		{name: nemesis.KindKillRedis, about: "SIGKILL the run's redis-server, restart it empty", needs: needRunRedis,
-			check: throwaway("redis", func(c plan) string { return c.RedisURL }),
+			check: throwaway("redis", func(c runPlan) string { return c.RedisURL }),
 			build: func(e faultEnv) nemesis.Fault {
 				return &nemesis.KillServer{Which: nemesis.KindKillRedis, Target: serverRedis, Server: e.env.redis}
 			}},
 		{name: nemesis.KindKillPostgres, about: "immediate shutdown of PostgreSQL, restart",
-			check: throwaway("postgres", func(c plan) string { return c.PostgresURL }),
+			check: throwaway("postgres", func(c runPlan) string { return c.PostgresURL }),
 			build: func(e faultEnv) nemesis.Fault {
 				return &nemesis.KillServer{Which: nemesis.KindKillPostgres, Target: serverPostgres, Server: e.env.postgres}
 			}},

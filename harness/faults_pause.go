@@ -16,12 +16,12 @@ func pauseFaults() []faultKind {
 				return &nemesis.SigStop{Targets: e.workers.Targets, Freezer: e.freezer}
 			}},
 		{name: nemesis.KindPauseRedis, about: "SIGSTOP the run's redis-server", needs: needRunRedis,
-			check: givenPID(nemesis.KindPauseRedis, "--redis-url", "--redis-pid", func(c plan) bool { return c.RedisURL != "" && c.RedisPID == 0 }),
+			check: givenPID(nemesis.KindPauseRedis, "--redis-url", "--redis-pid", func(c runPlan) bool { return c.RedisURL != "" && c.RedisPID == 0 }),
 			build: func(e faultEnv) nemesis.Fault {
 				return &nemesis.PauseServer{Which: nemesis.KindPauseRedis, Target: serverRedis, PID: pid(e.env.redis, e.cfg.RedisPID), Freezer: e.freezer}
 			}},
 		{name: nemesis.KindPausePostgres, about: "SIGSTOP PostgreSQL's postmaster and backends", needs: needLocal,
-			check: givenPID(nemesis.KindPausePostgres, "--postgres-url", "--postgres-pid (the postmaster's)", func(c plan) bool { return c.PostgresURL != "" && c.PostgresPID == 0 }),
+			check: givenPID(nemesis.KindPausePostgres, "--postgres-url", "--postgres-pid (the postmaster's)", func(c runPlan) bool { return c.PostgresURL != "" && c.PostgresPID == 0 }),
 			build: func(e faultEnv) nemesis.Fault {
 				return &nemesis.PauseServer{Which: nemesis.KindPausePostgres, Target: serverPostgres, PID: pid(e.env.postgres, e.cfg.PostgresPID), Freezer: e.freezer}
 			}},
@@ -30,8 +30,8 @@ func pauseFaults() []faultKind {
 
 // givenPID is the check of a pause of a server: one given by URL needs its
 // PID, which missing says is missing.
-func givenPID(kind history.Keyword, url, pid string, missing func(plan) bool) func(plan) error {
-	return func(c plan) error {
+func givenPID(kind history.Keyword, url, pid string, missing func(runPlan) bool) func(runPlan) error {
+	return func(c runPlan) error {
 		if missing(c) {
 			return fmt.Errorf("--nemesis %s with %s needs %s", kind, url, pid)
 		}

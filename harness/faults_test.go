@@ -1049,6 +1049,11 @@ func TestRunRefusesFaultConfig(t *testing.T) {
 		{func(c *harness.Config) { c.Nemesis, c.Lock = "clock", "pg-advisory" }, "--lock pg-advisory is not kept on Redis"},
 		{func(c *harness.Config) { c.Nemesis, c.Lock = "restart", "pg-advisory" }, "--lock pg-advisory is not kept on Redis"},
 		{func(c *harness.Config) { c.Nemesis, c.Lock = "partition-redis", "pg-advisory" }, "--lock pg-advisory is not kept on Redis"},
+		// The run's Redis holds the fences and the history's clock, not
+		// this lock: a random nemesis drew these once it read its faults
+		// before the throwaway servers' URLs were filled in.
+		{func(c *harness.Config) { c.Nemesis, c.Lock = "kill-redis", "pg-advisory" }, "--lock pg-advisory is kept on PostgreSQL"},
+		{func(c *harness.Config) { c.Nemesis, c.Lock = "pause-redis", "pg-advisory" }, "--lock pg-advisory is kept on PostgreSQL"},
 		{func(c *harness.Config) { c.Nodes, c.Lock = 3, "setnx" }, "--nodes 3 is redlock's"},
 		{func(c *harness.Config) { c.Delay = -time.Millisecond }, "--delay"},
 		{func(c *harness.Config) { c.Nemesis, c.ClockStrobe = "clock", -time.Millisecond }, "--clock-strobe"},

@@ -82,10 +82,11 @@ func runWatched(ctx context.Context, c Config, watch Watch) (res Result, err err
 	if err := c.Validate(); err != nil {
 		return Result{}, err
 	}
-	// Read once, as validated: filled in with the throwaway servers' URLs
-	// below, c would allow a random nemesis fewer faults (none of those
-	// that want a throwaway server, or a given one's PID).
-	cfg := c.plan()
+	// Read once, as validated: a Config with the throwaway servers' URLs
+	// filled in (startEnv, below) would allow a random nemesis fewer
+	// faults (none of those that want a throwaway server, or a given
+	// one's PID).
+	cfg := c.runPlan()
 	if err := store.Writable(cfg.Store); err != nil {
 		return Result{}, &SetupError{Err: err}
 	}
@@ -147,7 +148,7 @@ func runWatched(ctx context.Context, c Config, watch Watch) (res Result, err err
 // createRun makes the run directory of a run of cfg starting now on the
 // clock of env's Redis, with its test.edn, and opens its log, whose
 // headlines go to out too.
-func createRun(ctx context.Context, cfg plan, env *env, out io.Writer) (run store.Run, start time.Time, lg *runLog, err error) {
+func createRun(ctx context.Context, cfg runPlan, env *env, out io.Writer) (run store.Run, start time.Time, lg *runLog, err error) {
 	if start, err = client.ServerTime(ctx, env.rdb); err != nil {
 		return run, start, nil, setupErrorf("redis at %s: %v", Redact(cfg.RedisURL), err)
 	}
@@ -177,7 +178,7 @@ func openJournal(run store.Run, workers int) (*collector, *os.File, error) {
 // experiment runs the workers and the nemesis until the time limit, or
 // until ctx ends, and the final read after them; it returns the collector
 // that journalled their ops.
-func experiment(ctx, bg context.Context, cfg plan, watch Watch, env *env, run store.Run, start time.Time, lg *runLog) (*collector, error) {
+func experiment(ctx, bg context.Context, cfg runPlan, watch Watch, env *env, run store.Run, start time.Time, lg *runLog) (*collector, error) {
 	col, journal, err := openJournal(run, cfg.Workers)
 	if err != nil {
 		return nil, err
@@ -255,7 +256,7 @@ func experiment(ctx, bg context.Context, cfg plan, watch Watch, env *env, run st
 // Ops the run could not record are said in the history itself, by an
 // :ops-missing event at its end, so that a check of it months later still
 // knows it is incomplete.
-func finish(ctx context.Context, cfg plan, env *env, run store.Run, col *collector, lg *runLog) (checker.Results, error) {
+func finish(ctx context.Context, cfg runPlan, env *env, run store.Run, col *collector, lg *runLog) (checker.Results, error) {
 	rd := newReaders(cfg)
 	withRecord(cfg, run, rd.stream, lg)
 	if err := writeHistory(ctx, cfg, env, run, col, lg, rd); err != nil {
@@ -301,7 +302,7 @@ func finish(ctx context.Context, cfg plan, env *env, run store.Run, col *collect
 // that the history's answers are held to it and an invalid verdict says
 // which layer broke. A record that cannot be read is logged, and the run
 // is checked by its history alone.
-func withRecord(cfg plan, run store.Run, s *checker.Stream, lg *runLog) {
+func withRecord(cfg runPlan, run store.Run, s *checker.Stream, lg *runLog) {
 	path, ok, err := run.Optional(store.LockServer)
 	if err != nil || !ok {
 		if err != nil {
@@ -328,7 +329,7 @@ type readers struct {
 	plan   nemesis.PlanRecorder
 }
 
-func newReaders(cfg plan) *readers {
+func newReaders(cfg runPlan) *readers {
 	rd := &readers{stream: checker.NewStream(), tl: &report.Timeline{Workers: cfg.Workers}}
 	if !cfg.NoPlots {
 		rd.perf = report.NewPerf()
@@ -349,7 +350,7 @@ func (rd *readers) add(o history.Op) {
 // :info writes settled from the audit table, and hands each op to rd as it
 // writes it. Ops the run could not record are said in the history itself,
 // by an :ops-missing event at its end.
-func writeHistory(ctx context.Context, cfg plan, env *env, run store.Run, col *collector, lg *runLog, rd *readers) error {
+func writeHistory(ctx context.Context, cfg runPlan, env *env, run store.Run, col *collector, lg *runLog, rd *readers) error {
 	ops, _, infoWrites, jerr := col.stats()
 	var missing []string
 	if jerr != nil {

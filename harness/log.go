@@ -59,7 +59,7 @@ type setupLog struct {
 	lines []string
 }
 
-func newSetupLog(cfg plan, out io.Writer) *setupLog {
+func newSetupLog(cfg runPlan, out io.Writer) *setupLog {
 	if cfg.inventory() == "" {
 		return nil
 	}

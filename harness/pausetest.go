@@ -245,7 +245,7 @@ func (c PauseCase) config(cfg Config) Config {
 // pauseLock runs cases, all of one lock, on one set of the lock's servers
 // (etcd's, redlock's nodes), with one pair of locks fenced and one not.
 func pauseLock(ctx context.Context, cfg Config, cases []PauseCase, each func(PauseVerdict)) (_ []PauseVerdict, err error) {
-	lcfg := cases[0].config(cfg).plan()
+	lcfg := cases[0].config(cfg).runPlan()
 	env, err := startEnv(ctx, context.WithoutCancel(ctx), &lcfg, nil)
 	if err != nil {
 		return nil, err
@@ -262,7 +262,7 @@ func pauseLock(ctx context.Context, cfg Config, cases []PauseCase, each func(Pau
 		if ctx.Err() != nil {
 			break
 		}
-		ccfg := c.config(lcfg.Config).plan()
+		ccfg := c.config(lcfg.Config).runPlan()
 		fenced := ccfg.guard().Fenced()
 		if locks[fenced] == nil {
 			h, err := newHolders(ctx, ccfg, env)
@@ -320,7 +320,7 @@ func (h *holders) complaints() []string {
 	return out
 }
 
-func newHolders(ctx context.Context, cfg plan, env *env) (*holders, error) {
+func newHolders(ctx context.Context, cfg runPlan, env *env) (*holders, error) {
 	h := &holders{closeA: func() {}, closeB: func() {}}
 	var err error
 	if h.a, h.closeA, err = workerLock(ctx, cfg.workerConfig(env.topo, 0, 0), env.rdb, env.db, cfg.own); err != nil {
@@ -336,7 +336,7 @@ func newHolders(ctx context.Context, cfg plan, env *env) (*holders, error) {
 func (h *holders) close() { h.closeA(); h.closeB() }
 
 // pauseCase runs one case on env's servers and keeps it as a run.
-func pauseCase(ctx context.Context, cfg plan, env *env, h *holders) (PauseVerdict, error) {
+func pauseCase(ctx context.Context, cfg runPlan, env *env, h *holders) (PauseVerdict, error) {
 	bg := context.WithoutCancel(ctx)
 	began := time.Now()
 	env.resource = cfg.resource(env.db)

@@ -18,7 +18,7 @@ import (
 // recordConfig is what the recorder of cfg's run records, on topology t;
 // ok is false when there is nothing to record: --lock-server-record none,
 // or a lock kept where the run knows nothing of (a program's own).
-func recordConfig(cfg plan, t *topo, start time.Time, lg *runLog) (lockserver.Config, bool) {
+func recordConfig(cfg runPlan, t *topo, start time.Time, lg *runLog) (lockserver.Config, bool) {
 	rc := lockserver.Config{Mode: cfg.lockServerRecord(), Start: start, ClockURL: cfg.RedisURL, Key: lockKey(cfg.Name),
 		Log: func(format string, args ...any) { lg.logf("lock server's record: "+format, args...) }}
 	if rc.Mode == lockserver.ModeNone {
@@ -75,7 +75,7 @@ func recordConfig(cfg plan, t *topo, start time.Time, lg *runLog) (lockserver.Co
 // recordPostgres reports whether the workers' PostgreSQL sessions are to
 // run the record's functions in place of the advisory lock's
 // (lockserver.SessionParams): a lock kept on PostgreSQL, recorded.
-func (c plan) recordPostgres() bool {
+func (c runPlan) recordPostgres() bool {
 	return c.lockServerRecord() != lockserver.ModeNone && c.lock.Store == client.OnPostgres
 }
 
@@ -99,7 +99,7 @@ func readServerRecord(run store.Run, lg *runLog) *history.ServerRecord {
 // startRecord starts the record of cfg's run in run, when there is one to
 // make; a nil Recorder stops at once. A server that cannot be recorded as
 // --lock-server-record asks is the user's to fix.
-func startRecord(ctx context.Context, cfg plan, env *env, run store.Run, start time.Time, lg *runLog) (*lockserver.Recorder, error) {
+func startRecord(ctx context.Context, cfg runPlan, env *env, run store.Run, start time.Time, lg *runLog) (*lockserver.Recorder, error) {
 	rc, ok := recordConfig(cfg, env.topo, start, lg)
 	if !ok {
 		return nil, nil

@@ -281,9 +281,10 @@ func joinKeywords(ks []history.Keyword, prefix string) string {
 // its :workers. A fault is named by its kind and time: the plan is in the
 // order the faults begin, which a schedule written by hand need not be.
 func (c Config) checkSchedule() error {
+	names := c.FaultNames() // random's are drawn by validating each kind: once
 	for _, f := range c.Plan {
 		what := fmt.Sprintf("the fault of :kind :%s at :at-ms %d", f.Kind, f.At.Milliseconds())
-		if !slices.Contains(c.FaultNames(), string(f.Kind)) {
+		if !slices.Contains(names, string(f.Kind)) {
 			return fmt.Errorf("%s: test.edn's :nemesis %q does not name :%s", what, c.Nemesis, f.Kind)
 		}
 		if w, ok := f.Worker.Index(); ok && w >= c.Workers {

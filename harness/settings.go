@@ -43,9 +43,9 @@ type Setting struct {
 	// kept, when not nil, says whether the setting means anything for c:
 	// test.edn keeps, and a replay reads, it only then (a clock jump
 	// without the clock fault is no part of the run).
-	kept     func(plan) bool
-	noReplay bool              // a replay does not take it (server URLs: test.edn hides their passwords)
-	describe func(plan) string // Describe's words for it; nil for none
+	kept     func(runPlan) bool
+	noReplay bool                 // a replay does not take it (server URLs: test.edn hides their passwords)
+	describe func(runPlan) string // Describe's words for it; nil for none
 }
 
 // Where an exec: adapter keeps its lock (Config.AdapterStore).
@@ -125,8 +125,8 @@ func adapterStoreSetting() Setting {
 	return Setting{Flag: "adapter-store", Key: "adapter-store", keyword: true, DefaultText: AdapterOnRedis,
 		Usage:  "where an exec: adapter keeps its lock: " + storeWords(func(a adapterStore) string { return a.told }),
 		goName: "AdapterStore", get: func(c Config) any { return c.AdapterStore }, set: setString(func(c *Config) *string { return &c.AdapterStore }),
-		kept: func(c plan) bool { return c.byAdapter() && c.AdapterStore != "" },
-		describe: func(c plan) string {
+		kept: func(c runPlan) bool { return c.byAdapter() && c.AdapterStore != "" },
+		describe: func(c runPlan) string {
 			a, _ := adapterStoreOf(c.AdapterStore)
 			return a.words
 		}}
@@ -137,8 +137,8 @@ func adapterStoreSetting() Setting {
 func nodesSetting() Setting {
 	return Setting{Flag: "nodes", Key: "lock-nodes", Usage: "independent Redis nodes of --lock redlock (a majority must grant); the servers of the ZooKeeper ensemble of --lock zookeeper (1, standalone, by default)", DefaultText: fmt.Sprint(DefaultNodes),
 		goName: "Nodes", get: func(c Config) any { return c.Nodes }, set: setTo(func(c *Config) *int { return &c.Nodes }),
-		kept: func(c plan) bool { return c.lock.Store == client.OnRedisNodes || c.onZooKeeper() },
-		describe: func(c plan) string {
+		kept: func(c runPlan) bool { return c.lock.Store == client.OnRedisNodes || c.onZooKeeper() },
+		describe: func(c runPlan) string {
 			if c.onZooKeeper() {
 				return fmt.Sprintf("%d ZooKeeper servers", c.zkNodes())
 			}
@@ -167,7 +167,7 @@ func Settings() []Setting {
 		textSetting("name", "name", "Name", "test name: runs go to STORE/NAME/START-TIME/", func(c *Config) *string { return &c.Name }),
 		{Flag: "workers", Key: "workers", Shared: true, Usage: "worker processes contending for the lock",
 			goName: "Workers", get: func(c Config) any { return c.Workers }, set: setTo(func(c *Config) *int { return &c.Workers }),
-			describe: func(c plan) string { return fmt.Sprintf("%d workers", c.Workers) }},
+			describe: func(c runPlan) string { return fmt.Sprintf("%d workers", c.Workers) }},
 		durationSetting("time-limit", "TimeLimit", "how long workers start new critical sections", true, func(c *Config) *time.Duration { return &c.TimeLimit }),
 		durationSetting("lease", "Lease", "lock lease (SET … PX)", false, func(c *Config) *time.Duration { return &c.Lease }),
 		durationSetting("work", "Work", "simulated work between the read and the write", true, func(c *Config) *time.Duration { return &c.Work }),
@@ -181,7 +181,7 @@ func Settings() []Setting {
 			goName: "InjectEvery", get: func(c Config) any { return c.InjectEvery }, set: setTo(func(c *Config) *int { return &c.InjectEvery })},
 		{Flag: "pause-kind", Key: "pause-kind", keyword: true, Usage: "the in-section pause: sleep (only the worker's goroutine blocks), stop (the worker SIGSTOPs its whole process) or stop-waiters (it blocks as with sleep, and every worker then waiting for the lock is SIGSTOPped as long)",
 			goName: "PauseKind", get: func(c Config) any { return string(c.PauseKind) }, set: setString(func(c *Config) *history.Keyword { return &c.PauseKind }),
-			describe: func(c plan) string {
+			describe: func(c runPlan) string {
 				if c.InjectEvery <= 0 {
 					return ""
 				}
@@ -201,12 +201,12 @@ func Settings() []Setting {
 		adapterStoreSetting(),
 		{Flag: "clock-jump", Key: "clock-jump-ms", Usage: "how far --nemesis clock steps a node's clock: forward, or back when negative (-500ms)", DefaultText: "the lease",
 			goName: "ClockJump", get: func(c Config) any { return c.ClockJump }, set: setTo(func(c *Config) *time.Duration { return &c.ClockJump }),
-			kept:     func(c plan) bool { return c.faultIn(string(nemesis.KindClock)) },
-			describe: func(c plan) string { return fmt.Sprintf("clock jump %v", c.clockJump()) }},
+			kept:     func(c runPlan) bool { return c.faultIn(string(nemesis.KindClock)) },
+			describe: func(c runPlan) string { return fmt.Sprintf("clock jump %v", c.clockJump()) }},
 		{Flag: "clock-strobe", Key: "clock-strobe-ms", Usage: "with --nemesis clock, step the clock back and forth this often while the fault lasts (a strobing clock); 0 for one step",
 			goName: "ClockStrobe", get: func(c Config) any { return c.ClockStrobe }, set: setTo(func(c *Config) *time.Duration { return &c.ClockStrobe }),
-			kept: func(c plan) bool { return c.faultIn(string(nemesis.KindClock)) },
-			describe: func(c plan) string {
+			kept: func(c runPlan) bool { return c.faultIn(string(nemesis.KindClock)) },
+			describe: func(c runPlan) string {
 				if c.ClockStrobe == 0 {
 					return ""
 				}
@@ -214,12 +214,12 @@ func Settings() []Setting {
 			}},
 		{Flag: "delay", Key: "delay-ms", Usage: "what --nemesis delay-* adds to each byte's trip", DefaultText: "the lease",
 			goName: "Delay", get: func(c Config) any { return c.Delay }, set: setTo(func(c *Config) *time.Duration { return &c.Delay }),
-			kept:     func(c plan) bool { return c.delayed() },
-			describe: func(c plan) string { return fmt.Sprintf("delay %v", c.delay()) }},
+			kept:     func(c runPlan) bool { return c.delayed() },
+			describe: func(c runPlan) string { return fmt.Sprintf("delay %v", c.delay()) }},
 		{Flag: "hosts", Key: "hosts", Shared: true, keyword: true,
 			Usage:  "where the workers and the servers under test run: local (this machine), netns (each on a host of its own, a network namespace on a private bridge, where partitions act in the kernel; needs root, and --nemesis isolate needs it), or ssh:FILE (on the machines an inventory file names, over SSH: docs/hosts.md)",
 			goName: "Hosts", get: func(c Config) any { return string(c.Hosts) }, set: setString(func(c *Config) *Hosts { return &c.Hosts }),
-			describe: func(c plan) string {
+			describe: func(c runPlan) string {
 				if c.Hosts == "local" {
 					return ""
 				}
@@ -227,7 +227,7 @@ func Settings() []Setting {
 			}},
 		{Flag: "seed", Key: "seed", Usage: "seed of the nemesis's choices, to replay a schedule", DefaultText: "from the clock, recorded in test.edn",
 			goName: "Seed", get: func(c Config) any { return c.Seed }, set: setTo(func(c *Config) *int64 { return &c.Seed }),
-			describe: func(c plan) string { return fmt.Sprintf("seed %d", c.Seed) }},
+			describe: func(c runPlan) string { return fmt.Sprintf("seed %d", c.Seed) }},
 		urlSetting("redis-url", "RedisURL", "use this Redis (redis://host:port/db) instead of a throwaway redis-server", func(c *Config) *string { return &c.RedisURL }),
 		urlSetting("postgres-url", "PostgresURL", "use this PostgreSQL instead of a throwaway one; it must allow CREATE TABLE", func(c *Config) *string { return &c.PostgresURL }),
 		{Flag: "redis-pid", Local: true, Usage: "PID of the --redis-url server, for --nemesis pause-redis", goName: "RedisPID", noReplay: true,
@@ -254,9 +254,9 @@ func durationSetting(flag, goName, usage string, shared bool, p func(*Config) *t
 		get: func(c Config) any { return *p(&c) }, set: setTo(p)}
 	switch flag {
 	case "time-limit":
-		s.describe = func(c plan) string { return c.TimeLimit.String() }
+		s.describe = func(c runPlan) string { return c.TimeLimit.String() }
 	case "lease", "work":
-		s.describe = func(c plan) string { return fmt.Sprintf("%s %v", flag, *p(&c.Config)) }
+		s.describe = func(c runPlan) string { return fmt.Sprintf("%s %v", flag, *p(&c.Config)) }
 	}
 	return s
 }
@@ -267,18 +267,18 @@ func nemesisSetting() Setting {
 			"; a+b: a sequence, b begun --pause/2 after a (of " + strings.Join(SequenceFaults(), ", ") + "); " +
 			"random: every kind the run allows, overlapping in time, one fault a target at a time. See docs/nemesis.md",
 		get: func(c Config) any { return string(c.Nemesis) }, set: setString(func(c *Config) *Nemesis { return &c.Nemesis }),
-		describe: func(c plan) string {
-			f := c.names()
+		describe: func(c runPlan) string {
+			f := c.FaultNames()
 			switch {
 			case c.Plan != nil:
 				if len(c.Plan) == 1 {
-					return fmt.Sprintf("nemesis %s replaying 1 fault", strings.Join(f, "+"))
+					return fmt.Sprintf("nemesis %s replaying 1 fault", strings.Join(f, ", "))
 				}
-				return fmt.Sprintf("nemesis %s replaying %d faults", strings.Join(f, "+"), len(c.Plan))
+				return fmt.Sprintf("nemesis %s replaying %d faults", strings.Join(f, ", "), len(c.Plan))
 			case c.Nemesis == Random:
 				return fmt.Sprintf("nemesis random (%s) for %v every %v, overlapping", strings.Join(f, ", "), c.Pause, c.Interval)
 			case len(f) > 0:
-				return fmt.Sprintf("nemesis %s for %v every %v", strings.Join(f, "+"), c.Pause, c.Interval)
+				return fmt.Sprintf("nemesis %s for %v every %v", strings.Join(f, ", "), c.Pause, c.Interval)
 			}
 			return "no nemesis"
 		}}
@@ -289,8 +289,8 @@ func nemesisSetting() Setting {
 func boolSetting(flag, goName, usage, words string, p func(*Config) *bool) Setting {
 	return Setting{Flag: flag, Key: history.Keyword(flag + "?"), Usage: usage, goName: goName,
 		get: func(c Config) any { return *p(&c) }, set: setTo(p),
-		kept: func(c plan) bool { return *p(&c.Config) },
-		describe: func(c plan) string {
+		kept: func(c runPlan) bool { return *p(&c.Config) },
+		describe: func(c runPlan) string {
 			if !*p(&c.Config) {
 				return ""
 			}
@@ -311,7 +311,7 @@ func guardSetting() Setting {
 			c.Guard = client.Guard(s)
 			return nil
 		},
-		describe: func(c plan) string {
+		describe: func(c runPlan) string {
 			if g := c.guard(); g != client.GuardNone {
 				return "guard " + string(g)
 			}
@@ -325,8 +325,8 @@ func workloadSetting() Setting {
 	return Setting{Flag: "workload", Key: "workload", Shared: true, keyword: true, Usage: "what each section does with the resource in PostgreSQL: " + WorkloadUsage(),
 		DefaultText: WorkloadCounter,
 		goName:      "Workload", get: func(c Config) any { return c.workload().name }, set: setString(func(c *Config) *string { return &c.Workload }),
-		kept: func(c plan) bool { return c.workload().name != WorkloadCounter },
-		describe: func(c plan) string {
+		kept: func(c runPlan) bool { return c.workload().name != WorkloadCounter },
+		describe: func(c runPlan) string {
 			if c.workload().name == WorkloadCounter {
 				return ""
 			}
@@ -344,7 +344,7 @@ func lockServerRecordSetting() Setting {
 			"alone, for a server that refuses CONFIG SET) or none (a server that refuses MONITOR: the run is checked from its history alone)",
 		get: func(c Config) any { return string(c.lockServerRecord()) },
 		set: setString(func(c *Config) *lockserver.Mode { return &c.LockServerRecord }),
-		describe: func(c plan) string {
+		describe: func(c runPlan) string {
 			switch c.lockServerRecord() {
 			case lockserver.ModeNone:
 				return "lock server unrecorded"
@@ -396,10 +396,10 @@ func setTo[T any](p func(*Config) *T) func(*Config, any) error {
 // the clock jump and the delay (the lease), and a setting that means
 // nothing for c (a clock jump without the clock fault) cleared. A Config
 // read back from test.edn or a command line is Resolved.
-func (c Config) Resolved() Config { return c.plan().resolved().Config }
+func (c Config) Resolved() Config { return c.runPlan().resolved().Config }
 
 // resolved is Resolved of the plan c: its faults as read, not again.
-func (c plan) resolved() plan {
+func (c runPlan) resolved() runPlan {
 	c.Guard = c.guard()
 	c.Hosts = cmp.Or(c.Hosts, HostsLocal)
 	c.LockServerRecord = c.lockServerRecord()
@@ -424,9 +424,9 @@ func (c plan) resolved() plan {
 }
 
 // Describe says what the run does, in one line.
-func (c Config) Describe() string { return c.plan().describe() }
+func (c Config) Describe() string { return c.runPlan().describe() }
 
-func (c plan) describe() string {
+func (c runPlan) describe() string {
 	c = c.resolved()
 	parts := []string{"lock " + c.Lock}
 	for _, s := range Settings() {
@@ -442,10 +442,10 @@ func (c plan) describe() string {
 
 // AppendEDN appends c's settings to b as the EDN map test.edn holds them,
 // with what a run adds (its start, the lock's keys) left to the run.
-func (c Config) AppendEDN(b []byte) []byte { return history.AppendValue(b, c.plan().ednMap()) }
+func (c Config) AppendEDN(b []byte) []byte { return history.AppendValue(b, c.runPlan().ednMap()) }
 
 // ednMap is c's settings as test.edn keeps them, resolved.
-func (c plan) ednMap() map[history.Keyword]any {
+func (c runPlan) ednMap() map[history.Keyword]any {
 	c = c.resolved()
 	m := map[history.Keyword]any{}
 	for _, s := range Settings() {
@@ -507,7 +507,7 @@ func ParseConfig(b []byte) (Config, error) {
 	}
 	// A setting kept only where it means something is read only there:
 	// lock-nodes says how many nodes any lock had.
-	p := c.plan()
+	p := c.runPlan()
 	for _, s := range Settings() {
 		if s.kept != nil && !s.kept(p) {
 			_ = s.set(&p.Config, s.get(Config{}))

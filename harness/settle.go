@@ -13,7 +13,7 @@ import (
 // are given 5 s to end, then terminated (a write they had not committed is
 // rolled back). Until then a write may land after the final read, which
 // would then miss it, or after the audit table was read.
-func (e *env) sessionsEnded(ctx context.Context, cfg plan, lg *runLog) error {
+func (e *env) sessionsEnded(ctx context.Context, cfg runPlan, lg *runLog) error {
 	app := workerApp(cfg.CounterID)
 	const count = `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`
 	deadline := time.Now().Add(5 * time.Second)
@@ -42,7 +42,7 @@ func workerApp(counterID int64) string { return fmt.Sprintf("hiatus-worker-%d", 
 // settle reads from the audit table which of ids, the run's :info writes,
 // took effect (audited) of those it could ask about (asked), once no worker
 // session is left that could still commit one (sessionsEnded).
-func (e *env) settle(ctx context.Context, cfg plan, ids []client.WriteID, lg *runLog) (asked, audited map[client.WriteID]bool) {
+func (e *env) settle(ctx context.Context, cfg runPlan, ids []client.WriteID, lg *runLog) (asked, audited map[client.WriteID]bool) {
 	if len(ids) == 0 {
 		return nil, nil
 	}

@@ -49,7 +49,7 @@ const sshSetupTimeout = 2 * time.Minute
 // its nodes (removing what ended runs left there) and copies this binary
 // to the workers' nodes; nil without it. The caller closes the nodes
 // after every server on them has stopped.
-func startSSH(ctx context.Context, cfg plan, setup *setupLog) (_ *sshNodes, err error) {
+func startSSH(ctx context.Context, cfg runPlan, setup *setupLog) (_ *sshNodes, err error) {
 	file := cfg.inventory()
 	if file == "" {
 		return nil, nil
@@ -164,7 +164,7 @@ func (s *sshNodes) dial(ctx context.Context, tag string, setup *setupLog) error 
 // thing missing, naming the node and what to do, rather than the first
 // server's failure to start seconds in. A node that does not answer is
 // asked no more (its watchdog's connection is gone with its answer).
-func (s *sshNodes) preflight(ctx context.Context, cfg plan) error {
+func (s *sshNodes) preflight(ctx context.Context, cfg runPlan) error {
 	errs := make([][]error, len(s.inv.Nodes))
 	var wg sync.WaitGroup
 	for i, n := range s.inv.Nodes {
@@ -193,7 +193,7 @@ func (s *sshNodes) preflight(ctx context.Context, cfg plan) error {
 // of its roles that the run puts there (servers.RedisNeeds,
 // servers.PostgresNeeds), and, on a worker's node that a partition cuts,
 // iptables as root.
-func (c plan) nodeNeeds(inv topology.Inventory, n topology.Node) []servers.Need {
+func (c runPlan) nodeNeeds(inv topology.Inventory, n topology.Node) []servers.Need {
 	var needs []servers.Need
 	on := func(r topology.Role, count int) bool {
 		nodes := inv.With(r)
@@ -246,7 +246,7 @@ func (s *sshNodes) waitCopies(ctx context.Context) error {
 }
 
 // pgHost is the node of PostgreSQL; nil when it was given by URL.
-func (s *sshNodes) pgHost(cfg plan) *topology.SSHHost {
+func (s *sshNodes) pgHost(cfg runPlan) *topology.SSHHost {
 	if cfg.PostgresURL != "" {
 		return nil
 	}

@@ -40,7 +40,7 @@ type cutServer struct {
 // Workers sharing a node when partitions come one at a time are cut
 // together: each cut is in force for as long as its event says, and its
 // heal heals nothing else.
-func checkCuts(cfg plan, inv topology.Inventory) error {
+func checkCuts(cfg runPlan, inv topology.Inventory) error {
 	if cfg.proxied() {
 		return nil
 	}
@@ -75,7 +75,7 @@ func checkCuts(cfg plan, inv topology.Inventory) error {
 // cutServers are the servers of a run over SSH on inv that a worker may
 // be cut from, each with the partitions of cfg's that cut it, and the
 // run's Redis on the control machine, which none does.
-func (c plan) cutServers(inv topology.Inventory) []cutServer {
+func (c runPlan) cutServers(inv topology.Inventory) []cutServer {
 	redisCuts, pgCuts := c.partitions(needRedisLinks), c.partitions(needPostgresLink)
 	out := []cutServer{{what: "the run's Redis", node: topology.Node{Name: "control", Addr: inv.Control}}}
 	redis := inv.With(topology.RoleRedis)
@@ -89,7 +89,7 @@ func (c plan) cutServers(inv topology.Inventory) []cutServer {
 }
 
 // partitions are the faults of c that cut a worker's paths of need n.
-func (c plan) partitions(n need) []string {
+func (c runPlan) partitions(n need) []string {
 	var out []string
 	for _, p := range c.parts {
 		if k, ok := faultKindOf(p); ok && k.needs&n != 0 && k.needs&needProxy == 0 {
@@ -101,7 +101,7 @@ func (c plan) partitions(n need) []string {
 
 // cutsOverlap reports whether two faults of c may be under way at once:
 // --nemesis random's may, and a replayed schedule's that did.
-func (c plan) cutsOverlap() bool {
+func (c runPlan) cutsOverlap() bool {
 	if c.Nemesis == Random {
 		return true
 	}
@@ -116,7 +116,7 @@ func (c plan) cutsOverlap() bool {
 }
 
 // sharedWorkers refuses two workers on one node, for faults that overlap.
-func sharedWorkers(cfg plan, inv topology.Inventory) error {
+func sharedWorkers(cfg runPlan, inv topology.Inventory) error {
 	workers := inv.With(topology.RoleWorker)
 	for slot := range cfg.Workers {
 		for other := range slot {
@@ -133,7 +133,7 @@ func sharedWorkers(cfg plan, inv topology.Inventory) error {
 // on a node of inv, in the node's firewall: none when every path goes
 // through a proxy of its worker's own, and none to a server given by URL
 // (its path is a proxy's on the control machine).
-func (c plan) nodeCuts(inv topology.Inventory) []string {
+func (c runPlan) nodeCuts(inv topology.Inventory) []string {
 	if c.proxied() {
 		return nil
 	}
@@ -152,7 +152,7 @@ func (c plan) nodeCuts(inv topology.Inventory) []string {
 // that cfg's partitions cut (they come one at a time: checkCuts refuses
 // the rest): each such cut, whose event names one worker, cuts its node
 // mates too. None when no partition cuts a node (nodeCuts).
-func sharedCuts(cfg plan, inv topology.Inventory) []string {
+func sharedCuts(cfg runPlan, inv topology.Inventory) []string {
 	faults := cfg.nodeCuts(inv)
 	if len(faults) == 0 {
 		return nil

@@ -85,7 +85,7 @@ func TestCheckCuts(t *testing.T) {
 			if err := cfg.validate(); err != nil {
 				t.Fatalf("the configuration itself is refused: %v", err)
 			}
-			err := checkCuts(cfg.plan(), inv)
+			err := checkCuts(cfg.runPlan(), inv)
 			var se *SetupError
 			switch {
 			case tc.refused == nil && err != nil:
@@ -100,7 +100,7 @@ func TestCheckCuts(t *testing.T) {
 				}
 				return
 			}
-			notes := sharedCuts(cfg.plan(), inv)
+			notes := sharedCuts(cfg.runPlan(), inv)
 			if len(notes) != min(len(shared), 1) {
 				t.Fatalf("notices %q, want one naming %q", notes, shared)
 			}

@@ -67,7 +67,7 @@ type path struct {
 // startNet makes the test network of --hosts netns, and PostgreSQL's host
 // when it is to be a throwaway; nothing (nils) otherwise. The caller
 // closes the network after every server on it has stopped.
-func startNet(ctx context.Context, cfg plan) (*topology.Net, *topology.NetnsHost, error) {
+func startNet(ctx context.Context, cfg runPlan) (*topology.Net, *topology.NetnsHost, error) {
 	if cfg.Hosts != "netns" {
 		return nil, nil, nil
 	}
@@ -88,7 +88,7 @@ func startNet(ctx context.Context, cfg plan) (*topology.Net, *topology.NetnsHost
 
 // startLockNodes starts the lock's own Redis nodes, when cfg's lock has
 // them: on SSH nodes, on hosts of net, or on this machine.
-func (t *topo) startLockNodes(ctx context.Context, cfg plan, net *topology.Net, nodes *sshNodes) error {
+func (t *topo) startLockNodes(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNodes) error {
 	n := cfg.lockNodes()
 	if n <= 0 {
 		return nil
@@ -127,7 +127,7 @@ func (t *topo) startLockNodes(ctx context.Context, cfg plan, net *topology.Net, 
 // startZooKeeper starts the ZooKeeper ensemble of a lock kept on one, on
 // hosts of net (zk0, zk1, …) or on this machine, and makes its servers the
 // lock's nodes.
-func (t *topo) startZooKeeper(ctx context.Context, cfg plan, net *topology.Net) error {
+func (t *topo) startZooKeeper(ctx context.Context, cfg runPlan, net *topology.Net) error {
 	n := cfg.zkNodes()
 	if n == 0 {
 		return nil
@@ -157,7 +157,7 @@ func (t *topo) startZooKeeper(ctx context.Context, cfg plan, net *topology.Net) 
 // startTopo starts the lock's nodes (under a clock that can be jumped when
 // the clock fault is on) and the workers' paths, as cfg asks; on net, when
 // it is not nil, with pgHost PostgreSQL's host or nil.
-func startTopo(ctx context.Context, cfg plan, net *topology.Net, nodes *sshNodes, pgHost topology.Host, setup *setupLog) (_ *topo, err error) {
+func startTopo(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNodes, pgHost topology.Host, setup *setupLog) (_ *topo, err error) {
 	t := &topo{nodeURLs: []string{cfg.RedisURL}, postgres: cfg.PostgresURL, redis: cfg.RedisURL, net: net, ssh: nodes, pgHost: pgHost, setup: setup}
 	switch {
 	case net != nil:

@@ -24,7 +24,7 @@ import (
 // workerSet is the worker processes of a run: one per slot at a time, and
 // more over the run when the nemesis kills workers and replaces them.
 type workerSet struct {
-	cfg      plan
+	cfg      runPlan
 	start    time.Time
 	deadline time.Time
 	self     string
@@ -65,7 +65,7 @@ func (p *workerProc) markReady() { p.readyOnce.Do(func() { close(p.ready) }) }
 // ready or a bound has passed, gives them the run's deadline: cfg.TimeLimit
 // from then. Counted from the spawn instead, a loaded machine's slow
 // worker start would eat a short run, which would then show nothing.
-func startWorkers(ctx context.Context, cfg plan, start time.Time, col *collector, clock client.Clock, t *topo, lg *runLog, metrics string) (*workerSet, error) {
+func startWorkers(ctx context.Context, cfg runPlan, start time.Time, col *collector, clock client.Clock, t *topo, lg *runLog, metrics string) (*workerSet, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return &workerSet{}, fmt.Errorf("find own binary: %w", err)
@@ -276,7 +276,7 @@ func (ws *workerSet) workerConfig(slot int, process, deadline int64) workerConfi
 
 // workerConfig is what c tells the worker in slot of topology t,
 // recording as process, of the run and its servers.
-func (c plan) workerConfig(t *topo, slot int, process int64) workerConfig {
+func (c runPlan) workerConfig(t *topo, slot int, process int64) workerConfig {
 	nodes, postgres, redis := t.urls(slot)
 	endpoints := t.endpoints()
 	if t.zk != nil {
