@@ -55,15 +55,15 @@ func nodeFaults() []faultKind {
 				holding := bareMajority(e.env.topo.nodeURLs, lockKey(e.cfg.Name), 3*(e.cfg.Lease+e.cfg.Work))
 				return &nemesis.RestartNode{Nodes: nodes, Holding: holding}
 			}},
-		{name: nemesis.KindPauseNode, about: "SIGSTOP one of the lock's own servers: a Redis node, etcd's, or a ZooKeeper server", needs: needLockServers | needLocal,
+		{name: nemesis.KindPauseNode, about: "SIGSTOP one of the lock's own servers: a Redis node, etcd's, or a ZooKeeper server", needs: needLockServers,
 			build: func(e faultEnv) nemesis.Fault {
-				var pids []func() int
+				var nodes []nemesis.Pausable
 				for _, s := range append(slices.Clone(e.env.topo.nodes), e.env.topo.etcd) {
 					if s != nil {
-						pids = append(pids, s.ProcessID)
+						nodes = append(nodes, s)
 					}
 				}
-				return &nemesis.PauseNode{Nodes: pids, Freezer: e.freezer}
+				return &nemesis.PauseNode{Nodes: nodes, Freezer: e.freezer}
 			}},
 	}
 }

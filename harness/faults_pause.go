@@ -2,8 +2,10 @@ package harness
 
 import (
 	"fmt"
+	"syscall"
 
 	"github.com/hiatus-dev/hiatus/history"
+	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/hiatus-dev/hiatus/nemesis"
 )
 
@@ -20,10 +22,14 @@ func pauseFaults() []faultKind {
 			build: func(e faultEnv) nemesis.Fault {
 				return &nemesis.PauseServer{Which: nemesis.KindPauseRedis, Target: serverRedis, PID: pid(e.env.redis, e.cfg.RedisPID), Freezer: e.freezer}
 			}},
-		{name: nemesis.KindPausePostgres, about: "SIGSTOP PostgreSQL's postmaster and backends", needs: needLocal,
+		{name: nemesis.KindPausePostgres, about: "SIGSTOP PostgreSQL's postmaster and backends",
 			check: givenPID(nemesis.KindPausePostgres, "--postgres-url", "--postgres-pid (the postmaster's)", func(c runPlan) bool { return c.PostgresURL != "" && c.PostgresPID == 0 }),
 			build: func(e faultEnv) nemesis.Fault {
-				return &nemesis.PauseServer{Which: nemesis.KindPausePostgres, Target: serverPostgres, PID: pid(e.env.postgres, e.cfg.PostgresPID), Freezer: e.freezer}
+				f := &nemesis.PauseServer{Which: nemesis.KindPausePostgres, Target: serverPostgres, PID: pid(e.env.postgres, e.cfg.PostgresPID), Freezer: e.freezer}
+				if e.env.postgres != nil {
+					f.Remote = serverTree{e.env.postgres} // on a node (over SSH), where its PID is none of this machine's
+				}
+				return f
 			}},
 	}
 }
@@ -38,3 +44,9 @@ func givenPID(kind history.Keyword, url, pid string, missing func(runPlan) bool)
 		return nil
 	}
 }
+
+// A serverTree is a throwaway server on a node and its children there, as
+// a pause stops them.
+type serverTree struct{ s *servers.Server }
+
+func (t serverTree) Signal(sig syscall.Signal) error { return t.s.SignalTree(sig) }

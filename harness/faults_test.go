@@ -493,7 +493,13 @@ func (r faultRun) checkFields(t *testing.T, w window) {
 		intIn("node", 0, 2)
 	case nemesis.KindPauseNode:
 		intIn("node", 0, nodes)
-		intIn("pid", 2, 1<<31)
+		if !strings.HasPrefix(string(r.cfg.Hosts), "ssh:") { // a PID of another machine is no PID of this one's
+			intIn("pid", 2, 1<<31)
+		}
+	case nemesis.KindPausePostgres:
+		if !strings.HasPrefix(string(r.cfg.Hosts), "ssh:") { // its group, stopped on its node, says no PID
+			intIn("pid", 2, 1<<31)
+		}
 	default: // a link fault: a worker's links
 		intIn("worker", 0, int64(r.cfg.Workers))
 		intIn("pid", 1, 1<<31)
@@ -535,7 +541,7 @@ func faultWindows(t *testing.T, ops []history.Op, kinds ...history.Keyword) []wi
 		switch kind {
 		case nemesis.KindRestart:
 			begin, end = history.FKill, history.FRestart
-		case nemesis.KindPauseNode:
+		case nemesis.KindPauseNode, nemesis.KindPausePostgres:
 			begin, end = history.FPause, history.FResume
 		}
 		began, isOpen := open[kind]
@@ -676,6 +682,16 @@ func (r faultRun) cutOff(t *testing.T, w window) {
 // only the held request is asked for).
 func (r faultRun) nodeHeld(t *testing.T, w window) {
 	t.Helper()
+	all := func(history.Op) bool { return true } // a refusal is the node's answer too
+	r.serverHeld(t, w, "the lock's node", all, history.FAcquire, history.FRelease)
+}
+
+// serverHeld: no request of kinds fs sent while the server (what) was
+// stopped in w was answered (a completion answered says is one) before it
+// went on, and one sent before it went on was held: answered after, or
+// not at all (its client's timeout ended it).
+func (r faultRun) serverHeld(t *testing.T, w window, what string, answered func(history.Op) bool, fs ...history.Keyword) {
+	t.Helper()
 	// A quarter of the fault's length off each side besides: in a clean
 	// clone's suite (four tests a package at once) a release stamped 150 ms
 	// after end-length was answered 130 ms later, the node's stop not yet
@@ -685,21 +701,23 @@ func (r faultRun) nodeHeld(t *testing.T, w window) {
 	held := false
 	for slot := range r.cfg.Workers {
 		for _, c := range r.calls(slot) {
-			if c.inv.F != history.FAcquire && c.inv.F != history.FRelease {
+			if !slices.Contains(fs, c.inv.F) {
 				continue
 			}
 			// A completion is stamped after its answer came, by a worker
 			// that may be descheduled meanwhile: an answer sent just before
 			// the stop can be stamped inside it. A request sent inside it
-			// cannot be answered before the node goes on.
-			if c.inv.Time > from+margin && c.comp.Time < to-margin {
-				t.Errorf("op %d: the lock's node answered %s, sent while it was stopped (ops %d–%d): %s", c.comp.Index, c.comp.F, w.begin.Index, w.end.Index, history.AppendOp(nil, c.comp))
+			// cannot be answered before the server goes on.
+			if c.inv.Time > from+margin && c.comp.Time < to-margin && answered(c.comp) {
+				t.Errorf("op %d: %s answered %s, sent while it was stopped (ops %d–%d): %s", c.comp.Index, what, c.comp.F, w.begin.Index, w.end.Index, history.AppendOp(nil, c.comp))
 			}
-			held = held || c.inv.Time < from && c.comp.Time >= to
+			// Held: sent before the server went on and answered after
+			// (or never: its client's timeout).
+			held = held || c.inv.Time < to-margin && (c.comp.Time >= to || !answered(c.comp))
 		}
 	}
 	if !held {
-		t.Errorf("no request of the lock's was held by its stopped node (ops %d–%d)", w.begin.Index, w.end.Index)
+		t.Errorf("no request was held by %s, stopped (ops %d–%d): %s", what, w.begin.Index, w.end.Index, r.opsBetween(w))
 	}
 }
 
@@ -1082,4 +1100,16 @@ func TestRunRefusesFaultConfig(t *testing.T) {
 			t.Errorf("a refused run wrote %d entries into the store", len(left))
 		}
 	}
+}
+
+// opsBetween are the history's ops from w's begin to its end, a line each,
+// for a failure's message.
+func (r faultRun) opsBetween(w window) string {
+	var b []byte
+	for _, o := range r.ops {
+		if o.Index >= w.begin.Index && o.Index <= w.end.Index {
+			b = history.AppendOp(append(b, '\n'), o)
+		}
+	}
+	return string(b)
 }

@@ -46,6 +46,26 @@ func TestRunHostsSSH(t *testing.T) {
 			hosts(c)
 			clockRun(c)
 		}, effect: clockEffect},
+		// The lock's node stopped by its own signal on its machine: no
+		// request of the lock's is answered while it is stopped, as on
+		// this machine (TestRunNetworkFaults/pause-node).
+		{name: "ssh-pause-node", edit: func(c *harness.Config) {
+			hosts(c)
+			c.Nemesis, c.Pause, c.Interval, c.TimeLimit = "pause-node", 2*faultLease, faultLease, 2500*time.Millisecond
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, r.kind(), func(w window) { r.nodeHeld(t, w) })
+		}},
+		// PostgreSQL's postmaster and backends stopped on its node, each
+		// (a backend leads a session of its own): no read or write sent
+		// while they were stopped is answered :ok before they go on (a
+		// client's timeout may end it).
+		{name: "ssh-pause-postgres", edit: func(c *harness.Config) {
+			hosts(c)
+			c.Nemesis, c.Pause, c.Interval, c.TimeLimit = "pause-postgres", 2*faultLease, faultLease, 2500*time.Millisecond
+		}, effect: func(t *testing.T, r faultRun) {
+			ok := func(o history.Op) bool { return o.Type == history.Ok }
+			r.eachWhole(t, r.kind(), func(w window) { r.serverHeld(t, w, "PostgreSQL", ok, history.FRead, history.FWrite) })
+		}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

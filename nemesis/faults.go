@@ -169,11 +169,15 @@ func (n *SigStop) End(context.Context) error { return n.Freezer.ContAll(n.group)
 // until their own timeouts.
 type PauseServer struct {
 	pauseEvents
-	Which   history.Keyword // KindPauseRedis or KindPausePostgres
-	Target  string          // the server's name: a random nemesis holds it, for the kill of the same server
-	PID     func() int      // the server's PID now (it changes across restarts)
+	Which  history.Keyword // KindPauseRedis or KindPausePostgres
+	Target string          // the server's name: a random nemesis holds it, for the kill of the same server
+	PID    func() int      // the server's PID now, on this machine (it changes across restarts); 0 for none here
+	// Remote, for a server of another machine (PID 0), is it and its
+	// children there, whom a signal sent there stops: they cannot be
+	// listed here.
+	Remote  Signaler
 	Freezer *Freezer
-	pids    []int
+	stopped []Signaler
 }
 
 // Kind implements Fault.
@@ -182,12 +186,16 @@ func (n *PauseServer) Kind() history.Keyword { return n.Which }
 // Begin implements Fault.
 func (n *PauseServer) Begin(context.Context, *rand.Rand) (map[history.Keyword]any, error) {
 	pid := n.PID()
-	if pid <= 0 {
+	switch {
+	case pid == 0 && n.Remote != nil:
+		n.stopped = []Signaler{n.Remote}
+		return map[history.Keyword]any{}, n.Freezer.StopAll(n.Remote)
+	case pid <= 0:
 		return nil, ErrNoTarget
 	}
-	var err error
-	n.pids, err = stopTree(n.Freezer, pid, withChildren(pid))
-	return map[history.Keyword]any{"pid": pid, "pids": len(n.pids)}, err
+	pids, err := stopTree(n.Freezer, pid, withChildren(pid))
+	n.stopped = asPIDs(pids)
+	return map[history.Keyword]any{"pid": pid, "pids": len(pids)}, err
 }
 
 // stopTree stops pids, a server pid and its children, and returns those
@@ -212,7 +220,7 @@ func stopTree(f *Freezer, pid int, pids []int) ([]int, error) {
 }
 
 // End implements Fault.
-func (n *PauseServer) End(context.Context) error { return n.Freezer.Cont(n.pids...) }
+func (n *PauseServer) End(context.Context) error { return n.Freezer.ContAll(n.stopped...) }
 
 func (n *PauseServer) server() string { return n.Target }
 

@@ -18,11 +18,20 @@ const KindPauseNode history.Keyword = "pause-node"
 // it reaches the node where no fault of the run's Redis can.
 type PauseNode struct {
 	pauseEvents
-	Nodes   []func() int // each node's PID now (it changes across restarts)
+	Nodes   []Pausable
 	Freezer *Freezer
-	pids    []int
+	stopped []Signaler
 	aim     Slot  // as ClockJump's
 	avoid   []int // as ClockJump's
+}
+
+// A Pausable is a server a pause freezes. One of this machine (a PID) is
+// frozen with its children, found by their PIDs here; one of another
+// machine (ProcessID 0: a PID there is none of this one's) is frozen by
+// its own signal, sent there.
+type Pausable interface {
+	Signaler
+	ProcessID() int // its PID now, on this machine (it changes across restarts); 0 for one of another machine
 }
 
 func (n *PauseNode) aimAtNode(node Slot)    { n.aim = node }
@@ -37,13 +46,19 @@ func (n *PauseNode) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]
 	if err != nil {
 		return nil, err
 	}
-	pid := n.Nodes[i]()
+	node := n.Nodes[i]
+	pid := node.ProcessID()
+	if pid == 0 {
+		n.stopped = []Signaler{node}
+		return map[history.Keyword]any{"node": i}, n.Freezer.StopAll(node)
+	}
 	if pid <= 1 {
 		return nil, ErrNoTarget // -1 would stop everyone
 	}
-	n.pids = withChildren(pid)
-	return map[history.Keyword]any{"node": i, "pid": pid}, n.Freezer.Stop(n.pids...)
+	pids, err := stopTree(n.Freezer, pid, withChildren(pid)) // a child gone meanwhile (a BGSAVE's) is no failure
+	n.stopped = asPIDs(pids)
+	return map[history.Keyword]any{"node": i, "pid": pid}, err
 }
 
 // End implements Fault.
-func (n *PauseNode) End(context.Context) error { return n.Freezer.Cont(n.pids...) }
+func (n *PauseNode) End(context.Context) error { return n.Freezer.ContAll(n.stopped...) }

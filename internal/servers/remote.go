@@ -14,6 +14,7 @@ import (
 	"github.com/hiatus-dev/hiatus/internal/files"
 	"github.com/hiatus-dev/hiatus/internal/shellquote"
 	"github.com/hiatus-dev/hiatus/topology"
+	"golang.org/x/sys/unix"
 )
 
 // A Node is a machine reached over SSH (topology.SSHHost): a server there
@@ -327,4 +328,24 @@ func initdbOnNode(bin, dir, data, hba, verifier, user string) string {
 func (s *Server) jumpOnNode(offset time.Duration) error {
 	f := shellquote.Quote(path.Join(s.dir, clockFile))
 	return s.node.Do(fmt.Sprintf("printf '%%s\\n' %s > %s.new && mv %s.new %s", shellquote.Quote(clockOffset(offset)), f, f, f))
+}
+
+// SignalTree sends sig to the server's process on its node and to that
+// process's children there: a PostgreSQL postmaster and its backends,
+// each of which leads a session of its own (a signal to the postmaster's
+// group reaches none of them). A child gone meanwhile is no error; the
+// server gone is. The children are read from the node's /proc, with
+// nothing but sh and awk.
+func (s *Server) SignalTree(sig syscall.Signal) error {
+	s.mu.Lock()
+	pid := s.pid
+	s.mu.Unlock()
+	if s.node == nil || pid <= 1 {
+		return fmt.Errorf("%s: no process on a node to signal", s.name)
+	}
+	name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
+	// One awk over every process's status, not a grep each: a node's
+	// /proc may list hundreds, and a fork each took seconds.
+	return s.node.Do(fmt.Sprintf(`(kill -s %[1]s %[2]d && { for c in $(awk '$1 == "PPid:" && $2 == %[2]d { split(FILENAME, a, "/"); print a[3] }' /proc/[0-9]*/status 2>/dev/null); do `+
+		`kill -s %[1]s "$c" 2>/dev/null; done; true; })`, name, pid))
 }

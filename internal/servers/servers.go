@@ -80,6 +80,18 @@ func (s *Server) ProcessID() int {
 	return s.pid
 }
 
+// Signal sends sig to the server's process now, here or on its node (a
+// restart makes another process): what a pause of it stops and resumes.
+func (s *Server) Signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	signal := s.signal
+	s.mu.Unlock()
+	if signal == nil {
+		return fmt.Errorf("%s: not started", s.name)
+	}
+	return signal(sig)
+}
+
 // Stop ends the server (its clean shutdown signal, then SIGKILL after a
 // grace period) and removes its directory. A stopped server (SIGSTOP) is
 // resumed first, so that it can exit. Stop may be called more than once.
