@@ -59,8 +59,8 @@ const (
 	// sequenceable: it may be a part of a sequence (a+b), since its events
 	// are :start and :stop, which say what a sequence's parts are.
 	sequenceable
-	// needLocal: it acts on a server by its PID on this machine, which
-	// --hosts ssh cannot do yet.
+	// needLocal: it needs servers hiatus starts on this machine only (the
+	// sentinels of a failover), which --hosts ssh cannot do yet.
 	needLocal
 )
 
@@ -241,7 +241,7 @@ func (c runPlan) validateFault(k faultKind) error {
 	case k.needs&needHosts != 0 && c.Hosts != "netns":
 		return fmt.Errorf("--nemesis %s cuts a worker's host off from the network: it needs --hosts netns (as root)", k.name)
 	case c.inventory() != "" && k.needs&needLocal != 0:
-		return fmt.Errorf("--nemesis %s is not injected over --hosts ssh yet: it acts on processes of this machine (docs/hosts.md)", k.name)
+		return fmt.Errorf("--nemesis %s is not injected over --hosts ssh yet: it needs servers hiatus starts on this machine only (docs/hosts.md)", k.name)
 	case k.needs&needRedisNodes != 0 && !c.redisLock():
 		return fmt.Errorf("--nemesis %s acts on the lock's Redis nodes: --lock %s is not kept on Redis", c.Nemesis, c.Lock)
 	case k.needs&(needLockNodes|needRedisLinks) != 0 && !c.redisLock() && !c.onZooKeeper():

@@ -497,7 +497,7 @@ func (r faultRun) checkFields(t *testing.T, w window) {
 			intIn("pid", 2, 1<<31)
 		}
 	case nemesis.KindPausePostgres:
-		if !strings.HasPrefix(string(r.cfg.Hosts), "ssh:") { // its group, stopped on its node, says no PID
+		if !strings.HasPrefix(string(r.cfg.Hosts), "ssh:") { // a PID of another machine is no PID of this one's
 			intIn("pid", 2, 1<<31)
 		}
 	default: // a link fault: a worker's links
@@ -674,22 +674,22 @@ func (r faultRun) cutOff(t *testing.T, w window) {
 }
 
 // nodeHeld: the lock's node answered no request of the lock's (an acquire
-// or a release) sent while it was surely stopped before it went on, and a
-// request sent before that was held across it. The stop came after the begin
-// event was stamped and the resume a fault's length later, before the end
-// event was: so the node was stopped from end-length to begin+length, a
-// span a loaded machine's slow stamps shorten (and may leave empty, where
-// only the held request is asked for).
+// or a release, refused or granted) sent while it was surely stopped
+// before it went on, and it held one (serverHeld).
 func (r faultRun) nodeHeld(t *testing.T, w window) {
 	t.Helper()
 	all := func(history.Op) bool { return true } // a refusal is the node's answer too
 	r.serverHeld(t, w, "the lock's node", all, history.FAcquire, history.FRelease)
 }
 
-// serverHeld: no request of kinds fs sent while the server (what) was
-// stopped in w was answered (a completion answered says is one) before it
-// went on, and one sent before it went on was held: answered after, or
-// not at all (its client's timeout ended it).
+// serverHeld: the server (what) answered no request of kinds fs sent
+// while it was surely stopped (a completion answered says is an answer;
+// its client's timeout is none) before it went on, and it held one: sent
+// before the stop and completed after it, or sent inside it and completed
+// after. The stop came after the begin event was stamped and the resume a
+// fault's length later, before the end event was: so the server was
+// stopped from end-length to begin+length, a span a loaded machine's slow
+// stamps shorten.
 func (r faultRun) serverHeld(t *testing.T, w window, what string, answered func(history.Op) bool, fs ...history.Keyword) {
 	t.Helper()
 	// A quarter of the fault's length off each side besides: in a clean
@@ -708,12 +708,11 @@ func (r faultRun) serverHeld(t *testing.T, w window, what string, answered func(
 			// that may be descheduled meanwhile: an answer sent just before
 			// the stop can be stamped inside it. A request sent inside it
 			// cannot be answered before the server goes on.
-			if c.inv.Time > from+margin && c.comp.Time < to-margin && answered(c.comp) {
+			inside := c.inv.Time > from+margin && c.inv.Time < to-margin
+			if inside && c.comp.Time < to-margin && answered(c.comp) {
 				t.Errorf("op %d: %s answered %s, sent while it was stopped (ops %d–%d): %s", c.comp.Index, what, c.comp.F, w.begin.Index, w.end.Index, history.AppendOp(nil, c.comp))
 			}
-			// Held: sent before the server went on and answered after
-			// (or never: its client's timeout).
-			held = held || c.inv.Time < to-margin && (c.comp.Time >= to || !answered(c.comp))
+			held = held || (c.inv.Time < from || inside) && c.comp.Time >= to
 		}
 	}
 	if !held {

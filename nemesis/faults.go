@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"syscall"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/history"
@@ -193,31 +192,37 @@ func (n *PauseServer) Begin(context.Context, *rand.Rand) (map[history.Keyword]an
 	case pid <= 0:
 		return nil, ErrNoTarget
 	}
-	pids, err := stopTree(n.Freezer, pid, withChildren(pid))
+	pids, err := stopTree(n.Freezer, pid, childrenOf(pid))
 	n.stopped = asPIDs(pids)
 	return map[history.Keyword]any{"pid": pid, "pids": len(pids)}, err
 }
 
-// stopTree stops pids, a server pid and its children, and returns those
-// stopped. A child that exited after it was listed (a backend whose client
-// hung up: a timed-out query's) has nothing left to freeze. Any other
-// failure fails the fault, and resumes those stopped: a fault that failed
-// to begin is not ended, and would leave the server frozen for the rest
-// of the run, which its history said was never paused.
-func stopTree(f *Freezer, pid int, pids []int) ([]int, error) {
-	var stopped []int
-	for _, p := range pids {
-		err := f.Stop(p)
-		switch {
+// stopTree stops the server pid, then its children as children lists
+// them (read after the stop: a stopped server forks no more), and returns
+// those stopped. A child that exited after it was listed (a backend whose
+// client hung up: a timed-out query's) has nothing left to freeze. The
+// server gone fails the fault, as does any other failure, which resumes
+// those stopped: a fault that failed to begin is not ended, and would
+// leave the server frozen for the rest of the run, which its history
+// said was never paused.
+func stopTree(f *Freezer, pid int, children func() []int) ([]int, error) {
+	if err := f.Stop(pid); err != nil {
+		return nil, err
+	}
+	stopped := []int{pid}
+	for _, c := range children() {
+		switch err := f.Stop(c); {
 		case err == nil:
-			stopped = append(stopped, p)
-		case p != pid && errors.Is(err, syscall.ESRCH):
-		default:
+			stopped = append(stopped, c)
+		case !gone(err):
 			return nil, errors.Join(err, f.Cont(stopped...))
 		}
 	}
 	return stopped, nil
 }
+
+// childrenOf lists pid's children, from /proc.
+func childrenOf(pid int) func() []int { return func() []int { return withChildren(pid)[1:] } }
 
 // End implements Fault.
 func (n *PauseServer) End(context.Context) error { return n.Freezer.ContAll(n.stopped...) }

@@ -11,6 +11,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -235,13 +236,28 @@ func (f *Freezer) signal(sig syscall.Signal, ps []Signaler) error {
 	}
 	var first error
 	for _, p := range ps {
-		if err := p.Signal(sig); err != nil && first == nil {
+		err := p.Signal(sig)
+		switch {
+		case err == nil:
+			f.stopped[p] = sig == syscall.SIGSTOP
+		case gone(err):
+			// Nothing to resume, and its PID may be another process's by
+			// the run's end.
+			delete(f.stopped, p)
+		default:
+			// A stop that may have taken, or a resume that did not: the
+			// run's end resumes it (again).
+			f.stopped[p] = true
+		}
+		if err != nil && first == nil {
 			first = fmt.Errorf("nemesis: %v: %w", sig, err)
 		}
-		f.stopped[p] = sig == syscall.SIGSTOP
 	}
 	return first
 }
+
+// gone says err is a signal's to a process that has exited.
+func gone(err error) bool { return errors.Is(err, syscall.ESRCH) || errors.Is(err, os.ErrProcessDone) }
 
 // ResumeAll sends SIGCONT to every process the freezer left stopped. It is
 // safe to call at any time, from any goroutine, any number of times.

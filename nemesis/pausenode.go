@@ -55,7 +55,7 @@ func (n *PauseNode) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]
 	if pid <= 1 {
 		return nil, ErrNoTarget // -1 would stop everyone
 	}
-	pids, err := stopTree(n.Freezer, pid, withChildren(pid)) // a child gone meanwhile (a BGSAVE's) is no failure
+	pids, err := stopTree(n.Freezer, pid, childrenOf(pid)) // a child gone meanwhile (a BGSAVE's) is no failure
 	n.stopped = asPIDs(pids)
 	return map[history.Keyword]any{"node": i, "pid": pid}, err
 }

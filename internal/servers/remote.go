@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -333,19 +334,31 @@ func (s *Server) jumpOnNode(offset time.Duration) error {
 // SignalTree sends sig to the server's process on its node and to that
 // process's children there: a PostgreSQL postmaster and its backends,
 // each of which leads a session of its own (a signal to the postmaster's
-// group reaches none of them). A child gone meanwhile is no error; the
-// server gone is. The children are read from the node's /proc, with
-// nothing but sh and awk.
+// group reaches none of them). A stop reaches the server first, which
+// then forks no more; a resume, its children first, while their parent
+// is still there to find them by. A child gone meanwhile is no error; the
+// server gone is, and a server that has exited is not signalled (its PID
+// may be another process's). The children are read from the node's
+// /proc with one grep, which reads on past a process that exits as it
+// looks (awk stopped there, a grep each took seconds).
 func (s *Server) SignalTree(sig syscall.Signal) error {
 	s.mu.Lock()
-	pid := s.pid
+	pid, done := s.pid, s.done
 	s.mu.Unlock()
-	if s.node == nil || pid <= 1 {
+	if s.node == nil || pid <= 1 || done == nil {
 		return fmt.Errorf("%s: no process on a node to signal", s.name)
 	}
+	select {
+	case <-done:
+		return fmt.Errorf("%s on node %s: pid %d: %w", s.name, s.node.Name(), pid, os.ErrProcessDone)
+	default:
+	}
 	name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
-	// One awk over every process's status, not a grep each: a node's
-	// /proc may list hundreds, and a fork each took seconds.
-	return s.node.Do(fmt.Sprintf(`(kill -s %[1]s %[2]d && { for c in $(awk '$1 == "PPid:" && $2 == %[2]d { split(FILENAME, a, "/"); print a[3] }' /proc/[0-9]*/status 2>/dev/null); do `+
-		`kill -s %[1]s "$c" 2>/dev/null; done; true; })`, name, pid))
+	self := fmt.Sprintf("kill -s %s %d", name, pid)
+	children := fmt.Sprintf(`for f in $(grep -l -s -x "PPid:[[:space:]]*%d" /proc/[0-9]*/status); do p=${f#/proc/}; kill -s %s "${p%%/status}" 2>/dev/null; done; true`, pid, name)
+	line := fmt.Sprintf("(%s && { %s; })", self, children)
+	if sig == syscall.SIGCONT {
+		line = fmt.Sprintf("(kill -0 %d && { %s; } && %s)", pid, children, self)
+	}
+	return s.node.Do(line)
 }
