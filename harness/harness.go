@@ -36,8 +36,12 @@ import (
 
 // A Result is what a finished run leaves.
 type Result struct {
-	Dir     string          // the run directory
-	Config  Config          // the run's configuration, server URLs filled in
+	Dir string // the run directory
+	// Config is the run's configuration, its server URLs filled in. With
+	// a throwaway server's given, a --nemesis random read from it again
+	// (FaultNames) allows fewer faults than the run drew from: test.edn's
+	// :description names those.
+	Config  Config
 	Results checker.Results // the checks of its history, as results.edn holds them
 	// Interrupted says the context ended the run before its time limit:
 	// the history holds what happened until then.
