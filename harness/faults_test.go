@@ -685,11 +685,10 @@ func (r faultRun) nodeHeld(t *testing.T, w window) {
 // serverHeld: the server (what) answered no request of kinds fs sent
 // while it was surely stopped (a completion answered says is an answer;
 // its client's timeout is none) before it went on, and it held one: sent
-// before the stop and completed after it, or sent inside it and completed
-// after. The stop came after the begin event was stamped and the resume a
-// fault's length later, before the end event was: so the server was
-// stopped from end-length to begin+length, a span a loaded machine's slow
-// stamps shorten.
+// before the stop surely ended and completed after. The stop came after
+// the begin event was stamped and the resume a fault's length later,
+// before the end event was: so the server was stopped from end-length to
+// begin+length, a span a loaded machine's slow stamps shorten.
 func (r faultRun) serverHeld(t *testing.T, w window, what string, answered func(history.Op) bool, fs ...history.Keyword) {
 	t.Helper()
 	// A quarter of the fault's length off each side besides: in a clean
@@ -712,7 +711,12 @@ func (r faultRun) serverHeld(t *testing.T, w window, what string, answered func(
 			if inside && c.comp.Time < to-margin && answered(c.comp) {
 				t.Errorf("op %d: %s answered %s, sent while it was stopped (ops %d–%d): %s", c.comp.Index, what, c.comp.F, w.begin.Index, w.end.Index, history.AppendOp(nil, c.comp))
 			}
-			held = held || (c.inv.Time < from || inside) && c.comp.Time >= to
+			// Held: sent before the stop surely ended, answered after it.
+			// Sent a margin after it surely began is not asked: beside two
+			// CPU burners, over SSH, the node's only two requests of a stop
+			// were sent 24 and 38 ms after end-length, and answered as it
+			// ended.
+			held = held || c.inv.Time < to-margin && c.comp.Time >= to
 		}
 	}
 	if !held {
