@@ -331,9 +331,9 @@ func (c Config) delay() time.Duration     { return cmp.Or(c.Delay, c.Lease) }
 // since with 1 s of work a second found the other worker holding turn
 // after turn. The faults after it wait behind it, so a replay whose plan
 // has n such faults may end up to n of these later than its run did.
-func (c Config) HolderWait() time.Duration { return c.runPlan().holderWait() }
+func (c Config) HolderWait() time.Duration { return c.runPlan().HolderWait() }
 
-func (c runPlan) holderWait() time.Duration { return max(time.Second, 5*c.section()) }
+func (c runPlan) HolderWait() time.Duration { return max(time.Second, 5*c.section()) }
 
 // section is about what a section takes but for pauses: its work and a
 // retry, and, in a run with a delay fault, two round trips (the read and

@@ -19,7 +19,7 @@ func linkFaults() []faultKind {
 					links = e.env.topo.postgresLink
 				}
 				return &nemesis.LinkFault{Which: name, Action: action, Links: links, Writes: needs&needPostgresLink != 0,
-					Workers: e.workers.Targets, Slow: e.cfg.delay(), CallWait: e.cfg.holderWait()}
+					Workers: e.workers.Targets, Slow: e.cfg.delay(), CallWait: e.cfg.HolderWait()}
 			}}
 	}
 	return []faultKind{

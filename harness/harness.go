@@ -129,7 +129,7 @@ func runWatched(ctx context.Context, c Config, watch Watch) (res Result, err err
 	}
 	defer lg.close()
 	setup.replay(lg)
-	lg.printf("run %s: %s", run.Dir, cfg.describe())
+	lg.printf("run %s: %s", run.Dir, cfg.Describe())
 	if probe != nil {
 		probe.log(lg)
 		env.adapterKey = probe.hello.Key
@@ -221,7 +221,7 @@ func experiment(ctx, bg context.Context, cfg runPlan, watch Watch, env *env, run
 		// again for five sections at the least: with 1 s of work, a
 		// second found the other worker holding turn after turn.
 		sched := &nemesis.Schedule{Faults: faults, Pause: cfg.Pause, Interval: cfg.Interval, Plan: cfg.Plan, Overlap: cfg.Nemesis == Random,
-			HolderWait: cfg.holderWait(),
+			HolderWait: cfg.HolderWait(),
 			Rand:       rand.New(rand.NewSource(cfg.Seed)), Clock: clock, Record: func(o history.Op) {
 				lg.logf("nemesis: %s %s", o.F, history.AppendValue(nil, o.Value))
 				col.record(o)

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"strings"
-	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
 )
@@ -42,8 +41,9 @@ func (c Config) runPlan() runPlan {
 	return p
 }
 
-// The Config methods below would read c's Config again, which the run has
-// changed since (its URLs); these answer from what was read.
+// The Config methods runPlan answers itself (these, Describe in
+// settings.go, HolderWait in config.go) would read c's Config again, which
+// the run has changed since (its URLs); they answer from what was read.
 
 // FaultNames are the items of c's --nemesis as read, a sequence's parts
 // joined by +.
@@ -57,9 +57,3 @@ func (c runPlan) FaultNames() []string {
 
 // FaultParts are c's faults as read, the sequences' parts among them.
 func (c runPlan) FaultParts() []string { return c.parts }
-
-// Describe says what the run does, in one line.
-func (c runPlan) Describe() string { return c.describe() }
-
-// HolderWait is Config.HolderWait, of the faults as read.
-func (c runPlan) HolderWait() time.Duration { return c.holderWait() }

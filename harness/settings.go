@@ -424,9 +424,9 @@ func (c runPlan) resolved() runPlan {
 }
 
 // Describe says what the run does, in one line.
-func (c Config) Describe() string { return c.runPlan().describe() }
+func (c Config) Describe() string { return c.runPlan().Describe() }
 
-func (c runPlan) describe() string {
+func (c runPlan) Describe() string {
 	c = c.resolved()
 	parts := []string{"lock " + c.Lock}
 	for _, s := range Settings() {
@@ -470,7 +470,7 @@ func (c runPlan) ednMap() map[history.Keyword]any {
 	// What the settings make of the run, for a reader of test.edn.
 	m["lock-nodes"] = c.lockNodes() + c.zkNodes()
 	m["fenced?"] = c.Guard.Fenced()
-	m["description"] = c.describe()
+	m["description"] = c.Describe()
 	return m
 }
 

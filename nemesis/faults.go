@@ -185,16 +185,29 @@ func (n *PauseServer) Kind() history.Keyword { return n.Which }
 // Begin implements Fault.
 func (n *PauseServer) Begin(context.Context, *rand.Rand) (map[history.Keyword]any, error) {
 	pid := n.PID()
-	switch {
-	case pid == 0 && n.Remote != nil:
-		n.stopped = []Signaler{n.Remote}
-		return map[history.Keyword]any{}, n.Freezer.StopAll(n.Remote)
-	case pid <= 0:
-		return nil, ErrNoTarget
+	stopped, err := freeze(n.Freezer, pid, n.Remote)
+	if errors.Is(err, ErrNoTarget) {
+		return nil, err
 	}
-	pids, err := stopTree(n.Freezer, pid, childrenOf(pid))
-	n.stopped = asPIDs(pids)
-	return map[history.Keyword]any{"pid": pid, "pids": len(pids)}, err
+	n.stopped = stopped
+	if pid == 0 {
+		return map[history.Keyword]any{}, err // a PID of another machine is none of this one's
+	}
+	return map[history.Keyword]any{"pid": pid, "pids": len(stopped)}, err
+}
+
+// freeze stops a server for a pause, and returns what its end resumes:
+// one of this machine (pid above 1) with its children (stopTree); one of
+// another machine (pid 0) by remote, a signal sent there.
+func freeze(f *Freezer, pid int, remote Signaler) ([]Signaler, error) {
+	switch {
+	case pid == 0 && remote != nil:
+		return []Signaler{remote}, f.StopAll(remote)
+	case pid <= 1:
+		return nil, ErrNoTarget // -1 would stop everyone
+	}
+	pids, err := stopTree(f, pid, childrenOf(pid))
+	return asPIDs(pids), err
 }
 
 // stopTree stops the server pid, then its children as children lists

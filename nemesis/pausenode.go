@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"math/rand"
 
 	"github.com/hiatus-dev/hiatus/history"
@@ -46,17 +47,13 @@ func (n *PauseNode) Begin(_ context.Context, r *rand.Rand) (map[history.Keyword]
 	if err != nil {
 		return nil, err
 	}
-	node := n.Nodes[i]
-	pid := node.ProcessID()
+	pid := n.Nodes[i].ProcessID()
+	if n.stopped, err = freeze(n.Freezer, pid, n.Nodes[i]); errors.Is(err, ErrNoTarget) {
+		return nil, err
+	}
 	if pid == 0 {
-		n.stopped = []Signaler{node}
-		return map[history.Keyword]any{"node": i}, n.Freezer.StopAll(node)
+		return map[history.Keyword]any{"node": i}, err // a PID of another machine is none of this one's
 	}
-	if pid <= 1 {
-		return nil, ErrNoTarget // -1 would stop everyone
-	}
-	pids, err := stopTree(n.Freezer, pid, childrenOf(pid)) // a child gone meanwhile (a BGSAVE's) is no failure
-	n.stopped = asPIDs(pids)
 	return map[history.Keyword]any{"node": i, "pid": pid}, err
 }
 
