@@ -35,7 +35,12 @@ type EtcdNode struct {
 // when its lease outlived it (the holder's unlock), :expire when etcd
 // reports a lease expired since the last delete (its lease-expiry counter,
 // etcd_debugging_server_lease_expired_total, at /metrics), else :delete (a
-// revoke). Each grant hands out the key's creation revision, etcd's
+// revoke). etcd raises that counter only once the revoke has applied, and
+// the watch may deliver the revoke's deletes first: a holder's delete
+// before the earliest its lease could run out (etcd's time to live, asked
+// at the key's put) is a revoke, and for one after it the counter is read
+// again until it rises, for a while. A waiter's expiry whose count comes
+// late may still be taken for a later holder's past that time. Each grant hands out the key's creation revision, etcd's
 // fencing token, as a :fence. A lease is named by the key its lock puts
 // beside it (client.EtcdClientKey), which the same watch sees first. The
 // watch carries no time: an event is stamped when the watch delivered it
@@ -46,6 +51,12 @@ type EtcdNode struct {
 type etcdKey struct {
 	created int64 // its creation revision
 	lease   int64
+	// expires is the earliest its lease could run out, on this process's
+	// clock: when it was asked at the put for its time to live, which etcd
+	// gives in whole seconds cut down, plus that. Zero when not known. A
+	// lower bound while etcd's clock runs as this one does (no fault steps
+	// it); a keep-alive only puts it later.
+	expires time.Time
 }
 
 // An etcdSource records one etcd server.
@@ -93,7 +104,7 @@ func (r *Recorder) startEtcd(ctx context.Context, index int, n EtcdNode) (*etcdS
 	}
 	s.start = resp.Header.Revision
 	for _, kv := range resp.Kvs {
-		s.put(kv)
+		s.put(gctx, kv)
 	}
 	s.holder = s.first()
 	s.expired, _ = s.expiredLeases(gctx)
@@ -105,7 +116,7 @@ func (r *Recorder) startEtcd(ctx context.Context, index int, n EtcdNode) (*etcdS
 }
 
 // put takes a key put, silently: a name, or a key of the line.
-func (s *etcdSource) put(kv *mvccpb.KeyValue) {
+func (s *etcdSource) put(ctx context.Context, kv *mvccpb.KeyValue) {
 	k := string(kv.Key)
 	switch {
 	case strings.HasPrefix(k, s.clients):
@@ -113,7 +124,7 @@ func (s *etcdSource) put(kv *mvccpb.KeyValue) {
 			s.names[id] = string(kv.Value)
 		}
 	case strings.HasPrefix(k, s.line):
-		s.live[k] = etcdKey{created: kv.CreateRevision, lease: kv.Lease}
+		s.live[k] = etcdKey{created: kv.CreateRevision, lease: kv.Lease, expires: s.expires(ctx, kv.Lease)}
 	}
 }
 
@@ -152,14 +163,14 @@ func (s *etcdSource) event(ctx context.Context, h int64, ev *clientv3.Event) {
 	k := string(ev.Kv.Key)
 	if !strings.HasPrefix(k, s.line) {
 		if ev.Type == clientv3.EventTypePut {
-			s.put(ev.Kv)
+			s.put(ctx, ev.Kv)
 		}
 		return
 	}
 	rev := ev.Kv.ModRevision
 	switch {
 	case ev.Type == clientv3.EventTypePut && ev.IsCreate():
-		s.put(ev.Kv)
+		s.put(ctx, ev.Kv)
 		cmd := fmt.Sprintf("put %s lease %x (revision %d)", k, ev.Kv.Lease, rev)
 		if s.holder == "" {
 			s.grant(h, k, cmd)
@@ -175,12 +186,12 @@ func (s *etcdSource) event(ctx context.Context, h int64, ev *clientv3.Event) {
 		if k != s.holder {
 			// A waiter gave up its place, or its lease ran out: that
 			// expiry is its own, and counts for no holder's delete after.
-			s.leaseExpired(ctx, gone.lease)
+			s.leaseExpired(ctx, gone, 0)
 			return
 		}
 		cmd := fmt.Sprintf("delete %s (revision %d)", k, rev)
 		e := event{act: history.SDelete, token: k, client: s.names[gone.lease], command: cmd}
-		if s.leaseExpired(ctx, gone.lease) {
+		if s.leaseExpired(ctx, gone, countSettle) {
 			e = event{act: history.SExpire, token: k, command: cmd + ": its lease expired"}
 		}
 		s.emit(h, e)
@@ -200,25 +211,60 @@ func (s *etcdSource) grant(h int64, key, cmd string) {
 	s.emit(h, event{act: history.SFence, token: key, client: s.names[k.lease], value: k.created, command: cmd})
 }
 
-// leaseExpired reports whether the holder's lease is gone because it
-// expired: it is gone, and etcd counts a lease expired since it last did.
-func (s *etcdSource) leaseExpired(ctx context.Context, lease int64) bool {
-	if lease == 0 {
-		return false
+// countSettle is how long a holder's delete waits for etcd's count of
+// expired leases to rise, once its lease could have run out: etcd counts
+// an expiry after the revoke it makes has applied, which the watch may
+// have delivered already (beside two CPU burners, a waiter's count came
+// after the next holder's revoke).
+const countSettle = time.Second
+
+// leaseExpired reports whether the lease of k, whose key was deleted, is
+// gone because it expired: it could have run out by now, it is gone, and
+// etcd counts a lease expired since it last did, or does within settle.
+func (s *etcdSource) leaseExpired(ctx context.Context, k etcdKey, settle time.Duration) bool {
+	if k.lease == 0 || time.Now().Before(k.expires) {
+		return false // revoked, or the key deleted: it could not have run out
 	}
-	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
-	defer cancel()
-	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
+	tctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+	ttl, err := s.cli.TimeToLive(tctx, clientv3.LeaseID(k.lease))
+	cancel()
 	if err == nil && ttl.TTL > 0 {
 		return false // it outlived its key: the key was deleted
 	}
-	n, err := s.expiredLeases(ctx)
-	if err != nil {
-		return false
+	deadline := time.Now().Add(settle)
+	for {
+		mctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+		n, err := s.expiredLeases(mctx)
+		cancel()
+		if err == nil && n > s.expired {
+			s.expired = n
+			return true
+		}
+		if err != nil || !time.Now().Before(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	more := n > s.expired
-	s.expired = n
-	return more
+}
+
+// expires is the earliest the lease could run out, asked now; zero when
+// etcd does not say.
+func (s *etcdSource) expires(ctx context.Context, lease int64) time.Time {
+	if lease == 0 {
+		return time.Time{}
+	}
+	asked := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+	defer cancel()
+	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
+	if err != nil || ttl.TTL <= 0 {
+		return time.Time{}
+	}
+	return asked.Add(time.Duration(ttl.TTL) * time.Second)
 }
 
 // expiredLeases reads etcd's count of the leases that expired.

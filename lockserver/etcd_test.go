@@ -3,6 +3,7 @@ package lockserver
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -20,8 +21,10 @@ import (
 // fence), one behind it refused; the holder's key deleted while its lease
 // lives is its worker's delete and grants the next; a holder's lease
 // revoked is a delete too; one left to run out is an expiry, as etcd's own
-// count of expired leases says, and a waiter's that ran out behind a
-// holder does not make the holder's revoke an expiry.
+// count of expired leases says, and neither a waiter's that ran out behind
+// a holder nor another lease's, counted before the holder's revoke, makes
+// that revoke an expiry (etcd counts an expiry after its revoke applies,
+// and the watch may deliver the revoke first).
 func TestEtcdRecord(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -91,6 +94,24 @@ func TestEtcdRecord(t *testing.T) {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
+		}
+		// A lease of no key of the line runs out, and is counted.
+		counted := &etcdSource{metrics: etcd.URL + "/metrics", hc: &http.Client{Timeout: time.Second}}
+		before, err := counted.expiredLeases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := cli.Grant(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Put(ctx, "hiatus:other", "", clientv3.WithLease(other.ID)); err != nil {
+			t.Fatal(err)
+		}
+		for n := before; n == before; time.Sleep(100 * time.Millisecond) {
+			if n, err = counted.expiredLeases(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if _, err := cli.Revoke(ctx, ld); err != nil {
 			t.Fatal(err)
