@@ -1,6 +1,7 @@
 package harness_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -90,21 +91,18 @@ func TestRunAnomalies(t *testing.T) {
 					t.Fatalf("the adapter needs its packages (scripts/setup --tests installs them): %v", err)
 				}
 			}
-			command, mark := adaptertest.Marked(strings.ReplaceAll(a.adapter, "{root}", root))
-			res, _, err := adapterRun(t, command, func(c *harness.Config) { anomalySchedule(c); a.edit(c) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			if left := adaptertest.Leftovers(mark); len(left) > 0 {
-				t.Errorf("processes left behind: %v", left)
-			}
-			requireRecord(t, res, a.adapter)
-			r, _ := res.Results.Check(a.check)
-			if r.Valid != checker.Invalid || !regexp.MustCompile(a.words).MatchString(r.Explanation) {
-				t.Errorf("%s: %s is %v, want invalid with %q: %s", a.adapter, a.check, r.Valid, a.words, r.Explanation)
-			}
-			if r.Get("layer") != history.Keyword("library") {
-				t.Errorf("%s: the layer is %v, want :library: %s", a.check, r.Get("layer"), r.Explanation)
+			// Up to three runs, for a machine too starved to meet the
+			// window in one (beside two CPU burners, orphan's missed it
+			// once); three that miss fail the test.
+			for try := 1; ; try++ {
+				why, ok := anomalyShows(t, root, a)
+				if ok {
+					break
+				}
+				if try == 3 {
+					t.Fatalf("%s: %s", a.adapter, why)
+				}
+				t.Logf("run %d: %s", try, why)
 			}
 			// setnx on the same schedule.
 			cfg := harness.DefaultConfig()
@@ -125,6 +123,30 @@ func TestRunAnomalies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// anomalyShows runs a's library on its schedule and says whether the
+// check of its anomaly failed on the record's evidence, naming the layer
+// that broke, and if not, why not.
+func anomalyShows(t *testing.T, root string, a anomalyRun) (string, bool) {
+	t.Helper()
+	command, mark := adaptertest.Marked(strings.ReplaceAll(a.adapter, "{root}", root))
+	res, _, err := adapterRun(t, command, func(c *harness.Config) { anomalySchedule(c); a.edit(c) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := adaptertest.Leftovers(mark); len(left) > 0 {
+		t.Errorf("processes left behind: %v", left)
+	}
+	requireRecord(t, res, a.adapter)
+	r, _ := res.Results.Check(a.check)
+	switch {
+	case r.Valid != checker.Invalid || !regexp.MustCompile(a.words).MatchString(r.Explanation):
+		return fmt.Sprintf("%s is %v, want invalid with %q: %s (run %s)", a.check, r.Valid, a.words, r.Explanation, res.Dir), false
+	case r.Get("layer") != history.Keyword("library"):
+		return fmt.Sprintf("%s: the layer is %v, want :library: %s (run %s)", a.check, r.Get("layer"), r.Explanation, res.Dir), false
+	}
+	return "", true
 }
 
 // anomalySchedule is what every run of TestRunAnomalies shares.

@@ -384,7 +384,7 @@ type pausedHolder struct {
 // run runs A's section and B's, and says what B did while A was paused.
 func (p *pausedHolder) run(ctx context.Context, h *holders) PauseVerdict {
 	var v PauseVerdict
-	var askedA, grantedA, grantedB atomic.Int64 // on the server's clock
+	var askedA, grantedA, grantedB, releasingA atomic.Int64 // on the server's clock
 	var releasedA atomic.Value                  // how A's release ended: its history.Type
 	var unheld atomic.Value                     // how A's acquire ended when it did not grant: words
 	inside, resume := make(chan client.Grant, 1), make(chan struct{})
@@ -396,7 +396,9 @@ func (p *pausedHolder) run(ctx context.Context, h *holders) PauseVerdict {
 			grantedA.Store(o.Time)
 		case o.F == history.FAcquire:
 			unheld.Store(fmt.Sprintf(":%s, %v", o.Type, o.Error))
-		case o.F == history.FRelease && o.Type != history.Invoke:
+		case o.F == history.FRelease && o.Type == history.Invoke:
+			releasingA.Store(o.Time)
+		case o.F == history.FRelease:
 			releasedA.Store(o.Type)
 		}
 	}, func(ctx context.Context, s client.Section) {
@@ -439,8 +441,12 @@ func (p *pausedHolder) run(ctx context.Context, h *holders) PauseVerdict {
 	close(resume)
 	<-aDone
 	<-bDone
-	if v.Taken == Kept && releasedA.Load() != history.Ok {
-		v.Taken = Late // the lease was not kept: it lapsed unseen
+	// The lease was not kept, but lapsed unseen, when A's release found
+	// it lapsed, or when B was told it had the lock before A began to
+	// release it: a lock whose release cannot tell (a plain DEL) says so
+	// only by B.
+	if v.Taken == Kept && (releasedA.Load() != history.Ok || grantedB.Load() != 0 && grantedB.Load() < releasingA.Load()) {
+		v.Taken = Late
 	}
 	return v
 }
