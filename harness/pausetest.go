@@ -72,9 +72,10 @@ const (
 	// Waited: the lock has no lease; B waited for A's release.
 	Waited
 	// Late: B did not take the lock until a lease past A's lease, yet A's
-	// release found its lease lapsed: B was too slow to take it (a
-	// starved machine), and the sequence did not happen. PauseTest runs
-	// such a case again.
+	// release found its lease lapsed, or B was told it had the lock
+	// before A began to release it: B was too slow to take it (a starved
+	// machine), and the sequence did not happen. PauseTest runs such a
+	// case again.
 	Late
 )
 

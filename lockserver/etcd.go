@@ -31,19 +31,20 @@ type EtcdNode struct {
 // revision and the lease it is attached to, in revision order. From them it
 // derives who held the lock: a key that becomes the first of the line is
 // granted (at its creation, or at the delete of the key before it); a key
-// created behind another is refused; the holder's key deleted is :delete
-// when its lease outlived it (the holder's unlock), :expire when etcd
-// reports a lease expired since the last delete (its lease-expiry counter,
-// etcd_debugging_server_lease_expired_total, at /metrics), else :delete (a
-// revoke). etcd raises that counter only once the revoke has applied, and
-// the watch may deliver the revoke's deletes first: a holder's delete
-// before the earliest its lease could run out (etcd's time to live, asked
-// at the key's put) is a revoke, and for one after it the counter is read
-// again until it rises, for a while. A waiter's expiry whose count comes
-// late may still be taken for a later holder's past that time. Each grant hands out the key's creation revision, etcd's
-// fencing token, as a :fence. A lease is named by the key its lock puts
-// beside it (client.EtcdClientKey), which the same watch sees first. The
-// watch carries no time: an event is stamped when the watch delivered it
+// created behind another is refused; the holder's key deleted alone is
+// :delete (the holder's unlock); deleted with its lease, as a revoke or
+// an expiry deletes every key of a lease at once (the worker's name for
+// the lease, client.EtcdClientKey, goes in the same revision), it is
+// :delete before the earliest its lease could run out (etcd's time to
+// live, asked at the key's put: a revoke), and after that :expire when
+// etcd's count of expired leases (etcd_debugging_server_lease_expired_total,
+// at /metrics) has risen since it was last read, or rises within a second
+// (etcd counts an expiry once the revoke it makes has applied, which the
+// watch may deliver first), else :delete. A rise read there may be another
+// lease's, a waiter's whose count came late. Each grant hands out the
+// key's creation revision, etcd's fencing token, as a :fence. A lease is
+// named by the key its lock puts beside it, which the same watch sees
+// first. The watch carries no time: an event is stamped when the watch delivered it
 // (this machine's clock on the history's), after it happened by the
 // watch's latency; its :command says its revision.
 
@@ -71,6 +72,7 @@ type etcdSource struct {
 	start   int64  // the revision the record begins after
 
 	names   map[int64]string // lease -> the worker whose it is
+	ended   map[int64]int64  // lease -> the revision its name was deleted at
 	live    map[string]etcdKey
 	holder  string // the key first in the line; "" when none
 	expired float64
@@ -93,7 +95,7 @@ func (r *Recorder) startEtcd(ctx context.Context, index int, n EtcdNode) (*etcdS
 		return nil, fmt.Errorf("%s: %w", n.Name, err)
 	}
 	s := &etcdSource{rec: r, index: index, node: n, cli: cli, line: r.cfg.Key + "/", clients: r.cfg.Key + "-clients/",
-		metrics: strings.TrimRight(n.Endpoints[0], "/") + "/metrics", names: map[int64]string{}, live: map[string]etcdKey{},
+		metrics: strings.TrimRight(n.Endpoints[0], "/") + "/metrics", names: map[int64]string{}, ended: map[int64]int64{}, live: map[string]etcdKey{},
 		hc: &http.Client{Timeout: sampleTimeout}, done: make(chan struct{})}
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -120,7 +122,7 @@ func (s *etcdSource) put(ctx context.Context, kv *mvccpb.KeyValue) {
 	k := string(kv.Key)
 	switch {
 	case strings.HasPrefix(k, s.clients):
-		if id, err := strconv.ParseInt(strings.TrimPrefix(k, s.clients), 16, 64); err == nil {
+		if id, ok := s.clientLease(k); ok {
 			s.names[id] = string(kv.Value)
 		}
 	case strings.HasPrefix(k, s.line):
@@ -139,23 +141,59 @@ func (s *etcdSource) first() string {
 	return best
 }
 
-// run takes the watch's events until it ends.
+// run takes the watch's events until it ends. Each response is stamped
+// as it comes, and taken in turn: taking one may wait (leaseExpired), and
+// the next must not be stamped late for it.
 func (s *etcdSource) run(ctx context.Context, w clientv3.WatchChan) {
 	defer close(s.done)
-	for resp := range w {
-		if err := resp.Err(); err != nil {
+	type stamped struct {
+		h    int64
+		resp clientv3.WatchResponse
+	}
+	q := make(chan stamped, watchQueue)
+	go func() {
+		defer close(q)
+		for resp := range w {
+			q <- stamped{s.rec.hist.now(), resp}
+		}
+	}()
+	failed := false
+	for r := range q {
+		if failed {
+			continue // drained until the watch ends
+		}
+		if err := r.resp.Err(); err != nil {
 			s.rec.logf("%s: the watch: %v", s.node.Name, err)
 			s.gap(fmt.Sprintf("the watch of %s: %v", s.node.Name, err))
-			return
+			failed = true
+			continue
 		}
-		h := s.rec.hist.now()
-		for _, ev := range resp.Events {
-			s.event(ctx, h, ev)
+		for _, ev := range r.resp.Events {
+			if id, ok := s.clientLease(string(ev.Kv.Key)); ok && ev.Type == clientv3.EventTypeDelete {
+				s.ended[id] = ev.Kv.ModRevision
+			}
+		}
+		for _, ev := range r.resp.Events {
+			s.event(ctx, r.h, ev)
 		}
 		s.mu.Lock()
-		s.seen = max(s.seen, resp.Header.Revision)
+		s.seen = max(s.seen, r.resp.Header.Revision)
 		s.mu.Unlock()
 	}
+}
+
+// watchQueue is how many of the watch's responses wait to be taken
+// before the next is stamped late.
+const watchQueue = 1 << 14
+
+// clientLease is the lease that key, a worker's name for it, names.
+func (s *etcdSource) clientLease(key string) (int64, bool) {
+	rest, ok := strings.CutPrefix(key, s.clients)
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(rest, 16, 64)
+	return id, err == nil
 }
 
 // event takes one event of the watch, delivered at h (history unix ns).
@@ -186,12 +224,12 @@ func (s *etcdSource) event(ctx context.Context, h int64, ev *clientv3.Event) {
 		if k != s.holder {
 			// A waiter gave up its place, or its lease ran out: that
 			// expiry is its own, and counts for no holder's delete after.
-			s.leaseExpired(ctx, gone, 0)
+			s.leaseExpired(ctx, gone, rev, 0)
 			return
 		}
 		cmd := fmt.Sprintf("delete %s (revision %d)", k, rev)
 		e := event{act: history.SDelete, token: k, client: s.names[gone.lease], command: cmd}
-		if s.leaseExpired(ctx, gone, countSettle) {
+		if s.leaseExpired(ctx, gone, rev, countSettle) {
 			e = event{act: history.SExpire, token: k, command: cmd + ": its lease expired"}
 		}
 		s.emit(h, e)
@@ -218,29 +256,31 @@ func (s *etcdSource) grant(h int64, key, cmd string) {
 // after the next holder's revoke).
 const countSettle = time.Second
 
-// leaseExpired reports whether the lease of k, whose key was deleted, is
-// gone because it expired: it could have run out by now, it is gone, and
-// etcd counts a lease expired since it last did, or does within settle.
-func (s *etcdSource) leaseExpired(ctx context.Context, k etcdKey, settle time.Duration) bool {
-	if k.lease == 0 || time.Now().Before(k.expires) {
-		return false // revoked, or the key deleted: it could not have run out
+// leaseExpired reports whether the lease of k, whose key a delete at
+// revision rev took, is gone because it expired: the lease ended with the
+// key (its worker's name went in the same revision, as a revoke or an
+// expiry takes every key of a lease at once, where an unlock takes the
+// key alone; without a name, the lease is gone now), it could have run
+// out by then, and etcd counts a lease expired since it last did, or does
+// within settle.
+func (s *etcdSource) leaseExpired(ctx context.Context, k etcdKey, rev int64, settle time.Duration) bool {
+	if k.lease == 0 {
+		return false
 	}
-	tctx, cancel := context.WithTimeout(ctx, sampleTimeout)
-	ttl, err := s.cli.TimeToLive(tctx, clientv3.LeaseID(k.lease))
-	cancel()
-	if err == nil && ttl.TTL > 0 {
-		return false // it outlived its key: the key was deleted
+	if _, named := s.names[k.lease]; named && s.ended[k.lease] != rev || !named && s.outlived(ctx, k.lease) {
+		return false // the key alone was deleted
+	}
+	if time.Now().Before(k.expires) {
+		s.counted(ctx) // a count that rose meanwhile is another's
+		return false   // revoked: it could not have run out
 	}
 	deadline := time.Now().Add(settle)
 	for {
-		mctx, cancel := context.WithTimeout(ctx, sampleTimeout)
-		n, err := s.expiredLeases(mctx)
-		cancel()
-		if err == nil && n > s.expired {
-			s.expired = n
+		before := s.expired
+		if s.counted(ctx) && s.expired > before {
 			return true
 		}
-		if err != nil || !time.Now().Before(deadline) {
+		if !time.Now().Before(deadline) {
 			return false
 		}
 		select {
@@ -249,6 +289,27 @@ func (s *etcdSource) leaseExpired(ctx context.Context, k etcdKey, settle time.Du
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// counted reads etcd's count of expired leases into s.expired, and
+// reports whether it could.
+func (s *etcdSource) counted(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+	defer cancel()
+	n, err := s.expiredLeases(ctx)
+	if err != nil {
+		return false
+	}
+	s.expired = n
+	return true
+}
+
+// outlived reports whether etcd holds the lease still.
+func (s *etcdSource) outlived(ctx context.Context, lease int64) bool {
+	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+	defer cancel()
+	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
+	return err == nil && ttl.TTL > 0
 }
 
 // expires is the earliest the lease could run out, asked now; zero when
@@ -261,8 +322,8 @@ func (s *etcdSource) expires(ctx context.Context, lease int64) time.Time {
 	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 	defer cancel()
 	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
-	if err != nil || ttl.TTL <= 0 {
-		return time.Time{}
+	if err != nil || ttl.TTL <= 0 || ttl.TTL > ttl.GrantedTTL {
+		return time.Time{} // a lessor not yet the leader's says forever
 	}
 	return asked.Add(time.Duration(ttl.TTL) * time.Second)
 }
