@@ -43,6 +43,7 @@ type SSHHost struct {
 	runs   Node   // the node, its Dir as the sweep resolved it, once known
 	dir    string // the run's directory on the node, once known
 	client *ssh.Client
+	shells *shells // nil: a session is opened when it is needed
 
 	watchIn  io.WriteCloser // closing it ends the run on the node
 	watch    *ssh.Session
@@ -88,9 +89,10 @@ func DialSSH(ctx context.Context, node Node, tag string) (*SSHHost, error) {
 	if err != nil {
 		return fail(err)
 	}
-	h := &SSHHost{node: node, tag: tag, client: client}
+	h := &SSHHost{node: node, tag: tag, client: client, shells: newShells(node, client)}
 	if err := h.start(ctx); err != nil {
 		h.client.Close()
+		h.shells.close()
 		return fail(err)
 	}
 	return h, nil
@@ -242,23 +244,15 @@ func (h *SSHHost) start(ctx context.Context) error {
 	// elsewhere since.
 	h.runs = Node{Name: h.node.Name, Dir: dir}
 	h.dir = RunDir(h.runs, uid, h.tag)
-	s, err := h.client.NewSession()
+	sh, err := h.shell(ctx)
 	if err != nil {
 		return err
 	}
-	in, err := s.StdinPipe()
-	if err != nil {
-		s.Close()
-		return err
-	}
-	out2, err := s.StdoutPipe()
-	if err != nil {
-		s.Close()
-		return err
-	}
+	s, in, out2 := sh.s, sh.in, sh.out
 	var stderr strings.Builder
-	s.Stderr = &stderr
-	if err := s.Start(h.watchdogScript()); err != nil {
+	// A shell of its own, whose command line holds the run's directory:
+	// the one kept ready was started with none.
+	if err := sh.run("exec sh -c "+shellquote.Quote(h.watchdogScript()), &stderr); err != nil {
 		s.Close()
 		return err
 	}
@@ -477,17 +471,22 @@ func afterMark(out []byte) []byte {
 // standard output; what it printed on its standard error is in the error
 // when it fails.
 func (h *SSHHost) Run(ctx context.Context, script string) ([]byte, error) {
-	s, err := h.client.NewSession()
+	sh, err := h.shell(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", h.node.Name, err)
 	}
+	s := sh.s
 	defer s.Close()
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
-	var stdout, stderr bytes.Buffer
-	s.Stdout, s.Stderr = &stdout, &stderr
-	err = s.Run("echo " + startMark + "\n" + script)
-	out := afterMark(stdout.Bytes())
+	var stderr bytes.Buffer
+	if err := sh.run("echo "+startMark+"\n"+script, &stderr); err != nil {
+		return nil, fmt.Errorf("node %s: %w", h.node.Name, err)
+	}
+	sh.in.Close()
+	stdout, _ := io.ReadAll(sh.out)
+	err = s.Wait()
+	out := afterMark(stdout)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
@@ -498,6 +497,15 @@ func (h *SSHHost) Run(ctx context.Context, script string) ([]byte, error) {
 		return out, fmt.Errorf("node %s: %w", h.node.Name, err)
 	}
 	return out, nil
+}
+
+// shell returns a shell of the node's ready to run a script: one kept
+// ready, or else a new one.
+func (h *SSHHost) shell(ctx context.Context) (*shell, error) {
+	if h.shells == nil {
+		return openShell(h.client)
+	}
+	return h.shells.take(ctx)
 }
 
 // readAfter reads lines from r until one begins with prefix, and returns
@@ -516,17 +524,27 @@ func readAfter(ctx context.Context, r *bufio.Reader, prefix string) (string, err
 
 // Write writes what r holds to the file path on the node, with mode.
 func (h *SSHHost) Write(ctx context.Context, path string, mode os.FileMode, r io.Reader) error {
-	s, err := h.client.NewSession()
+	sh, err := h.shell(ctx)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", h.node.Name, err)
 	}
+	s := sh.s
 	defer s.Close()
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
-	s.Stdin = r
 	p := shellquote.Quote(path)
-	if out, err := s.CombinedOutput(fmt.Sprintf("cat > %s.part && chmod %o %s.part && mv %s.part %s", p, mode, p, p, p)); err != nil {
-		return fmt.Errorf("node %s: write %s: %w: %s", h.node.Name, path, err, out)
+	var stderr bytes.Buffer
+	err = sh.run(fmt.Sprintf("cat > %s.part && chmod %o %s.part && mv %s.part %s", p, mode, p, p, p), &stderr)
+	if err == nil {
+		_, err = io.Copy(sh.in, r)
+	}
+	if err != nil {
+		return fmt.Errorf("node %s: write %s: %w", h.node.Name, path, err)
+	}
+	sh.in.Close()
+	out, _ := io.ReadAll(sh.out)
+	if err := s.Wait(); err != nil {
+		return fmt.Errorf("node %s: write %s: %w: %s%s", h.node.Name, path, err, out, stderr.Bytes())
 	}
 	return nil
 }
@@ -553,23 +571,16 @@ func (h *SSHHost) Start(ctx context.Context, argv []string, log string, stderr i
 	if closed {
 		return nil, fmt.Errorf("node %s: closed", h.node.Name)
 	}
-	s, err := h.client.NewSession()
+	sh, err := h.shell(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", h.node.Name, err)
 	}
-	p := &Proc{h: h, done: make(chan struct{})}
+	s, out := sh.s, sh.out
+	p := &Proc{h: h, done: make(chan struct{}), Stdin: sh.in}
 	fail := func(err error) (*Proc, error) {
 		s.Close()
 		return nil, fmt.Errorf("node %s: start %s: %w", h.node.Name, argv[0], err)
 	}
-	if p.Stdin, err = s.StdinPipe(); err != nil {
-		return fail(err)
-	}
-	out, err := s.StdoutPipe()
-	if err != nil {
-		return fail(err)
-	}
-	s.Stderr = stderr
 	var q []string
 	for _, a := range argv {
 		q = append(q, shellquote.Quote(a))
@@ -582,7 +593,7 @@ func (h *SSHHost) Start(ctx context.Context, argv []string, log string, stderr i
 	// on, is its group's. Its working directory, the run's, is how the
 	// watchdog and a later run find it and what it starts.
 	cmd := fmt.Sprintf("cd %s && echo %s $$ && exec %s%s", shellquote.Quote(h.dir), startMark, strings.Join(q, " "), redirect)
-	if err := s.Start(cmd); err != nil {
+	if err := sh.run(cmd, stderr); err != nil {
 		return fail(err)
 	}
 	r := bufio.NewReader(out)
@@ -829,6 +840,7 @@ func (h *SSHHost) Close() error {
 		err = fmt.Errorf("node %s: clean up %s: %w", h.node.Name, h.dir, err)
 	}
 	h.client.Close()
+	h.shells.close()
 	h.closeErr = err
 	return err
 }

@@ -537,3 +537,43 @@ func TestDialRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestSSHManySessions: a node runs more processes of a run than one
+// connection's sessions (sshd's MaxSessions, 10 by default) beside the
+// watchdog and the shells kept ready: each starts, on a connection added
+// when the first refuses a session, a command still runs, and Close ends
+// them all and leaves nothing on the node.
+func TestSSHManySessions(t *testing.T) {
+	ctx := context.Background()
+	sn := sshtest.StartT(t, []sshtest.Node{{Name: "a", Roles: "worker"}})
+	inv, err := topology.ReadInventory(sn.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := topology.NewRunTag()
+	h, err := topology.DialSSH(ctx, inv.Nodes[0], tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	const n = 14
+	pids := map[int]bool{}
+	for i := range n {
+		p, err := h.Start(ctx, []string{"sleep", "1000"}, h.Dir()+"/sleep"+strconv.Itoa(i)+".log", nil)
+		if err != nil {
+			t.Fatalf("process %d: %v", i, err)
+		}
+		pids[p.Pid()] = true
+	}
+	if len(pids) != n {
+		t.Errorf("%d PIDs of %d processes", len(pids), n)
+	}
+	out, err := h.Run(ctx, "ls "+h.Dir()+" | grep -c '^sleep'")
+	if err != nil || strings.TrimSpace(string(out)) != strconv.Itoa(n) {
+		t.Errorf("the node's logs: %q, %v; want %d", out, err, n)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	left(t, sn, "a", tag)
+}

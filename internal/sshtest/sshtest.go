@@ -41,6 +41,9 @@ type Node struct {
 type Net struct {
 	Inventory string // the inventory file
 	Key       string // the private key that logs in to every host as root
+	// Bashrc is root's .bashrc on every host, which sshd has bash read
+	// before each session's command.
+	Bashrc string
 	Hosts     []*topology.NetnsHost
 	net       *topology.Net
 	sshds     []*exec.Cmd
@@ -104,7 +107,8 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 	if err := os.Mkdir(home, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(home, ".bashrc"), []byte(noisyBashrc), 0o644); err != nil {
+	n.Bashrc = filepath.Join(home, ".bashrc")
+	if err := os.WriteFile(n.Bashrc, []byte(noisyBashrc), 0o644); err != nil {
 		return nil, err
 	}
 	var known, inv bytes.Buffer

@@ -3,12 +3,16 @@
 // (NAME:ROLES), each with its own sshd, prints the inventory's path, and
 // removes the network when its standard input closes or it is
 // interrupted. scripts/bench-hosts measures --hosts ssh with it.
+// -bashrc-sleep D has every session's shell sleep D in root's .bashrc, as
+// a node's start-up files (a pyenv or conda set-up) take their time.
 //
-//	go run ./internal/sshtest/sshnet w0:worker w1:worker n0:redis pg:postgres
+//	go run ./internal/sshtest/sshnet [-bashrc-sleep 1s] w0:worker w1:worker n0:redis pg:postgres
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,8 +31,16 @@ func main() {
 }
 
 func run(args []string) error {
+	fs := flag.NewFlagSet("sshnet", flag.ContinueOnError)
+	sleep := fs.Duration("bashrc-sleep", 0, "how long root's .bashrc sleeps, on every host")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *sleep < 0 {
+		return fmt.Errorf("-bashrc-sleep %v: want a duration not below 0", *sleep)
+	}
 	var nodes []sshtest.Node
-	for _, a := range args {
+	for _, a := range fs.Args() {
 		name, roles, ok := strings.Cut(a, ":")
 		if !ok {
 			return fmt.Errorf("%q: want NAME:ROLES", a)
@@ -50,6 +62,16 @@ func run(args []string) error {
 		return err
 	}
 	defer sn.Close()
+	if *sleep > 0 {
+		f, err := os.OpenFile(sn.Bashrc, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(f, "sleep %.3f\n", sleep.Seconds())
+		if err := errors.Join(err, f.Close()); err != nil {
+			return fmt.Errorf("%s: %w", sn.Bashrc, err)
+		}
+	}
 	fmt.Println(sn.Inventory)
 	closed := make(chan struct{})
 	go func() {
