@@ -44,10 +44,10 @@ type Net struct {
 	// Bashrc is root's .bashrc on every host, which sshd has bash read
 	// before each session's command.
 	Bashrc string
-	Hosts     []*topology.NetnsHost
-	net       *topology.Net
-	sshds     []*exec.Cmd
-	logs      []*bytes.Buffer
+	Hosts  []*topology.NetnsHost
+	net    *topology.Net
+	sshds  []*exec.Cmd
+	logs   []*bytes.Buffer
 }
 
 // Lab is the test network of the --hosts ssh runs of the tests: two
