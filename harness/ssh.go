@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/hiatus-dev/hiatus/topology"
 )
@@ -37,6 +38,7 @@ type sshNodes struct {
 	inv                      topology.Inventory
 	all                      []*topology.SSHHost
 	workers, redis, postgres []*topology.SSHHost
+	etcd                     []*topology.SSHHost
 	copies                   chan error // the copies' errors, joined, once they are done
 	stopCopies               context.CancelFunc
 }
@@ -66,6 +68,7 @@ func startSSH(ctx context.Context, cfg runPlan, setup *setupLog) (_ *sshNodes, e
 		{topology.RoleWorker, true, "the workers"},
 		{topology.RoleRedis, cfg.lockNodes() > 0, "the lock's Redis nodes"},
 		{topology.RolePostgres, cfg.PostgresURL == "", "PostgreSQL (or give --postgres-url)"},
+		{topology.RoleEtcd, cfg.lock.Store == client.OnEtcd, "etcd, which --lock " + cfg.Lock + " is kept on"},
 	}
 	for _, n := range need {
 		if n.want && len(inv.With(n.r)) == 0 {
@@ -120,6 +123,9 @@ func startSSH(ctx context.Context, cfg runPlan, setup *setupLog) (_ *sshNodes, e
 		}
 		if n.Has(topology.RolePostgres) {
 			s.postgres = append(s.postgres, h)
+		}
+		if n.Has(topology.RoleEtcd) {
+			s.etcd = append(s.etcd, h)
 		}
 	}
 	return s, nil
@@ -214,6 +220,9 @@ func (c runPlan) nodeNeeds(inv topology.Inventory, n topology.Node) []servers.Ne
 	if c.PostgresURL == "" && on(topology.RolePostgres, 1) {
 		needs = append(needs, servers.PostgresNeeds()...)
 	}
+	if c.lock.Store == client.OnEtcd && on(topology.RoleEtcd, 1) {
+		needs = append(needs, servers.EtcdNeeds()...)
+	}
 	return needs
 }
 
@@ -228,7 +237,11 @@ func copySelf(ctx context.Context, h *topology.SSHHost) error {
 		return fmt.Errorf("copy own binary: %w", err)
 	}
 	defer f.Close()
-	return h.Write(ctx, workerBin(h), 0o755, f)
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("copy own binary: %w", err)
+	}
+	return h.Write(ctx, workerBin(h), 0o755, f, st.Size())
 }
 
 // waitCopies waits until this binary is on every worker's node.

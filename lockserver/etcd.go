@@ -80,6 +80,7 @@ type etcdSource struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	queued func() int // how many of the watch's responses wait to be taken
 	mu     sync.Mutex
 	seen   int64 // the last revision the watch delivered
 }
@@ -147,14 +148,16 @@ func (s *etcdSource) first() string {
 func (s *etcdSource) run(ctx context.Context, w clientv3.WatchChan) {
 	defer close(s.done)
 	type stamped struct {
-		h    int64
+		h    int64     // on the history's clock
+		at   time.Time // on this process's
 		resp clientv3.WatchResponse
 	}
 	q := make(chan stamped, watchQueue)
+	s.queued = func() int { return len(q) }
 	go func() {
 		defer close(q)
 		for resp := range w {
-			q <- stamped{s.rec.hist.now(), resp}
+			q <- stamped{s.rec.hist.now(), time.Now(), resp}
 		}
 	}()
 	failed := false
@@ -174,10 +177,18 @@ func (s *etcdSource) run(ctx context.Context, w clientv3.WatchChan) {
 			}
 		}
 		for _, ev := range r.resp.Events {
-			s.event(ctx, r.h, ev)
+			s.event(ctx, r.h, r.at, ev)
+		}
+		// A response of events is cut at a revision before the header's
+		// when they are many (etcd's syncWatchers): the next holds the
+		// rest. A progress notification, which holds none, is the
+		// header's.
+		rev := r.resp.Header.Revision
+		if n := len(r.resp.Events); n > 0 {
+			rev = r.resp.Events[n-1].Kv.ModRevision
 		}
 		s.mu.Lock()
-		s.seen = max(s.seen, r.resp.Header.Revision)
+		s.seen = max(s.seen, rev)
 		s.mu.Unlock()
 	}
 }
@@ -196,8 +207,9 @@ func (s *etcdSource) clientLease(key string) (int64, bool) {
 	return id, err == nil
 }
 
-// event takes one event of the watch, delivered at h (history unix ns).
-func (s *etcdSource) event(ctx context.Context, h int64, ev *clientv3.Event) {
+// event takes one event of the watch, delivered at h (history unix ns),
+// at on this process's clock.
+func (s *etcdSource) event(ctx context.Context, h int64, at time.Time, ev *clientv3.Event) {
 	k := string(ev.Kv.Key)
 	if !strings.HasPrefix(k, s.line) {
 		if ev.Type == clientv3.EventTypePut {
@@ -224,12 +236,12 @@ func (s *etcdSource) event(ctx context.Context, h int64, ev *clientv3.Event) {
 		if k != s.holder {
 			// A waiter gave up its place, or its lease ran out: that
 			// expiry is its own, and counts for no holder's delete after.
-			s.leaseExpired(ctx, gone, rev, 0)
+			s.leaseExpired(ctx, gone, rev, at, 0)
 			return
 		}
 		cmd := fmt.Sprintf("delete %s (revision %d)", k, rev)
 		e := event{act: history.SDelete, token: k, client: s.names[gone.lease], command: cmd}
-		if s.leaseExpired(ctx, gone, rev, countSettle) {
+		if s.leaseExpired(ctx, gone, rev, at, countSettle) {
 			e = event{act: history.SExpire, token: k, command: cmd + ": its lease expired"}
 		}
 		s.emit(h, e)
@@ -257,22 +269,26 @@ func (s *etcdSource) grant(h int64, key, cmd string) {
 const countSettle = time.Second
 
 // leaseExpired reports whether the lease of k, whose key a delete at
-// revision rev took, is gone because it expired: the lease ended with the
-// key (its worker's name went in the same revision, as a revoke or an
-// expiry takes every key of a lease at once, where an unlock takes the
-// key alone; without a name, the lease is gone now), it could have run
-// out by then, and etcd counts a lease expired since it last did, or does
-// within settle.
-func (s *etcdSource) leaseExpired(ctx context.Context, k etcdKey, rev int64, settle time.Duration) bool {
+// revision rev took, delivered at at, is gone because it expired: the
+// lease ended with the key (its worker's name went in the same revision,
+// as a revoke or an expiry takes every key of a lease at once, where an
+// unlock takes the key alone; without a name, the lease is gone now), it
+// could have run out by then, and etcd counts a lease expired since it
+// last did, or does within settle.
+func (s *etcdSource) leaseExpired(ctx context.Context, k etcdKey, rev int64, at time.Time, settle time.Duration) bool {
 	if k.lease == 0 {
 		return false
 	}
-	if _, named := s.names[k.lease]; named && s.ended[k.lease] != rev || !named && s.outlived(ctx, k.lease) {
+	if _, named := s.names[k.lease]; (named && s.ended[k.lease] != rev) || (!named && s.outlived(ctx, k.lease)) {
 		return false // the key alone was deleted
 	}
-	if time.Now().Before(k.expires) {
-		s.counted(ctx) // a count that rose meanwhile is another's
-		return false   // revoked: it could not have run out
+	if at.Before(k.expires) {
+		// A count that rose meanwhile is another lease's, unless a delete
+		// still waiting to be taken is its.
+		if s.queued() == 0 {
+			s.counted(ctx)
+		}
+		return false // revoked: it could not have run out
 	}
 	deadline := time.Now().Add(settle)
 	for {

@@ -47,7 +47,20 @@ const (
 	RoleWorker   Role = "worker"   // workers, from a copy of hiatus's binary
 	RoleRedis    Role = "redis"    // the lock's Redis nodes, from the node's redis-server
 	RolePostgres Role = "postgres" // the run's PostgreSQL, from the node's initdb and postgres
+	RoleEtcd     Role = "etcd"     // the etcd lock's server, from the node's etcd
 )
+
+// Roles are the roles a node may hold.
+func Roles() []Role { return []Role{RoleWorker, RoleRedis, RolePostgres, RoleEtcd} }
+
+// roleNames are the roles' names, for an error.
+func roleNames() string {
+	var names []string
+	for _, r := range Roles() {
+		names = append(names, string(r))
+	}
+	return strings.Join(names, ", ")
+}
 
 // Has reports whether the node holds role r.
 func (n Node) Has(r Role) bool { return slices.Contains(n.Roles, r) }
@@ -246,12 +259,10 @@ func parseNode(f []string, base string) (Node, map[string]bool, error) {
 		return n, nil, fmt.Errorf("node %s: address %s: %s", n.Name, f[2], why)
 	}
 	for _, r := range strings.Split(f[3], ",") {
-		switch Role(r) {
-		case RoleWorker, RoleRedis, RolePostgres:
-			n.Roles = append(n.Roles, Role(r))
-		default:
-			return n, nil, fmt.Errorf("node %s: role %q: want worker, redis or postgres", n.Name, r)
+		if !slices.Contains(Roles(), Role(r)) {
+			return n, nil, fmt.Errorf("node %s: role %q: want one of %s", n.Name, r, roleNames())
 		}
+		n.Roles = append(n.Roles, Role(r))
 	}
 	set := map[string]bool{}
 	for _, kv := range f[4:] {

@@ -45,10 +45,11 @@ type SSHHost struct {
 	client *ssh.Client
 	shells *shells // nil: a session is opened when it is needed
 
-	watchIn  io.WriteCloser // closing it ends the run on the node
-	watch    *ssh.Session
-	watchOut *bufio.Reader // the watchdog's answers to the commands it runs
-	ctlMu    sync.Mutex    // held through a command of the watchdog's
+	watchIn   io.WriteCloser // closing it ends the run on the node
+	watch     *ssh.Session
+	watchConn *ssh.Client   // the watchdog's connection: the host's, or one shells added
+	watchOut  *bufio.Reader // the watchdog's answers to the commands it runs
+	ctlMu     sync.Mutex    // held through a command of the watchdog's
 
 	mu       sync.Mutex
 	cut      map[string]bool // the IPs Isolate cut the node from
@@ -249,6 +250,7 @@ func (h *SSHHost) start(ctx context.Context) error {
 		return err
 	}
 	s, in, out2 := sh.s, sh.in, sh.out
+	h.watchConn = sh.c
 	var stderr strings.Builder
 	// A shell of its own, whose command line holds the run's directory:
 	// the one kept ready was started with none.
@@ -284,6 +286,7 @@ func (h *SSHHost) start(ctx context.Context) error {
 // clean-up is in the script, as the sweep's is: no script on disk is run.
 func (h *SSHHost) watchdogScript() string {
 	return fmt.Sprintf(`umask 022
+unset TMOUT 2>/dev/null
 %s
 hiatus_own %s || exit 0
 d=%s
@@ -522,8 +525,10 @@ func readAfter(ctx context.Context, r *bufio.Reader, prefix string) (string, err
 	}
 }
 
-// Write writes what r holds to the file path on the node, with mode.
-func (h *SSHHost) Write(ctx context.Context, path string, mode os.FileMode, r io.Reader) error {
+// Write writes the size bytes r holds to the file path on the node, with
+// mode. The file is put in place only once all of them are there: a copy
+// cut short (the connection lost, ctx ended) leaves no file at path.
+func (h *SSHHost) Write(ctx context.Context, path string, mode os.FileMode, r io.Reader, size int64) error {
 	sh, err := h.shell(ctx)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", h.node.Name, err)
@@ -534,17 +539,22 @@ func (h *SSHHost) Write(ctx context.Context, path string, mode os.FileMode, r io
 	defer stop()
 	p := shellquote.Quote(path)
 	var stderr bytes.Buffer
-	err = sh.run(fmt.Sprintf("cat > %s.part && chmod %o %s.part && mv %s.part %s", p, mode, p, p, p), &stderr)
-	if err == nil {
-		_, err = io.Copy(sh.in, r)
-	}
+	err = sh.run(fmt.Sprintf(`cat > %s.part && [ "$(wc -c < %s.part)" -eq %d ] && chmod %o %s.part && mv %s.part %s || { rm -f %s.part; exit 1; }`,
+		p, p, size, mode, p, p, p, p), &stderr)
 	if err != nil {
 		return fmt.Errorf("node %s: write %s: %w", h.node.Name, path, err)
 	}
+	// A copy cut short still ends its input and waits for the node to
+	// remove what it took.
+	_, err = io.Copy(sh.in, io.LimitReader(r, size))
 	sh.in.Close()
 	out, _ := io.ReadAll(sh.out)
-	if err := s.Wait(); err != nil {
-		return fmt.Errorf("node %s: write %s: %w: %s%s", h.node.Name, path, err, out, stderr.Bytes())
+	werr := s.Wait()
+	switch {
+	case err != nil:
+		return fmt.Errorf("node %s: write %s: %w", h.node.Name, path, err)
+	case werr != nil:
+		return fmt.Errorf("node %s: write %s: %w: %s%s", h.node.Name, path, werr, out, stderr.Bytes())
 	}
 	return nil
 }
@@ -738,7 +748,7 @@ func (h *SSHHost) control(cmd string) (string, error) {
 		return a.line, a.err
 	case <-time.After(signalTimeout):
 		// The answer, should it come, is lost with the connection.
-		h.client.Close()
+		h.watchConn.Close()
 		return "", errors.New("no answer in time")
 	}
 }

@@ -28,8 +28,10 @@ const scriptEnd = "hiatus-ssh-script-end"
 // shell itself (exec in them replaces it), and exits with their status;
 // input that ends before scriptEnd runs nothing. read takes a pipe's bytes
 // one at a time, so none past the line is taken from the script's input.
+// bash's read waits a year, not TMOUT (a hardened node's /etc/profile.d
+// sets it readonly, to 600 s or so): a shell kept ready waits a run long.
 const warmScript = `s=
-while IFS= read -r l; do
+while IFS= read ${BASH_VERSION:+-t 31536000} -r l; do
   if [ "$l" = ` + scriptEnd + ` ]; then eval "$s"; exit; fi
   s="$s$l
 "
@@ -38,6 +40,7 @@ exit 125`
 
 // A shell is a session whose shell is running warmScript.
 type shell struct {
+	c      *ssh.Client // its connection
 	s      *ssh.Session
 	in     io.WriteCloser
 	out    io.Reader
@@ -50,7 +53,7 @@ func openShell(c *ssh.Client) (*shell, error) {
 	if err != nil {
 		return nil, err
 	}
-	sh := &shell{s: s, stderr: &heldWriter{}}
+	sh := &shell{c: c, s: s, stderr: &heldWriter{}}
 	if sh.in, err = s.StdinPipe(); err == nil {
 		sh.out, err = s.StdoutPipe()
 	}
@@ -181,7 +184,10 @@ func (p *shells) open() (*shell, error) {
 // has another made ready.
 func (p *shells) take(ctx context.Context) (*shell, error) {
 	select {
-	case w := <-p.ready:
+	case w, ok := <-p.ready:
+		if !ok {
+			return nil, errors.New("closed")
+		}
 		go p.warm()
 		return w.sh, w.err
 	case <-ctx.Done():
@@ -199,18 +205,14 @@ func (p *shells) close() {
 	p.mu.Lock()
 	p.done = true
 	extra := p.conns[1:]
+	close(p.ready) // warm sends under mu, and not once done
 	p.mu.Unlock()
-	for {
-		select {
-		case w := <-p.ready:
-			if w.sh != nil {
-				w.sh.s.Close()
-			}
-		default:
-			for _, c := range extra {
-				c.Close()
-			}
-			return
+	for w := range p.ready {
+		if w.sh != nil {
+			w.sh.s.Close()
 		}
+	}
+	for _, c := range extra {
+		c.Close()
 	}
 }

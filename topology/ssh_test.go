@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/hiatus-dev/hiatus/internal/files"
@@ -576,4 +577,42 @@ func TestSSHManySessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	left(t, sn, "a", tag)
+}
+
+// TestSSHWriteCutShort: a copy whose input fails half-way, or holds fewer
+// bytes than it said, leaves no file at its path, nor a part of one; a
+// whole one is put in place with its mode.
+func TestSSHWriteCutShort(t *testing.T) {
+	ctx := context.Background()
+	sn := sshtest.StartT(t, []sshtest.Node{{Name: "a", Roles: "worker"}})
+	inv, err := topology.ReadInventory(sn.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := topology.DialSSH(ctx, inv.Nodes[0], topology.NewRunTag())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	path := h.Dir() + "/copied"
+	for _, tc := range []struct {
+		name string
+		r    io.Reader
+	}{
+		{"input fails", io.MultiReader(strings.NewReader("hello"), iotest.ErrReader(errors.New("disk gone")))},
+		{"input short", strings.NewReader("hello")},
+	} {
+		if err := h.Write(ctx, path, 0o755, tc.r, 10); err == nil {
+			t.Errorf("%s: the copy succeeded", tc.name)
+		}
+		if out, _ := h.Run(ctx, "ls -a "+h.Dir()); strings.Contains(string(out), "copied") {
+			t.Errorf("%s: the node holds %q", tc.name, out)
+		}
+	}
+	if err := h.Write(ctx, path, 0o750, strings.NewReader("0123456789"), 10); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := h.Run(ctx, "stat -c %a "+path+" && cat "+path); err != nil || string(out) != "750\n0123456789" {
+		t.Errorf("the copy: %q, %v", out, err)
+	}
 }
