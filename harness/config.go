@@ -211,8 +211,6 @@ func (c runPlan) validate() error {
 	case c.Hosts == "netns" && c.netnsHosts() > topology.MaxHosts:
 		return fmt.Errorf("--hosts netns: %d workers and %d servers need %d hosts, more than a test network's %d",
 			c.Workers, c.netnsHosts()-c.Workers, c.netnsHosts(), topology.MaxHosts)
-	case c.inventory() != "" && c.lock.Store == client.OnEtcd:
-		return fmt.Errorf("--hosts %s: --lock %s needs etcd, which hiatus does not start on a node yet", c.Hosts, c.Lock)
 	case c.inventory() != "" && c.onSentinel():
 		return fmt.Errorf("--hosts %s: --adapter-store %s needs sentinels, which hiatus does not start on a node yet", c.Hosts, AdapterOnSentinel)
 	case c.inventory() != "" && c.onZooKeeper():

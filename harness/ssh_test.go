@@ -55,6 +55,16 @@ func TestRunHostsSSH(t *testing.T) {
 		}, effect: func(t *testing.T, r faultRun) {
 			r.eachWhole(t, r.kind(), func(w window) { r.nodeHeld(t, w) })
 		}},
+		// etcd on a node, stopped there, as on a host of this machine
+		// (TestRunNetworkFaults/pause-node-etcd): its leases are whole
+		// seconds, and its node is stopped as long.
+		{name: "ssh-pause-node-etcd", edit: func(c *harness.Config) {
+			hosts(c)
+			c.Lock, c.Lease, c.Nemesis = "etcd", 2*time.Second, "pause-node"
+			c.Pause, c.Interval, c.TimeLimit = time.Second, faultLease, 3*time.Second
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, r.kind(), func(w window) { r.nodeHeld(t, w) })
+		}},
 		// PostgreSQL's postmaster and backends stopped on its node, each
 		// (a backend leads a session of its own): no read or write sent
 		// while they were stopped is answered :ok before they go on (a
@@ -245,8 +255,12 @@ func onNodes(t *testing.T, res harness.Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lock := `n0 at 10\.74\.[0-9.]+: the lock's Redis node 0`
+	if res.Config.Lock == "etcd" {
+		lock = `n0 at 10\.74\.[0-9.]+: etcd`
+	}
 	for _, on := range []string{`w0 at 10\.74\.[0-9.]+: worker 0`, `w1 at 10\.74\.[0-9.]+: worker 1`,
-		`n0 at 10\.74\.[0-9.]+: the lock's Redis node 0`, `pg at 10\.74\.[0-9.]+: PostgreSQL`} {
+		lock, `pg at 10\.74\.[0-9.]+: PostgreSQL`} {
 		if !regexp.MustCompile(`host ` + on + `\n`).Match(log) {
 			t.Errorf("the run's log does not say %q:\n%s", on, log)
 		}
@@ -386,7 +400,8 @@ func TestRunSSHSharedNodeNotice(t *testing.T) {
 // asked for what its roles need, and each thing missing is an error of
 // its own, naming the node and what to do: here the lock's Redis node
 // lacks redis-server and PostgreSQL's node setpriv (hiatus logs in as
-// root there and runs PostgreSQL as postgres). Nothing is left on any node.
+// root there and runs PostgreSQL as postgres), and the lock's node etcd
+// when the lock is kept there. Nothing is left on any node.
 func TestRunSSHPreflight(t *testing.T) {
 	// Not parallel: sshLeftovers would take another test's run on the
 	// same node names, under way, for one this test left.
@@ -394,7 +409,7 @@ func TestRunSSHPreflight(t *testing.T) {
 	for i, n := range nodes {
 		switch n.Name {
 		case "n0":
-			nodes[i].Hide = []string{"redis-server"}
+			nodes[i].Hide = []string{"redis-server", "etcd"}
 		case "pg":
 			nodes[i].Hide = []string{"setpriv"}
 		}
@@ -422,6 +437,13 @@ func TestRunSSHPreflight(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(cfg.Store); len(left) != 0 {
 		t.Errorf("a run refused before it started wrote %d entries into the store", len(left))
+	}
+	// A lock on etcd needs etcd of n0 (its role), and no redis-server.
+	cfg.Lock, cfg.Nodes, cfg.Nemesis, cfg.Lease = "etcd", 0, "pause-node", 2*time.Second
+	_, err = harness.Run(context.Background(), cfg)
+	if want := "node n0 lacks etcd (on Debian: apt-get install etcd-server)"; err == nil || strings.Count(err.Error(), want) != 1 ||
+		strings.Contains(err.Error(), "redis-server") {
+		t.Errorf("--lock etcd: error %v, want one %q and no redis-server", err, want)
 	}
 	sshLeftovers(t, sn)
 }

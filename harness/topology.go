@@ -179,16 +179,8 @@ func startTopo(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNo
 	if err := t.startZooKeeper(ctx, cfg, net); err != nil {
 		return nil, err
 	}
-	if cfg.lock.Store == client.OnEtcd {
-		var h servers.Host
-		if net != nil {
-			if h, err = t.addHost(ctx, "etcd", "etcd"); err != nil {
-				return nil, err
-			}
-		}
-		if t.etcd, err = servers.StartEtcdOn(ctx, h); err != nil {
-			return nil, setupErrorf("throwaway etcd: %w", err)
-		}
+	if err := t.startEtcd(ctx, cfg, net, nodes); err != nil {
+		return nil, err
 	}
 	if cfg.needs&needReplica != 0 {
 		var newHost func(name, what string) (*topology.NetnsHost, error)
@@ -227,6 +219,36 @@ func startTopo(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNo
 		}
 	}
 	return t, nil
+}
+
+// startEtcd starts the etcd of a lock kept on etcd: on a host of its own
+// of the test network, on the first node whose role it is, or on this
+// machine.
+func (t *topo) startEtcd(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNodes) (err error) {
+	if cfg.lock.Store != client.OnEtcd {
+		return nil
+	}
+	switch {
+	case nodes != nil:
+		h := nodes.etcd[0]
+		if t.etcd, err = servers.StartEtcdOnNode(ctx, h); err != nil {
+			return setupErrorf("throwaway etcd: %w", err)
+		}
+		t.placed(h, "etcd")
+		return nil
+	case net != nil:
+		var h *topology.NetnsHost
+		if h, err = t.addHost(ctx, "etcd", "etcd"); err != nil {
+			return err
+		}
+		t.etcd, err = servers.StartEtcdOn(ctx, h)
+	default:
+		t.etcd, err = servers.StartEtcdOn(ctx, nil)
+	}
+	if err != nil {
+		return setupErrorf("throwaway etcd: %w", err)
+	}
+	return nil
 }
 
 // A hostRole is a host of the test network and what runs on it.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"strconv"
 	"syscall"
 )
@@ -56,25 +57,63 @@ func StartEtcdOn(ctx context.Context, h Host) (*Server, error) {
 		// A try that failed may have left a member that knows the old
 		// ports; a restart (not a try) keeps the directory.
 		os.RemoveAll(data)
-		url = fmt.Sprintf("http://%s:%d", s.ip(), port)
-		s.URL, s.Addr = url, net.JoinHostPort(s.ip(), strconv.Itoa(port))
-		peerURL := fmt.Sprintf("http://%s:%d", s.ip(), peer)
-		s.args = []string{
-			"--name", "hiatus",
-			"--data-dir", data,
-			"--listen-client-urls", s.URL, "--advertise-client-urls", s.URL,
-			"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-			"--initial-cluster", "hiatus=" + peerURL, "--initial-cluster-state", "new",
-			// etcd 3.4 logs with capnslog unless told otherwise; zap to
-			// stderr, which start sends to the log file.
-			"--logger", "zap", "--log-outputs", "stderr",
-		}
+		url = etcdMember(s, s.ip(), port, peer, data)
 	})
 	if err != nil {
 		removeDir(d)
 		return nil, err
 	}
 	return s, nil
+}
+
+// StartEtcdOnNode starts etcd as StartEtcdOn does, on the node n, from
+// its own etcd, listening on the node's address.
+func StartEtcdOnNode(ctx context.Context, n Node) (*Server, error) {
+	bin, err := lookOnNode(n, needEtcd)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := nodeDir(n, "etcd", "")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{name: "etcd", node: n, bin: bin, dir: dir, log: path.Join(dir, "etcd.log"),
+		quit: syscall.SIGTERM, crash: syscall.SIGKILL}
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	var url string
+	s.ready = func(ctx context.Context) error { return etcdHealthy(ctx, hc, url) }
+	s, err = launch(ctx, s, func(port int) {
+		peer, _ := s.freePort()
+		// Each try's member has a directory of its own, which a try that
+		// failed cannot have left a member that knows other ports in; a
+		// restart (not a try) keeps it.
+		url = etcdMember(s, n.IP(), port, peer, path.Join(dir, "data-"+strconv.Itoa(port)))
+	})
+	if err != nil {
+		(&Server{name: "etcd", node: n, dir: dir}).stopOnNode()
+		return nil, err
+	}
+	return s, nil
+}
+
+// etcdMember sets s's URL, address and arguments for a member alone at ip,
+// on the client port port and the peer port peer, its data in data, and
+// returns its URL.
+func etcdMember(s *Server, ip string, port, peer int, data string) string {
+	url := fmt.Sprintf("http://%s:%d", ip, port)
+	s.URL, s.Addr = url, net.JoinHostPort(ip, strconv.Itoa(port))
+	peerURL := fmt.Sprintf("http://%s:%d", ip, peer)
+	s.args = []string{
+		"--name", "hiatus",
+		"--data-dir", data,
+		"--listen-client-urls", url, "--advertise-client-urls", url,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "hiatus=" + peerURL, "--initial-cluster-state", "new",
+		// etcd 3.4 logs with capnslog unless told otherwise; zap to
+		// stderr, which start sends to the log file.
+		"--logger", "zap", "--log-outputs", "stderr",
+	}
+	return url
 }
 
 // etcdHealthy asks etcd's /health endpoint, which says true only once the

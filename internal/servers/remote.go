@@ -189,6 +189,7 @@ var (
 	needPostgresUser = Need{"the user postgres and setpriv (hiatus logs in as root, and runs PostgreSQL as postgres)",
 		`if [ "$(id -u)" != 0 ]; then echo ok; elif command -v setpriv >/dev/null 2>&1 && id -u postgres >/dev/null 2>&1; then echo ok; fi`,
 		"on Debian: apt-get install postgresql util-linux, which make both"}
+	needEtcd     = Need{"etcd", "command -v etcd", "on Debian: apt-get install etcd-server"}
 	needFaketime = Need{"libfaketimeMT.so.1",
 		"for f in /usr/lib/*/faketime/libfaketimeMT.so.1 /usr/lib/faketime/libfaketimeMT.so.1 /usr/lib64/faketime/libfaketimeMT.so.1; do [ -f \"$f\" ] && { echo \"$f\"; break; }; done",
 		"on Debian: apt-get install libfaketime"}
@@ -204,6 +205,9 @@ func RedisNeeds(fakeClock bool) []Need {
 	}
 	return []Need{needRedis}
 }
+
+// EtcdNeeds are what the etcd lock's node of a run needs.
+func EtcdNeeds() []Need { return []Need{needEtcd} }
 
 // PostgresNeeds are what PostgreSQL's node of a run needs.
 func PostgresNeeds() []Need { return []Need{needPostgres, needPostgresUser} }
