@@ -186,8 +186,11 @@ func (s *Stream) availabilityRecord() (r Result) {
 	}
 	if first == nil {
 		if len(os) > 0 {
-			_, words := s.view.orphanWords(os[0])
-			r.Fields = append(r.Fields, Field{"note", layerName(layerLease) + ": " + words})
+			layer, words := s.view.orphanWords(os[0])
+			if layer != "" {
+				words = layerName(layer) + ": " + words
+			}
+			r.Fields = append(r.Fields, Field{"note", words})
 		}
 		return r
 	}

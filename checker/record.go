@@ -255,6 +255,7 @@ const (
 	whyLater                 // its acquire was answered with a later grant
 	whyOther                 // its acquire was answered with another (matched by token)
 	whyFailed                // its acquire failed
+	whyGaveUp                // its acquire was given up when the run ended
 	whyHeld                  // (an acquire took it)
 )
 
@@ -267,6 +268,8 @@ func (w whyNone) words(op int64) string {
 		return fmt.Sprintf("the library never told its worker of it (its acquire, op %d, was answered with another grant)", op)
 	case whyFailed:
 		return fmt.Sprintf("its acquire (op %d) failed, saying it took nothing", op)
+	case whyGaveUp:
+		return fmt.Sprintf("its acquire (op %d) was given up when the run ended", op)
 	}
 	if op >= 0 {
 		return fmt.Sprintf("no acquire of its worker was under way (the last before it, op %d, had ended)", op)

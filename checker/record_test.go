@@ -32,6 +32,19 @@ var recordCases = []recordCase{
 		figures: map[string]int64{"orphans": 1, "orphan-max-ms": 500, "orphans-reported": 0},
 	},
 	{
+		// The run's end gives up both acquires; worker 1's was granted as
+		// it was, and its give-up deleted the key: hiatus's doing.
+		name:    "undone-at-end",
+		figures: map[string]int64{"orphans": 1, "orphans-reported": 1},
+	},
+	{
+		// The same grant, left by the library to expire.
+		name:    "gaveup-lapsed",
+		record:  map[string]Validity{"availability": Invalid},
+		words:   map[string]string{"availability": "library: worker 1's grant at 0.101 s (SET lock b1 NX PX 500) went to no one: its acquire (op 11) was given up when the run ended; the key held the lock until it expired at 0.601 s (499 ms)"},
+		figures: map[string]int64{"orphans": 1, "orphans-reported": 0},
+	},
+	{
 		name:    "orphan-killed",
 		figures: map[string]int64{"orphans": 1, "orphan-max-ms": 398, "orphans-reported": 1},
 	},

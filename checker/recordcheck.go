@@ -37,7 +37,28 @@ type orphan struct {
 	firstRef   int64
 	lease      int64
 	fault      *faultWindow // the fault that hit its holder, if one did
-	reported   bool         // no longer than a lease after a fault hit its holder: the lease doing its job
+	// reported: no longer than a lease after a fault hit its holder (the
+	// lease doing its job), or undone by the give-up of the run's end
+	// (undoneAtEnd: hiatus's doing).
+	reported bool
+}
+
+// undoneAtEnd reports whether span s was granted to an acquire the run's
+// end gave up, and undone by that give-up: its own connection deleted the
+// key no earlier than the last lock call a worker began (the run ended
+// after it). A grant of such an acquire that the library let lapse, or
+// undid before the run's end, is the library's.
+func (v *recordView) undoneAtEnd(s span) bool {
+	if s.why != whyGaveUp || s.endHow != endDelete || s.endEv < 0 || v.evs[s.endEv].client != s.client {
+		return false
+	}
+	var last int64
+	for _, c := range v.calls {
+		if !c.retire {
+			last = max(last, c.inv)
+		}
+	}
+	return !v.before(s.end, last)
 }
 
 // orphans finds the record's orphans; lease is the history's, for a
@@ -72,7 +93,7 @@ func (v *recordView) orphans(lease, end int64) []orphan {
 					o.fault = &f
 				}
 			}
-			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease
+			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease || v.undoneAtEnd(*s)
 			out = append(out, o)
 		}
 	}

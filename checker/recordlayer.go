@@ -22,8 +22,12 @@ func (v *recordView) orphanWords(o orphan) (history.Keyword, string) {
 		if s.after >= 0 {
 			op = v.calls[s.after].doneIdx
 		}
-		why := s.why.words(op)
-		return layerLibrary, fmt.Sprintf("%s's grant at %s (%s) went to no one: %s%s", clientName(s.client), secs(s.start), e.command, why, tail)
+		why, layer := s.why.words(op), layerLibrary
+		if o.reported {
+			layer = "" // no layer's: the run's end gave it up, and it was undone
+			tail += ", which undid the grant: hiatus's doing, not the lock's"
+		}
+		return layer, fmt.Sprintf("%s's grant at %s (%s) went to no one: %s%s", clientName(s.client), secs(s.start), e.command, why, tail)
 	}
 	c := v.calls[s.holder]
 	var what string

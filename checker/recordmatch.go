@@ -271,6 +271,8 @@ func (v *recordView) matchWindows() {
 			last[ws[k].call] = i
 		case c.typ == history.Ok:
 			s.why = whyOther
+		case c.typ == history.Fail && c.errv == history.ErrTimeout:
+			s.why = whyGaveUp
 		case c.typ == history.Fail:
 			s.why = whyFailed
 		default:
