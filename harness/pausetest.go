@@ -386,8 +386,8 @@ type pausedHolder struct {
 func (p *pausedHolder) run(ctx context.Context, h *holders) PauseVerdict {
 	var v PauseVerdict
 	var askedA, grantedA, grantedB, releasingA atomic.Int64 // on the server's clock
-	var releasedA atomic.Value                  // how A's release ended: its history.Type
-	var unheld atomic.Value                     // how A's acquire ended when it did not grant: words
+	var releasedA atomic.Value                              // how A's release ended: its history.Type
+	var unheld atomic.Value                                 // how A's acquire ended when it did not grant: words
 	inside, resume := make(chan client.Grant, 1), make(chan struct{})
 	a := p.worker(h.a, 0, func(o history.Op) {
 		switch {

@@ -38,7 +38,7 @@ type sshNodes struct {
 	inv                      topology.Inventory
 	all                      []*topology.SSHHost
 	workers, redis, postgres []*topology.SSHHost
-	etcd                     []*topology.SSHHost
+	etcd, zookeeper          []*topology.SSHHost
 	copies                   chan error // the copies' errors, joined, once they are done
 	stopCopies               context.CancelFunc
 }
@@ -69,6 +69,7 @@ func startSSH(ctx context.Context, cfg runPlan, setup *setupLog) (_ *sshNodes, e
 		{topology.RoleRedis, cfg.lockNodes() > 0, "the lock's Redis nodes"},
 		{topology.RolePostgres, cfg.PostgresURL == "", "PostgreSQL (or give --postgres-url)"},
 		{topology.RoleEtcd, cfg.lock.Store == client.OnEtcd, "etcd, which --lock " + cfg.Lock + " is kept on"},
+		{topology.RoleZooKeeper, cfg.onZooKeeper(), "the ZooKeeper servers, which --lock " + cfg.Lock + " is kept on"},
 	}
 	for _, n := range need {
 		if n.want && len(inv.With(n.r)) == 0 {
@@ -126,6 +127,9 @@ func startSSH(ctx context.Context, cfg runPlan, setup *setupLog) (_ *sshNodes, e
 		}
 		if n.Has(topology.RoleEtcd) {
 			s.etcd = append(s.etcd, h)
+		}
+		if n.Has(topology.RoleZooKeeper) {
+			s.zookeeper = append(s.zookeeper, h)
 		}
 	}
 	return s, nil
@@ -222,6 +226,9 @@ func (c runPlan) nodeNeeds(inv topology.Inventory, n topology.Node) []servers.Ne
 	}
 	if c.lock.Store == client.OnEtcd && on(topology.RoleEtcd, 1) {
 		needs = append(needs, servers.EtcdNeeds()...)
+	}
+	if on(topology.RoleZooKeeper, c.zkNodes()) {
+		needs = append(needs, servers.ZooKeeperNeeds()...)
 	}
 	return needs
 }

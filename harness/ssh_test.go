@@ -65,6 +65,16 @@ func TestRunHostsSSH(t *testing.T) {
 		}, effect: func(t *testing.T, r faultRun) {
 			r.eachWhole(t, r.kind(), func(w window) { r.nodeHeld(t, w) })
 		}},
+		// A ZooKeeper server on a node, stopped there, as on this
+		// machine (TestRunZooKeeperFaults/zk-pause-node): the ensemble's
+		// one server, its sessions a second long, stopped two of them.
+		{name: "ssh-zk-pause-node", edit: func(c *harness.Config) {
+			hosts(c)
+			c.Lock, c.Lease, c.Nemesis = "zookeeper", time.Second, "pause-node"
+			c.Pause, c.Interval, c.TimeLimit = 2*time.Second, 200*time.Millisecond, 6*time.Second
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, r.kind(), func(w window) { r.nodeHeld(t, w) })
+		}},
 		// PostgreSQL's postmaster and backends stopped on its node, each
 		// (a backend leads a session of its own): no read or write sent
 		// while they were stopped is answered :ok before they go on (a
@@ -256,8 +266,11 @@ func onNodes(t *testing.T, res harness.Result) {
 		t.Fatal(err)
 	}
 	lock := `n0 at 10\.74\.[0-9.]+: the lock's Redis node 0`
-	if res.Config.Lock == "etcd" {
+	switch res.Config.Lock {
+	case "etcd":
 		lock = `n0 at 10\.74\.[0-9.]+: etcd`
+	case "zookeeper":
+		lock = `n0 at 10\.74\.[0-9.]+: ZooKeeper server 0`
 	}
 	for _, on := range []string{`w0 at 10\.74\.[0-9.]+: worker 0`, `w1 at 10\.74\.[0-9.]+: worker 1`,
 		lock, `pg at 10\.74\.[0-9.]+: PostgreSQL`} {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/topology"
 )
 
@@ -81,6 +82,13 @@ func (c runPlan) cutServers(inv topology.Inventory) []cutServer {
 	redis := inv.With(topology.RoleRedis)
 	for i := range c.lockNodes() {
 		out = append(out, cutServer{fmt.Sprintf("the lock's Redis node %d", i), spread(redis, i), redisCuts})
+	}
+	zk := inv.With(topology.RoleZooKeeper)
+	for i := range c.zkNodes() {
+		out = append(out, cutServer{fmt.Sprintf("ZooKeeper server %d", i), spread(zk, i), redisCuts})
+	}
+	if etcd := inv.With(topology.RoleEtcd); c.lock.Store == client.OnEtcd && len(etcd) > 0 {
+		out = append(out, cutServer{"etcd", etcd[0], nil}) // no partition cuts it: a node it shares
 	}
 	if pg := inv.With(topology.RolePostgres); c.PostgresURL == "" && len(pg) > 0 {
 		out = append(out, cutServer{"PostgreSQL", pg[0], pgCuts})

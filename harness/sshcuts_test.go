@@ -23,6 +23,8 @@ func TestCheckCuts(t *testing.T) {
 	redisWithPG := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"db", "10.0.0.21", "redis,postgres"}}
 	oneWorker := []node{{"w0", "10.0.0.11", "worker"}, {"n0", "10.0.0.21", "redis"}, {"pg", "10.0.0.31", "postgres"}}
 	redisOnControl := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"n0", "10.0.0.1", "redis"}, {"pg", "10.0.0.31", "postgres"}}
+	twoZK := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"z0", "10.0.0.21", "zookeeper"}, {"z1", "10.0.0.22", "zookeeper"}, {"pg", "10.0.0.31", "postgres"}}
+	etcdWithPG := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"db", "10.0.0.21", "etcd,postgres"}}
 	samePort := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"n0", "10.0.0.11:2222", "redis"}, {"pg", "10.0.0.31", "postgres"}}
 	// What the notice of workers a cut cuts together names, by case; none
 	// for the cases not here.
@@ -68,6 +70,11 @@ func TestCheckCuts(t *testing.T) {
 		{"workers share a node, a replay that overlapped", oneWorker, func(c *Config) { c.Nemesis, c.Plan = "partition-redis", overlapping },
 			[]string{"workers 0 and 1", "node w0"}},
 		{"workers apart, random", apart, func(c *Config) { c.Nemesis = Random }, nil},
+		{"three ZooKeeper servers on two", twoZK, func(c *Config) { c.Lock, c.Nodes, c.Nemesis = "zookeeper", 3, "partition-redis" },
+			[]string{"partition-redis", "ZooKeeper server 0", "node z0", "ZooKeeper server 2"}},
+		{"two ZooKeeper servers on two", twoZK, func(c *Config) { c.Lock, c.Nodes, c.Nemesis = "zookeeper", 2, "partition-redis" }, nil},
+		{"etcd and postgres on one node, postgres cut", etcdWithPG, func(c *Config) { c.Lock, c.Lease, c.Nemesis = "etcd", 2e9, "partition-postgres" },
+			[]string{"partition-postgres", "PostgreSQL", "node db", "etcd"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			shared := sharedWords[tc.name]

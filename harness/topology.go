@@ -127,9 +127,26 @@ func (t *topo) startLockNodes(ctx context.Context, cfg runPlan, net *topology.Ne
 // startZooKeeper starts the ZooKeeper ensemble of a lock kept on one, on
 // hosts of net (zk0, zk1, …) or on this machine, and makes its servers the
 // lock's nodes.
-func (t *topo) startZooKeeper(ctx context.Context, cfg runPlan, net *topology.Net) error {
+func (t *topo) startZooKeeper(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNodes) error {
 	n := cfg.zkNodes()
 	if n == 0 {
+		return nil
+	}
+	if nodes != nil {
+		var on []servers.Node
+		for i := range n {
+			h := spread(nodes.zookeeper, i)
+			on = append(on, h)
+			t.nodeHosts = append(t.nodeHosts, h)
+		}
+		z, err := servers.StartZooKeeperOnNodes(ctx, on)
+		if err != nil {
+			return setupErrorf("throwaway ZooKeeper: %w", err)
+		}
+		for i := range n {
+			t.placed(spread(nodes.zookeeper, i), fmt.Sprintf("ZooKeeper server %d", i))
+		}
+		t.useZooKeeper(z)
 		return nil
 	}
 	hosts := make([]servers.Host, n)
@@ -147,11 +164,16 @@ func (t *topo) startZooKeeper(ctx context.Context, cfg runPlan, net *topology.Ne
 	if err != nil {
 		return setupErrorf("throwaway ZooKeeper: %w", err)
 	}
+	t.useZooKeeper(z)
+	return nil
+}
+
+// useZooKeeper makes z's servers the lock's nodes.
+func (t *topo) useZooKeeper(z *servers.ZooKeeper) {
 	t.zk, t.nodes, t.nodeURLs = z, slices.Clone(z.Servers), nil
 	for _, s := range z.Servers {
 		t.nodeURLs = append(t.nodeURLs, s.URL)
 	}
-	return nil
 }
 
 // startTopo starts the lock's nodes (under a clock that can be jumped when
@@ -176,7 +198,7 @@ func startTopo(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNo
 	if err := t.startLockNodes(ctx, cfg, net, nodes); err != nil {
 		return nil, err
 	}
-	if err := t.startZooKeeper(ctx, cfg, net); err != nil {
+	if err := t.startZooKeeper(ctx, cfg, net, nodes); err != nil {
 		return nil, err
 	}
 	if err := t.startEtcd(ctx, cfg, net, nodes); err != nil {

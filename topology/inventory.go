@@ -44,14 +44,17 @@ type Role string
 
 // The roles of a node.
 const (
-	RoleWorker   Role = "worker"   // workers, from a copy of hiatus's binary
-	RoleRedis    Role = "redis"    // the lock's Redis nodes, from the node's redis-server
-	RolePostgres Role = "postgres" // the run's PostgreSQL, from the node's initdb and postgres
-	RoleEtcd     Role = "etcd"     // the etcd lock's server, from the node's etcd
+	RoleWorker    Role = "worker"    // workers, from a copy of hiatus's binary
+	RoleRedis     Role = "redis"     // the lock's Redis nodes, from the node's redis-server
+	RolePostgres  Role = "postgres"  // the run's PostgreSQL, from the node's initdb and postgres
+	RoleEtcd      Role = "etcd"      // the etcd lock's server, from the node's etcd
+	RoleZooKeeper Role = "zookeeper" // the ZooKeeper lock's servers, from the node's java and zookeeper
 )
 
 // Roles are the roles a node may hold.
-func Roles() []Role { return []Role{RoleWorker, RoleRedis, RolePostgres, RoleEtcd} }
+func Roles() []Role {
+	return []Role{RoleWorker, RoleRedis, RolePostgres, RoleEtcd, RoleZooKeeper}
+}
 
 // roleNames are the roles' names, for an error.
 func roleNames() string {

@@ -189,7 +189,10 @@ var (
 	needPostgresUser = Need{"the user postgres and setpriv (hiatus logs in as root, and runs PostgreSQL as postgres)",
 		`if [ "$(id -u)" != 0 ]; then echo ok; elif command -v setpriv >/dev/null 2>&1 && id -u postgres >/dev/null 2>&1; then echo ok; fi`,
 		"on Debian: apt-get install postgresql util-linux, which make both"}
-	needEtcd     = Need{"etcd", "command -v etcd", "on Debian: apt-get install etcd-server"}
+	needEtcd    = Need{"etcd", "command -v etcd", "on Debian: apt-get install etcd-server"}
+	needJava    = Need{"java", "command -v java", "on Debian: apt-get install zookeeper"}
+	needZooJars = Need{"ZooKeeper's jars (" + strings.Join(zooJars, ", ") + ")",
+		`for j in ` + strings.Join(zooJars, " ") + `; do [ -f "$j" ] || exit 0; done; echo ok`, "on Debian: apt-get install zookeeper"}
 	needFaketime = Need{"libfaketimeMT.so.1",
 		"for f in /usr/lib/*/faketime/libfaketimeMT.so.1 /usr/lib/faketime/libfaketimeMT.so.1 /usr/lib64/faketime/libfaketimeMT.so.1; do [ -f \"$f\" ] && { echo \"$f\"; break; }; done",
 		"on Debian: apt-get install libfaketime"}
@@ -205,6 +208,9 @@ func RedisNeeds(fakeClock bool) []Need {
 	}
 	return []Need{needRedis}
 }
+
+// ZooKeeperNeeds are what a ZooKeeper server's node of a run needs.
+func ZooKeeperNeeds() []Need { return []Need{needJava, needZooJars} }
 
 // EtcdNeeds are what the etcd lock's node of a run needs.
 func EtcdNeeds() []Need { return []Need{needEtcd} }

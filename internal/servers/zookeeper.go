@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/internal/files"
+	"github.com/hiatus-dev/hiatus/internal/shellquote"
 )
 
 // The jars of Debian's zookeeper package (3.8): the server's own, whose
@@ -140,11 +143,25 @@ func newZooServer(java string, h Host, i int, hosts []Host, ports []zooPorts) (*
 		quit: syscall.SIGTERM, crash: syscall.SIGKILL}
 	s.Addr = net.JoinHostPort(s.ip(), strconv.Itoa(ports[i].client))
 	s.URL = "zookeeper://" + s.Addr
-	cfg := zooConfig(dir, s.ip(), i, hosts, ports)
+	ips := make([]string, len(hosts))
+	for j, h := range hosts {
+		ips[j] = "127.0.0.1"
+		if h != nil {
+			ips[j] = h.IP()
+		}
+	}
+	cfg := zooConfig(dir, i, ips, ports)
 	if err := writeZooConfig(d, i, cfg); err != nil {
 		removeDir(d)
 		return nil, fmt.Errorf("zookeeper: %w", err)
 	}
+	zooArgs(s, filepath.Join(dir, "zoo.cfg"))
+	return s, nil
+}
+
+// zooArgs sets the arguments of the server s, its configuration at cfg,
+// and its readiness.
+func zooArgs(s *Server, cfg string) {
 	s.args = []string{
 		// A small heap and the serial collector: the ensemble is three
 		// JVMs on a small machine beside the rest of the run, and a
@@ -154,11 +171,93 @@ func newZooServer(java string, h Host, i int, hosts []Host, ports []zooPorts) (*
 		"-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSSZ",
 		"-Dzookeeper.jmx.log4j.disable=true",
 		"-cp", strings.Join(zooJars, ":"),
-		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(dir, "zoo.cfg"),
+		"org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg,
 	}
 	addr := s.Addr
 	s.ready = func(ctx context.Context) error { return zooServing(ctx, addr) }
-	return s, nil
+}
+
+// StartZooKeeperOnNodes starts an ensemble of a server on each of nodes
+// (one node may hold several), from each node's java and Debian's
+// zookeeper jars there, on ports free of the node's range, and waits until
+// each serves clients.
+func StartZooKeeperOnNodes(ctx context.Context, nodes []Node) (_ *ZooKeeper, err error) {
+	if len(nodes) == 0 {
+		return nil, errors.New("zookeeper: an ensemble needs at least one server")
+	}
+	javas := make([]string, len(nodes))
+	for i, n := range nodes {
+		if javas[i], err = lookOnNode(n, needJava); err == nil {
+			_, err = lookOnNode(n, needZooJars)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("zookeeper: %w", err)
+		}
+	}
+	var last error
+	for range 3 {
+		z, err := startEnsembleOnNodes(ctx, javas, nodes)
+		if err == nil {
+			return z, nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, last
+}
+
+// startEnsembleOnNodes is startEnsemble's on nodes: each server's
+// directory on its node, its myid and zoo.cfg written there, on ports
+// drawn at random from the node's range, distinct on each node.
+func startEnsembleOnNodes(ctx context.Context, javas []string, nodes []Node) (_ *ZooKeeper, err error) {
+	z := &ZooKeeper{}
+	defer func() {
+		if err != nil {
+			z.Stop()
+		}
+	}()
+	ports := make([]zooPorts, len(nodes))
+	ips := make([]string, len(nodes))
+	taken := map[string]bool{}
+	for i, n := range nodes {
+		ips[i] = n.IP()
+		for _, p := range []*int{&ports[i].client, &ports[i].quorum, &ports[i].election} {
+			for *p == 0 || taken[ips[i]+":"+strconv.Itoa(*p)] {
+				*p = 20000 + rand.IntN(30000)
+			}
+			taken[ips[i]+":"+strconv.Itoa(*p)] = true
+		}
+	}
+	for i, n := range nodes {
+		dir, err := nodeDir(n, "zookeeper", "")
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{name: "zookeeper", node: n, bin: javas[i], dir: dir, log: path.Join(dir, "zookeeper.log"),
+			quit: syscall.SIGTERM, crash: syscall.SIGKILL}
+		z.Servers = append(z.Servers, s)
+		s.Addr = net.JoinHostPort(n.IP(), strconv.Itoa(ports[i].client))
+		s.URL = "zookeeper://" + s.Addr
+		q := shellquote.Quote
+		if _, err := s.onNode(fmt.Sprintf("cd %s && printf '%%s\n' %d > myid && printf %%s %s > zoo.cfg",
+			q(dir), i+1, q(zooConfig(dir, i, ips, ports)))); err != nil {
+			return nil, err
+		}
+		zooArgs(s, path.Join(dir, "zoo.cfg"))
+	}
+	for _, s := range z.Servers {
+		if err := s.start(); err != nil {
+			return nil, err
+		}
+	}
+	for i, s := range z.Servers {
+		if err := s.wait(ctx); err != nil {
+			return nil, fmt.Errorf("zookeeper server %d, on node %s: %w", i, nodes[i].Name(), err)
+		}
+	}
+	return z, nil
 }
 
 // zooConfig is server i's zoo.cfg. The admin server (an HTTP server on
@@ -166,7 +265,7 @@ func newZooServer(java string, h Host, i int, hosts []Host, ports []zooPorts) (*
 // ensemble's on ports of their own. Two four-letter words are allowed:
 // srvr, which the readiness check asks, and mntr, whose count of the
 // sessions the server expired the lock server's record reads.
-func zooConfig(dir, ip string, i int, hosts []Host, ports []zooPorts) string {
+func zooConfig(dir string, i int, ips []string, ports []zooPorts) string {
 	tick := int(ZooKeeperTick / time.Millisecond)
 	lines := []string{
 		"tickTime=" + strconv.Itoa(tick),
@@ -178,7 +277,7 @@ func zooConfig(dir, ip string, i int, hosts []Host, ports []zooPorts) string {
 		// keeps its snapshots and transaction log in version-2/ beside it.
 		"dataDir=" + dir,
 		"clientPort=" + strconv.Itoa(ports[i].client),
-		"clientPortAddress=" + ip,
+		"clientPortAddress=" + ips[i],
 		"admin.enableServer=false",
 		"4lw.commands.whitelist=srvr,mntr",
 		// Every write is fsynced before it is acknowledged (the default,
@@ -186,13 +285,9 @@ func zooConfig(dir, ip string, i int, hosts []Host, ports []zooPorts) string {
 		"forceSync=yes",
 		"autopurge.purgeInterval=0",
 	}
-	if len(hosts) > 1 {
-		for j := range hosts {
-			h := "127.0.0.1"
-			if hosts[j] != nil {
-				h = hosts[j].IP()
-			}
-			lines = append(lines, fmt.Sprintf("server.%d=%s:%d:%d", j+1, h, ports[j].quorum, ports[j].election))
+	if len(ips) > 1 {
+		for j, ip := range ips {
+			lines = append(lines, fmt.Sprintf("server.%d=%s:%d:%d", j+1, ip, ports[j].quorum, ports[j].election))
 		}
 		lines = append(lines, "quorumListenOnAllIPs=false", "reconfigEnabled=false", "standaloneEnabled=false")
 	}

@@ -51,10 +51,10 @@ type Net struct {
 }
 
 // Lab is the test network of the --hosts ssh runs of the tests: two
-// workers' nodes, the lock's Redis node (and etcd's, for a lock on etcd)
-// and PostgreSQL's.
+// workers' nodes, the lock's Redis node (and etcd's and ZooKeeper's, for
+// a lock on them) and PostgreSQL's.
 var Lab = []Node{{Name: "w0", Roles: "worker"}, {Name: "w1", Roles: "worker"},
-	{Name: "n0", Roles: "redis,etcd"}, {Name: "pg", Roles: "postgres"}}
+	{Name: "n0", Roles: "redis,etcd,zookeeper"}, {Name: "pg", Roles: "postgres"}}
 
 // StartT starts a Net of nodes for the test t, until t ends; it skips t,
 // saying so, without root.
