@@ -198,6 +198,22 @@ var mutants = []mutant{
 			"			o.reported = !mutated() && o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease"}},
 	},
 	{
+		name:  "a grant the run's end gave up is undone by any delete",
+		file:  "recordcheck.go",
+		tests: recordProperty,
+		edits: [][2]string{{
+			"	if s.why != whyGaveUp || s.endHow != endDelete || s.endEv < 0 || v.evs[s.endEv].client != s.client {",
+			"	if s.why != whyGaveUp || s.endHow != endDelete && !mutated() || s.endEv < 0 || v.evs[s.endEv].client != s.client && !mutated() {"}},
+	},
+	{
+		name:  "an orphan the run's end undid may be of any length",
+		file:  "recordcheck.go",
+		tests: recordProperty,
+		edits: [][2]string{{
+			"			o.reported = o.reported || v.undoneAtEnd(*s) && o.lease > 0 && o.end-o.start <= o.lease",
+			"			o.reported = o.reported || v.undoneAtEnd(*s) && (mutated() || o.lease > 0 && o.end-o.start <= o.lease)"}},
+	},
+	{
 		name:  "an orphan needs no refused acquire",
 		file:  "recordcheck.go",
 		tests: recordProperty,

@@ -256,6 +256,7 @@ const (
 	whyOther                 // its acquire was answered with another (matched by token)
 	whyFailed                // its acquire failed
 	whyGaveUp                // its acquire was given up when the run ended
+	whyUndone                // (words only) whyGaveUp, and the give-up deleted its key
 	whyHeld                  // (an acquire took it)
 )
 
@@ -270,6 +271,8 @@ func (w whyNone) words(op int64) string {
 		return fmt.Sprintf("its acquire (op %d) failed, saying it took nothing", op)
 	case whyGaveUp:
 		return fmt.Sprintf("its acquire (op %d) was given up when the run ended", op)
+	case whyUndone:
+		return fmt.Sprintf("its acquire (op %d) was given up when the run ended, and the give-up deleted its key", op)
 	}
 	if op >= 0 {
 		return fmt.Sprintf("no acquire of its worker was under way (the last before it, op %d, had ended)", op)

@@ -66,6 +66,9 @@ type simGrant struct {
 	assigned   bool  // a worker is being answered with it, or was
 	fence      int64 // 0: none
 	fenceAt    int64
+	slot       int  // the worker slot granted it
+	keep       bool // lost by the library, which keeps its lease alive (etcd's session)
+	undone     bool // deleted by its worker's give-up at the run's end
 }
 
 // A simWorker is one worker slot.
@@ -123,7 +126,7 @@ func (s *lockSim) grantKey(w *simWorker, at int64) int {
 	}
 	s.key = simKey{token: tok, grant: len(s.grants), deadline: at + s.lease*1e6 + 1}
 	s.event(history.SGrant, at, fmt.Sprintf("worker-%d", w.slot), tok, map[history.Keyword]any{history.KeyDeadline: s.key.deadline})
-	s.grants = append(s.grants, simGrant{token: tok, start: at, end: 1<<63 - 1, heldTo: 1<<63 - 1})
+	s.grants = append(s.grants, simGrant{token: tok, start: at, end: 1<<63 - 1, heldTo: 1<<63 - 1, slot: w.slot})
 	return len(s.grants) - 1
 }
 
@@ -146,6 +149,12 @@ func (s *lockSim) step(w *simWorker) {
 			w.state = 1
 		}
 	case 1:
+		if k := s.key.grant; k >= 0 && s.grants[k].keep && s.grants[k].slot == w.slot {
+			at := s.time() // the library's keep-alive of the grant it lost
+			s.key.deadline = at + s.lease*1e6 + 1
+			s.event(history.SRenew, at, fmt.Sprintf("worker-%d", w.slot), s.key.token, map[history.Keyword]any{history.KeyDeadline: s.key.deadline})
+			return
+		}
 		s.tryAcquire(w)
 	case 2:
 		if s.now >= w.until {
@@ -165,7 +174,10 @@ func (s *lockSim) tryAcquire(w *simWorker) {
 	}
 	g := s.grantKey(w, at)
 	if rapid.IntRange(0, 5).Draw(s.t, "library gives up") == 0 {
-		return // the grant goes to no one: the worker asks again
+		// the grant goes to no one: the worker asks again, or, the
+		// library keeping the lost grant alive, waits on it to the end
+		s.grants[g].keep = rapid.IntRange(0, 2).Draw(s.t, "library keeps it") == 0
+		return
 	}
 	w.grant, w.state = g, 2
 	s.grants[g].assigned = true
@@ -286,6 +298,19 @@ func genRecordRun(t *rapid.T) *lockSim {
 	s.expire()
 	for _, w := range ws {
 		if w.state == 1 || w.state == 2 { // the run's end gives up its acquire
+			if w.state == 1 && s.key.grant < 0 && rapid.IntRange(0, 2).Draw(t, "granted as given up") == 0 {
+				g := s.grantKey(w, s.time()) // the grant races the give-up
+				for _, o := range ws {
+					if o != w && o.state == 1 {
+						s.event(history.SRefuse, s.time(), fmt.Sprintf("worker-%d", o.slot), s.grants[g].token, nil)
+					}
+				}
+			}
+			at := s.time() // the give-up deletes its own key (an expiry due comes first)
+			if k := s.key.grant; k >= 0 && s.grants[k].slot == w.slot && !s.grants[k].told && rapid.IntRange(0, 3).Draw(t, "give-up undoes") != 0 {
+				s.event(history.SDelete, at, fmt.Sprintf("worker-%d", w.slot), s.key.token, nil)
+				s.grants[k].end, s.grants[k].undone, s.key.grant = at, true, -1
+			}
 			s.op(history.Fail, w.proc, history.FAcquire, nil, history.ErrTimeout)
 		}
 	}
@@ -323,7 +348,7 @@ func (s *lockSim) truthOrphans() (n, reported int) {
 		}
 		if refused {
 			n++
-			if g := s.grants[run]; g.killed && at-start <= s.lease*1e6+1 {
+			if g := s.grants[run]; (g.killed || g.undone) && at-start <= s.lease*1e6+1 {
 				reported++
 			}
 		}

@@ -38,6 +38,34 @@ var recordCases = []recordCase{
 		figures: map[string]int64{"orphans": 1, "orphans-reported": 1},
 	},
 	{
+		// An etcd-like lock whose waiter's watch missed its grant: the key
+		// held, kept alive, for 3.9 s while every worker waited, until the
+		// run's end gave the acquire up and the give-up revoked it. No
+		// lock call after the grant tells that from the run's end: it is
+		// longer than a lease, and the library's.
+		name:    "undone-too-long",
+		record:  map[string]Validity{"availability": Invalid},
+		history: map[string]Validity{"availability": Invalid},
+		words:   map[string]string{"availability": "library: worker 1's grant at 0.101 s (delete a0) went to no one: its acquire (op 11) was given up when the run ended; the key held the lock until worker 1's delete b1 (revoke) deleted it at 4.000 s (3899 ms)"},
+		figures: map[string]int64{"orphans": 1, "orphans-reported": 0},
+	},
+	{
+		// undone-at-end's grant, deleted by its worker's connection before
+		// the run ended: a lock call began after it.
+		name:    "undone-midrun",
+		record:  map[string]Validity{"availability": Invalid},
+		words:   map[string]string{"availability": "library: worker 1's grant at 0.101 s (SET lock b1 NX PX 500) went to no one: its acquire (op 11) was given up when the run ended; the key held the lock until worker 1's EVAL release lock b1 deleted it at 0.128 s (27 ms)"},
+		figures: map[string]int64{"orphans": 1, "orphans-reported": 0},
+	},
+	{
+		// undone-at-end's grant, deleted by another worker's connection:
+		// no give-up of its own undid it.
+		name:    "undone-by-other",
+		record:  map[string]Validity{"availability": Invalid},
+		words:   map[string]string{"availability": "library: worker 1's grant at 0.101 s (SET lock b1 NX PX 500) went to no one: its acquire (op 11) was given up when the run ended; the key held the lock until worker 0's EVAL release lock b1 deleted it at 0.128 s (27 ms)"},
+		figures: map[string]int64{"orphans": 1, "orphans-reported": 0},
+	},
+	{
 		// The same grant, left by the library to expire.
 		name:    "gaveup-lapsed",
 		record:  map[string]Validity{"availability": Invalid},

@@ -38,8 +38,10 @@ type orphan struct {
 	lease      int64
 	fault      *faultWindow // the fault that hit its holder, if one did
 	// reported: no longer than a lease after a fault hit its holder (the
-	// lease doing its job), or undone by the give-up of the run's end
-	// (undoneAtEnd: hiatus's doing).
+	// lease doing its job), or than a lease and undone by the give-up of
+	// the run's end (undoneAtEnd: hiatus's doing). A longer one is the
+	// library's: its grant held the key while every worker waited, which
+	// no worker's lock call after it can tell from the run's end.
 	reported bool
 }
 
@@ -93,7 +95,8 @@ func (v *recordView) orphans(lease, end int64) []orphan {
 					o.fault = &f
 				}
 			}
-			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease || v.undoneAtEnd(*s)
+			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease
+			o.reported = o.reported || v.undoneAtEnd(*s) && o.lease > 0 && o.end-o.start <= o.lease
 			out = append(out, o)
 		}
 	}

@@ -23,9 +23,9 @@ func (v *recordView) orphanWords(o orphan) (history.Keyword, string) {
 			op = v.calls[s.after].doneIdx
 		}
 		why, layer := s.why.words(op), layerLibrary
-		if o.reported {
-			layer = "" // no layer's: the run's end gave it up, and it was undone
-			tail += ", which undid the grant: hiatus's doing, not the lock's"
+		if o.reported { // only undoneAtEnd reports a grant no one held
+			why, layer = whyUndone.words(op), "" // no layer's: the run's end
+			tail += ": hiatus's doing, not the lock's"
 		}
 		return layer, fmt.Sprintf("%s's grant at %s (%s) went to no one: %s%s", clientName(s.client), secs(s.start), e.command, why, tail)
 	}
