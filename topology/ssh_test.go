@@ -546,17 +546,7 @@ func TestDialRefusals(t *testing.T) {
 // them all and leaves nothing on the node.
 func TestSSHManySessions(t *testing.T) {
 	ctx := context.Background()
-	sn := sshtest.StartT(t, []sshtest.Node{{Name: "a", Roles: "worker"}})
-	inv, err := topology.ReadInventory(sn.Inventory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag := topology.NewRunTag()
-	h, err := topology.DialSSH(ctx, inv.Nodes[0], tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	sn, h := sshtest.NodeT(t, "a", "worker")
 	const n = 14
 	pids := map[int]bool{}
 	for i := range n {
@@ -576,7 +566,7 @@ func TestSSHManySessions(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	left(t, sn, "a", tag)
+	left(t, sn, "a", fmt.Sprintf("hs%d-", os.Getpid())) // this process's runs'
 }
 
 // TestSSHWriteCutShort: a copy whose input fails half-way, or holds fewer
@@ -584,16 +574,7 @@ func TestSSHManySessions(t *testing.T) {
 // whole one is put in place with its mode.
 func TestSSHWriteCutShort(t *testing.T) {
 	ctx := context.Background()
-	sn := sshtest.StartT(t, []sshtest.Node{{Name: "a", Roles: "worker"}})
-	inv, err := topology.ReadInventory(sn.Inventory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := topology.DialSSH(ctx, inv.Nodes[0], topology.NewRunTag())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	_, h := sshtest.NodeT(t, "a", "worker")
 	path := h.Dir() + "/copied"
 	for _, tc := range []struct {
 		name string

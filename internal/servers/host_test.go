@@ -150,16 +150,7 @@ func procUID(t *testing.T, pid int) int {
 // server's directory on the node is removed either way.
 func TestKeepLogOnNode(t *testing.T) {
 	ctx := context.Background()
-	sn := sshtest.StartT(t, []sshtest.Node{{Name: "keep", Roles: "redis"}})
-	inv, err := topology.ReadInventory(sn.Inventory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := topology.DialSSH(ctx, inv.Nodes[0], topology.NewRunTag())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	_, h := sshtest.NodeT(t, "keep", "redis")
 	dir := t.TempDir()
 	target := filepath.Join(dir, "target")
 	if err := errors.Join(os.WriteFile(target, []byte("untouched"), 0o644), os.Symlink(target, filepath.Join(dir, "link"))); err != nil {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/internal/sshtest"
-	"github.com/hiatus-dev/hiatus/topology"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -244,16 +243,7 @@ func working(dir string) bool {
 // or stream /dev/zero into it.
 func TestPostgresOnNodeHostile(t *testing.T) {
 	ctx := context.Background()
-	sn := sshtest.StartT(t, []sshtest.Node{{Name: "pgh", Roles: "postgres"}})
-	inv, err := topology.ReadInventory(sn.Inventory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := topology.DialSSH(ctx, inv.Nodes[0], topology.NewRunTag())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	_, h := sshtest.NodeT(t, "pgh", "postgres")
 	secret, text := secretFile(t)
 	for _, tc := range []struct {
 		name  string

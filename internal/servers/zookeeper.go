@@ -66,12 +66,16 @@ func StartZooKeeperOn(ctx context.Context, hosts []Host) (_ *ZooKeeper, err erro
 			return nil, fmt.Errorf("zookeeper: %s: %w (on Debian: apt-get install zookeeper)", j, ErrMissing)
 		}
 	}
-	// A try that failed because another process took one of its ports
-	// between the kernel's offer and the server's bind starts again, every
-	// port afresh.
+	return tryEnsemble(ctx, func() (*ZooKeeper, error) { return startEnsemble(ctx, java, hosts) })
+}
+
+// tryEnsemble starts an ensemble with start, up to three times: a try
+// that failed because another process took one of its ports between their
+// choice and the server's bind starts again, every port afresh.
+func tryEnsemble(ctx context.Context, start func() (*ZooKeeper, error)) (*ZooKeeper, error) {
 	var last error
 	for range 3 {
-		z, err := startEnsemble(ctx, java, hosts)
+		z, err := start()
 		if err == nil {
 			return z, nil
 		}
@@ -194,18 +198,7 @@ func StartZooKeeperOnNodes(ctx context.Context, nodes []Node) (_ *ZooKeeper, err
 			return nil, fmt.Errorf("zookeeper: %w", err)
 		}
 	}
-	var last error
-	for range 3 {
-		z, err := startEnsembleOnNodes(ctx, javas, nodes)
-		if err == nil {
-			return z, nil
-		}
-		last = err
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, last
+	return tryEnsemble(ctx, func() (*ZooKeeper, error) { return startEnsembleOnNodes(ctx, javas, nodes) })
 }
 
 // startEnsembleOnNodes is startEnsemble's on nodes: each server's

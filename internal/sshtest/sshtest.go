@@ -75,6 +75,24 @@ func StartT(t testing.TB, nodes []Node) *Net {
 	return sn
 }
 
+// NodeT is a one-node Net, its node called name with roles, connected for
+// a run of its own (topology.DialSSH), until t ends; it skips t without
+// root, as StartT does.
+func NodeT(t testing.TB, name, roles string) (*Net, *topology.SSHHost) {
+	t.Helper()
+	sn := StartT(t, []Node{{Name: name, Roles: roles}})
+	inv, err := topology.ReadInventory(sn.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := topology.DialSSH(context.Background(), inv.Nodes[0], topology.NewRunTag())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return sn, h
+}
+
 // Start makes a Net of nodes, its files in dir, and waits until each sshd
 // listens. Its error wraps topology.ErrNeedsNamespaces without root.
 func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
