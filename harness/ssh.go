@@ -60,21 +60,8 @@ func startSSH(ctx context.Context, cfg runPlan, setup *setupLog) (_ *sshNodes, e
 	if err != nil {
 		return nil, setupErrorf("--hosts %s: %w", cfg.Hosts, err)
 	}
-	need := []struct {
-		r    topology.Role
-		want bool
-		what string
-	}{
-		{topology.RoleWorker, true, "the workers"},
-		{topology.RoleRedis, cfg.lockNodes() > 0, "the lock's Redis nodes"},
-		{topology.RolePostgres, cfg.PostgresURL == "", "PostgreSQL (or give --postgres-url)"},
-		{topology.RoleEtcd, cfg.lock.Store == client.OnEtcd, "etcd, which --lock " + cfg.Lock + " is kept on"},
-		{topology.RoleZooKeeper, cfg.onZooKeeper(), "the ZooKeeper servers, which --lock " + cfg.Lock + " is kept on"},
-	}
-	for _, n := range need {
-		if n.want && len(inv.With(n.r)) == 0 {
-			return nil, setupErrorf("--hosts %s: no node has the role %s, for %s", cfg.Hosts, n.r, n.what)
-		}
+	if err := cfg.checkRoles(inv); err != nil {
+		return nil, err
 	}
 	if err := checkCuts(cfg, inv); err != nil {
 		return nil, err
@@ -133,6 +120,28 @@ func startSSH(ctx context.Context, cfg runPlan, setup *setupLog) (_ *sshNodes, e
 		}
 	}
 	return s, nil
+}
+
+// checkRoles refuses an inventory in which no node holds a role the run
+// needs.
+func (c runPlan) checkRoles(inv topology.Inventory) error {
+	need := []struct {
+		r    topology.Role
+		want bool
+		what string
+	}{
+		{topology.RoleWorker, true, "the workers"},
+		{topology.RoleRedis, c.lockNodes() > 0, "the lock's Redis nodes"},
+		{topology.RolePostgres, c.PostgresURL == "", "PostgreSQL (or give --postgres-url)"},
+		{topology.RoleEtcd, c.lock.Store == client.OnEtcd, "etcd, which --lock " + c.Lock + " is kept on"},
+		{topology.RoleZooKeeper, c.onZooKeeper(), "the ZooKeeper servers, which --lock " + c.Lock + " is kept on"},
+	}
+	for _, n := range need {
+		if n.want && len(inv.With(n.r)) == 0 {
+			return setupErrorf("--hosts %s: no node has the role %s, for %s", c.Hosts, n.r, n.what)
+		}
+	}
+	return nil
 }
 
 // dial connects to every node at once. The first node that fails ends

@@ -264,12 +264,22 @@ func (h *SSHHost) start(ctx context.Context) error {
 		err = refused(strings.TrimPrefix(markPrefix+line, refuseMark))
 	}
 	if err != nil {
+		// The watchdog, its input closed, removes what it made (the
+		// run's directory, once it is past the mark): waited for, as
+		// Close waits, so that a set-up cut short leaves nothing.
 		in.Close()
+		ended := make(chan struct{})
+		go func() { s.Wait(); close(ended) }()
+		select {
+		case <-ended:
+		case <-time.After(cleanupTimeout):
+		}
 		s.Close()
 		if errors.Is(err, ErrRunsDir) {
 			return err
 		}
-		return fmt.Errorf("make the run's directory %s: %v: %s", h.dir, err, strings.TrimSpace(stderr.String()))
+		// ctx's end stays one: a set-up cut short is not told as a failure.
+		return fmt.Errorf("make the run's directory %s: %w: %s", h.dir, err, strings.TrimSpace(stderr.String()))
 	}
 	h.watch, h.watchIn = s, in
 	return nil

@@ -41,13 +41,11 @@ type Node struct {
 type Net struct {
 	Inventory string // the inventory file
 	Key       string // the private key that logs in to every host as root
-	// Bashrc is root's .bashrc on every host, which sshd has bash read
-	// before each session's command.
-	Bashrc string
-	Hosts  []*topology.NetnsHost
-	net    *topology.Net
-	sshds  []*exec.Cmd
-	logs   []*bytes.Buffer
+	Hosts     []*topology.NetnsHost
+	net       *topology.Net
+	sshds     []*exec.Cmd
+	logs      []*bytes.Buffer
+	bashrc    string // root's .bashrc on every host
 }
 
 // Lab is the test network of the --hosts ssh runs of the tests: two
@@ -122,12 +120,8 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 	if err := os.WriteFile(auth, ssh.MarshalAuthorizedKey(pub), 0o600); err != nil {
 		return nil, err
 	}
-	home := filepath.Join(dir, "home")
-	if err := os.Mkdir(home, 0o755); err != nil {
-		return nil, err
-	}
-	n.Bashrc = filepath.Join(home, ".bashrc")
-	if err := os.WriteFile(n.Bashrc, []byte(noisyBashrc), 0o644); err != nil {
+	home, err := n.makeHome(dir)
+	if err != nil {
 		return nil, err
 	}
 	var known, inv bytes.Buffer
@@ -175,6 +169,31 @@ func Start(ctx context.Context, dir string, nodes []Node) (_ *Net, err error) {
 		}
 	}
 	return n, nil
+}
+
+// makeHome makes root's home of every host in dir, with its .bashrc.
+func (n *Net) makeHome(dir string) (string, error) {
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		return "", err
+	}
+	n.bashrc = filepath.Join(home, ".bashrc")
+	return home, os.WriteFile(n.bashrc, []byte(noisyBashrc), 0o644)
+}
+
+// SlowStartup has root's .bashrc on every host, which sshd has bash read
+// before each session's command, sleep d, as a node's start-up files (a
+// pyenv or conda set-up) take their time.
+func (n *Net) SlowStartup(d time.Duration) error {
+	f, err := os.OpenFile(n.bashrc, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "sleep %.3f\n", d.Seconds())
+	if err := errors.Join(err, f.Close()); err != nil {
+		return fmt.Errorf("sshtest: %s: %w", n.bashrc, err)
+	}
+	return nil
 }
 
 // noisyBashrc is the .bashrc of the test's root on every host: sshd has

@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -63,13 +62,8 @@ func run(args []string) error {
 	}
 	defer sn.Close()
 	if *sleep > 0 {
-		f, err := os.OpenFile(sn.Bashrc, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
+		if err := sn.SlowStartup(*sleep); err != nil {
 			return err
-		}
-		_, err = fmt.Fprintf(f, "sleep %.3f\n", sleep.Seconds())
-		if err := errors.Join(err, f.Close()); err != nil {
-			return fmt.Errorf("%s: %w", sn.Bashrc, err)
 		}
 	}
 	fmt.Println(sn.Inventory)
