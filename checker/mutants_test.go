@@ -210,8 +210,8 @@ var mutants = []mutant{
 		file:  "recordcheck.go",
 		tests: recordProperty,
 		edits: [][2]string{{
-			"			o.reported = o.reported || v.undoneAtEnd(*s) && o.lease > 0 && o.end-o.start <= o.lease",
-			"			o.reported = o.reported || v.undoneAtEnd(*s) && (mutated() || o.lease > 0 && o.end-o.start <= o.lease)"}},
+			"			o.reported = o.reported || v.undoneAtEnd(*s, lastCall) && o.lease > 0 && o.end-o.start <= o.lease",
+			"			o.reported = o.reported || v.undoneAtEnd(*s, lastCall) && (mutated() || o.lease > 0 && o.end-o.start <= o.lease)"}},
 	},
 	{
 		name:  "an orphan needs no refused acquire",

@@ -50,24 +50,29 @@ type orphan struct {
 // key no earlier than the last lock call a worker began (the run ended
 // after it). A grant of such an acquire that the library let lapse, or
 // undid before the run's end, is the library's.
-func (v *recordView) undoneAtEnd(s span) bool {
+func (v *recordView) undoneAtEnd(s span, lastCall int64) bool {
 	if s.why != whyGaveUp || s.endHow != endDelete || s.endEv < 0 || v.evs[s.endEv].client != s.client {
 		return false
 	}
+	return !v.before(s.end, lastCall)
+}
+
+// lastCall is when the last lock call a worker began was invoked.
+func (v *recordView) lastCall() int64 {
 	var last int64
 	for _, c := range v.calls {
 		if !c.retire {
 			last = max(last, c.inv)
 		}
 	}
-	return !v.before(s.end, last)
+	return last
 }
 
 // orphans finds the record's orphans; lease is the history's, for a
 // grant the record and its holder give none; end is the history's end,
 // where a key the record leaves held is taken as held to.
 func (v *recordView) orphans(lease, end int64) []orphan {
-	held := v.heldIntervals()
+	held, lastCall := v.heldIntervals(), v.lastCall()
 	if n := len(v.evs); n > 0 {
 		end = max(end, v.evs[n-1].time)
 	}
@@ -96,7 +101,7 @@ func (v *recordView) orphans(lease, end int64) []orphan {
 				}
 			}
 			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease
-			o.reported = o.reported || v.undoneAtEnd(*s) && o.lease > 0 && o.end-o.start <= o.lease
+			o.reported = o.reported || v.undoneAtEnd(*s, lastCall) && o.lease > 0 && o.end-o.start <= o.lease
 			out = append(out, o)
 		}
 	}

@@ -353,6 +353,9 @@ func (c runPlan) redisLock() bool {
 // its own.
 func (c runPlan) onZooKeeper() bool { return c.lock.Store == client.OnZooKeeper }
 
+// onEtcd reports whether the lock is kept on etcd.
+func (c runPlan) onEtcd() bool { return c.lock.Store == client.OnEtcd }
+
 // zkNodes is how many servers the lock's ZooKeeper ensemble has: --nodes,
 // one by default; none for a lock not kept on ZooKeeper.
 func (c runPlan) zkNodes() int {
@@ -404,7 +407,7 @@ func (c runPlan) netnsHosts() int {
 	if c.PostgresURL == "" {
 		n++
 	}
-	if c.lock.Store == client.OnEtcd {
+	if c.onEtcd() {
 		n++
 	}
 	n += c.zkNodes()

@@ -250,7 +250,7 @@ func (c runPlan) validateFault(k faultKind) error {
 		return fmt.Errorf("--nemesis %s acts on the lock's own servers: --lock %s keeps its lock on none", k.name, c.Lock)
 	case k.needs&(needLockServers|needRedisLinks|needRunRedis) != 0 && c.onSentinel():
 		return fmt.Errorf("--nemesis %s acts on the lock's own servers, which --adapter-store %s keeps behind sentinels: only failover acts on them", k.name, AdapterOnSentinel)
-	case k.needs&needRunRedis != 0 && (c.lockNodes() > 0 || c.needs&needReplica != 0 || c.lock.Store == client.OnEtcd || c.onZooKeeper()):
+	case k.needs&needRunRedis != 0 && (c.lockNodes() > 0 || c.needs&needReplica != 0 || c.onEtcd() || c.onZooKeeper()):
 		return fmt.Errorf("--nemesis %s acts on the run's Redis, which holds the history's clock and the fences, not the lock: the lock is on nodes of its own here (use restart)", c.Nemesis)
 	case k.needs&needRunRedis != 0 && c.lock.Store == client.OnPostgres:
 		return fmt.Errorf("--nemesis %s acts on the run's Redis, which holds the history's clock and the fences, not the lock: --lock %s is kept on PostgreSQL (use pause-postgres, kill-postgres)", k.name, c.Lock)

@@ -27,7 +27,7 @@ func pauseFaults() []faultKind {
 			build: func(e faultEnv) nemesis.Fault {
 				f := &nemesis.PauseServer{Which: nemesis.KindPausePostgres, Target: serverPostgres, PID: pid(e.env.postgres, e.cfg.PostgresPID), Freezer: e.freezer}
 				if e.env.postgres != nil {
-					f.Remote = serverTree{e.env.postgres} // on a node (over SSH), where its PID is none of this machine's
+					f.Remote = serverTree{e.env.postgres} // taken when PID is 0: a server on a node (over SSH), whose PID is none of this machine's
 				}
 				return f
 			}},

@@ -476,6 +476,15 @@ func (r faultRun) checkFields(t *testing.T, w window) {
 			t.Errorf("%s at %d: :%s %v, want an integer in [%d, %d)", w.begin.F, w.begin.Index, k, w.v(k), lo, hi)
 		}
 	}
+	// A PID of another machine is no PID of this one's: over SSH a
+	// pause's events carry none.
+	serverPID := func() {
+		if !strings.HasPrefix(string(r.cfg.Hosts), "ssh:") {
+			intIn("pid", 2, 1<<31)
+		} else if w.v("pid") != nil {
+			t.Errorf("%s at %d over SSH: :pid %v, want none", w.begin.F, w.begin.Index, w.v("pid"))
+		}
+	}
 	kind := w.v("kind").(history.Keyword)
 	nodes := int64(1)
 	if r.cfg.Lock == "zookeeper" {
@@ -493,13 +502,9 @@ func (r faultRun) checkFields(t *testing.T, w window) {
 		intIn("node", 0, 2)
 	case nemesis.KindPauseNode:
 		intIn("node", 0, nodes)
-		if !strings.HasPrefix(string(r.cfg.Hosts), "ssh:") { // a PID of another machine is no PID of this one's
-			intIn("pid", 2, 1<<31)
-		}
+		serverPID()
 	case nemesis.KindPausePostgres:
-		if !strings.HasPrefix(string(r.cfg.Hosts), "ssh:") { // a PID of another machine is no PID of this one's
-			intIn("pid", 2, 1<<31)
-		}
+		serverPID()
 	default: // a link fault: a worker's links
 		intIn("worker", 0, int64(r.cfg.Workers))
 		intIn("pid", 1, 1<<31)

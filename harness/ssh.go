@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/internal/servers"
 	"github.com/hiatus-dev/hiatus/topology"
 )
@@ -133,7 +132,7 @@ func (c runPlan) checkRoles(inv topology.Inventory) error {
 		{topology.RoleWorker, true, "the workers"},
 		{topology.RoleRedis, c.lockNodes() > 0, "the lock's Redis nodes"},
 		{topology.RolePostgres, c.PostgresURL == "", "PostgreSQL (or give --postgres-url)"},
-		{topology.RoleEtcd, c.lock.Store == client.OnEtcd, "etcd, which --lock " + c.Lock + " is kept on"},
+		{topology.RoleEtcd, c.onEtcd(), "etcd, which --lock " + c.Lock + " is kept on"},
 		{topology.RoleZooKeeper, c.onZooKeeper(), "the ZooKeeper servers, which --lock " + c.Lock + " is kept on"},
 	}
 	for _, n := range need {
@@ -233,7 +232,7 @@ func (c runPlan) nodeNeeds(inv topology.Inventory, n topology.Node) []servers.Ne
 	if c.PostgresURL == "" && on(topology.RolePostgres, 1) {
 		needs = append(needs, servers.PostgresNeeds()...)
 	}
-	if c.lock.Store == client.OnEtcd && on(topology.RoleEtcd, 1) {
+	if c.onEtcd() && on(topology.RoleEtcd, 1) {
 		needs = append(needs, servers.EtcdNeeds()...)
 	}
 	if on(topology.RoleZooKeeper, c.zkNodes()) {

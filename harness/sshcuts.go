@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/topology"
 )
 
@@ -85,10 +84,10 @@ func (c runPlan) cutServers(inv topology.Inventory) []cutServer {
 	}
 	zk := inv.With(topology.RoleZooKeeper)
 	for i := range c.zkNodes() {
-		out = append(out, cutServer{fmt.Sprintf("ZooKeeper server %d", i), spread(zk, i), redisCuts})
+		out = append(out, cutServer{zkServer(i), spread(zk, i), redisCuts})
 	}
-	if etcd := inv.With(topology.RoleEtcd); c.lock.Store == client.OnEtcd && len(etcd) > 0 {
-		out = append(out, cutServer{"etcd", etcd[0], nil}) // no partition cuts it: a node it shares
+	if etcd := inv.With(topology.RoleEtcd); c.onEtcd() && len(etcd) > 0 {
+		out = append(out, cutServer{etcdServer, etcd[0], nil}) // no partition cuts it: a node it shares
 	}
 	if pg := inv.With(topology.RolePostgres); c.PostgresURL == "" && len(pg) > 0 {
 		out = append(out, cutServer{"PostgreSQL", pg[0], pgCuts})

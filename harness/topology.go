@@ -143,8 +143,8 @@ func (t *topo) startZooKeeper(ctx context.Context, cfg runPlan, net *topology.Ne
 		if err != nil {
 			return setupErrorf("throwaway ZooKeeper: %w", err)
 		}
-		for i := range n {
-			t.placed(spread(nodes.zookeeper, i), fmt.Sprintf("ZooKeeper server %d", i))
+		for i, h := range t.nodeHosts[len(t.nodeHosts)-n:] {
+			t.placed(h, zkServer(i))
 		}
 		t.useZooKeeper(z)
 		return nil
@@ -152,7 +152,7 @@ func (t *topo) startZooKeeper(ctx context.Context, cfg runPlan, net *topology.Ne
 	hosts := make([]servers.Host, n)
 	if net != nil {
 		for i := range hosts {
-			h, err := t.addHost(ctx, fmt.Sprintf("zk%d", i), fmt.Sprintf("ZooKeeper server %d", i))
+			h, err := t.addHost(ctx, fmt.Sprintf("zk%d", i), zkServer(i))
 			if err != nil {
 				return err
 			}
@@ -256,11 +256,11 @@ func (t *topo) startEtcd(ctx context.Context, cfg runPlan, net *topology.Net, no
 		if t.etcd, err = servers.StartEtcdOnNode(ctx, h); err != nil {
 			return setupErrorf("throwaway etcd: %w", err)
 		}
-		t.placed(h, "etcd")
+		t.placed(h, etcdServer)
 		return nil
 	case net != nil:
 		var h *topology.NetnsHost
-		if h, err = t.addHost(ctx, "etcd", "etcd"); err != nil {
+		if h, err = t.addHost(ctx, "etcd", etcdServer); err != nil {
 			return err
 		}
 		t.etcd, err = servers.StartEtcdOn(ctx, h)
@@ -272,6 +272,12 @@ func (t *topo) startEtcd(ctx context.Context, cfg runPlan, net *topology.Net, no
 	}
 	return nil
 }
+
+// etcdServer and zkServer name the lock's servers as the set-up, the log
+// and a refused cut say them.
+const etcdServer = "etcd"
+
+func zkServer(i int) string { return fmt.Sprintf("ZooKeeper server %d", i) }
 
 // A hostRole is a host of the test network and what runs on it.
 type hostRole struct {

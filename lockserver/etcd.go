@@ -80,7 +80,7 @@ type etcdSource struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
-	queued func() int // how many of the watch's responses wait to be taken
+	queue  chan stamped // the watch's responses, stamped, waiting to be taken
 	mu     sync.Mutex
 	seen   int64 // the last revision the watch delivered
 }
@@ -96,7 +96,8 @@ func (r *Recorder) startEtcd(ctx context.Context, index int, n EtcdNode) (*etcdS
 		return nil, fmt.Errorf("%s: %w", n.Name, err)
 	}
 	s := &etcdSource{rec: r, index: index, node: n, cli: cli, line: r.cfg.Key + "/", clients: r.cfg.Key + "-clients/",
-		metrics: strings.TrimRight(n.Endpoints[0], "/") + "/metrics", names: map[int64]string{}, ended: map[int64]int64{}, live: map[string]etcdKey{},
+		metrics: strings.TrimRight(n.Endpoints[0], "/") + "/metrics", names: map[int64]string{}, ended: map[int64]int64{},
+		live: map[string]etcdKey{}, queue: make(chan stamped, watchQueue),
 		hc: &http.Client{Timeout: sampleTimeout}, done: make(chan struct{})}
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -147,21 +148,14 @@ func (s *etcdSource) first() string {
 // the next must not be stamped late for it.
 func (s *etcdSource) run(ctx context.Context, w clientv3.WatchChan) {
 	defer close(s.done)
-	type stamped struct {
-		h    int64     // on the history's clock
-		at   time.Time // on this process's
-		resp clientv3.WatchResponse
-	}
-	q := make(chan stamped, watchQueue)
-	s.queued = func() int { return len(q) }
 	go func() {
-		defer close(q)
+		defer close(s.queue)
 		for resp := range w {
-			q <- stamped{s.rec.hist.now(), time.Now(), resp}
+			s.queue <- stamped{s.rec.hist.now(), time.Now(), resp}
 		}
 	}()
 	failed := false
-	for r := range q {
+	for r := range s.queue {
 		if failed {
 			continue // drained until the watch ends
 		}
@@ -191,6 +185,13 @@ func (s *etcdSource) run(ctx context.Context, w clientv3.WatchChan) {
 		s.seen = max(s.seen, rev)
 		s.mu.Unlock()
 	}
+}
+
+// A stamped is a response of the watch, and when it came.
+type stamped struct {
+	h    int64     // on the history's clock
+	at   time.Time // on this process's
+	resp clientv3.WatchResponse
 }
 
 // watchQueue is how many of the watch's responses wait to be taken
@@ -285,7 +286,7 @@ func (s *etcdSource) leaseExpired(ctx context.Context, k etcdKey, rev int64, at 
 	if at.Before(k.expires) {
 		// A count that rose meanwhile is another lease's, unless a delete
 		// still waiting to be taken is its.
-		if s.queued() == 0 {
+		if len(s.queue) == 0 {
 			s.counted(ctx)
 		}
 		return false // revoked: it could not have run out
@@ -322,10 +323,15 @@ func (s *etcdSource) counted(ctx context.Context) bool {
 
 // outlived reports whether etcd holds the lease still.
 func (s *etcdSource) outlived(ctx context.Context, lease int64) bool {
+	ttl, err := s.timeToLive(ctx, lease)
+	return err == nil && ttl.TTL > 0
+}
+
+// timeToLive asks etcd for the lease's time to live, within sampleTimeout.
+func (s *etcdSource) timeToLive(ctx context.Context, lease int64) (*clientv3.LeaseTimeToLiveResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 	defer cancel()
-	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
-	return err == nil && ttl.TTL > 0
+	return s.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
 }
 
 // expires is the earliest the lease could run out, asked now; zero when
@@ -335,9 +341,7 @@ func (s *etcdSource) expires(ctx context.Context, lease int64) time.Time {
 		return time.Time{}
 	}
 	asked := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
-	defer cancel()
-	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
+	ttl, err := s.timeToLive(ctx, lease)
 	if err != nil || ttl.TTL <= 0 || ttl.TTL > ttl.GrantedTTL {
 		return time.Time{} // a lessor not yet the leader's says forever
 	}

@@ -268,12 +268,7 @@ func (h *SSHHost) start(ctx context.Context) error {
 		// run's directory, once it is past the mark): waited for, as
 		// Close waits, so that a set-up cut short leaves nothing.
 		in.Close()
-		ended := make(chan struct{})
-		go func() { s.Wait(); close(ended) }()
-		select {
-		case <-ended:
-		case <-time.After(cleanupTimeout):
-		}
+		_ = cleanedUp(s)
 		s.Close()
 		if errors.Is(err, ErrRunsDir) {
 			return err
@@ -535,6 +530,10 @@ func readAfter(ctx context.Context, r *bufio.Reader, prefix string) (string, err
 	}
 }
 
+// maxWriteOutput bounds what Write keeps of its command's output, for an
+// error: the rest is dropped with the session.
+const maxWriteOutput = 64 << 10
+
 // Write writes the size bytes r holds to the file path on the node, with
 // mode. The file is put in place only once all of them are there: a copy
 // cut short (the connection lost, ctx ended) leaves no file at path.
@@ -558,7 +557,7 @@ func (h *SSHHost) Write(ctx context.Context, path string, mode os.FileMode, r io
 	// remove what it took.
 	_, err = io.Copy(sh.in, io.LimitReader(r, size))
 	sh.in.Close()
-	out, _ := io.ReadAll(sh.out)
+	out, _ := io.ReadAll(io.LimitReader(sh.out, maxWriteOutput)) // cat, chmod and mv say little
 	werr := s.Wait()
 	switch {
 	case err != nil:
@@ -848,14 +847,7 @@ func (h *SSHHost) Close() error {
 	h.ctlMu.Lock()
 	h.watchIn.Close()
 	h.ctlMu.Unlock()
-	done := make(chan error, 1)
-	go func() { done <- h.watch.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(cleanupTimeout):
-		err = errors.New("its clean-up did not finish in time")
-	}
+	err := cleanedUp(h.watch)
 	if err != nil {
 		err = fmt.Errorf("node %s: clean up %s: %w", h.node.Name, h.dir, err)
 	}
@@ -863,6 +855,19 @@ func (h *SSHHost) Close() error {
 	h.shells.close()
 	h.closeErr = err
 	return err
+}
+
+// cleanedUp waits for the watchdog s, its input closed, to end its clean-up
+// and exit, for cleanupTimeout at most.
+func cleanedUp(s *ssh.Session) error {
+	done := make(chan error, 1)
+	go func() { done <- s.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(cleanupTimeout):
+		return errors.New("its clean-up did not finish in time")
+	}
 }
 
 // RunSSH runs script with sh on node over a connection of its own, outside

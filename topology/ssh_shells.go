@@ -76,6 +76,10 @@ func (sh *shell) run(script string, stderr io.Writer) error {
 	return err
 }
 
+// maxHeld bounds what a heldWriter holds: the start-up files' standard
+// error of a shell kept ready, which nothing reads until it is taken.
+const maxHeld = 64 << 10
+
 // heldWriter holds what is written to it until it is told where it goes.
 type heldWriter struct {
 	mu   sync.Mutex
@@ -89,7 +93,9 @@ func (w *heldWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	switch {
 	case !w.sent:
-		return w.held.Write(p)
+		// A start-up file that says much is kept to its first words.
+		w.held.Write(p[:min(len(p), max(0, maxHeld-w.held.Len()))])
+		return len(p), nil
 	case w.to != nil:
 		return w.to.Write(p)
 	}
@@ -195,9 +201,9 @@ func (p *shells) take(ctx context.Context) (*shell, error) {
 	}
 }
 
-// close closes the shells not taken, and the connections it added once
-// the host's own is closed (the watchdog's is on it); the processes on
-// them have then been ended by the watchdog.
+// close closes the shells not taken, and the connections it added, once
+// the watchdog (on the host's own or on one added) has ended the processes
+// on them.
 func (p *shells) close() {
 	if p == nil {
 		return

@@ -82,15 +82,13 @@ func StartEtcdOnNode(ctx context.Context, n Node) (*Server, error) {
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	var url string
 	s.ready = func(ctx context.Context) error { return etcdHealthy(ctx, hc, url) }
-	s, err = launch(ctx, s, func(port int) {
-		peer, _ := s.freePort()
+	if _, err := launch(ctx, s, func(port int) {
 		// Each try's member has a directory of its own, which a try that
 		// failed cannot have left a member that knows other ports in; a
 		// restart (not a try) keeps it.
-		url = etcdMember(s, n.IP(), port, peer, path.Join(dir, "data-"+strconv.Itoa(port)))
-	})
-	if err != nil {
-		(&Server{name: "etcd", node: n, dir: dir}).stopOnNode()
+		url = etcdMember(s, n.IP(), port, nodePort(), path.Join(dir, "data-"+strconv.Itoa(port)))
+	}); err != nil {
+		s.stopOnNode()
 		return nil, err
 	}
 	return s, nil

@@ -146,8 +146,12 @@ func (s *Server) freePort() (int, error) {
 	if s.node == nil {
 		return freePort()
 	}
-	return 20000 + rand.IntN(30000), nil
+	return nodePort(), nil
 }
+
+// nodePort is a port of a node's unprivileged range, at random: a node's
+// free ports cannot be asked for from here.
+func nodePort() int { return 20000 + rand.IntN(30000) }
 
 // nodeDir makes a directory for a server of the run on its node, the
 // login user's, as every file in it is, which no one else may write in:

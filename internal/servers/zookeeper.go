@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -218,7 +217,7 @@ func startEnsembleOnNodes(ctx context.Context, javas []string, nodes []Node) (_ 
 		ips[i] = n.IP()
 		for _, p := range []*int{&ports[i].client, &ports[i].quorum, &ports[i].election} {
 			for *p == 0 || taken[ips[i]+":"+strconv.Itoa(*p)] {
-				*p = 20000 + rand.IntN(30000)
+				*p = nodePort()
 			}
 			taken[ips[i]+":"+strconv.Itoa(*p)] = true
 		}
