@@ -48,7 +48,7 @@ const (
 	// needProxy: it acts through a proxy in the path, even between hosts
 	// of their own (a delay or a drop: this kernel has no netem).
 	needProxy
-	// needHosts: it acts on a worker's host (--hosts netns).
+	// needHosts: it acts on a worker's host (--hosts netns or ssh:FILE).
 	needHosts
 	// needReplica: the lock's Redis is a primary with a replica and
 	// sentinels.
@@ -238,8 +238,8 @@ func (c runPlan) validateFault(k faultKind) error {
 	switch {
 	case c.Pause <= 0:
 		return fmt.Errorf("--nemesis %s needs a positive --pause", k.name)
-	case k.needs&needHosts != 0 && c.Hosts != "netns":
-		return fmt.Errorf("--nemesis %s cuts a worker's host off from the network: it needs --hosts netns (as root)", k.name)
+	case k.needs&needHosts != 0 && !c.onHosts():
+		return fmt.Errorf("--nemesis %s cuts a worker's host off from the network: it needs --hosts netns (as root) or ssh:FILE", k.name)
 	case c.inventory() != "" && k.needs&needLocal != 0:
 		return fmt.Errorf("--nemesis %s is not injected over --hosts ssh yet: it needs servers hiatus starts on this machine only (docs/hosts.md)", k.name)
 	case k.needs&needRedisNodes != 0 && !c.redisLock():

@@ -31,7 +31,7 @@ func networkFaults() []faultKind {
 				return nil
 			},
 			build: func(e faultEnv) nemesis.Fault { return &nemesis.Failover{Redis: e.env.topo.repl} }},
-		{name: nemesis.KindIsolate, about: "a worker's host cut off from the network; --hosts netns", needs: needHosts | sequenceable,
+		{name: nemesis.KindIsolate, about: "a worker's host cut off from the network; --hosts netns or ssh:FILE", needs: needHosts | sequenceable,
 			build: func(e faultEnv) nemesis.Fault { return e.env.topo.isolate(e.workers.Targets) }},
 	}
 }

@@ -505,6 +505,9 @@ func (r faultRun) checkFields(t *testing.T, w window) {
 		serverPID()
 	case nemesis.KindPausePostgres:
 		serverPID()
+	case nemesis.KindIsolate: // a worker's host, all its links
+		intIn("worker", 0, int64(r.cfg.Workers))
+		intIn("pid", 1, 1<<31)
 	default: // a link fault: a worker's links
 		intIn("worker", 0, int64(r.cfg.Workers))
 		intIn("pid", 1, 1<<31)

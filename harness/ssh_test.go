@@ -42,6 +42,15 @@ func TestRunHostsSSH(t *testing.T) {
 		}, effect: func(t *testing.T, r faultRun) {
 			r.eachWhole(t, r.kind(), func(w window) { r.cutOff(t, w) })
 		}},
+		// A worker's node cut off from every other and from this machine
+		// (the run's Redis, its clock): its requests wait for the heal,
+		// while hiatus still runs it over SSH.
+		{name: "ssh-isolate", edit: func(c *harness.Config) {
+			hosts(c)
+			drawn(c, "isolate")
+		}, effect: func(t *testing.T, r faultRun) {
+			r.eachWhole(t, r.kind(), func(w window) { r.cutOff(t, w) })
+		}},
 		{name: "ssh-clock", edit: func(c *harness.Config) {
 			hosts(c)
 			clockRun(c)
@@ -92,7 +101,7 @@ func TestRunHostsSSH(t *testing.T) {
 			// A partition is a rule between nodes, which would cut the
 			// workers of every run on them: it runs alone, before the
 			// others are let go (they wait for this function's end).
-			if !strings.HasPrefix(tc.name, "ssh-partition") {
+			if !strings.HasPrefix(tc.name, "ssh-partition") && tc.name != "ssh-isolate" {
 				t.Parallel()
 			}
 			r := runFault(t, tc, harness.Config{}, int64(100+i))

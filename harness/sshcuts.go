@@ -25,7 +25,8 @@ type cutServer struct {
 // cut what its event says. Over SSH a partition is a rule on the worker's
 // node against the server's node's IP (unless a delay or a drop puts
 // proxies in every path: then each cut is a proxy of the worker's own, to
-// one server): it cuts nodes, not processes. So it refuses
+// one server), and isolate is such rules against every other node and the
+// control machine: they cut nodes, not processes. So it refuses
 //   - a worker on the node of a server it may be cut from: a node cannot
 //     be cut from itself, and the fault would cut nothing;
 //   - a server a partition cuts sharing its node's IP with another server
@@ -41,10 +42,8 @@ type cutServer struct {
 // together: each cut is in force for as long as its event says, and its
 // heal heals nothing else.
 func checkCuts(cfg runPlan, inv topology.Inventory) error {
-	if cfg.proxied() {
-		return nil
-	}
 	cuts := cfg.cutServers(inv)
+	whole := cfg.partitions(needHosts)
 	cutting := false
 	for _, s := range cuts {
 		if len(s.cutBy) == 0 {
@@ -59,10 +58,11 @@ func checkCuts(cfg runPlan, inv topology.Inventory) error {
 					cfg.Hosts, faults, slot, w.Name, s.what, s.node.Name)
 			}
 		}
+		partial := slices.DeleteFunc(slices.Clone(s.cutBy), func(f string) bool { return slices.Contains(whole, f) })
 		for _, o := range cuts {
-			if o.what != s.what && o.node.IP() == s.node.IP() {
+			if len(partial) > 0 && o.what != s.what && o.node.IP() == s.node.IP() {
 				return setupErrorf("--hosts %s: --nemesis %s cuts a worker from %s, on node %s, and so from %s, on node %s at the same address, without saying so: give each server a partition cuts a node of its own (docs/hosts.md)",
-					cfg.Hosts, faults, s.what, s.node.Name, o.what, o.node.Name)
+					cfg.Hosts, strings.Join(partial, ", "), s.what, s.node.Name, o.what, o.node.Name)
 			}
 		}
 	}
@@ -73,11 +73,14 @@ func checkCuts(cfg runPlan, inv topology.Inventory) error {
 }
 
 // cutServers are the servers of a run over SSH on inv that a worker may
-// be cut from, each with the partitions of cfg's that cut it, and the
-// run's Redis on the control machine, which none does.
+// be cut from, each with the partitions of cfg's that cut it in the
+// node's firewall; the run's Redis on the control machine, among them,
+// only isolate cuts.
 func (c runPlan) cutServers(inv topology.Inventory) []cutServer {
-	redisCuts, pgCuts := c.partitions(needRedisLinks), c.partitions(needPostgresLink)
-	out := []cutServer{{what: "the run's Redis", node: topology.Node{Name: "control", Addr: inv.Control}}}
+	whole := c.partitions(needHosts)
+	redisCuts := append(c.partitions(needRedisLinks), whole...)
+	pgCuts := append(c.partitions(needPostgresLink), whole...)
+	out := []cutServer{{what: "the run's Redis", node: topology.Node{Name: "control", Addr: inv.Control}, cutBy: whole}}
 	redis := inv.With(topology.RoleRedis)
 	for i := range c.lockNodes() {
 		out = append(out, cutServer{fmt.Sprintf("the lock's Redis node %d", i), spread(redis, i), redisCuts})
@@ -87,7 +90,7 @@ func (c runPlan) cutServers(inv topology.Inventory) []cutServer {
 		out = append(out, cutServer{zkServer(i), spread(zk, i), redisCuts})
 	}
 	if etcd := inv.With(topology.RoleEtcd); c.onEtcd() && len(etcd) > 0 {
-		out = append(out, cutServer{etcdServer, etcd[0], nil}) // no partition cuts it: a node it shares
+		out = append(out, cutServer{etcdServer, etcd[0], whole}) // no partition of the lock's nodes cuts it: a node it shares
 	}
 	if pg := inv.With(topology.RolePostgres); c.PostgresURL == "" && len(pg) > 0 {
 		out = append(out, cutServer{"PostgreSQL", pg[0], pgCuts})
@@ -95,11 +98,18 @@ func (c runPlan) cutServers(inv topology.Inventory) []cutServer {
 	return out
 }
 
-// partitions are the faults of c that cut a worker's paths of need n.
+// partitions are the faults of c that cut a worker's paths of need n in
+// its node's firewall: none of the links' when a delay or a drop puts a
+// proxy of the worker's own in each path, which they then cut instead;
+// isolate (needHosts) always.
 func (c runPlan) partitions(n need) []string {
 	var out []string
 	for _, p := range c.parts {
-		if k, ok := faultKindOf(p); ok && k.needs&n != 0 && k.needs&needProxy == 0 {
+		k, ok := faultKindOf(p)
+		if !ok || k.needs&n == 0 || k.needs&needProxy != 0 || (k.needs&needHosts == 0 && c.proxied()) {
+			continue
+		}
+		if !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
@@ -137,13 +147,11 @@ func sharedWorkers(cfg runPlan, inv topology.Inventory) error {
 }
 
 // nodeCuts are the partitions of c that cut a worker's node from a server
-// on a node of inv, in the node's firewall: none when every path goes
-// through a proxy of its worker's own, and none to a server given by URL
-// (its path is a proxy's on the control machine).
+// on a node of inv, in the node's firewall: of the links', none when every
+// path goes through a proxy of its worker's own, and none to a server
+// given by URL (its path is a proxy's on the control machine); isolate
+// always.
 func (c runPlan) nodeCuts(inv topology.Inventory) []string {
-	if c.proxied() {
-		return nil
-	}
 	var faults []string
 	for _, s := range c.cutServers(inv) {
 		for _, f := range s.cutBy {

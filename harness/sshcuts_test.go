@@ -31,6 +31,7 @@ func TestCheckCuts(t *testing.T) {
 	sharedWords := map[string][]string{
 		"workers share a node, one cut at a time":       {"workers 0 and 1 share node w0", "by partition-redis, partition-postgres"},
 		"three workers on two nodes, one cut at a time": {"workers 0 and 2 share node w0", "by partition-postgres"},
+		"isolate, workers share a node":                 {"workers 0 and 1 share node w0", "by isolate"},
 	}
 	overlapping := nemesis.Plan{{Kind: nemesis.KindPartitionRedis, At: 0, Length: 2e9}, {Kind: nemesis.KindPartitionRedis, At: 1e9, Length: 2e9}}
 	for _, tc := range []struct {
@@ -65,11 +66,22 @@ func TestCheckCuts(t *testing.T) {
 		{"workers share a node, one cut at a time", oneWorker, func(c *Config) { c.Nemesis = "partition-redis,partition-postgres" }, nil},
 		{"three workers on two nodes, one cut at a time", apart, func(c *Config) { c.Workers, c.Nemesis = 3, "partition-postgres" }, nil},
 		{"workers share a node, no partition", oneWorker, func(c *Config) { c.Nemesis = "sigstop,kill-worker" }, nil},
-		// random's delays and drops put proxies in every path.
-		{"workers share a node, random", oneWorker, func(c *Config) { c.Nemesis = Random }, nil},
+		// random's delays and drops put proxies in every path, and its
+		// isolate cuts a worker's node while other faults may be under way.
+		{"workers share a node, random", oneWorker, func(c *Config) { c.Nemesis = Random },
+			[]string{"workers 0 and 1", "node w0", "random"}},
 		{"workers share a node, a replay that overlapped", oneWorker, func(c *Config) { c.Nemesis, c.Plan = "partition-redis", overlapping },
 			[]string{"workers 0 and 1", "node w0"}},
 		{"workers apart, random", apart, func(c *Config) { c.Nemesis = Random }, nil},
+		{"isolate, apart", apart, func(c *Config) { c.Nemesis = "isolate" }, nil},
+		{"isolate, worker on the redis node", workerOnRedis, func(c *Config) { c.Nemesis = "isolate" },
+			[]string{"isolate", "worker 0", "node w0", "the lock's Redis node 0"}},
+		{"isolate, worker on the redis node, through proxies", workerOnRedis, func(c *Config) { c.Nemesis = "isolate,delay-redis" },
+			[]string{"isolate", "worker 0", "the lock's Redis node 0"}},
+		{"isolate, redis and postgres on one node", redisWithPG, func(c *Config) { c.Nemesis = "isolate" }, nil},
+		{"isolate, workers share a node", oneWorker, func(c *Config) { c.Nemesis = "isolate" }, nil},
+		{"isolate, etcd on a worker's node", []node{{"w0", "10.0.0.11", "worker,etcd"}, {"w1", "10.0.0.12", "worker"}, {"pg", "10.0.0.31", "postgres"}},
+			func(c *Config) { c.Lock, c.Lease, c.Nemesis = "etcd", 2e9, "isolate" }, []string{"isolate", "worker 0", "etcd"}},
 		{"three ZooKeeper servers on two", twoZK, func(c *Config) { c.Lock, c.Nodes, c.Nemesis = "zookeeper", 3, "partition-redis" },
 			[]string{"partition-redis", "ZooKeeper server 0", "node z0", "ZooKeeper server 2"}},
 		{"two ZooKeeper servers on two", twoZK, func(c *Config) { c.Lock, c.Nodes, c.Nemesis = "zookeeper", 2, "partition-redis" }, nil},

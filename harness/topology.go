@@ -485,13 +485,19 @@ func (t *topo) postgresLink(slot int, _ []int, _ *rand.Rand) ([]nemesis.Link, st
 }
 
 // isolate is the fault that cuts a worker's host off from every other: the
-// root namespace (the history's clock, the fences, the proxies), every
-// server's host and the other workers'.
+// control machine (the history's clock, the fences, the proxies), every
+// server's host and the other workers'. A host that shares the worker's
+// address (its node mates over SSH, which checkCuts allows only for
+// workers) is cut with it.
 func (t *topo) isolate(workers func() []nemesis.Target) nemesis.Fault {
+	var control topology.Host = topology.NewPeer("control", t.control)
+	if t.net != nil {
+		control = t.net.Root() // its IP, cut from the peers' side
+	}
 	peers := func(slot int) []topology.Host {
-		out := []topology.Host{t.net.Root()}
+		out := []topology.Host{control}
 		for _, r := range t.roles {
-			if r.h != t.hosts[slot] {
+			if r.h.IP() != t.hosts[slot].IP() {
 				out = append(out, r.h)
 			}
 		}

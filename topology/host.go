@@ -49,3 +49,24 @@ func (Local) Isolate(context.Context, ...Host) error {
 
 // Heal does nothing.
 func (Local) Heal(context.Context, ...Host) error { return nil }
+
+// A Peer is a machine a host may be cut from, by the host's own rules,
+// and that cannot be cut itself: over SSH, the control machine.
+type Peer struct{ name, ip string }
+
+// NewPeer is the machine called name at ip.
+func NewPeer(name, ip string) Peer { return Peer{name, ip} }
+
+// Name is its name.
+func (p Peer) Name() string { return p.name }
+
+// IP is its address.
+func (p Peer) IP() string { return p.ip }
+
+// Isolate fails: only its peers can cut it off.
+func (p Peer) Isolate(context.Context, ...Host) error {
+	return fmt.Errorf("topology: %s cannot be isolated by rules of its own; isolate its peers from it", p.name)
+}
+
+// Heal does nothing: Isolate added nothing.
+func (Peer) Heal(context.Context, ...Host) error { return nil }

@@ -764,7 +764,8 @@ func (h *SSHHost) control(cmd string) (string, error) {
 
 // Isolate drops, in the node's firewall, every packet from or to peers,
 // by rules in a chain of the run's own, each with a comment that names
-// the run. A peer at the node's own address is an error, not skipped: the
+// the run; the connections of hiatus's to the node's sshd stay. A peer at
+// the node's own address is an error, not skipped: the
 // node cannot be cut from itself, and a fault that asked for it must not
 // be recorded as done.
 func (h *SSHHost) Isolate(ctx context.Context, peers ...Host) error {
@@ -820,6 +821,18 @@ func (h *SSHHost) setRules(ctx context.Context, cut map[string]bool) error {
 	for _, c := range []string{"INPUT", "OUTPUT"} {
 		rule := fmt.Sprintf("%s -j %s -m comment --comment %[2]s", c, ch)
 		cmds = append(cmds, fmt.Sprintf("{ iptables -w -C %s 2>/dev/null || iptables -w -I %s; }", rule, rule))
+	}
+	// The connection hiatus runs the node through stays, as a worker's
+	// pipe to hiatus does on hosts of this machine: what isolates the node
+	// from the control machine cuts the rest of what they say to each
+	// other. sshd's own view of the connection names it: an address
+	// hiatus would take (the inventory's, a NAT's) need not be the one
+	// the node sees.
+	if len(cut) > 0 {
+		cmds = append(cmds, `c=$SSH_CONNECTION`, `[ -n "$c" ]`, `ip=${c%% *}`, `port=${c##* }`)
+		for _, rule := range []string{`-s "$ip" --dport "$port"`, `-d "$ip" --sport "$port"`} {
+			cmds = append(cmds, fmt.Sprintf("iptables -w -A %[1]s -p tcp %s -j ACCEPT -m comment --comment %[1]s", ch, rule))
+		}
 	}
 	for _, ip := range slices.Sorted(maps.Keys(cut)) {
 		for _, dir := range []string{"-s", "-d"} {

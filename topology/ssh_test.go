@@ -121,6 +121,43 @@ func TestSSHHost(t *testing.T) {
 		t.Errorf("a cannot reach b after the heal: %v", err)
 	}
 
+	// Cut from the control machine, the node still runs what hiatus sends
+	// it, over connections old and new, and reaches nothing else there.
+	ln, err := net.Listen("tcp", net.JoinHostPort(inv.Control, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for c, err := ln.Accept(); err == nil; c, err = ln.Accept() {
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	dialControl := func(seconds int) error {
+		_, err := a.Run(ctx, "timeout "+strconv.Itoa(seconds)+" bash -c 'exec 3<>/dev/tcp/"+inv.Control+"/"+port+"'")
+		return err
+	}
+	if err := dialControl(20); err != nil {
+		t.Fatalf("a cannot reach the control machine before the cut: %v", err)
+	}
+	if err := a.Isolate(ctx, topology.NewPeer("control", inv.Control)); err != nil {
+		t.Fatal(err)
+	}
+	var ee2 *ssh.ExitError
+	if err := dialControl(1); err == nil || !errors.As(err, &ee2) {
+		t.Errorf("a reached the control machine through the cut, or hiatus lost a: %v", err)
+	}
+	if _, err := a.Start(ctx, []string{"true"}, "", nil); err != nil {
+		t.Errorf("a session cut from the control machine: %v", err)
+	}
+	if err := a.Heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := dialControl(20); err != nil {
+		t.Errorf("a cannot reach the control machine after the heal: %v", err)
+	}
+
 	// A process left running, with a child that left its group, and a
 	// cut, which Close undoes.
 	q, err := a.Start(ctx, []string{"sh", "-c", "setsid sh -c 'echo child; exec sleep 1001' & exec sleep 1000"}, "", nil)
