@@ -211,8 +211,6 @@ func (c runPlan) validate() error {
 	case c.Hosts == "netns" && c.netnsHosts() > topology.MaxHosts:
 		return fmt.Errorf("--hosts netns: %d workers and %d servers need %d hosts, more than a test network's %d",
 			c.Workers, c.netnsHosts()-c.Workers, c.netnsHosts(), topology.MaxHosts)
-	case c.inventory() != "" && c.onSentinel():
-		return fmt.Errorf("--hosts %s: --adapter-store %s needs sentinels, which hiatus does not start on a node yet", c.Hosts, AdapterOnSentinel)
 	case c.Nodes > 0 && c.lock.Store != client.OnRedisNodes && !c.onZooKeeper():
 		return fmt.Errorf("--nodes %d is redlock's and ZooKeeper's: --lock %s is kept on one node", c.Nodes, c.Lock)
 	case !store.PlainName(c.Name):

@@ -59,9 +59,6 @@ const (
 	// sequenceable: it may be a part of a sequence (a+b), since its events
 	// are :start and :stop, which say what a sequence's parts are.
 	sequenceable
-	// needLocal: it needs servers hiatus starts on this machine only (the
-	// sentinels of a failover), which --hosts ssh cannot do yet.
-	needLocal
 )
 
 // The run's servers as the faults that pause and kill them name them: a
@@ -240,8 +237,6 @@ func (c runPlan) validateFault(k faultKind) error {
 		return fmt.Errorf("--nemesis %s needs a positive --pause", k.name)
 	case k.needs&needHosts != 0 && !c.onHosts():
 		return fmt.Errorf("--nemesis %s cuts a worker's host off from the network: it needs --hosts netns (as root) or ssh:FILE", k.name)
-	case c.inventory() != "" && k.needs&needLocal != 0:
-		return fmt.Errorf("--nemesis %s is not injected over --hosts ssh yet: it needs servers hiatus starts on this machine only (docs/hosts.md)", k.name)
 	case k.needs&needRedisNodes != 0 && !c.redisLock():
 		return fmt.Errorf("--nemesis %s acts on the lock's Redis nodes: --lock %s is not kept on Redis", c.Nemesis, c.Lock)
 	case k.needs&(needLockNodes|needRedisLinks) != 0 && !c.redisLock() && !c.onZooKeeper():

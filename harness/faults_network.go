@@ -14,7 +14,7 @@ import (
 // from every other.
 func networkFaults() []faultKind {
 	return []faultKind{
-		{name: nemesis.KindFailover, about: "the lock's Redis primary cut off from its replica and sentinels", needs: needReplica | needLocal | sequenceable,
+		{name: nemesis.KindFailover, about: "the lock's Redis primary cut off from its replica and sentinels", needs: needReplica | sequenceable,
 			check: func(c runPlan) error {
 				if c.Pause < 3*time.Second {
 					return fmt.Errorf("--nemesis failover needs --pause of 3s or more: the sentinels take about 2.3 s to promote the replica, and a shorter fault would fail nothing over")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/internal/servers"
+	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/topology"
 )
 
@@ -38,6 +39,7 @@ type sshNodes struct {
 	all                      []*topology.SSHHost
 	workers, redis, postgres []*topology.SSHHost
 	etcd, zookeeper          []*topology.SSHHost
+	sentinel                 []*topology.SSHHost
 	copies                   chan error // the copies' errors, joined, once they are done
 	stopCopies               context.CancelFunc
 }
@@ -63,6 +65,9 @@ func startSSH(ctx context.Context, cfg runPlan, setup *setupLog) (_ *sshNodes, e
 		return nil, err
 	}
 	if err := checkCuts(cfg, inv); err != nil {
+		return nil, err
+	}
+	if err := checkReplicated(cfg, inv); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, sshSetupTimeout)
@@ -117,6 +122,9 @@ func startSSH(ctx context.Context, cfg runPlan, setup *setupLog) (_ *sshNodes, e
 		if n.Has(topology.RoleZooKeeper) {
 			s.zookeeper = append(s.zookeeper, h)
 		}
+		if n.Has(topology.RoleSentinel) {
+			s.sentinel = append(s.sentinel, h)
+		}
 	}
 	return s, nil
 }
@@ -131,6 +139,8 @@ func (c runPlan) checkRoles(inv topology.Inventory) error {
 	}{
 		{topology.RoleWorker, true, "the workers"},
 		{topology.RoleRedis, c.lockNodes() > 0, "the lock's Redis nodes"},
+		{topology.RoleRedis, c.replicated(), "the replicated Redis's primary and replica"},
+		{topology.RoleSentinel, c.replicated(), "the replicated Redis's sentinels"},
 		{topology.RolePostgres, c.PostgresURL == "", "PostgreSQL (or give --postgres-url)"},
 		{topology.RoleEtcd, c.onEtcd(), "etcd, which --lock " + c.Lock + " is kept on"},
 		{topology.RoleZooKeeper, c.onZooKeeper(), "the ZooKeeper servers, which --lock " + c.Lock + " is kept on"},
@@ -223,8 +233,7 @@ func (c runPlan) nodeNeeds(inv topology.Inventory, n topology.Node) []servers.Ne
 		return false
 	}
 	if len(c.nodeCuts(inv)) > 0 && on(topology.RoleWorker, c.Workers) {
-		needs = append(needs, servers.Need{What: "iptables, as root (a partition cuts the node's links in its firewall)",
-			Script: `[ "$(id -u)" = 0 ] && command -v iptables`, Hint: "on Debian: apt-get install iptables; log in as root (the inventory's user)"})
+		needs = append(needs, iptablesNeed("a partition cuts the node's links in its firewall"))
 	}
 	if on(topology.RoleRedis, c.lockNodes()) {
 		needs = append(needs, servers.RedisNeeds(c.needs&needFakeClock != 0)...)
@@ -238,7 +247,19 @@ func (c runPlan) nodeNeeds(inv topology.Inventory, n topology.Node) []servers.Ne
 	if on(topology.RoleZooKeeper, c.zkNodes()) {
 		needs = append(needs, servers.ZooKeeperNeeds()...)
 	}
+	if c.replicated() && (on(topology.RoleRedis, replicatedNodes) || on(topology.RoleSentinel, replicatedSentinels)) {
+		needs = append(needs, servers.RedisNeeds(false)...)
+	}
+	if c.faultIn(string(nemesis.KindFailover)) && on(topology.RoleRedis, replicatedNodes) {
+		needs = append(needs, iptablesNeed("a failover cuts the primary's node off in its firewall"))
+	}
 	return needs
+}
+
+// iptablesNeed is a node's need of iptables, as root, for why.
+func iptablesNeed(why string) servers.Need {
+	return servers.Need{What: "iptables, as root (" + why + ")",
+		Script: `[ "$(id -u)" = 0 ] && command -v iptables`, Hint: "on Debian: apt-get install iptables; log in as root (the inventory's user)"}
 }
 
 // copySelf copies this binary to the run's directory on h, for its workers.

@@ -17,6 +17,7 @@ import (
 	"github.com/hiatus-dev/hiatus/harness"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/sshtest"
+	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/store"
 	"github.com/hiatus-dev/hiatus/topology"
 )
@@ -196,6 +197,58 @@ func TestRunHostsSSH(t *testing.T) {
 	t.Cleanup(func() { sshLeftovers(t, sn) }) // after the parallel subtests, before the network goes
 }
 
+// TestRunReplicatedSSH fails over a replicated Redis on nodes: its primary
+// and replica on nodes of their own, three sentinels on a third, which
+// also holds PostgreSQL, the workers on a fourth. The primary's node is cut
+// off from the others in its firewall; the sentinels promote the replica,
+// and the workers, which ask them for the primary, take the lock there
+// after the heal: with hiatus's own client (a lock built on the
+// sentinels), and with an adapter told the sentinels (--adapter-store
+// sentinel). The run's log puts each server on its node, and nothing is
+// left on any node.
+func TestRunReplicatedSSH(t *testing.T) {
+	sn := sshtest.StartT(t, []sshtest.Node{{Name: "w0", Roles: "worker"}, {Name: "r0", Roles: "redis"},
+		{Name: "r1", Roles: "redis"}, {Name: "s0", Roles: "sentinel,postgres"}})
+	t.Cleanup(func() { sshLeftovers(t, sn) })
+	// One failover, as on hosts of this machine (TestRunServersOnHosts's
+	// netns-failover, TestRecordReconciles's sentinel-failover): the
+	// runs take turns, for a cut is a rule between nodes.
+	failover := func(c *harness.Config) {
+		c.Hosts, c.Workers = harness.Hosts("ssh:"+sn.Inventory), 2
+		c.Nemesis, c.Lease, c.TimeLimit = "failover", 4*time.Second, 9*time.Second
+		c.Pause = 5 * time.Second
+		c.Plan = nemesis.Plan{{Kind: nemesis.KindFailover, At: 500 * time.Millisecond, Length: c.Pause}}
+	}
+	for i, tc := range []faultCase{
+		{name: "ssh-failover", edit: failover},
+		{name: "ssh-adapter-sentinel-failover", edit: func(c *harness.Config) {
+			failover(c)
+			c.Lock, c.AdapterStore = "exec:node "+adapterPath(t, "node/redlock.js"), harness.AdapterOnSentinel
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runFault(t, tc, harness.Config{}, int64(130+i))
+			// faultWindows has failed the test if it promoted no one.
+			w := r.windows[0]
+			if n := count(r.ops, func(o history.Op) bool {
+				return o.F == history.FAcquire && o.Type == history.Ok && o.Time > w.end.Time
+			}); n == 0 {
+				t.Errorf("no lock granted after the failover (from %d ns)", w.end.Time)
+			}
+			log, err := os.ReadFile(filepath.Join(r.res.Dir, store.Log))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, on := range []string{"r0 at [0-9.]+: the replicated Redis's node 0", "r1 at [0-9.]+: the replicated Redis's node 1",
+				"s0 at [0-9.]+: sentinel 2", "s0 at [0-9.]+: PostgreSQL", "w0 at [0-9.]+: worker 1"} {
+				if !regexp.MustCompile(`host ` + on + `\n`).Match(log) {
+					t.Errorf("the run's log does not say %q:\n%s", on, log)
+				}
+			}
+		})
+	}
+}
+
 // sshConfig is a short run on sn's nodes, two workers, named name.
 func sshConfig(t *testing.T, sn *sshtest.Net, name string, counter int64) harness.Config {
 	cfg := harness.DefaultConfig()
@@ -298,15 +351,15 @@ func onNodes(t *testing.T, res harness.Result) {
 // shows it.
 func sshLeftovers(t *testing.T, sn *sshtest.Net) {
 	t.Helper()
-	for _, n := range sshtest.Lab {
+	for _, h := range sn.Hosts {
 		// This process's runs' alone: the nodes are namespaces of this
 		// machine, whose /tmp and processes another package's tests,
 		// running beside these (cmd/hiatus's runs over SSH), share.
-		l, err := sn.Leftovers(context.Background(), n.Name, fmt.Sprintf("hs%d-", os.Getpid()))
+		l, err := sn.Leftovers(context.Background(), h.Name(), fmt.Sprintf("hs%d-", os.Getpid()))
 		if err != nil {
-			t.Errorf("node %s: %v", n.Name, err)
+			t.Errorf("node %s: %v", h.Name(), err)
 		} else if len(l) > 0 {
-			t.Errorf("node %s holds what a run left: %v", n.Name, l)
+			t.Errorf("node %s holds what a run left: %v", h.Name(), l)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hiatus-dev/hiatus/nemesis"
 	"github.com/hiatus-dev/hiatus/topology"
 )
 
@@ -185,4 +186,58 @@ func sharedCuts(cfg runPlan, inv topology.Inventory) []string {
 		}
 	}
 	return out
+}
+
+// The replicated Redis's servers: a primary and a replica, and sentinels
+// (quorum two).
+const replicatedNodes, replicatedSentinels = 2, 3
+
+// replicated reports whether c's lock is on a replicated Redis, with its
+// sentinels: for a failover, or an adapter's lock told the sentinels.
+func (c runPlan) replicated() bool { return c.needs&needReplica != 0 }
+
+// checkReplicated refuses an inventory on which a failover would not cut
+// what its event says. The primary's node is cut off in its firewall from
+// the replica's and the sentinels' (servers.StartReplicatedOnNodes), and
+// after a failover the replica is the primary: so the two Redis nodes
+// need addresses of their own, apart from the sentinels'; and a worker on
+// any of those nodes would be cut from the primary, or be on its side
+// while the history said the workers were not cut. Without a failover
+// the servers may share nodes, but the primary and the replica need two:
+// the replica replicates from an address it would otherwise share.
+func checkReplicated(cfg runPlan, inv topology.Inventory) error {
+	if !cfg.replicated() {
+		return nil
+	}
+	redis, sentinels := inv.With(topology.RoleRedis), inv.With(topology.RoleSentinel)
+	primary, replica := spread(redis, 0), spread(redis, 1)
+	if primary.IP() == replica.IP() {
+		return setupErrorf("--hosts %s: the replicated Redis's primary and replica would both be on node %s: give two nodes at addresses of their own the role redis (docs/hosts.md)",
+			cfg.Hosts, primary.Name)
+	}
+	if !cfg.faultIn(string(nemesis.KindFailover)) {
+		return nil
+	}
+	cut := []cutServer{{what: "the replicated Redis's node 0", node: primary}, {what: "the replicated Redis's node 1", node: replica}}
+	for i := range replicatedSentinels {
+		s := spread(sentinels, i)
+		cut = append(cut, cutServer{what: fmt.Sprintf("sentinel %d", i), node: s})
+		for _, r := range cut[:2] {
+			if s.IP() == r.node.IP() {
+				return setupErrorf("--hosts %s: --nemesis failover would cut %s, on node %s, from sentinel %d, on node %s at the same address: a node cannot be cut from itself; give the sentinels nodes apart from the redis nodes (docs/hosts.md)",
+					cfg.Hosts, r.what, r.node.Name, i, s.Name)
+			}
+		}
+	}
+	workers := inv.With(topology.RoleWorker)
+	for slot := range cfg.Workers {
+		w := spread(workers, slot)
+		for _, s := range cut {
+			if w.IP() == s.node.IP() {
+				return setupErrorf("--hosts %s: worker %d, on node %s, shares its address with %s: --nemesis failover, which cuts the primary's node from the replica's and the sentinels', would cut the worker too, or leave it on the primary's side, without saying so; give the workers nodes of their own (docs/hosts.md)",
+					cfg.Hosts, slot, w.Name, s.what)
+			}
+		}
+	}
+	return nil
 }

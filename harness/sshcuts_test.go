@@ -131,3 +131,62 @@ func TestCheckCuts(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckReplicated: a replicated Redis over SSH whose failover could
+// not cut what its event says (a node cut from itself, a worker cut with
+// the primary's peers) is refused, naming the nodes; its primary and
+// replica need nodes apart even without a failover; a sound layout, and
+// servers sharing nodes when no failover cuts them, are let through.
+func TestCheckReplicated(t *testing.T) {
+	failover := func(c *Config) { c.Nemesis, c.Pause = "failover", 3e9 }
+	sentinel := func(c *Config) { c.Lock, c.AdapterStore = "exec:true", AdapterOnSentinel }
+	for _, tc := range []struct {
+		name    string
+		nodes   string // name:ip:roles, space-separated
+		edit    func(*Config)
+		refused []string // what the refusal names; nil: let through
+	}{
+		{"apart", "w0:11:worker r0:21:redis r1:22:redis s0:31:sentinel,postgres", failover, nil},
+		{"one redis node", "w0:11:worker r0:21:redis s0:31:sentinel,postgres", failover, []string{"primary and replica", "node r0"}},
+		{"one redis node, no failover", "w0:11:worker r0:21:redis s0:31:sentinel,postgres", sentinel, []string{"primary and replica", "node r0"}},
+		{"two redis nodes at one address", "w0:11:worker r0:21:redis r1:21:redis s0:31:sentinel", failover, []string{"node r0"}},
+		{"a sentinel on the replica's node", "w0:11:worker r0:21:redis r1:22:redis,sentinel s0:31:sentinel", failover,
+			[]string{"the replicated Redis's node 1", "node r1", "sentinel 0"}},
+		{"a sentinel on the replica's node, no failover", "w0:11:worker r0:21:redis r1:22:redis,sentinel", sentinel, nil},
+		{"a worker on a sentinel's node", "w0:11:worker w1:31:worker r0:21:redis r1:22:redis s0:31:sentinel", failover,
+			[]string{"worker 1", "node w1", "sentinel 0"}},
+		{"a worker on the primary's node", "w0:21:worker,redis r1:22:redis s0:31:sentinel", failover,
+			[]string{"worker 0", "the replicated Redis's node 0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := topology.Inventory{Control: "10.0.0.1"}
+			for _, n := range strings.Fields(tc.nodes) {
+				f := strings.Split(n, ":")
+				var roles []topology.Role
+				for _, r := range strings.Split(f[2], ",") {
+					roles = append(roles, topology.Role(r))
+				}
+				inv.Nodes = append(inv.Nodes, topology.Node{Name: f[0], Addr: "10.0.0." + f[1], Roles: roles})
+			}
+			cfg := DefaultConfig()
+			cfg.Hosts, cfg.Workers = "ssh:lab.hosts", 2
+			tc.edit(&cfg)
+			if err := cfg.validate(); err != nil {
+				t.Fatalf("the configuration itself is refused: %v", err)
+			}
+			err := checkReplicated(cfg.runPlan(), inv)
+			var se *SetupError
+			switch {
+			case tc.refused == nil && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.refused != nil && !errors.As(err, &se):
+				t.Errorf("error %v, want a SetupError naming %q", err, tc.refused)
+			}
+			for _, w := range tc.refused {
+				if err != nil && !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -204,14 +204,8 @@ func startTopo(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNo
 	if err := t.startEtcd(ctx, cfg, net, nodes); err != nil {
 		return nil, err
 	}
-	if cfg.needs&needReplica != 0 {
-		var newHost func(name, what string) (*topology.NetnsHost, error)
-		if net != nil {
-			newHost = func(name, what string) (*topology.NetnsHost, error) { return t.addHost(ctx, name, what) }
-		}
-		if t.repl, err = servers.StartReplicated(ctx, newHost); err != nil {
-			return nil, &SetupError{Err: err}
-		}
+	if err := t.startReplicated(ctx, cfg, net, nodes); err != nil {
+		return nil, err
 	}
 	switch {
 	case nodes != nil:
@@ -241,6 +235,42 @@ func startTopo(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNo
 		}
 	}
 	return t, nil
+}
+
+// startReplicated starts the replicated Redis of a failover, or of an
+// adapter's lock told the sentinels: on the redis and sentinel nodes, on
+// hosts of net, or on this machine.
+func (t *topo) startReplicated(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNodes) (err error) {
+	if !cfg.replicated() {
+		return nil
+	}
+	switch {
+	case nodes != nil:
+		var rs, ss []servers.CutNode
+		for i := range replicatedNodes {
+			rs = append(rs, spread(nodes.redis, i))
+		}
+		for i := range replicatedSentinels {
+			ss = append(ss, spread(nodes.sentinel, i))
+		}
+		t.repl, err = servers.StartReplicatedOnNodes(ctx, rs, ss)
+		if err == nil {
+			for i, h := range rs {
+				t.placed(h, fmt.Sprintf("the replicated Redis's node %d", i))
+			}
+			for i, h := range ss {
+				t.placed(h, fmt.Sprintf("sentinel %d", i))
+			}
+		}
+	case net != nil:
+		t.repl, err = servers.StartReplicated(ctx, func(name, what string) (*topology.NetnsHost, error) { return t.addHost(ctx, name, what) })
+	default:
+		t.repl, err = servers.StartReplicated(ctx, nil)
+	}
+	if err != nil {
+		return &SetupError{Err: err}
+	}
+	return nil
 }
 
 // startEtcd starts the etcd of a lock kept on etcd: on a host of its own

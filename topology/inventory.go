@@ -49,11 +49,12 @@ const (
 	RolePostgres  Role = "postgres"  // the run's PostgreSQL, from the node's initdb and postgres
 	RoleEtcd      Role = "etcd"      // the etcd lock's server, from the node's etcd
 	RoleZooKeeper Role = "zookeeper" // the ZooKeeper lock's servers, from the node's java and zookeeper
+	RoleSentinel  Role = "sentinel"  // the sentinels of a replicated Redis, from the node's redis-server
 )
 
 // Roles are the roles a node may hold.
 func Roles() []Role {
-	return []Role{RoleWorker, RoleRedis, RolePostgres, RoleEtcd, RoleZooKeeper}
+	return []Role{RoleWorker, RoleRedis, RolePostgres, RoleEtcd, RoleZooKeeper, RoleSentinel}
 }
 
 // roleNames are the roles' names, for an error.

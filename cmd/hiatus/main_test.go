@@ -93,7 +93,6 @@ func TestCLIWords(t *testing.T) {
 		// A bad inventory is refused before any server starts.
 		{[]string{"run", "--store", "STORE", "--hosts", "ssh:/nonexistent/lab.hosts"}, "--hosts ssh:/nonexistent/lab.hosts: inventory: stat /nonexistent/lab.hosts: no such file or directory"},
 		{[]string{"run", "--store", "STORE", "--hosts", "sh:lab"}, `--hosts "sh:lab": want local, netns or ssh:FILE`},
-		{[]string{"run", "--store", "STORE", "--hosts", "ssh:lab", "--nemesis", "failover"}, "--nemesis failover is not injected over --hosts ssh yet"},
 		{[]string{"run", "--store", "/etc/passwd/runs", "--redis-url", "redis://127.0.0.1:1"}, "not a directory"},
 		{[]string{"compare", "--store", "/proc/nope", "--redis-url", "redis://127.0.0.1:1"}, "store /proc/nope: mkdir /proc/nope"},
 	} {

@@ -52,20 +52,9 @@ func StartRedisWith(ctx context.Context, opt RedisOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis-server: %w (on Debian: apt-get install redis-server)", ErrMissing)
 	}
-	var extra []string
-	if opt.ReplicaOf != "" {
-		host, port, err := net.SplitHostPort(opt.ReplicaOf)
-		if err != nil {
-			return nil, fmt.Errorf("redis-server: replica of %q: %w", opt.ReplicaOf, err)
-		}
-		extra = append(extra, "--replicaof", host, port)
-	}
-	if opt.Announce != "" {
-		host, port, err := net.SplitHostPort(opt.Announce)
-		if err != nil {
-			return nil, fmt.Errorf("redis-server: announce %q: %w", opt.Announce, err)
-		}
-		extra = append(extra, "--replica-announce-ip", host, "--replica-announce-port", port)
+	extra, err := replicaArgs(opt)
+	if err != nil {
+		return nil, err
 	}
 	if opt.Host != nil {
 		// Its clients are on other hosts of a private test network, which
@@ -98,6 +87,27 @@ func StartRedisWith(ctx context.Context, opt RedisOptions) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// replicaArgs are the arguments of opt's replication: whose replica the
+// server is, and the address it gives its primary as its own.
+func replicaArgs(opt RedisOptions) ([]string, error) {
+	var args []string
+	if opt.ReplicaOf != "" {
+		host, port, err := net.SplitHostPort(opt.ReplicaOf)
+		if err != nil {
+			return nil, fmt.Errorf("redis-server: replica of %q: %w", opt.ReplicaOf, err)
+		}
+		args = append(args, "--replicaof", host, port)
+	}
+	if opt.Announce != "" {
+		host, port, err := net.SplitHostPort(opt.Announce)
+		if err != nil {
+			return nil, fmt.Errorf("redis-server: announce %q: %w", opt.Announce, err)
+		}
+		args = append(args, "--replica-announce-ip", host, "--replica-announce-port", port)
+	}
+	return args, nil
 }
 
 // launchRedis launches s, a redis-server whose command line begins with

@@ -243,6 +243,10 @@ func StartRedisOnNode(ctx context.Context, n Node, opt RedisOptions) (*Server, e
 	if err != nil {
 		return nil, err
 	}
+	extra, err := replicaArgs(opt)
+	if err != nil {
+		return nil, err
+	}
 	var wrap []string
 	dir, err := nodeDir(n, "redis", "")
 	if err != nil {
@@ -272,7 +276,7 @@ func StartRedisOnNode(ctx context.Context, n Node, opt RedisOptions) (*Server, e
 	// Its clients are on other machines, which protected mode would turn
 	// away (it has no password); its log is its output, which Start
 	// appends to s.log.
-	s, err = launchRedis(ctx, s, n.IP(), opt, "", wrap, []string{"--protected-mode", "no"})
+	s, err = launchRedis(ctx, s, n.IP(), opt, "", wrap, append(extra, "--protected-mode", "no"))
 	if err != nil {
 		(&Server{name: "redis-server", node: n, dir: dir}).stopOnNode()
 		return nil, err

@@ -28,8 +28,8 @@ const MasterName = "hiatus"
 // filter.
 type Replicated struct {
 	nodes     []*Server
-	links     []*topology.Link      // links[i] is how sentinels and replicas reach nodes[i]; none on hosts
-	hosts     []*topology.NetnsHost // hosts[i] is nodes[i]'s, then the sentinels'; none on this machine
+	links     []*topology.Link // links[i] is how sentinels and replicas reach nodes[i]; none on hosts
+	hosts     []topology.Host  // hosts[i] is nodes[i]'s, then the sentinels'; none on this machine
 	sentinels []*Server
 }
 
@@ -86,6 +86,52 @@ func StartReplicated(ctx context.Context, newHost func(name, what string) (*topo
 			return nil, fmt.Errorf("sentinel %d: %w", i+1, err)
 		}
 		r.sentinels = append(r.sentinels, s)
+	}
+	if err := r.awaitReady(ctx); err != nil {
+		return nil, fmt.Errorf("the replicated Redis: %v", err)
+	}
+	return r, nil
+}
+
+// A CutNode is a node a server runs on that the nemesis can cut off.
+type CutNode interface {
+	Node
+	topology.Host
+}
+
+// StartReplicatedOnNodes starts the primary on nodes[0], the replica on
+// nodes[1] and a sentinel on each of sentinels, from the nodes' own
+// redis-server, as StartReplicated does on hosts: a failover cuts the
+// primary's node off from the others' in its firewall. The caller sees to
+// it that the primary's and the replica's nodes are apart from each other
+// and from the sentinels': a node cannot be cut from itself.
+func StartReplicatedOnNodes(ctx context.Context, nodes, sentinels []CutNode) (_ *Replicated, err error) {
+	if len(nodes) != 2 || len(sentinels) != 3 {
+		return nil, fmt.Errorf("the replicated Redis: %d nodes and %d sentinels, want 2 and 3", len(nodes), len(sentinels))
+	}
+	r := &Replicated{}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	for i, n := range nodes {
+		var opt RedisOptions
+		if i == 1 {
+			opt.ReplicaOf = r.addr(0)
+		}
+		s, err := StartRedisOnNode(ctx, n, opt)
+		if err != nil {
+			return nil, fmt.Errorf("the lock's Redis node %d, on node %s: %w", i+1, n.Name(), err)
+		}
+		r.nodes, r.hosts = append(r.nodes, s), append(r.hosts, n)
+	}
+	for i, n := range sentinels {
+		s, err := StartSentinelOnNode(ctx, n, SentinelOptions{Master: MasterName, Addr: r.addr(0), Quorum: 2})
+		if err != nil {
+			return nil, fmt.Errorf("sentinel %d, on node %s: %w", i+1, n.Name(), err)
+		}
+		r.sentinels, r.hosts = append(r.sentinels, s), append(r.hosts, n)
 	}
 	if err := r.awaitReady(ctx); err != nil {
 		return nil, fmt.Errorf("the replicated Redis: %v", err)

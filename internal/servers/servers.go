@@ -258,9 +258,12 @@ func (s *Server) command() *exec.Cmd {
 	return cmd
 }
 
-// ip is the address the server listens on: its host's, or loopback.
+// ip is the address the server listens on: its node's, its host's, or loopback.
 func (s *Server) ip() string {
-	if s.host == nil {
+	switch {
+	case s.node != nil:
+		return s.node.IP()
+	case s.host == nil:
 		return "127.0.0.1"
 	}
 	return s.host.IP()
