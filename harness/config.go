@@ -383,15 +383,18 @@ func (c Config) byAdapter() bool { _, ok := c.adapterCommand(); return ok }
 
 // lockNodes is how many Redis nodes of its own the lock is kept on: a
 // majority lock's --nodes; one when a fault acts on the lock's node, or
-// when it runs on a host of its own (--hosts netns); none otherwise: the
-// run's Redis, or with failover the replicated one.
+// when it runs on hosts of their own (--hosts netns or ssh:FILE) and no
+// fault acts on the run's Redis (pause-redis and kill-redis act on the
+// Redis the lock is kept on, which is then the run's, on the control
+// machine, as on one machine); none otherwise: the run's Redis, or with
+// failover the replicated one.
 func (c runPlan) lockNodes() int {
 	switch {
 	case c.lock.Store == client.OnRedisNodes:
 		return c.nodes()
 	case c.needs&needReplica != 0:
 		return 0
-	case c.redisLock() && (c.needs&needLockServers != 0 || c.onHosts()):
+	case c.redisLock() && (c.needs&needLockServers != 0 || (c.onHosts() && c.needs&needRunRedis == 0)):
 		return 1
 	}
 	return 0

@@ -449,7 +449,7 @@ func (r faultRun) checkSettings(t *testing.T) {
 		nodes = harness.DefaultNodes
 	case r.cfg.Lock == "zookeeper" || r.cfg.AdapterStore == harness.AdapterOnZooKeeper:
 		nodes = int64(max(r.cfg.Nodes, 1)) // the ensemble's servers
-	case r.cfg.Lock == "etcd" || r.cfg.Nemesis == "failover":
+	case r.cfg.Lock == "etcd" || r.cfg.Nemesis == "failover" || r.cfg.Nemesis == "pause-redis" || r.cfg.Nemesis == "kill-redis":
 	case strings.Contains(string(r.cfg.Nemesis), "clock") || strings.Contains(string(r.cfg.Nemesis), "restart") || strings.Contains(string(r.cfg.Nemesis), "pause-node") || r.cfg.Hosts == "netns" || strings.HasPrefix(string(r.cfg.Hosts), "ssh:"):
 		nodes = 1 // the lock on a node of its own, apart from the history's clock
 	}
@@ -505,6 +505,8 @@ func (r faultRun) checkFields(t *testing.T, w window) {
 		serverPID()
 	case nemesis.KindPausePostgres:
 		serverPID()
+	case nemesis.KindPauseRedis, nemesis.KindKillRedis: // the run's Redis, on this machine
+		intIn("pid", 2, 1<<31)
 	case nemesis.KindIsolate: // a worker's host, all its links
 		intIn("worker", 0, int64(r.cfg.Workers))
 		intIn("pid", 1, 1<<31)

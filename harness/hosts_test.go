@@ -207,7 +207,7 @@ func TestRunRefusesTopology(t *testing.T) {
 		{nemesis: "partition-redis+drop-redis", lock: "redlock"},
 		{hosts: "local", nemesis: "isolate", lock: "setnx"},
 		{hosts: "vm", nemesis: "none", lock: "setnx"},
-		{hosts: "netns", nemesis: "pause-redis", lock: "setnx"}, // the lock is on a host of its own
+		{hosts: "netns", nemesis: "pause-redis,restart", lock: "setnx"}, // restart puts the lock on a host of its own
 		{nemesis: "failover", lock: "setnx", pause: 2 * time.Second},
 		{nemesis: "kill-redis", lock: "redlock"},
 		{nemesis: "pause-redis,clock", lock: "setnx"},

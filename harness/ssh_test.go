@@ -176,6 +176,55 @@ func TestRunHostsSSH(t *testing.T) {
 		}
 		onNodes(t, res)
 	})
+	// The lock kept on the run's Redis, on this machine, stopped and
+	// killed there as on one machine (cmd/hiatus's TestNemeses): the
+	// workers on nodes wait for it, and write after its restart. The
+	// lock server's record may lose sight of it meanwhile.
+	for i, tc := range []struct {
+		kind   harness.Nemesis
+		effect func(*testing.T, []history.Op)
+	}{
+		{"pause-redis", func(t *testing.T, ops []history.Op) {
+			if n := count(ops, func(o history.Op) bool { return o.IsClient() && (o.Type == history.Info || o.Type == history.Fail) }); n == 0 {
+				t.Errorf("no client op failed or timed out while the run's Redis was paused")
+			}
+		}},
+		{"kill-redis", func(t *testing.T, ops []history.Op) {
+			at := int64(-1)
+			for _, o := range ops {
+				if o.Process == history.Nemesis && o.F == history.FRestart && at < 0 {
+					at = o.Time
+				}
+			}
+			if at < 0 || count(ops, func(o history.Op) bool {
+				return o.IsClient() && o.Type == history.Ok && o.F == history.FWrite && o.Time > at
+			}) == 0 {
+				t.Errorf("no write succeeded after the run's Redis was restarted (at %d ns)", at)
+			}
+		}},
+	} {
+		t.Run("ssh-"+string(tc.kind), func(t *testing.T) {
+			t.Parallel()
+			cfg := sshConfig(t, sn, "ssh-"+string(tc.kind), int64(112+i))
+			drawn(&cfg, tc.kind)
+			cfg.OpTimeout = faultLease / 2
+			res, err := harness.Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Results.Valid == checker.Unknown && !recordBlind(res.Results) {
+				t.Errorf("the history does not check: %s", res.Results.AppendEDN(nil))
+			}
+			ops := readOps(t, res.Dir)
+			if count(ops, func(o history.Op) bool {
+				v, _ := o.Value.(map[history.Keyword]any)
+				return o.Process == history.Nemesis && v["kind"] == history.Keyword(tc.kind)
+			}) == 0 {
+				t.Fatalf("no %s in the history", tc.kind)
+			}
+			tc.effect(t, ops)
+		})
+	}
 	// The verdicts of the default experiment (setnx under sigstop), as
 	// on this machine: updates lost in most runs (not asserted: a run may
 	// see none), and none with a lease of 2 s, longer than every pause.
