@@ -36,34 +36,17 @@ func startEnv(start, ctx context.Context, cfg *runPlan, setup *setupLog) (_ *env
 	if os.Geteuid() == 0 {
 		e.orphans = topology.RemoveOrphans()
 	}
-	net, pgNetns, err := startNet(ctx, *cfg)
+	place, err := newPlacement(ctx, *cfg, setup)
 	if err != nil {
 		return nil, err
 	}
-	if net != nil {
-		e.stops = append(e.stops, net.Close) // stopped in reverse: after the servers on it
-	}
-	nodes, err := startSSH(ctx, *cfg, setup)
-	if err != nil {
-		return nil, err
-	}
-	if nodes != nil {
-		e.notices = sharedCuts(*cfg, nodes.inv)
-	}
-	var pgHost topology.Host // nil, not a nil pointer, for none
-	switch {
-	case nodes != nil:
-		e.stops = append(e.stops, nodes.close)
-		if h := nodes.pgHost(*cfg); h != nil {
-			pgHost = h
-		}
-	case pgNetns != nil:
-		pgHost = pgNetns
-	}
+	e.stops = append(e.stops, place.close) // stopped in reverse: after the servers on it
+	e.notices = place.notices()
+	pgHost := place.postgres()
 	if e.redis, e.postgres, err = startServers(start, &cfg.Config, pgHost); err != nil {
 		return nil, err
 	}
-	if nodes != nil && e.postgres != nil {
+	if pgHost != nil && e.postgres != nil {
 		setup.printf("PostgreSQL started on node %s", pgHost.Name())
 	}
 	for _, sv := range []*servers.Server{e.redis, e.postgres} { // stopped in reverse
@@ -97,7 +80,7 @@ func startEnv(start, ctx context.Context, cfg *runPlan, setup *setupLog) (_ *env
 	if err := e.rdb.Del(pctx, lockKey(cfg.Name), fenceKey(cfg.Name)).Err(); err != nil {
 		return nil, setupErrorf("Redis at %s: %v", Redact(cfg.RedisURL), err)
 	}
-	if e.topo, err = startTopo(ctx, *cfg, net, nodes, pgHost, setup); err != nil {
+	if e.topo, err = startTopo(ctx, *cfg, place, pgHost, setup); err != nil {
 		return nil, err
 	}
 	e.stops = append(e.stops, func() error { e.topo.close(); return nil })

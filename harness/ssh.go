@@ -33,15 +33,17 @@ func (c Config) inventory() string {
 // hosts of their own: --hosts netns or ssh:FILE.
 func (c Config) onHosts() bool { return c.Hosts == HostsNetns || c.inventory() != "" }
 
-// sshNodes are the nodes of --hosts ssh:FILE, connected, by role.
+// sshNodes are the nodes of --hosts ssh:FILE, connected, by role: the
+// placement of a run over SSH.
 type sshNodes struct {
-	inv                      topology.Inventory
-	all                      []*topology.SSHHost
-	workers, redis, postgres []*topology.SSHHost
-	etcd, zookeeper          []*topology.SSHHost
-	sentinel                 []*topology.SSHHost
-	copies                   chan error // the copies' errors, joined, once they are done
-	stopCopies               context.CancelFunc
+	cfg                     runPlan
+	inv                     topology.Inventory
+	all                     []*topology.SSHHost
+	workers, redis, pgNodes []*topology.SSHHost
+	etcdNodes, zookeeper    []*topology.SSHHost
+	sentinel                []*topology.SSHHost
+	copies                  chan error // the copies' errors, joined, once they are done
+	stopCopies              context.CancelFunc
 }
 
 // sshSetupTimeout bounds the connections to the nodes and the copies of
@@ -72,7 +74,7 @@ func startSSH(ctx context.Context, cfg runPlan, setup *setupLog) (_ *sshNodes, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, sshSetupTimeout)
 	defer cancel()
-	s := &sshNodes{inv: inv, all: make([]*topology.SSHHost, len(inv.Nodes))}
+	s := &sshNodes{cfg: cfg, inv: inv, all: make([]*topology.SSHHost, len(inv.Nodes))}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.close())
@@ -114,10 +116,10 @@ func startSSH(ctx context.Context, cfg runPlan, setup *setupLog) (_ *sshNodes, e
 			s.redis = append(s.redis, h)
 		}
 		if n.Has(topology.RolePostgres) {
-			s.postgres = append(s.postgres, h)
+			s.pgNodes = append(s.pgNodes, h)
 		}
 		if n.Has(topology.RoleEtcd) {
-			s.etcd = append(s.etcd, h)
+			s.etcdNodes = append(s.etcdNodes, h)
 		}
 		if n.Has(topology.RoleZooKeeper) {
 			s.zookeeper = append(s.zookeeper, h)
@@ -292,14 +294,6 @@ func (s *sshNodes) waitCopies(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// pgHost is the node of PostgreSQL; nil when it was given by URL.
-func (s *sshNodes) pgHost(cfg runPlan) *topology.SSHHost {
-	if cfg.PostgresURL != "" {
-		return nil
-	}
-	return s.postgres[0]
 }
 
 // close ends the run on every node it reached: what it started there

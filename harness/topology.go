@@ -21,8 +21,8 @@ import (
 const DefaultNodes = 5
 
 // topo is what stands between the workers and the servers: the lock's own
-// Redis nodes, if any; with --hosts netns, the test network and the hosts
-// everything runs on; and the paths the link faults act on.
+// Redis nodes, if any; the hosts everything runs on, where the placement
+// (--hosts) put them; and the paths the link faults act on.
 type topo struct {
 	nodes    []*servers.Server // the lock's own nodes; none when it is kept on the run's Redis
 	nodeURLs []string          // where the lock is kept: the nodes, or the run's Redis
@@ -32,22 +32,20 @@ type topo struct {
 	// then PostgreSQL, then the run's Redis; nil when no link fault acts
 	// and the workers run on this machine.
 	paths [][]path
-	// With --hosts netns: the test network, each worker's host, and the
+	// With hosts (--hosts netns or ssh:FILE): each worker's host, and the
 	// servers': a host for each of nodes, PostgreSQL's (nil when it was
-	// given by URL: it is reached through a proxy on the root namespace,
-	// as the run's Redis always is) and the others' (etcd, the replicated
-	// Redis, whose hosts are only in roles).
-	// With --hosts ssh:FILE, the nodes instead of the network, and the
-	// same hosts, on them.
-	net       *topology.Net
-	ssh       *sshNodes
-	control   string // the address the hosts reach this machine at; "" without hosts
-	hosts     []topology.Host
-	nodeHosts []topology.Host
-	pgHost    topology.Host
-	roles     []hostRole          // every host, for the log and for isolate
-	repl      *servers.Replicated // the lock's replicated Redis, for the failover fault; nil without
-	etcd      *servers.Server     // the etcd lock's throwaway server; nil for other locks
+	// given by URL: it is reached through a proxy on this machine, as the
+	// run's Redis always is) and the others' (etcd, the replicated Redis,
+	// whose hosts are only in roles). None on this machine.
+	place       placement
+	control     string        // the address the hosts reach this machine at; "" without hosts
+	controlHost topology.Host // this machine, as a host the others are cut from; nil without hosts
+	hosts       []topology.Host
+	nodeHosts   []topology.Host
+	pgHost      topology.Host
+	roles       []hostRole          // every host, for the log and for isolate
+	repl        *servers.Replicated // the lock's replicated Redis, for the failover fault; nil without
+	etcd        *servers.Server     // the etcd lock's throwaway server; nil for other locks
 	// zk is the ZooKeeper lock's throwaway ensemble; nil for other locks.
 	// Its servers are the lock's nodes (nodes, nodeURLs, nodeHosts), so
 	// that the node and link faults act on them.
@@ -64,31 +62,9 @@ type path struct {
 	proxy *topology.Link // the proxy on the way; nil for none
 }
 
-// startNet makes the test network of --hosts netns, and PostgreSQL's host
-// when it is to be a throwaway; nothing (nils) otherwise. The caller
-// closes the network after every server on it has stopped.
-func startNet(ctx context.Context, cfg runPlan) (*topology.Net, *topology.NetnsHost, error) {
-	if cfg.Hosts != "netns" {
-		return nil, nil, nil
-	}
-	n, err := topology.NewNet(ctx, "") // a name of its own: runs of one process may overlap
-	if err != nil {
-		return nil, nil, setupErrorf("--hosts netns: %w", err)
-	}
-	if cfg.PostgresURL != "" {
-		return n, nil, nil
-	}
-	h, err := n.AddHost(ctx, "pg")
-	if err != nil {
-		n.Close()
-		return nil, nil, setupErrorf("--hosts netns: PostgreSQL's host: %w", err)
-	}
-	return n, h, nil
-}
-
 // startLockNodes starts the lock's own Redis nodes, when cfg's lock has
-// them: on SSH nodes, on hosts of net, or on this machine.
-func (t *topo) startLockNodes(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNodes) error {
+// them.
+func (t *topo) startLockNodes(ctx context.Context, cfg runPlan) error {
 	n := cfg.lockNodes()
 	if n <= 0 {
 		return nil
@@ -96,136 +72,71 @@ func (t *topo) startLockNodes(ctx context.Context, cfg runPlan, net *topology.Ne
 	t.nodeURLs = nil
 	for i := range n {
 		opt := servers.RedisOptions{FakeClock: cfg.needs&needFakeClock != 0, AppendFsyncAlways: cfg.NodeAOF}
-		if nodes != nil {
-			h := spread(nodes.redis, i)
-			s, err := servers.StartRedisOnNode(ctx, h, opt)
-			if err != nil {
-				return setupErrorf("the lock's Redis node %d, on node %s: %w", i+1, h.Name(), err)
-			}
-			t.placed(h, fmt.Sprintf("the lock's Redis node %d", i))
-			t.nodeHosts, t.nodes, t.nodeURLs = append(t.nodeHosts, h), append(t.nodes, s), append(t.nodeURLs, s.URL)
-			continue
-		}
-		if net != nil {
-			h, err := t.addHost(ctx, fmt.Sprintf("n%d", i), fmt.Sprintf("the lock's Redis node %d", i))
-			if err != nil {
-				return err
-			}
-			t.nodeHosts = append(t.nodeHosts, h)
-			opt.Host = h
-		}
-		s, err := servers.StartRedisWith(ctx, opt)
+		s, h, err := t.place.redisNode(ctx, i, opt)
 		if err != nil {
 			return setupErrorf("the lock's Redis node %d: %w", i+1, err)
 		}
-		t.nodes = append(t.nodes, s)
-		t.nodeURLs = append(t.nodeURLs, s.URL)
+		t.placed(h, fmt.Sprintf("the lock's Redis node %d", i))
+		t.nodes, t.nodeURLs = append(t.nodes, s), append(t.nodeURLs, s.URL)
+		if h != nil {
+			t.nodeHosts = append(t.nodeHosts, h)
+		}
 	}
 	return nil
 }
 
-// startZooKeeper starts the ZooKeeper ensemble of a lock kept on one, on
-// hosts of net (zk0, zk1, …) or on this machine, and makes its servers the
-// lock's nodes.
-func (t *topo) startZooKeeper(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNodes) error {
+// startZooKeeper starts the ZooKeeper ensemble of a lock kept on one, and
+// makes its servers the lock's nodes.
+func (t *topo) startZooKeeper(ctx context.Context, cfg runPlan) error {
 	n := cfg.zkNodes()
 	if n == 0 {
 		return nil
 	}
-	if nodes != nil {
-		var on []servers.Node
-		for i := range n {
-			h := spread(nodes.zookeeper, i)
-			on = append(on, h)
-			t.nodeHosts = append(t.nodeHosts, h)
-		}
-		z, err := servers.StartZooKeeperOnNodes(ctx, on)
-		if err != nil {
-			return setupErrorf("throwaway ZooKeeper: %w", err)
-		}
-		for i, h := range t.nodeHosts[len(t.nodeHosts)-n:] {
-			t.placed(h, zkServer(i))
-		}
-		t.useZooKeeper(z)
-		return nil
-	}
-	hosts := make([]servers.Host, n)
-	if net != nil {
-		for i := range hosts {
-			h, err := t.addHost(ctx, fmt.Sprintf("zk%d", i), zkServer(i))
-			if err != nil {
-				return err
-			}
-			hosts[i] = h
-			t.nodeHosts = append(t.nodeHosts, h)
-		}
-	}
-	z, err := servers.StartZooKeeperOn(ctx, hosts)
+	z, on, err := t.place.zooKeeper(ctx, n)
 	if err != nil {
 		return setupErrorf("throwaway ZooKeeper: %w", err)
 	}
-	t.useZooKeeper(z)
-	return nil
-}
-
-// useZooKeeper makes z's servers the lock's nodes.
-func (t *topo) useZooKeeper(z *servers.ZooKeeper) {
+	for i, h := range on {
+		t.placed(h, zkServer(i))
+	}
+	t.nodeHosts = append(t.nodeHosts, on...)
 	t.zk, t.nodes, t.nodeURLs = z, slices.Clone(z.Servers), nil
 	for _, s := range z.Servers {
 		t.nodeURLs = append(t.nodeURLs, s.URL)
 	}
+	return nil
 }
 
 // startTopo starts the lock's nodes (under a clock that can be jumped when
-// the clock fault is on) and the workers' paths, as cfg asks; on net, when
-// it is not nil, with pgHost PostgreSQL's host or nil.
-func startTopo(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNodes, pgHost topology.Host, setup *setupLog) (_ *topo, err error) {
-	t := &topo{nodeURLs: []string{cfg.RedisURL}, postgres: cfg.PostgresURL, redis: cfg.RedisURL, net: net, ssh: nodes, pgHost: pgHost, setup: setup}
-	switch {
-	case net != nil:
-		t.control = net.Root().IP()
-	case nodes != nil:
-		t.control = nodes.inv.Control
-	}
+// the clock fault is on), puts the workers, and makes their paths, as cfg
+// asks, where place puts them; pgHost is PostgreSQL's host or nil.
+func startTopo(ctx context.Context, cfg runPlan, place placement, pgHost topology.Host, setup *setupLog) (_ *topo, err error) {
+	t := &topo{nodeURLs: []string{cfg.RedisURL}, postgres: cfg.PostgresURL, redis: cfg.RedisURL, place: place, pgHost: pgHost, setup: setup}
+	t.control, t.controlHost = place.control()
 	if pgHost != nil {
-		t.roles = append(t.roles, hostRole{pgHost, "PostgreSQL"})
+		t.roles = append(t.roles, hostRole{pgHost, "PostgreSQL"}) // its start says where
 	}
 	defer func() {
 		if err != nil {
 			t.close()
 		}
 	}()
-	if err := t.startLockNodes(ctx, cfg, net, nodes); err != nil {
-		return nil, err
-	}
-	if err := t.startZooKeeper(ctx, cfg, net, nodes); err != nil {
-		return nil, err
-	}
-	if err := t.startEtcd(ctx, cfg, net, nodes); err != nil {
-		return nil, err
-	}
-	if err := t.startReplicated(ctx, cfg, net, nodes); err != nil {
-		return nil, err
-	}
-	switch {
-	case nodes != nil:
-		if err := nodes.waitCopies(ctx); err != nil {
+	for _, start := range []func(context.Context, runPlan) error{t.startLockNodes, t.startZooKeeper, t.startEtcd, t.startReplicated} {
+		if err := start(ctx, cfg); err != nil {
 			return nil, err
 		}
-		for slot := range cfg.Workers {
-			h := spread(nodes.workers, slot)
+	}
+	for slot := range cfg.Workers {
+		h, err := place.worker(ctx, slot)
+		if err != nil {
+			return nil, err
+		}
+		if h != nil {
 			t.hosts = append(t.hosts, h)
 			t.placed(h, fmt.Sprintf("worker %d", slot))
 		}
-	case net != nil:
-		for slot := range cfg.Workers {
-			h, err := t.addHost(ctx, fmt.Sprintf("w%d", slot), fmt.Sprintf("worker %d", slot))
-			if err != nil {
-				return nil, err
-			}
-			t.hosts = append(t.hosts, h)
-		}
-	case !cfg.proxied():
+	}
+	if t.hosts == nil && !cfg.proxied() {
 		return t, nil
 	}
 	t.paths = make([][]path, cfg.Workers)
@@ -238,68 +149,33 @@ func startTopo(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNo
 }
 
 // startReplicated starts the replicated Redis of a failover, or of an
-// adapter's lock told the sentinels: on the redis and sentinel nodes, on
-// hosts of net, or on this machine.
-func (t *topo) startReplicated(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNodes) (err error) {
+// adapter's lock told the sentinels.
+func (t *topo) startReplicated(ctx context.Context, cfg runPlan) (err error) {
 	if !cfg.replicated() {
 		return nil
 	}
-	switch {
-	case nodes != nil:
-		var rs, ss []servers.CutNode
-		for i := range replicatedNodes {
-			rs = append(rs, spread(nodes.redis, i))
-		}
-		for i := range replicatedSentinels {
-			ss = append(ss, spread(nodes.sentinel, i))
-		}
-		t.repl, err = servers.StartReplicatedOnNodes(ctx, rs, ss)
-		if err == nil {
-			for i, h := range rs {
-				t.placed(h, fmt.Sprintf("the replicated Redis's node %d", i))
-			}
-			for i, h := range ss {
-				t.placed(h, fmt.Sprintf("sentinel %d", i))
-			}
-		}
-	case net != nil:
-		t.repl, err = servers.StartReplicated(ctx, func(name, what string) (*topology.NetnsHost, error) { return t.addHost(ctx, name, what) })
-	default:
-		t.repl, err = servers.StartReplicated(ctx, nil)
-	}
+	r, on, err := t.place.replicated(ctx)
 	if err != nil {
 		return &SetupError{Err: err}
+	}
+	t.repl = r
+	for _, h := range on {
+		t.placed(h.h, h.what)
 	}
 	return nil
 }
 
-// startEtcd starts the etcd of a lock kept on etcd: on a host of its own
-// of the test network, on the first node whose role it is, or on this
-// machine.
-func (t *topo) startEtcd(ctx context.Context, cfg runPlan, net *topology.Net, nodes *sshNodes) (err error) {
+// startEtcd starts the etcd of a lock kept on etcd.
+func (t *topo) startEtcd(ctx context.Context, cfg runPlan) (err error) {
 	if cfg.lock.Store != client.OnEtcd {
 		return nil
 	}
-	switch {
-	case nodes != nil:
-		h := nodes.etcd[0]
-		if t.etcd, err = servers.StartEtcdOnNode(ctx, h); err != nil {
-			return setupErrorf("throwaway etcd: %w", err)
-		}
-		t.placed(h, etcdServer)
-		return nil
-	case net != nil:
-		var h *topology.NetnsHost
-		if h, err = t.addHost(ctx, "etcd", etcdServer); err != nil {
-			return err
-		}
-		t.etcd, err = servers.StartEtcdOn(ctx, h)
-	default:
-		t.etcd, err = servers.StartEtcdOn(ctx, nil)
-	}
+	s, h, err := t.place.etcd(ctx)
 	if err != nil {
 		return setupErrorf("throwaway etcd: %w", err)
 	}
+	t.etcd = s
+	t.placed(h, etcdServer)
 	return nil
 }
 
@@ -315,19 +191,12 @@ type hostRole struct {
 	what string
 }
 
-// addHost adds a host called name to the test network, for what.
-func (t *topo) addHost(ctx context.Context, name, what string) (*topology.NetnsHost, error) {
-	h, err := t.net.AddHost(ctx, name)
-	if err != nil {
-		return nil, setupErrorf("--hosts netns: the host of %s: %w", what, err)
-	}
-	t.placed(h, what)
-	return h, nil
-}
-
 // placed notes that h holds what (a server started there, a worker to
 // come), and says so in the set-up's progress.
 func (t *topo) placed(h topology.Host, what string) {
+	if h == nil {
+		return // on this machine
+	}
 	t.roles = append(t.roles, hostRole{h, what})
 	t.setup.printf("%s on node %s", what, h.Name())
 }
@@ -520,12 +389,8 @@ func (t *topo) postgresLink(slot int, _ []int, _ *rand.Rand) ([]nemesis.Link, st
 // address (its node mates over SSH, which checkCuts allows only for
 // workers) is cut with it.
 func (t *topo) isolate(workers func() []nemesis.Target) nemesis.Fault {
-	var control topology.Host = topology.NewPeer("control", t.control)
-	if t.net != nil {
-		control = t.net.Root() // its IP, cut from the peers' side
-	}
 	peers := func(slot int) []topology.Host {
-		out := []topology.Host{control}
+		out := []topology.Host{t.controlHost}
 		for _, r := range t.roles {
 			if r.h.IP() != t.hosts[slot].IP() {
 				out = append(out, r.h)
