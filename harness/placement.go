@@ -173,5 +173,9 @@ func (p *netnsPlacement) replicated(ctx context.Context) (*servers.Replicated, [
 }
 
 func (p *netnsPlacement) worker(ctx context.Context, slot int) (topology.Host, error) {
-	return p.host(ctx, fmt.Sprintf("w%d", slot), fmt.Sprintf("worker %d", slot))
+	h, err := p.host(ctx, fmt.Sprintf("w%d", slot), fmt.Sprintf("worker %d", slot))
+	if err != nil {
+		return nil, err // not a nil pointer in an interface
+	}
+	return h, nil
 }

@@ -59,11 +59,11 @@ func (s *sshNodes) replicated(ctx context.Context) (*servers.Replicated, []hostR
 	var on []hostRole
 	for i := range replicatedNodes {
 		h := spread(s.redis, i)
-		rs, on = append(rs, h), append(on, hostRole{h, fmt.Sprintf("the replicated Redis's node %d", i)})
+		rs, on = append(rs, h), append(on, hostRole{h, replicatedNode(i)})
 	}
 	for i := range replicatedSentinels {
 		h := spread(s.sentinel, i)
-		ss, on = append(ss, h), append(on, hostRole{h, fmt.Sprintf("sentinel %d", i)})
+		ss, on = append(ss, h), append(on, hostRole{h, sentinelName(i)})
 	}
 	r, err := servers.StartReplicatedOnNodes(ctx, rs, ss)
 	return r, on, err

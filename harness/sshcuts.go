@@ -96,6 +96,15 @@ func (c runPlan) cutServers(inv topology.Inventory) []cutServer {
 	if pg := inv.With(topology.RolePostgres); c.PostgresURL == "" && len(pg) > 0 {
 		out = append(out, cutServer{"PostgreSQL", pg[0], pgCuts})
 	}
+	if c.replicated() { // a failover's cuts are checkReplicated's
+		redis, sentinels := inv.With(topology.RoleRedis), inv.With(topology.RoleSentinel)
+		for i := range replicatedNodes {
+			out = append(out, cutServer{replicatedNode(i), spread(redis, i), whole})
+		}
+		for i := range replicatedSentinels {
+			out = append(out, cutServer{sentinelName(i), spread(sentinels, i), whole})
+		}
+	}
 	return out
 }
 
@@ -139,12 +148,35 @@ func sharedWorkers(cfg runPlan, inv topology.Inventory) error {
 	for slot := range cfg.Workers {
 		for other := range slot {
 			if a, b := spread(workers, other), spread(workers, slot); a.IP() == b.IP() {
-				return setupErrorf("--hosts %s: workers %d and %d share node %s, and --nemesis %s may cut both at once: one's heal would heal the other's cut; give each worker a node of its own (docs/hosts.md)",
-					cfg.Hosts, other, slot, b.Name, cfg.Nemesis)
+				return setupErrorf("--hosts %s: workers %d and %d share node %s, and --nemesis %s may cut both at once: one's heal would heal the other's cut; give each worker a node of its own (docs/hosts.md)%s",
+					cfg.Hosts, other, slot, b.Name, cfg.Nemesis, randomWhy(cfg))
 			}
 		}
 	}
 	return nil
+}
+
+// randomWhy says, of a refused --nemesis random, which of its faults cut
+// in the nodes' firewalls (isolate always does): naming the faults instead
+// leaves them out.
+func randomWhy(c runPlan) string {
+	if c.Nemesis != Random {
+		return ""
+	}
+	return fmt.Sprintf(", or name the faults without %s, which random draws here", strings.Join(c.nodeCutKinds(), " and "))
+}
+
+// nodeCutKinds are c's faults that cut in a node's firewall.
+func (c runPlan) nodeCutKinds() []string {
+	var out []string
+	for _, n := range []need{needRedisLinks, needPostgresLink, needHosts} {
+		for _, f := range c.partitions(n) {
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }
 
 // nodeCuts are the partitions of c that cut a worker's node from a server
@@ -192,6 +224,12 @@ func sharedCuts(cfg runPlan, inv topology.Inventory) []string {
 // (quorum two).
 const replicatedNodes, replicatedSentinels = 2, 3
 
+// replicatedNode and sentinelName name the replicated Redis's servers, as
+// the run's log and a refused cut say them.
+func replicatedNode(i int) string { return fmt.Sprintf("the replicated Redis's node %d", i) }
+
+func sentinelName(i int) string { return fmt.Sprintf("sentinel %d", i) }
+
 // replicated reports whether c's lock is on a replicated Redis, with its
 // sentinels: for a failover, or an adapter's lock told the sentinels.
 func (c runPlan) replicated() bool { return c.needs&needReplica != 0 }
@@ -210,6 +248,9 @@ func checkReplicated(cfg runPlan, inv topology.Inventory) error {
 		return nil
 	}
 	redis, sentinels := inv.With(topology.RoleRedis), inv.With(topology.RoleSentinel)
+	if len(redis) == 0 || len(sentinels) == 0 {
+		return nil // checkRoles says so
+	}
 	primary, replica := spread(redis, 0), spread(redis, 1)
 	if primary.IP() == replica.IP() {
 		return setupErrorf("--hosts %s: the replicated Redis's primary and replica would both be on node %s: give two nodes at addresses of their own the role redis (docs/hosts.md)",
@@ -218,15 +259,24 @@ func checkReplicated(cfg runPlan, inv topology.Inventory) error {
 	if !cfg.faultIn(string(nemesis.KindFailover)) {
 		return nil
 	}
-	cut := []cutServer{{what: "the replicated Redis's node 0", node: primary}, {what: "the replicated Redis's node 1", node: replica}}
+	cut := []cutServer{{what: replicatedNode(0), node: primary}, {what: replicatedNode(1), node: replica}}
 	for i := range replicatedSentinels {
 		s := spread(sentinels, i)
-		cut = append(cut, cutServer{what: fmt.Sprintf("sentinel %d", i), node: s})
+		cut = append(cut, cutServer{what: sentinelName(i), node: s})
 		for _, r := range cut[:2] {
 			if s.IP() == r.node.IP() {
 				return setupErrorf("--hosts %s: --nemesis failover would cut %s, on node %s, from sentinel %d, on node %s at the same address: a node cannot be cut from itself; give the sentinels nodes apart from the redis nodes (docs/hosts.md)",
 					cfg.Hosts, r.what, r.node.Name, i, s.Name)
 			}
+		}
+	}
+	// The control machine too: its own rules are not hiatus's to add, and
+	// cut from the primary it could not ask the sentinels whom they
+	// promoted, nor record the nodes.
+	for _, s := range cut {
+		if s.node.IP() == inv.Control {
+			return setupErrorf("--hosts %s: %s, on node %s, is at the control machine's address %s: --nemesis failover cuts the primary's node off from the replica's and the sentinels' in its firewall, and would cut this machine; give it a node of its own (docs/hosts.md)",
+				cfg.Hosts, s.what, s.node.Name, inv.Control)
 		}
 	}
 	workers := inv.With(topology.RoleWorker)

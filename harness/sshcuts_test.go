@@ -69,7 +69,7 @@ func TestCheckCuts(t *testing.T) {
 		// random's delays and drops put proxies in every path, and its
 		// isolate cuts a worker's node while other faults may be under way.
 		{"workers share a node, random", oneWorker, func(c *Config) { c.Nemesis = Random },
-			[]string{"workers 0 and 1", "node w0", "random"}},
+			[]string{"workers 0 and 1", "node w0", "random", "without isolate"}},
 		{"workers share a node, a replay that overlapped", oneWorker, func(c *Config) { c.Nemesis, c.Plan = "partition-redis", overlapping },
 			[]string{"workers 0 and 1", "node w0"}},
 		{"workers apart, random", apart, func(c *Config) { c.Nemesis = Random }, nil},
@@ -80,6 +80,8 @@ func TestCheckCuts(t *testing.T) {
 			[]string{"isolate", "worker 0", "the lock's Redis node 0"}},
 		{"isolate, redis and postgres on one node", redisWithPG, func(c *Config) { c.Nemesis = "isolate" }, nil},
 		{"isolate, workers share a node", oneWorker, func(c *Config) { c.Nemesis = "isolate" }, nil},
+		{"isolate, a worker on a sentinel's node", []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker,sentinel"}, {"r0", "10.0.0.21", "redis"}, {"r1", "10.0.0.22", "redis"}, {"pg", "10.0.0.31", "postgres"}},
+			func(c *Config) { c.Lock, c.AdapterStore, c.Nemesis = "exec:true", AdapterOnSentinel, "isolate" }, []string{"isolate", "worker 1", "sentinel 0"}},
 		{"isolate, etcd on a worker's node", []node{{"w0", "10.0.0.11", "worker,etcd"}, {"w1", "10.0.0.12", "worker"}, {"pg", "10.0.0.31", "postgres"}},
 			func(c *Config) { c.Lock, c.Lease, c.Nemesis = "etcd", 2e9, "isolate" }, []string{"isolate", "worker 0", "etcd"}},
 		{"three ZooKeeper servers on two", twoZK, func(c *Config) { c.Lock, c.Nodes, c.Nemesis = "zookeeper", 3, "partition-redis" },
@@ -157,6 +159,9 @@ func TestCheckReplicated(t *testing.T) {
 			[]string{"worker 1", "node w1", "sentinel 0"}},
 		{"a worker on the primary's node", "w0:21:worker,redis r1:22:redis s0:31:sentinel", failover,
 			[]string{"worker 0", "the replicated Redis's node 0"}},
+		{"a sentinel at the control machine's address", "w0:11:worker r0:21:redis r1:22:redis s0:1:sentinel", failover,
+			[]string{"sentinel 0", "node s0", "control machine"}},
+		{"a sentinel at the control machine's address, no failover", "w0:11:worker r0:21:redis r1:22:redis s0:1:sentinel", sentinel, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inv := topology.Inventory{Control: "10.0.0.1"}

@@ -121,9 +121,11 @@ type nodeClock struct {
 	// nil for none.
 	steps *steps
 	// off is the node's clock, less the run's steps of it, minus the
-	// history's, ns, as last measured; prev as measured before, for the
-	// lines read after a step the run did not make that ran before it.
-	off, prev int64
+	// history's, ns, as last measured, known to spread; prev as measured
+	// before, for the lines read after a step the run did not make that
+	// ran before it (off itself when the two measures agree within their
+	// spreads: no step between them).
+	off, prev, spread int64
 	// fake is the run's steps of the node's clock at the place in its
 	// stream being read: the sum of the steps whose markers came. A
 	// measure is of the clock now, and the stream may be read late; the
@@ -132,8 +134,10 @@ type nodeClock struct {
 	sampled time.Time
 }
 
-// sampleTrips are a sample's measures: three, keeping the narrowest.
-var sampleTrips = trips{rounds: 3}
+// sampleTrips are a sample's measures: the narrowest of up to six, one
+// within a millisecond ending them, and so does 20 ms once three were
+// taken: on a loaded machine three may all be tens of ms wide.
+var sampleTrips = trips{rounds: 6, least: 3, enough: time.Millisecond, budget: 20 * time.Millisecond}
 
 // firstSample is sample, tried again for up to firstSampleWait: a run's
 // start on a loaded machine may hold one round of TIMEs past
@@ -142,7 +146,8 @@ func (c *nodeClock) firstSample(ctx context.Context) (int64, bool) {
 	ctx, cancel := context.WithTimeout(ctx, firstSampleWait)
 	defer cancel()
 	for {
-		if off, ok := c.sample(ctx); ok || ctx.Err() != nil {
+		if off, spread, ok := c.sample(ctx); ok || ctx.Err() != nil {
+			c.off, c.prev, c.spread = off, off, spread
 			return off, ok
 		}
 		select {
@@ -152,31 +157,52 @@ func (c *nodeClock) firstSample(ctx context.Context) (int64, bool) {
 	}
 }
 
-// sample measures the node's offset; ok is false when it could not.
-func (c *nodeClock) sample(ctx context.Context) (int64, bool) {
+// sample measures the node's offset, known to spread; ok is false when it
+// could not.
+func (c *nodeClock) sample(ctx context.Context) (off, spread int64, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 	defer cancel()
 	fake0, steady := c.steps.now()
 	if !steady {
-		return 0, false // a step under way: the measure could straddle it
+		return 0, 0, false // a step under way: the measure could straddle it
 	}
 	best, spread, err := narrowest(ctx, sampleTrips, c.measure)
 	if err != nil || !c.steady(fake0) {
-		return 0, false
+		return 0, 0, false
 	}
 	best -= fake0 // the run's steps of the clock, as they stand now
 	c.sampled = time.Now()
 	// Any offset within the spread of the measure is as good as it: keep
-	// the one the node had, if it is; else take a whole millisecond if
-	// one is (a clock the fault stepped by whole milliseconds, on this
-	// machine, is off by exactly that), else the measure.
+	// the one the node had, if it is, known as well as it was or better;
+	// else take a whole millisecond if one is (a clock the fault stepped
+	// by whole milliseconds, on this machine, is off by exactly that),
+	// else the measure.
 	if d := best - c.off; d <= spread && d >= -spread {
-		return c.off, true
+		return c.off, min(spread, c.spread), true
 	}
 	if ms := (best + sign(best)*int64(time.Millisecond)/2) / int64(time.Millisecond) * int64(time.Millisecond); ms-best <= spread && best-ms <= spread {
-		return ms, true
+		return ms, spread, true
 	}
-	return best, true
+	return best, spread, true
+}
+
+// adopt takes off, known to spread, as the node's offset. The one it had
+// stays as prev, for the lines that ran before a step, only when the two
+// disagree by more than both spreads: a measure on a loaded machine may be
+// tens of ms wide, and kept as prev it would stamp every line read late
+// that much later (pick takes the latest offset that fits), though the
+// node's clock never moved.
+func (c *nodeClock) adopt(off, spread int64) {
+	if off == c.off {
+		c.spread = spread // the same offset, known as well as the measures knew it: prev stands
+		return
+	}
+	if d := off - c.off; d > spread+c.spread || -d > spread+c.spread {
+		c.prev = c.off
+	} else {
+		c.prev = off
+	}
+	c.off, c.spread = off, spread
 }
 
 func sign(n int64) int64 {
@@ -220,8 +246,8 @@ func (c *nodeClock) stamp(ctx context.Context, us int64) int64 {
 	if agrees && since < resampleEvery || !agrees && since < resampleAtMost {
 		return h
 	}
-	if off, ok := c.sample(ctx); ok && off != c.off {
-		c.prev, c.off = c.off, off
+	if off, spread, ok := c.sample(ctx); ok {
+		c.adopt(off, spread)
 	}
 	return c.pick(ns, arrived)
 }

@@ -42,3 +42,40 @@ func TestHistoryClockNotFirstTrip(t *testing.T) {
 			off, dialDelay/5, dialDelay)
 	}
 }
+
+// TestAdoptWideMeasure: a node's offset measured wide (a loaded machine's
+// round trips) and then narrow, the two within the first's spread, is not
+// taken for a step of the node's clock: a line read late is stamped by the
+// narrow measure, not 46 ms later by the wide one. (Kept as the offset
+// before a step, the wide one stamped a release's DEL on a node over SSH
+// 46 ms after the client was told ok: TestRunHostsSSH/ssh-lease-2s's
+// lock-server check, 2 false oks.) A real step, wider than both spreads,
+// still keeps the offset before it for the lines that ran before it.
+func TestAdoptWideMeasure(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	for _, tc := range []struct {
+		name                  string
+		first, firstSpread    int64
+		then, thenSpread      int64
+		wantPrev, line, stamp int64 // line: node ns; stamp: the history's, read 100 ms late
+	}{
+		{"wide then narrow", -46 * ms, 50 * ms, 0, ms / 2, 0, 10_000 * ms, 10_000 * ms},
+		{"narrow then stepped", 0, ms / 2, 1000 * ms, ms / 2, 0, 10_000 * ms, 10_000 * ms},
+		{"stepped, a line after it", 0, ms / 2, 1000 * ms, ms / 2, 0, 11_000 * ms, 10_000 * ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := nodeClock{own: true}
+			c.off, c.prev, c.spread = tc.first, tc.first, tc.firstSpread
+			c.adopt(tc.then, tc.thenSpread)
+			if c.prev != tc.wantPrev || c.off != tc.then {
+				t.Errorf("offsets %v and before it %v, want %v and %v", time.Duration(c.off), time.Duration(c.prev),
+					time.Duration(tc.then), time.Duration(tc.wantPrev))
+			}
+			arrived := tc.stamp + 100*ms
+			if got := c.pick(tc.line, arrived); got != tc.stamp {
+				t.Errorf("a line at %v read at %v is stamped %v, want %v", time.Duration(tc.line), time.Duration(arrived),
+					time.Duration(got), time.Duration(tc.stamp))
+			}
+		})
+	}
+}

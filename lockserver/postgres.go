@@ -119,8 +119,8 @@ func (r *Recorder) startPostgres(ctx context.Context, index int, n PostgresNode)
 		err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t)
 		return t, err
 	}}
-	if off, ok := s.clock.sample(ctx); ok {
-		s.clock.off = off
+	if off, spread, ok := s.clock.sample(ctx); ok {
+		s.clock.off, s.clock.prev, s.clock.spread = off, off, spread
 	}
 	return s, nil
 }

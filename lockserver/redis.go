@@ -101,12 +101,10 @@ func (r *Recorder) newRedisSource(ctx context.Context, index int, n RedisNode) (
 		steps: &s.steps}
 	s.m = model{lock: r.cfg.Key, fence: r.cfg.FenceKey, notify: r.cfg.Mode == ModeFull, emit: s.emit}
 	if n.OwnClock {
-		off, ok := s.clock.firstSample(ctx)
-		if !ok {
+		if _, ok := s.clock.firstSample(ctx); !ok {
 			s.side.Close()
 			return nil, fmt.Errorf("%s: its TIME beside the run's Redis's did not answer", n.Name)
 		}
-		s.clock.off, s.clock.prev = off, off
 	}
 	return s, nil
 }

@@ -827,10 +827,18 @@ func (h *SSHHost) setRules(ctx context.Context, cut map[string]bool) error {
 	// from the control machine cuts the rest of what they say to each
 	// other. sshd's own view of the connection names it: an address
 	// hiatus would take (the inventory's, a NAT's) need not be the one
-	// the node sees.
+	// the node sees. Its port is sshd's, which a connection of the node's
+	// own to the control machine cannot take as its source (Linux picks
+	// no port a listener has bound), so the rules let through sshd's
+	// connections alone. (Matching the connections' direction in
+	// conntrack instead hung TestSSHHost: a node's conntrack picks up a
+	// connection it was not tracking by whichever packet comes first.)
 	if len(cut) > 0 {
 		cmds = append(cmds, `c=$SSH_CONNECTION`, `[ -n "$c" ]`, `ip=${c%% *}`, `port=${c##* }`)
-		for _, rule := range []string{`-s "$ip" --dport "$port"`, `-d "$ip" --sport "$port"`} {
+		// The connections' direction too: a worker's own connection to
+		// the control machine from a source port that happens to be
+		// sshd's is cut.
+		for _, rule := range []string{`-s "$ip" --dport "$port" -m conntrack --ctdir ORIGINAL`, `-d "$ip" --sport "$port" -m conntrack --ctdir REPLY`} {
 			cmds = append(cmds, fmt.Sprintf("iptables -w -A %[1]s -p tcp %s -j ACCEPT -m comment --comment %[1]s", ch, rule))
 		}
 	}
