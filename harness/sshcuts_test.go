@@ -16,7 +16,7 @@ import (
 // nodes and the fault; what is sound is let through, and when workers
 // share a node a partition cuts, the run is to say so (sharedCuts).
 func TestCheckCuts(t *testing.T) {
-	type node struct{ name, ip, roles string }
+	type node = labNode
 	apart := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"n0", "10.0.0.21", "redis"}, {"pg", "10.0.0.31", "postgres"}}
 	workerOnRedis := []node{{"w0", "10.0.0.11", "worker,redis"}, {"w1", "10.0.0.12", "worker"}, {"pg", "10.0.0.31", "postgres"}}
 	twoRedis := []node{{"w0", "10.0.0.11", "worker"}, {"w1", "10.0.0.12", "worker"}, {"n0", "10.0.0.21", "redis"}, {"n1", "10.0.0.22", "redis"}, {"pg", "10.0.0.31", "postgres"}}
@@ -92,36 +92,11 @@ func TestCheckCuts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			shared := sharedWords[tc.name]
-			inv := topology.Inventory{Control: "10.0.0.1"}
-			for _, n := range tc.nodes {
-				var roles []topology.Role
-				for _, r := range strings.Split(n.roles, ",") {
-					roles = append(roles, topology.Role(r))
-				}
-				inv.Nodes = append(inv.Nodes, topology.Node{Name: n.name, Addr: n.ip, Roles: roles})
-			}
-			cfg := DefaultConfig()
-			cfg.Hosts, cfg.Workers = "ssh:lab.hosts", 2
-			tc.edit(&cfg)
-			if err := cfg.validate(); err != nil {
-				t.Fatalf("the configuration itself is refused: %v", err)
-			}
-			err := checkCuts(cfg.runPlan(), inv)
-			var se *SetupError
-			switch {
-			case tc.refused == nil && err != nil:
-				t.Errorf("refused: %v", err)
-			case tc.refused != nil && !errors.As(err, &se):
-				t.Errorf("error %v, want a SetupError naming %q", err, tc.refused)
-			case tc.refused != nil:
-				for _, w := range tc.refused {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q does not name %q", err, w)
-					}
-				}
+			inv, plan := inventoryOf(tc.nodes), planFor(t, tc.edit)
+			if refusedAs(t, checkCuts(plan, inv), tc.refused) {
 				return
 			}
-			notes := sharedCuts(cfg.runPlan(), inv)
+			notes := sharedCuts(plan, inv)
 			if len(notes) != min(len(shared), 1) {
 				t.Fatalf("notices %q, want one naming %q", notes, shared)
 			}
@@ -164,34 +139,69 @@ func TestCheckReplicated(t *testing.T) {
 		{"a sentinel at the control machine's address, no failover", "w0:11:worker r0:21:redis r1:22:redis s0:1:sentinel", sentinel, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inv := topology.Inventory{Control: "10.0.0.1"}
-			for _, n := range strings.Fields(tc.nodes) {
-				f := strings.Split(n, ":")
-				var roles []topology.Role
-				for _, r := range strings.Split(f[2], ",") {
-					roles = append(roles, topology.Role(r))
-				}
-				inv.Nodes = append(inv.Nodes, topology.Node{Name: f[0], Addr: "10.0.0." + f[1], Roles: roles})
-			}
-			cfg := DefaultConfig()
-			cfg.Hosts, cfg.Workers = "ssh:lab.hosts", 2
-			tc.edit(&cfg)
-			if err := cfg.validate(); err != nil {
-				t.Fatalf("the configuration itself is refused: %v", err)
-			}
-			err := checkReplicated(cfg.runPlan(), inv)
-			var se *SetupError
-			switch {
-			case tc.refused == nil && err != nil:
-				t.Errorf("refused: %v", err)
-			case tc.refused != nil && !errors.As(err, &se):
-				t.Errorf("error %v, want a SetupError naming %q", err, tc.refused)
-			}
-			for _, w := range tc.refused {
-				if err != nil && !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not name %q", err, w)
-				}
-			}
+			refusedAs(t, checkReplicated(planFor(t, tc.edit), inventoryOf(labNodes(tc.nodes))), tc.refused)
 		})
 	}
+}
+
+// A labNode is a node of a test's inventory: its name, address and roles
+// (comma-separated).
+type labNode struct{ name, ip, roles string }
+
+// labNodes reads nodes written name:host:roles, space-separated, each at
+// 10.0.0.host.
+func labNodes(spec string) []labNode {
+	var out []labNode
+	for _, n := range strings.Fields(spec) {
+		f := strings.Split(n, ":")
+		out = append(out, labNode{f[0], "10.0.0." + f[1], f[2]})
+	}
+	return out
+}
+
+// inventoryOf is an inventory of nodes, the control machine at 10.0.0.1.
+func inventoryOf(nodes []labNode) topology.Inventory {
+	inv := topology.Inventory{Control: "10.0.0.1"}
+	for _, n := range nodes {
+		var roles []topology.Role
+		for _, r := range strings.Split(n.roles, ",") {
+			roles = append(roles, topology.Role(r))
+		}
+		inv.Nodes = append(inv.Nodes, topology.Node{Name: n.name, Addr: n.ip, Roles: roles})
+	}
+	return inv
+}
+
+// planFor is a run over SSH of two workers, as edit makes it, which
+// validation must pass.
+func planFor(t *testing.T, edit func(*Config)) runPlan {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Hosts, cfg.Workers = "ssh:lab.hosts", 2
+	edit(&cfg)
+	if err := cfg.validate(); err != nil {
+		t.Fatalf("the configuration itself is refused: %v", err)
+	}
+	return cfg.runPlan()
+}
+
+// refusedAs checks err, a check's of an inventory, against refused: nil
+// lets the run through; else a SetupError that names each of refused. It
+// reports whether the run was to be refused.
+func refusedAs(t *testing.T, err error, refused []string) bool {
+	t.Helper()
+	var se *SetupError
+	switch {
+	case refused == nil && err != nil:
+		t.Errorf("refused: %v", err)
+	case refused != nil && !errors.As(err, &se):
+		t.Errorf("error %v, want a SetupError naming %q", err, refused)
+	case refused != nil:
+		for _, w := range refused {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q does not name %q", err, w)
+			}
+		}
+	}
+	return refused != nil
 }
