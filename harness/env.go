@@ -58,7 +58,10 @@ func startEnv(start, ctx context.Context, cfg *runPlan, setup *setupLog) (_ *env
 	if err != nil {
 		return nil, &SetupError{Err: err}
 	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// A bound for a server that takes the connection and says nothing;
+	// a throwaway PostgreSQL beside two CPU burners took more than 5 s to
+	// count its free sessions (TestRunAdapterMisbehaves, TestPauseTest).
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := e.rdb.Ping(pctx).Err(); err != nil {
 		return nil, setupErrorf("cannot reach Redis at %s: %v", Redact(cfg.RedisURL), err)

@@ -835,10 +835,7 @@ func (h *SSHHost) setRules(ctx context.Context, cut map[string]bool) error {
 	// connection it was not tracking by whichever packet comes first.)
 	if len(cut) > 0 {
 		cmds = append(cmds, `c=$SSH_CONNECTION`, `[ -n "$c" ]`, `ip=${c%% *}`, `port=${c##* }`)
-		// The connections' direction too: a worker's own connection to
-		// the control machine from a source port that happens to be
-		// sshd's is cut.
-		for _, rule := range []string{`-s "$ip" --dport "$port" -m conntrack --ctdir ORIGINAL`, `-d "$ip" --sport "$port" -m conntrack --ctdir REPLY`} {
+		for _, rule := range []string{`-s "$ip" --dport "$port"`, `-d "$ip" --sport "$port"`} {
 			cmds = append(cmds, fmt.Sprintf("iptables -w -A %[1]s -p tcp %s -j ACCEPT -m comment --comment %[1]s", ch, rule))
 		}
 	}
