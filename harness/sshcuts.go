@@ -163,20 +163,7 @@ func randomWhy(c runPlan) string {
 	if c.Nemesis != Random {
 		return ""
 	}
-	return fmt.Sprintf(", or name the faults without %s, which random draws here", strings.Join(c.nodeCutKinds(), " and "))
-}
-
-// nodeCutKinds are c's faults that cut in a node's firewall.
-func (c runPlan) nodeCutKinds() []string {
-	var out []string
-	for _, n := range []need{needRedisLinks, needPostgresLink, needHosts} {
-		for _, f := range c.partitions(n) {
-			if !slices.Contains(out, f) {
-				out = append(out, f)
-			}
-		}
-	}
-	return out
+	return fmt.Sprintf(", or name the faults without %s, which random draws here", strings.Join(c.partitions(needRedisLinks|needPostgresLink|needHosts), " and "))
 }
 
 // nodeCuts are the partitions of c that cut a worker's node from a server
