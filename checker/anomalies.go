@@ -50,7 +50,15 @@ func (s *Stream) anomalies() []Result {
 		}
 		return rs
 	}
-	return []Result{s.availabilityRecord(), s.fenceOrderRecord(), s.lockServer()}
+	rs := []Result{s.availabilityRecord(), s.fenceOrderRecord(), s.lockServer()}
+	if s.view.slack > DefaultSlack {
+		// The record said its stamps were known no better (Record.Slack):
+		// what its findings rested on is said beside them.
+		for i := range rs {
+			rs[i].Fields = append(rs[i].Fields, Field{"record-slack-ms", (s.view.slack + 1e6 - 1) / 1e6})
+		}
+	}
+	return rs
 }
 
 // availabilityHistory is :availability by the history alone: its orphans

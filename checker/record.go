@@ -39,7 +39,10 @@ type Record struct {
 	// history's ops by a reading of the run's Redis TIME taken before and
 	// after each call and carried forward by the worker's own clock.
 	// Events nearer than this to a call are taken as within it, and a
-	// finding must rest on times further apart. 0 is DefaultSlack.
+	// finding must rest on times further apart. 0 is DefaultSlack;
+	// ReadRecord sets the widest :uncertainty of the record's events when
+	// it is wider: a record whose node's clock was measured to 40 ms on a
+	// loaded machine cannot rest a finding on 2 ms.
 	Slack int64
 }
 
@@ -78,6 +81,9 @@ func ReadRecord(path string, workers int) (*Record, error) {
 		if e.Act != history.SFence && e.Act != history.SGap && !slices.Contains(locking, e.Node) {
 			locking = append(locking, e.Node)
 			rec.LockNodes++
+		}
+		if e.Uncertainty > DefaultSlack {
+			rec.Slack = max(rec.Slack, e.Uncertainty)
 		}
 		rec.Ops = append(rec.Ops, e.Op())
 	}

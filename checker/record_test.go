@@ -3,6 +3,7 @@ package checker
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -433,6 +434,62 @@ func TestLateAcquire(t *testing.T) {
 			}
 			if r, ok := rs.Check("lock-server"); !ok || r.Valid != tc.want {
 				t.Errorf("lock-server %v, want %v: %s", r.Valid, tc.want, rs.AppendEDN(nil))
+			}
+		})
+	}
+}
+
+// TestRecordUncertainty: a record whose events say their stamps may be
+// off by more than DefaultSlack (:uncertainty, a node's clock measured on
+// a loaded machine) is checked with that slack. A release's own delete,
+// stamped 50 ms before the release was invoked (a record's clock off by
+// that much: TestRunZooKeeperFaults/zk-kazoo once, on a starved machine),
+// is another's when the stamps are known to 40 ms, and the release's
+// answer false; known to 60 ms, it may be the release's own, and is no
+// finding. The results say the slack.
+func TestRecordUncertainty(t *testing.T) {
+	src := filepath.Join("testdata", "record", "release-lapsed")
+	hist, err := os.ReadFile(filepath.Join(src, "history.edn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const grant = `{:index 0, :time 1000000000, :type :info, :process "redis-0", :f :grant, :key "lock", :token "a1", :client "worker-1", :deadline 1500000000, :command "SET lock a1 NX PX 500"}` + "\n"
+	const del = `{:index 1, :time 1100000000, :type :info, :process "redis-0", :f :delete, :key "lock", :token "a1", :client "worker-1", :command "EVAL release lock a1"%s}` + "\n"
+	for _, tc := range []struct {
+		ms      int64
+		want    Validity
+		slackMS any // record-slack-ms; nil: absent
+	}{
+		{0, Invalid, nil},
+		{1, Invalid, nil}, // within DefaultSlack: as if unsaid
+		{40, Invalid, int64(40)},
+		{60, Valid, int64(60)},
+	} {
+		t.Run(fmt.Sprintf("%d ms", tc.ms), func(t *testing.T) {
+			unc := ""
+			if tc.ms > 0 {
+				unc = fmt.Sprintf(", :uncertainty %d", tc.ms*1e6)
+			}
+			dir := t.TempDir()
+			path := filepath.Join(dir, "lockserver.edn")
+			if err := os.WriteFile(path, []byte(grant+fmt.Sprintf(del, unc)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			h := strings.Replace(string(hist), ":lease-ms 100", ":lease-ms 500", 1)
+			if err := os.WriteFile(filepath.Join(dir, "history.edn"), []byte(h), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, err := ReadRecord(path, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs := checkRecordCase(t, filepath.Join(dir, "history.edn"), Options{Record: r})
+			ls, ok := rs.Check("lock-server")
+			if !ok || ls.Valid != tc.want || ls.Get("record-slack-ms") != tc.slackMS {
+				t.Errorf("lock-server %v with record-slack-ms %v, want %v with %v: %s", ls.Valid, ls.Get("record-slack-ms"), tc.want, tc.slackMS, ls.Explanation)
+			}
+			if tc.want == Invalid && !strings.Contains(ls.Explanation, "its key was already gone (worker 1's EVAL release lock a1 deleted it at 1.100 s)") {
+				t.Errorf("lock-server's finding is not the release's own delete taken for another's: %s", ls.Explanation)
 			}
 		})
 	}

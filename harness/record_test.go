@@ -45,6 +45,10 @@ func reconcile(t *testing.T, dir string, workers int, o recon) int {
 				t.Errorf("the record has a gap: %+v", e)
 			}
 			holes = append(holes, e)
+		} else if measured := e.NodeTime != history.Unset || arrival; measured != (e.Uncertainty > 0) {
+			// A stamp through a measured clock says how well it was known;
+			// one of the history's own clock (the run's Redis) says nothing.
+			t.Errorf("event %d (%s, :node-time %d) says :uncertainty %d; stamped through a measured clock: %v", e.Index, e.Act, e.NodeTime, e.Uncertainty, measured)
 		}
 		acts[e.Token] = append(acts[e.Token], e)
 	}

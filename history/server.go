@@ -58,6 +58,11 @@ const (
 	KeyCommand  Keyword = "command"   // the command as the server logged it, for explanations: "PEXPIRE lock 0"
 	KeyNodeTime Keyword = "node-time" // the node's own clock at the event (ns since the run's start), when it is not the history's
 	KeyUntil    Keyword = "until"     // the end of a gap, on the history's clock (ns)
+	// KeyUncertainty is how far the event's :time may be from when the
+	// node acted, on the history's clock (ns), as the record measured the
+	// node's clock against it; absent when its stamp is the history's
+	// clock itself. The checker's slack is at least the widest.
+	KeyUncertainty Keyword = "uncertainty"
 	// KeyGuess, true, marks an event the record read by its own guess:
 	// a command within a millisecond of the key's deadline, which the
 	// server may have read the other way (a record of the commands alone,

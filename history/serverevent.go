@@ -30,6 +30,9 @@ type ServerEvent struct {
 	Command  string // as the server logged it; "" when it logged none
 	NodeTime int64  // the node's own clock at the event (ns since the run's start); Unset when it is the history's
 	Guess    bool   // the record's guess (KeyGuess)
+	// Uncertainty is how far Time may be from when the node acted (ns,
+	// KeyUncertainty); 0 when not said.
+	Uncertainty int64
 }
 
 // ServerEventOf reads an op of a lock server's record, whose :process is
@@ -73,6 +76,10 @@ func ServerEventOf(o Op, node string) (ServerEvent, error) {
 	num(KeyDeadline, &e.Deadline)
 	num(KeyUntil, &e.Until)
 	num(KeyNodeTime, &e.NodeTime)
+	num(KeyUncertainty, &e.Uncertainty)
+	if e.Uncertainty < 0 && err == nil {
+		err = fmt.Errorf("op %d: :%s %d is negative", o.Index, KeyUncertainty, e.Uncertainty)
+	}
 	if v, ok := o.Extra[KeyGuess]; ok && err == nil {
 		if e.Guess, ok = v.(bool); !ok {
 			err = fmt.Errorf("op %d: :%s %s is not true or false", o.Index, KeyGuess, AppendValue(nil, v))
@@ -117,6 +124,9 @@ func (e ServerEvent) Op() Op {
 	}
 	if e.Guess {
 		o.Extra[KeyGuess] = true
+	}
+	if e.Uncertainty > 0 {
+		o.Extra[KeyUncertainty] = e.Uncertainty
 	}
 	switch e.Act {
 	case SFence:

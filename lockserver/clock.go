@@ -45,6 +45,10 @@ type historyClock struct {
 	rdb     *redis.Client
 	startNS int64 // the run's start, unix ns on the history's clock
 	localNS int64 // the history's clock minus this machine's, ns
+	// spread is how far localNS may be off, ns: half the round trip it
+	// was measured in. An event stamped by this machine's clock is known
+	// no better.
+	spread int64
 }
 
 // newHistoryClock measures where the run's Redis's clock stands to this
@@ -58,7 +62,7 @@ func newHistoryClock(ctx context.Context, rdb *redis.Client, start time.Time) (*
 	c := &historyClock{startNS: start.UnixNano(), rdb: rdb}
 	ctx, cancel := context.WithTimeout(ctx, firstSampleWait)
 	defer cancel()
-	off, _, err := narrowest(ctx, historyTrips, func(ctx context.Context) (int64, int64, error) {
+	off, spread, err := narrowest(ctx, historyTrips, func(ctx context.Context) (int64, int64, error) {
 		l0 := time.Now()
 		h, err := rdb.Time(ctx).Result()
 		l1 := time.Now()
@@ -67,7 +71,7 @@ func newHistoryClock(ctx context.Context, rdb *redis.Client, start time.Time) (*
 	if err != nil {
 		return nil, err
 	}
-	c.localNS = off
+	c.localNS, c.spread = off, spread
 	return c, nil
 }
 
@@ -124,8 +128,9 @@ type nodeClock struct {
 	// history's, ns, as last measured, known to spread; prev as measured
 	// before, for the lines read after a step the run did not make that
 	// ran before it (off itself when the two measures agree within their
-	// spreads: no step between them).
+	// spreads: no step between them), known to prevSpread.
 	off, prev, spread int64
+	prevSpread        int64
 	// fake is the run's steps of the node's clock at the place in its
 	// stream being read: the sum of the steps whose markers came. A
 	// measure is of the clock now, and the stream may be read late; the
@@ -147,7 +152,7 @@ func (c *nodeClock) firstSample(ctx context.Context) (int64, bool) {
 	defer cancel()
 	for {
 		if off, spread, ok := c.sample(ctx); ok || ctx.Err() != nil {
-			c.off, c.prev, c.spread = off, off, spread
+			c.off, c.prev, c.spread, c.prevSpread = off, off, spread, spread
 			return off, ok
 		}
 		select {
@@ -176,8 +181,13 @@ func (c *nodeClock) sample(ctx context.Context) (off, spread int64, ok bool) {
 	// the one the node had, if it is, known as well as it was or better;
 	// else take a whole millisecond if one is (a clock the fault stepped
 	// by whole milliseconds, on this machine, is off by exactly that),
-	// else the measure.
+	// else the measure. A node's first measure keeps 0 so (a node on
+	// this machine, whose clock is the history's), known to the measure's
+	// spread: it had none before.
 	if d := best - c.off; d <= spread && d >= -spread {
+		if c.spread == 0 {
+			return c.off, spread, true
+		}
 		return c.off, min(spread, c.spread), true
 	}
 	if ms := (best + sign(best)*int64(time.Millisecond)/2) / int64(time.Millisecond) * int64(time.Millisecond); ms-best <= spread && best-ms <= spread {
@@ -194,15 +204,28 @@ func (c *nodeClock) sample(ctx context.Context) (off, spread int64, ok bool) {
 // node's clock never moved.
 func (c *nodeClock) adopt(off, spread int64) {
 	if off == c.off {
+		if c.prev == c.off {
+			c.prevSpread = spread
+		}
 		c.spread = spread // the same offset, known as well as the measures knew it: prev stands
 		return
 	}
 	if d := off - c.off; d > spread+c.spread || -d > spread+c.spread {
-		c.prev = c.off
+		c.prev, c.prevSpread = c.off, c.spread
 	} else {
-		c.prev = off
+		c.prev, c.prevSpread = off, spread
 	}
 	c.off, c.spread = off, spread
+}
+
+// uncertainty is how far a stamp by the offsets now may be from when its
+// line ran (ns): the wider of the two offsets' spreads, as a line may be
+// stamped by either (pick); 0 for a node whose clock is the history's.
+func (c *nodeClock) uncertainty() int64 {
+	if !c.own {
+		return 0
+	}
+	return max(c.spread, c.prevSpread)
 }
 
 func sign(n int64) int64 {

@@ -41,6 +41,9 @@ func TestHistoryClockNotFirstTrip(t *testing.T) {
 		t.Errorf("the history's clock stands %v from this machine's, want 0 within %v: the first trip, dial and all, was taken (half of %v)",
 			off, dialDelay/5, dialDelay)
 	}
+	if sp := time.Duration(c.spread); sp <= 0 || sp > dialDelay/5 {
+		t.Errorf("the history's clock is known to %v, want a round trip's half, within %v", sp, dialDelay/5)
+	}
 }
 
 // TestAdoptWideMeasure: a node's offset measured wide (a loaded machine's
@@ -50,7 +53,9 @@ func TestHistoryClockNotFirstTrip(t *testing.T) {
 // before a step, the wide one stamped a release's DEL on a node over SSH
 // 46 ms after the client was told ok: TestRunHostsSSH/ssh-lease-2s's
 // lock-server check, 2 false oks.) A real step, wider than both spreads,
-// still keeps the offset before it for the lines that ran before it.
+// still keeps the offset before it for the lines that ran before it. The
+// stamps' uncertainty, which the record writes, is the wider spread of
+// the offsets a line may be stamped by.
 func TestAdoptWideMeasure(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	for _, tc := range []struct {
@@ -58,15 +63,20 @@ func TestAdoptWideMeasure(t *testing.T) {
 		first, firstSpread    int64
 		then, thenSpread      int64
 		wantPrev, line, stamp int64 // line: node ns; stamp: the history's, read 100 ms late
+		uncertainty           int64
 	}{
-		{"wide then narrow", -46 * ms, 50 * ms, 0, ms / 2, 0, 10_000 * ms, 10_000 * ms},
-		{"narrow then stepped", 0, ms / 2, 1000 * ms, ms / 2, 0, 10_000 * ms, 10_000 * ms},
-		{"stepped, a line after it", 0, ms / 2, 1000 * ms, ms / 2, 0, 11_000 * ms, 10_000 * ms},
+		{"wide then narrow", -46 * ms, 50 * ms, 0, ms / 2, 0, 10_000 * ms, 10_000 * ms, ms / 2},
+		{"narrow then stepped", 0, ms / 2, 1000 * ms, ms / 2, 0, 10_000 * ms, 10_000 * ms, ms / 2},
+		{"stepped, a line after it", 0, ms / 2, 1000 * ms, ms / 2, 0, 11_000 * ms, 10_000 * ms, ms / 2},
+		{"stepped, measured wide", 0, ms / 2, 1000 * ms, 30 * ms, 0, 10_000 * ms, 10_000 * ms, 30 * ms},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := nodeClock{own: true}
-			c.off, c.prev, c.spread = tc.first, tc.first, tc.firstSpread
+			c.off, c.prev, c.spread, c.prevSpread = tc.first, tc.first, tc.firstSpread, tc.firstSpread
 			c.adopt(tc.then, tc.thenSpread)
+			if u := c.uncertainty(); u != tc.uncertainty {
+				t.Errorf("stamps known to %v, want %v", time.Duration(u), time.Duration(tc.uncertainty))
+			}
 			if c.prev != tc.wantPrev || c.off != tc.then {
 				t.Errorf("offsets %v and before it %v, want %v and %v", time.Duration(c.off), time.Duration(c.prev),
 					time.Duration(tc.then), time.Duration(tc.wantPrev))

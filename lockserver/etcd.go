@@ -371,9 +371,12 @@ func (s *etcdSource) expiredLeases(ctx context.Context) (float64, error) {
 	return 0, errors.New("etcd reports no etcd_debugging_server_lease_expired_total")
 }
 
-// emit sends an event at h (history unix ns) to the journal.
+// emit sends an event at h (history unix ns) to the journal. h is this
+// machine's clock where the history's stands to it, known to the spread
+// of that measure.
 func (s *etcdSource) emit(h int64, e event) {
-	o := s.rec.op(s.index, h, event{act: e.act, key: s.rec.cfg.Key, token: e.token, client: e.client, command: e.command, value: e.value})
+	o := s.rec.op(s.index, h, event{act: e.act, key: s.rec.cfg.Key, token: e.token, client: e.client, command: e.command, value: e.value,
+		uncertainty: s.rec.hist.spread})
 	s.rec.send(o)
 }
 

@@ -34,6 +34,10 @@ type event struct {
 	value    int64  // a fence's token
 	reason   string // a gap's
 	guess    bool   // what the record read of the key here may be wrong (model.unsure)
+	// uncertainty is how far the act's stamp may be from when it ran, on
+	// the history's clock (ns): the spread of the clock's measure it was
+	// stamped through; 0 for a stamp of the history's clock itself.
+	uncertainty int64
 }
 
 // A keyState is the lock's key as the model has it.

@@ -120,7 +120,7 @@ func (r *Recorder) startPostgres(ctx context.Context, index int, n PostgresNode)
 		return t, err
 	}}
 	if off, spread, ok := s.clock.sample(ctx); ok {
-		s.clock.off, s.clock.prev, s.clock.spread = off, off, spread
+		s.clock.off, s.clock.prev, s.clock.spread, s.clock.prevSpread = off, off, spread, spread
 	}
 	return s, nil
 }
@@ -155,7 +155,7 @@ func (s *postgresSource) end(ctx context.Context) {
 // emit sends an event of the model to the journal.
 func (s *postgresSource) emit(e event) {
 	o := s.rec.op(s.index, s.clock.at(e.us*1000), event{act: e.act, key: strconv.FormatInt(s.node.Key, 10), token: e.token,
-		client: e.client, command: e.command})
+		client: e.client, command: e.command, uncertainty: s.clock.uncertainty()})
 	o.Extra[history.KeyNodeTime] = e.us*1000 - s.rec.hist.startNS
 	s.rec.send(o)
 }

@@ -229,6 +229,9 @@ func (r *Recorder) op(index int, h int64, e event) history.Op {
 	if e.act != history.SExpire && e.act != history.SGap {
 		o.Extra[history.KeyClient] = e.client
 	}
+	if e.uncertainty > 0 {
+		o.Extra[history.KeyUncertainty] = e.uncertainty
+	}
 	return o
 }
 

@@ -574,6 +574,7 @@ func (s *redisSource) emit(e event) {
 			h = min(h, s.lineH)
 		}
 	}
+	e.uncertainty = s.clock.uncertainty()
 	o := s.rec.op(s.index, h, e)
 	if e.guess {
 		o.Extra[history.KeyGuess] = true

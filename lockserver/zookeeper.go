@@ -599,9 +599,12 @@ func staleSessionsExpired(ctx context.Context, addr string) (float64, error) {
 	return 0, fmt.Errorf("mntr at %s tells no zk_stale_sessions_expired (4lw.commands.whitelist must name mntr)", addr)
 }
 
-// emit sends an event at h (history unix ns) to the journal.
+// emit sends an event at h (history unix ns) to the journal. h is this
+// machine's clock where the history's stands to it, known to the spread
+// of that measure.
 func (s *zookeeperSource) emit(h int64, e event) {
-	o := s.rec.op(s.index, h, event{act: e.act, key: s.rec.cfg.Key, token: e.token, client: e.client, command: e.command, value: e.value})
+	o := s.rec.op(s.index, h, event{act: e.act, key: s.rec.cfg.Key, token: e.token, client: e.client, command: e.command, value: e.value,
+		uncertainty: s.rec.hist.spread})
 	s.rec.send(o)
 }
 
