@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/compare"
 	"github.com/hiatus-dev/hiatus/harness"
-	"github.com/hiatus-dev/hiatus/internal/compare"
 )
 
 // TestCensusAdapters runs the conformance check of every adapter of the

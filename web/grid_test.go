@@ -13,8 +13,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/hiatus-dev/hiatus/checker"
+	"github.com/hiatus-dev/hiatus/compare"
 	"github.com/hiatus-dev/hiatus/internal/browser"
-	"github.com/hiatus-dev/hiatus/internal/compare"
 )
 
 // gridRuns are the figures of the runs of the grids' fixtures: 3 rows of 2
@@ -29,7 +29,7 @@ var gridRuns = [3][2]struct {
 	{{"true", 200, 0}, {":unknown", 210, 0}},
 }
 
-// gridFixture writes into root the same grid twice, as internal/compare
+// gridFixture writes into root the same grid twice, as package compare
 // writes it: made in one process, in compare/TIME/, and collected from
 // cells made apart, in grid/job/. It returns the two comparisons' names.
 func gridFixture(t *testing.T, root string) (one, collected string) {

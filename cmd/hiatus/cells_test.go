@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hiatus-dev/hiatus/internal/compare"
+	"github.com/hiatus-dev/hiatus/compare"
 	"github.com/hiatus-dev/hiatus/store"
 	"github.com/hiatus-dev/hiatus/web"
 )

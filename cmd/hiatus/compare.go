@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/hiatus-dev/hiatus/client"
+	"github.com/hiatus-dev/hiatus/compare"
 	"github.com/hiatus-dev/hiatus/harness"
-	"github.com/hiatus-dev/hiatus/internal/compare"
 	"github.com/hiatus-dev/hiatus/internal/printable"
 	"github.com/hiatus-dev/hiatus/internal/progress"
 	"github.com/hiatus-dev/hiatus/internal/shellquote"

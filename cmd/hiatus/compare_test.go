@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hiatus-dev/hiatus/internal/compare"
+	"github.com/hiatus-dev/hiatus/compare"
 	"github.com/hiatus-dev/hiatus/store"
 )
 

@@ -5,7 +5,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/hiatus-dev/hiatus/internal/compare"
+	"github.com/hiatus-dev/hiatus/compare"
 )
 
 // A Compare shows where a comparison stands: on a terminal, one line
