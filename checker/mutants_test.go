@@ -194,8 +194,8 @@ var mutants = []mutant{
 		file:  "recordcheck.go",
 		tests: recordProperty,
 		edits: [][2]string{{
-			"			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease",
-			"			o.reported = !mutated() && o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease"}},
+			"			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease+s.grain",
+			"			o.reported = !mutated() && o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease+s.grain"}},
 	},
 	{
 		name:  "a grant the run's end gave up is undone by any delete",

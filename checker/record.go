@@ -39,10 +39,10 @@ type Record struct {
 	// history's ops by a reading of the run's Redis TIME taken before and
 	// after each call and carried forward by the worker's own clock.
 	// Events nearer than this to a call are taken as within it, and a
-	// finding must rest on times further apart. 0 is DefaultSlack;
-	// ReadRecord sets the widest :uncertainty of the record's events when
-	// it is wider: a record whose node's clock was measured to 40 ms on a
-	// loaded machine cannot rest a finding on 2 ms.
+	// finding must rest on times further apart. 0 is the widest
+	// :uncertainty of the record's events when it is wider than
+	// DefaultSlack, else DefaultSlack: a record whose node's clock was
+	// measured to 40 ms on a loaded machine cannot rest a finding on 2 ms.
 	Slack int64
 }
 
@@ -81,9 +81,6 @@ func ReadRecord(path string, workers int) (*Record, error) {
 		if e.Act != history.SFence && e.Act != history.SGap && !slices.Contains(locking, e.Node) {
 			locking = append(locking, e.Node)
 			rec.LockNodes++
-		}
-		if e.Uncertainty > DefaultSlack {
-			rec.Slack = max(rec.Slack, e.Uncertainty)
 		}
 		rec.Ops = append(rec.Ops, e.Op())
 	}
@@ -181,7 +178,9 @@ type serverEvent struct {
 	deadline    int64 // history.Unset: none; a :gap's :until
 	value       int64 // a :fence's token
 	why         string
-	guess       bool // the record's guess (history.KeyGuess)
+	guess       bool  // the record's guess (history.KeyGuess)
+	uncertainty int64 // how far time may be off (history.KeyUncertainty)
+	grain       int64 // a grant's: how long past its lease the server may keep the key (history.KeyExpiryGrain)
 }
 
 // readRecord reads the record's events, in time order; bad counts those it
@@ -206,6 +205,8 @@ func readRecord(r *Record) (evs []serverEvent, bad int, first string) {
 			e.deadline = d
 		}
 		e.guess, _ = o.Get(history.KeyGuess).(bool)
+		e.uncertainty, _ = history.Int(o.Get(history.KeyUncertainty))
+		e.grain, _ = history.Int(o.Get(history.KeyExpiryGrain))
 		if o.F == history.SGap {
 			e.deadline = math.MaxInt64 // never seen again
 			if u, ok := history.Int(o.Get(history.KeyUntil)); ok {
@@ -243,6 +244,7 @@ type span struct {
 	endHow             int
 	deadline           int64 // its last deadline; history.Unset: none
 	lease              int64 // the deadline its grant set, less the grant's time; 0 if none
+	grain              int64 // how long past its lease the server may keep it (its grant's :expiry-grain)
 	// Who held it, by the history.
 	holder  int // index into the calls of the acquire it answered; -1 none
 	status  holdStatus
@@ -319,7 +321,7 @@ func spans(evs []serverEvent) (out []span, liveGrants []int) {
 					liveGrants = append(liveGrants, len(out))
 				}
 			}
-			s := span{key: e.key, token: e.token, client: e.client, start: e.time, startEv: i, endEv: -1, deadline: e.deadline, holder: -1, after: -1, endCall: -1}
+			s := span{key: e.key, token: e.token, client: e.client, start: e.time, startEv: i, endEv: -1, deadline: e.deadline, holder: -1, after: -1, endCall: -1, grain: e.grain}
 			if e.deadline != history.Unset {
 				s.lease = e.deadline - e.time
 			}

@@ -37,8 +37,9 @@ type orphan struct {
 	firstRef   int64
 	lease      int64
 	fault      *faultWindow // the fault that hit its holder, if one did
-	// reported: no longer than a lease after a fault hit its holder (the
-	// lease doing its job), or than a lease and undone by the give-up of
+	// reported: no longer than a lease (and the server's expiry grain)
+	// after a fault hit its holder, or a grant came to a waiter stopped
+	// meanwhile (the lease doing its job), or than a lease and undone by the give-up of
 	// the run's end (undoneAtEnd: hiatus's doing). A longer one is the
 	// library's: its grant held the key while every worker waited, which
 	// no worker's lock call after it can tell from the run's end.
@@ -95,12 +96,17 @@ func (v *recordView) orphans(lease, end int64) []orphan {
 				continue
 			}
 			o := orphan{span: i, start: piece[0], end: piece[1], refused: n, firstRef: first, lease: cmp0(s.lease, v.holderLease(s), lease)}
-			if s.status == holdKnown {
+			switch {
+			case s.status == holdKnown:
 				if f, ok := v.faultOn(v.calls[s.holder].process, v.calls[s.holder].inv, piece[0]); ok {
 					o.fault = &f
 				}
+			case s.after >= 0:
+				if f, ok := v.stoppedAt(v.calls[s.after].process, s.start); ok {
+					o.fault = &f
+				}
 			}
-			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease
+			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease+s.grain
 			o.reported = o.reported || v.undoneAtEnd(*s, lastCall) && o.lease > 0 && o.end-o.start <= o.lease
 			out = append(out, o)
 		}

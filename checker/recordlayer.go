@@ -23,7 +23,11 @@ func (v *recordView) orphanWords(o orphan) (history.Keyword, string) {
 			op = v.calls[s.after].doneIdx
 		}
 		why, layer := s.why.words(op), layerLibrary
-		if o.reported { // only undoneAtEnd reports a grant no one held
+		switch {
+		case o.reported && o.fault != nil:
+			why = fmt.Sprintf("its worker's process %v was stopped by %s when it came, and %s", v.calls[s.after].process, v.faultWords(*o.fault), why)
+			layer, tail = layerLease, tail+": "+v.leaseJob(o, s)
+		case o.reported: // undoneAtEnd
 			why, layer = whyUndone.words(op), "" // no layer's: the run's end
 			tail += ": hiatus's doing, not the lock's"
 		}
@@ -48,7 +52,7 @@ func (v *recordView) orphanWords(o orphan) (history.Keyword, string) {
 	switch {
 	case o.reported:
 		layer = layerLease
-		tail += fmt.Sprintf(": no longer than its %s lease after %s hit its holder, the lease doing its job", msWords(o.lease), v.faultWords(*o.fault))
+		tail += fmt.Sprintf(": no longer than its %s after %s hit its holder, the lease doing its job", v.leaseWords(o, s), v.faultWords(*o.fault))
 	case o.fault != nil && o.lease > 0:
 		layer = v.outlivedBy(s)
 		tail += fmt.Sprintf(": longer than its %s lease", msWords(o.lease))
@@ -56,6 +60,20 @@ func (v *recordView) orphanWords(o orphan) (history.Keyword, string) {
 		layer = v.outlivedBy(s)
 	}
 	return layer, what + tail
+}
+
+// leaseWords says an orphan's lease and the server's expiry grain, if any:
+// "500 ms", "500 ms (and the server's 100 ms tick)".
+func (v *recordView) leaseWords(o orphan, s span) string {
+	if s.grain > 0 {
+		return fmt.Sprintf("%s lease (and the server's %s tick)", msWords(o.lease), msWords(s.grain))
+	}
+	return msWords(o.lease) + " lease"
+}
+
+// leaseJob says a reported orphan of a waiter stopped when granted.
+func (v *recordView) leaseJob(o orphan, s span) string {
+	return fmt.Sprintf("no longer than its %s, the lease doing its job", v.leaseWords(o, s))
 }
 
 // outlivedBy says who kept a key past its lease: a library that renewed

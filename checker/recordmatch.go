@@ -126,12 +126,12 @@ func doubts(evs []serverEvent) []doubt {
 // of it surely.
 func (v *recordView) blind(from, to int64) (serverEvent, bool) {
 	for _, i := range v.gaps {
-		if g := v.evs[i]; g.time <= to && g.deadline >= from {
+		if g := v.evs[i]; v.within(g.time, math.MinInt64/2, to) && v.within(from, math.MinInt64/2, g.deadline) {
 			return g, true
 		}
 	}
 	for _, d := range v.doubts {
-		if d.from <= to && d.to >= from {
+		if v.within(d.from, math.MinInt64/2, to) && v.within(from, math.MinInt64/2, d.to) {
 			return v.evs[d.first], true
 		}
 	}
@@ -253,7 +253,14 @@ func (v *recordView) matchWindows() {
 			continue
 		}
 		ws := windows[n]
-		k := sort.Search(len(ws), func(k int) bool { return ws[k].from-v.slack > s.start }) - 1
+		// The window begun before the grant, or, if it does not hold it,
+		// the next, begun within the slack after it: with a wide slack
+		// (Record.Slack) the next acquire may begin within it, and the
+		// grant is not taken from the window it falls in.
+		k := sort.Search(len(ws), func(k int) bool { return ws[k].from > s.start }) - 1
+		if k+1 < len(ws) && (k < 0 || !v.within(s.start, ws[k].from, ws[k].to)) && v.within(s.start, ws[k+1].from, ws[k+1].to) {
+			k++
+		}
 		if k < 0 || !v.within(s.start, ws[k].from, ws[k].to) {
 			s.why = whyNoCall
 			if k >= 0 {
@@ -399,6 +406,18 @@ func (v *recordView) sectionEnd(a int) int64 {
 func (v *recordView) faultOn(p history.Process, from, to int64) (faultWindow, bool) {
 	for _, f := range v.faults {
 		if (f.process == int64(p) || f.process < 0) && f.start <= to && f.end >= from {
+			return f, true
+		}
+	}
+	return faultWindow{}, false
+}
+
+// stoppedAt is a pause of process p itself surely in force at time t of
+// the record: a waiter stopped so takes nothing it is granted, and its
+// grant is held until its lease runs out, as a paused holder's is.
+func (v *recordView) stoppedAt(p history.Process, t int64) (faultWindow, bool) {
+	for _, f := range v.faults {
+		if f.f == history.FPause && f.process == int64(p) && v.before(f.start, t) && v.before(t, f.end) {
 			return f, true
 		}
 	}

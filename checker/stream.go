@@ -108,7 +108,7 @@ func recordStreamKeys() []history.Keyword { return []history.Keyword{history.Key
 // recordKeys are the extra keys of the record's own events (readRecord),
 // which are read whole, every key kept.
 func recordKeys() []history.Keyword {
-	return []history.Keyword{history.KeyKey, history.KeyToken, history.KeyWas, history.KeyClient, history.KeyCommand, history.KeyDeadline, history.KeyUntil, history.KeyGuess}
+	return []history.Keyword{history.KeyKey, history.KeyToken, history.KeyWas, history.KeyClient, history.KeyCommand, history.KeyDeadline, history.KeyUntil, history.KeyGuess, history.KeyUncertainty, history.KeyExpiryGrain}
 }
 
 // An openCall is an invocation waiting for its completion.
@@ -562,7 +562,15 @@ func (s *Stream) matchRecord() {
 	}
 	evs, bad, first := readRecord(s.record)
 	s.recordBad, s.recordFirstBad = bad, first
-	s.view = newRecordView(evs, s.locks.calls, s.record.Workers, s.record.Slack, s.locks.faults)
+	slack := s.record.Slack
+	if slack == 0 {
+		for _, e := range evs {
+			if e.uncertainty > DefaultSlack {
+				slack = max(slack, e.uncertainty)
+			}
+		}
+	}
+	s.view = newRecordView(evs, s.locks.calls, s.record.Workers, slack, s.locks.faults)
 }
 
 // layer adds to an invalid lock-counter or linear result r, from the

@@ -30,7 +30,8 @@ func TestStreamKeys(t *testing.T) {
 	get := regexp.MustCompile(`\.Get\(history\.(Key\w+)\)`)
 	names := map[string]history.Keyword{"KeyLeaseMS": history.KeyLeaseMS, "KeyFence": history.KeyFence,
 		"KeyFinal": history.KeyFinal, "KeyResolved": history.KeyResolved, "KeyToken": history.KeyToken, "KeySection": history.KeySection,
-		"KeyKey": history.KeyKey, "KeyWas": history.KeyWas, "KeyClient": history.KeyClient, "KeyCommand": history.KeyCommand, "KeyDeadline": history.KeyDeadline, "KeyUntil": history.KeyUntil, "KeyGuess": history.KeyGuess}
+		"KeyKey": history.KeyKey, "KeyWas": history.KeyWas, "KeyClient": history.KeyClient, "KeyCommand": history.KeyCommand, "KeyDeadline": history.KeyDeadline, "KeyUntil": history.KeyUntil, "KeyGuess": history.KeyGuess,
+		"KeyUncertainty": history.KeyUncertainty, "KeyExpiryGrain": history.KeyExpiryGrain}
 	read := 0
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {

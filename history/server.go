@@ -63,6 +63,11 @@ const (
 	// node's clock against it; absent when its stamp is the history's
 	// clock itself. The checker's slack is at least the widest.
 	KeyUncertainty Keyword = "uncertainty"
+	// KeyExpiryGrain, on a grant, is how long past its lease the server
+	// may keep a key whose holder fell silent (ns): ZooKeeper expires a
+	// session at the first tick boundary past its timeout. Absent: none
+	// known.
+	KeyExpiryGrain Keyword = "expiry-grain"
 	// KeyGuess, true, marks an event the record read by its own guess:
 	// a command within a millisecond of the key's deadline, which the
 	// server may have read the other way (a record of the commands alone,

@@ -31,6 +31,7 @@ func TestWorkerName(t *testing.T) {
 func TestServerEventRoundTrip(t *testing.T) {
 	evs := []ServerEvent{
 		{Time: 10, Node: "redis-0", Act: SGrant, Key: "k", Token: "a9", Client: "worker-1", Deadline: 510, Command: `SET k a9 NX PX 500`, Until: Unset, NodeTime: Unset},
+		{Time: 10, Node: "zk-0", Act: SGrant, Key: "/k", Token: "/k/a9", Client: "worker-1", Deadline: Unset, Until: Unset, NodeTime: Unset, Uncertainty: 27_000, ExpiryGrain: 100_000_000},
 		{Time: 11, Node: "redis-0", Act: SRefuse, Key: "k", Token: "a9", Client: "worker-2", Deadline: Unset, Until: Unset, NodeTime: Unset, Guess: true},
 		{Time: 12, Node: "redis-1", Act: SRenew, Key: "k", Token: "a9", Client: "", Deadline: 900, Until: Unset, NodeTime: 13, Uncertainty: 46_000_000},
 		{Time: 13, Node: "redis-1", Act: SOverwrite, Key: "k", Token: "b", Was: "a9", Client: "worker-0", Deadline: Unset, Until: Unset, NodeTime: Unset},
@@ -73,6 +74,7 @@ func TestServerEventRefused(t *testing.T) {
 		{`{:index 0, :time 1, :type :info, :process "redis-0", :f :grant, :guess 1}`, ":guess 1 is not true or false"},
 		{`{:index 0, :time 1, :type :info, :process "redis-0", :f :grant, :uncertainty -5}`, ":uncertainty -5 is negative"},
 		{`{:index 0, :time 1, :type :info, :process "redis-0", :f :grant, :uncertainty 1.5}`, ":uncertainty 1.5 is not an integer"},
+		{`{:index 0, :time 1, :type :info, :process "zk-0", :f :grant, :expiry-grain -1}`, ":expiry-grain -1 is negative"},
 	} {
 		_, err := NewServerReader(strings.NewReader(c.line), "f").Next()
 		if err == nil || !strings.Contains(err.Error(), c.want) {

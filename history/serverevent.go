@@ -33,6 +33,9 @@ type ServerEvent struct {
 	// Uncertainty is how far Time may be from when the node acted (ns,
 	// KeyUncertainty); 0 when not said.
 	Uncertainty int64
+	// ExpiryGrain is how long past its lease the server may keep the key
+	// a grant gave (ns, KeyExpiryGrain); 0 when not said.
+	ExpiryGrain int64
 }
 
 // ServerEventOf reads an op of a lock server's record, whose :process is
@@ -77,8 +80,11 @@ func ServerEventOf(o Op, node string) (ServerEvent, error) {
 	num(KeyUntil, &e.Until)
 	num(KeyNodeTime, &e.NodeTime)
 	num(KeyUncertainty, &e.Uncertainty)
-	if e.Uncertainty < 0 && err == nil {
-		err = fmt.Errorf("op %d: :%s %d is negative", o.Index, KeyUncertainty, e.Uncertainty)
+	num(KeyExpiryGrain, &e.ExpiryGrain)
+	for k, v := range map[Keyword]int64{KeyUncertainty: e.Uncertainty, KeyExpiryGrain: e.ExpiryGrain} {
+		if v < 0 && err == nil {
+			err = fmt.Errorf("op %d: :%s %d is negative", o.Index, k, v)
+		}
 	}
 	if v, ok := o.Extra[KeyGuess]; ok && err == nil {
 		if e.Guess, ok = v.(bool); !ok {
@@ -125,8 +131,10 @@ func (e ServerEvent) Op() Op {
 	if e.Guess {
 		o.Extra[KeyGuess] = true
 	}
-	if e.Uncertainty > 0 {
-		o.Extra[KeyUncertainty] = e.Uncertainty
+	for k, v := range map[Keyword]int64{KeyUncertainty: e.Uncertainty, KeyExpiryGrain: e.ExpiryGrain} {
+		if v > 0 {
+			o.Extra[k] = v
+		}
 	}
 	switch e.Act {
 	case SFence:

@@ -182,16 +182,18 @@ func (c *nodeClock) sample(ctx context.Context) (off, spread int64, ok bool) {
 	// else take a whole millisecond if one is (a clock the fault stepped
 	// by whole milliseconds, on this machine, is off by exactly that),
 	// else the measure. A node's first measure keeps 0 so (a node on
-	// this machine, whose clock is the history's), known to the measure's
-	// spread: it had none before.
-	if d := best - c.off; d <= spread && d >= -spread {
-		if c.spread == 0 {
-			return c.off, spread, true
+	// this machine, whose clock is the history's). An offset taken off
+	// the measure's midpoint is known to the spread plus how far off it
+	// lies: the true offset is within spread of the measure, and within
+	// the old spread of the old offset.
+	if d := abs(best - c.off); d <= spread {
+		if c.spread == 0 { // not measured before
+			return c.off, d + spread, true
 		}
-		return c.off, min(spread, c.spread), true
+		return c.off, min(d+spread, c.spread), true
 	}
-	if ms := (best + sign(best)*int64(time.Millisecond)/2) / int64(time.Millisecond) * int64(time.Millisecond); ms-best <= spread && best-ms <= spread {
-		return ms, spread, true
+	if ms := (best + sign(best)*int64(time.Millisecond)/2) / int64(time.Millisecond) * int64(time.Millisecond); abs(ms-best) <= spread {
+		return ms, abs(ms-best) + spread, true
 	}
 	return best, spread, true
 }
@@ -227,6 +229,8 @@ func (c *nodeClock) uncertainty() int64 {
 	}
 	return max(c.spread, c.prevSpread)
 }
+
+func abs(n int64) int64 { return n * sign(n) }
 
 func sign(n int64) int64 {
 	if n < 0 {

@@ -38,6 +38,7 @@ type event struct {
 	// the history's clock (ns): the spread of the clock's measure it was
 	// stamped through; 0 for a stamp of the history's clock itself.
 	uncertainty int64
+	grain       int64 // a grant's: how long past its lease the server may keep the key (ns); 0 unknown
 }
 
 // A keyState is the lock's key as the model has it.

@@ -119,8 +119,10 @@ func (r *Recorder) startPostgres(ctx context.Context, index int, n PostgresNode)
 		err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t)
 		return t, err
 	}}
-	if off, spread, ok := s.clock.sample(ctx); ok {
-		s.clock.off, s.clock.prev, s.clock.spread, s.clock.prevSpread = off, off, spread, spread
+	if _, ok := s.clock.firstSample(ctx); !ok {
+		// Its events are stamped as if its clock were the history's, and
+		// say no :uncertainty: how far off that is, is unknown.
+		r.logf("%s: its clock beside the run's Redis's did not answer: its events are stamped as if it were the history's", n.Name)
 	}
 	return s, nil
 }

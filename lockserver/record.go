@@ -232,6 +232,9 @@ func (r *Recorder) op(index int, h int64, e event) history.Op {
 	if e.uncertainty > 0 {
 		o.Extra[history.KeyUncertainty] = e.uncertainty
 	}
+	if e.grain > 0 {
+		o.Extra[history.KeyExpiryGrain] = e.grain
+	}
 	return o
 }
 

@@ -82,6 +82,7 @@ type zookeeperSource struct {
 	gone     map[int64]bool     // sessions seen expired
 	expired  map[string]float64 // zk_stale_sessions_expired by server
 	noMntr   bool               // no server answers mntr: expiries are not told
+	grain    int64              // the servers' tickTime (ns), which a session may outlive its timeout by; 0 unknown
 	server   int                // the server connected to, of node.Servers
 	skipTo   int32              // the read whose mark ends the notes it saw already
 	sess     *zkSession         // the record's session, taken up again after a lost connection
@@ -108,6 +109,10 @@ func (r *Recorder) startZooKeeper(ctx context.Context, index int, n ZooKeeperNod
 	if err := s.firstExpiries(ctx); err != nil {
 		s.noMntr = true
 		r.logf("%s: %v: a session's expiry is recorded as a delete", n.Name, err)
+	}
+	var err error
+	if s.grain, err = s.tick(ctx); err != nil {
+		r.logf("%s: %v: the grants do not say the tick a session may outlive its timeout by, and an orphan of a paused holder is held to the timeout alone", n.Name, err)
 	}
 	go s.run(context.WithoutCancel(ctx))
 	return s, nil
@@ -603,8 +608,12 @@ func staleSessionsExpired(ctx context.Context, addr string) (float64, error) {
 // machine's clock where the history's stands to it, known to the spread
 // of that measure.
 func (s *zookeeperSource) emit(h int64, e event) {
-	o := s.rec.op(s.index, h, event{act: e.act, key: s.rec.cfg.Key, token: e.token, client: e.client, command: e.command, value: e.value,
-		uncertainty: s.rec.hist.spread})
+	ev := event{act: e.act, key: s.rec.cfg.Key, token: e.token, client: e.client, command: e.command, value: e.value,
+		uncertainty: s.rec.hist.spread}
+	if e.act == history.SGrant {
+		ev.grain = s.grain
+	}
+	o := s.rec.op(s.index, h, ev)
 	s.rec.send(o)
 }
 
@@ -669,4 +678,52 @@ func (s *zookeeperSource) close() {
 	s.mu.Unlock()
 	c.closeSession(context.Background())
 	<-s.done
+}
+
+// tick asks the ensemble's servers, by conf, for their tickTime: a session
+// expires at the first tick boundary past its timeout (ZooKeeper's
+// ExpiryQueue rounds each expiry up to the next tick), so a holder that fell
+// silent keeps its znode up to a tick past its timeout. The first answer is
+// taken: an ensemble shares one configuration.
+func (s *zookeeperSource) tick(ctx context.Context) (int64, error) {
+	var err error
+	for _, addr := range s.node.Servers {
+		var t time.Duration
+		if t, err = zkConfTick(ctx, addr); err == nil {
+			return int64(t), nil
+		}
+	}
+	return 0, err
+}
+
+// zkConfTick asks the server at addr its tickTime, by conf.
+func zkConfTick(ctx context.Context, addr string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	if _, err := conn.Write([]byte("conf")); err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "tickTime="); ok {
+			ms, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || ms <= 0 {
+				return 0, fmt.Errorf("conf at %s: tickTime=%s is no count of milliseconds", addr, v)
+			}
+			return time.Duration(ms) * time.Millisecond, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("conf at %s: %w", addr, err)
+	}
+	return 0, fmt.Errorf("conf at %s tells no tickTime (4lw.commands.whitelist must name conf)", addr)
 }

@@ -27,7 +27,8 @@ type zkGrant struct {
 // czxid as its fence; every release is its worker's delete. A holder
 // stopped past its session's timeout (its lock frozen, as a SIGSTOPped
 // process's) has its znode deleted by the server: an expiry, and the next
-// holder's grant.
+// holder's grant. Each grant says the servers' tick (:expiry-grain), which
+// a session may outlive its timeout by.
 func TestZooKeeperRecord(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -111,6 +112,9 @@ func TestZooKeeperRecord(t *testing.T) {
 		switch e.Act {
 		case history.SGrant:
 			grants = append(grants, zkGrant{token: e.Token, worker: e.Client})
+			if e.ExpiryGrain != int64(servers.ZooKeeperTick) {
+				t.Errorf("%s's grant says :expiry-grain %v, want the servers' tick, %v (conf)", e.Token, time.Duration(e.ExpiryGrain), servers.ZooKeeperTick)
+			}
 		case history.SFence:
 			fences[e.Token] = e.Fence
 		case history.SDelete, history.SExpire:

@@ -254,9 +254,10 @@ func startEnsembleOnNodes(ctx context.Context, javas []string, nodes []Node) (_ 
 
 // zooConfig is server i's zoo.cfg. The admin server (an HTTP server on
 // port 8080 by default) is off, as every listener but the client's and the
-// ensemble's on ports of their own. Two four-letter words are allowed:
-// srvr, which the readiness check asks, and mntr, whose count of the
-// sessions the server expired the lock server's record reads.
+// ensemble's on ports of their own. Three four-letter words are allowed:
+// srvr, which the readiness check asks, mntr, whose count of the sessions
+// the server expired the lock server's record reads, and conf, whose
+// tickTime it reads (a session outlives its timeout by up to a tick).
 func zooConfig(dir string, i int, ips []string, ports []zooPorts) string {
 	tick := int(ZooKeeperTick / time.Millisecond)
 	lines := []string{
@@ -271,7 +272,7 @@ func zooConfig(dir string, i int, ips []string, ports []zooPorts) string {
 		"clientPort=" + strconv.Itoa(ports[i].client),
 		"clientPortAddress=" + ips[i],
 		"admin.enableServer=false",
-		"4lw.commands.whitelist=srvr,mntr",
+		"4lw.commands.whitelist=srvr,mntr,conf",
 		// Every write is fsynced before it is acknowledged (the default,
 		// said here because a restart's survival rests on it).
 		"forceSync=yes",
