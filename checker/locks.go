@@ -130,6 +130,10 @@ type faultWindow struct {
 	f          history.Keyword // the :f that began it: :pause, :kill, :start
 	process    int64           // -1 for a fault of no one process
 	start, end int64
+	// stops says the pause stops its process whole (SIGSTOP), not one
+	// goroutine of it: not a sleep, nor the blocking holder's own pause of
+	// stop-waiters (the stopped waiters' are named by :worker).
+	stops bool
 }
 
 func newLockTracker() lockTracker {
@@ -399,7 +403,8 @@ func (t *lockTracker) fault(o *history.Op) {
 		t.freeze(t.faults[i].process, -1)
 	}
 	if e.Begin {
-		t.faults = append(t.faults, faultWindow{index: o.Index, kind: e.Kind, f: e.F, process: e.Process, start: o.Time, end: math.MaxInt64})
+		stops := e.F == history.FPause && e.Kind != history.PauseSleep && (e.Kind != history.PauseStopWaiters || e.Value[history.Keyword("worker")] != nil)
+		t.faults = append(t.faults, faultWindow{index: o.Index, kind: e.Kind, f: e.F, process: e.Process, start: o.Time, end: math.MaxInt64, stops: stops})
 		t.freeze(e.Process, 1)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -509,10 +510,12 @@ func TestRecordUncertainty(t *testing.T) {
 
 // TestPausedGrantee: zk-paused-grantee's orphan, a grant to a waiter
 // stopped when it came, is the lease's doing only as far as the lease
-// and the server's expiry grain go, and only while the stop surely
-// covered the grant: without the record's :expiry-grain (529.5 ms against
-// a 500 ms lease), or with the stop ended before the grant, or begun after
-// it, it is the library's.
+// and the server's expiry grain go, only while the stop surely covered
+// the grant, only for a grant inside the worker's acquire, and only for a
+// stop of the whole process: without the record's :expiry-grain (529.5 ms
+// against a 500 ms lease), with the stop ended before the grant or begun
+// after it, with the acquire failed before it, or with a sleep for the
+// stop, it is the library's.
 func TestPausedGrantee(t *testing.T) {
 	src := filepath.Join("testdata", "record", "zk-paused-grantee")
 	rec, err := os.ReadFile(filepath.Join(src, "lockserver.edn"))
@@ -531,7 +534,7 @@ func TestPausedGrantee(t *testing.T) {
 		want      Validity
 		words     string
 	}{
-		{"as made", nil, nil, Valid, "its worker's process 1 was stopped by nemesis op 5 (sigstop) when it came, and its acquire (op 19) was given up when the run ended; the key held the lock until it expired at 0.930 s (529 ms), no live holder had it, and the server refused 1 acquire meanwhile (the first at 0.451 s): no longer than its 500 ms lease (and the server's 100 ms tick), the lease doing its job"},
+		{"as made", nil, nil, Valid, "nemesis op 5 (sigstop) hit its worker (process 1) when it came, and its acquire (op 19) was given up when the run ended; the key held the lock until it expired at 0.930 s (529 ms), no live holder had it, and the server refused 1 acquire meanwhile (the first at 0.451 s): no longer than its 500 ms lease (and the server's 100 ms tick), the lease doing its job"},
 		{"no grain", func(r string) string { return strings.ReplaceAll(r, ", :expiry-grain 100000000", "") }, nil, Invalid,
 			"library: worker 1's grant at 0.401 s (delete /hiatus/lock/_c_a-lock-0000000000) went to no one: its acquire (op 19) was given up when the run ended"},
 		{"stopped after the grant", nil, func(h string) string {
@@ -540,6 +543,25 @@ func TestPausedGrantee(t *testing.T) {
 		{"resumed before the grant", nil, func(h string) string {
 			return strings.Replace(h, resume, `{:index 18, :time 399000000, :type :info, :process :nemesis, :f :resume,`, 1)
 		}, Invalid, "library: worker 1's grant"},
+		// A grant after its worker's acquire ended (it failed at 0.25 s)
+		// went to no one whether the worker was stopped or not.
+		{"its acquire over before", nil, func(h string) string {
+			lines := strings.SplitAfter(h, "\n")
+			failed := lines[19]
+			lines = slices.Delete(lines, 19, 20)
+			lines[4] += strings.Replace(failed, ":time 2000000000", ":time 250000000", 1)
+			return strings.Join(lines, "")
+		}, Invalid, "no acquire of its worker was under way"},
+		// A worker cut off from the servers cannot take its grant, nor
+		// undo a try of its own (its session's close does not reach the
+		// server): its key lapses, as a paused one's.
+		{"cut off", nil, func(h string) string {
+			h = strings.Replace(h, `:f :pause, :value {:kind :sigstop, :ms 800, :pid 4001,`, `:f :start, :value {:kind :partition-redis, :links "nodes 0", :ms 800, :nodes [0],`, 1)
+			return strings.Replace(h, `:f :resume, :value {:kind :sigstop, :ms 800, :pid 4001,`, `:f :stop, :value {:kind :partition-redis, :links "nodes 0", :ms 800, :nodes [0],`, 1)
+		}, Valid, "nemesis op 5 (partition-redis) hit its worker (process 1) when it came"},
+		// A sleep blocks one goroutine: the library runs on, and may take
+		// its grant.
+		{"a sleep, not a stop", nil, func(h string) string { return strings.ReplaceAll(h, ":kind :sigstop", ":kind :sleep") }, Invalid, "library: worker 1's grant"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, h := string(rec), string(hist)

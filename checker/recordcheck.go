@@ -38,8 +38,9 @@ type orphan struct {
 	lease      int64
 	fault      *faultWindow // the fault that hit its holder, if one did
 	// reported: no longer than a lease (and the server's expiry grain)
-	// after a fault hit its holder, or a grant came to a waiter stopped
-	// meanwhile (the lease doing its job), or than a lease and undone by the give-up of
+	// after a fault hit its holder, or a grant came to a waiter that a
+	// fault of its own held (the lease doing its job), or than a lease and
+	// undone by the give-up of
 	// the run's end (undoneAtEnd: hiatus's doing). A longer one is the
 	// library's: its grant held the key while every worker waited, which
 	// no worker's lock call after it can tell from the run's end.
@@ -101,12 +102,15 @@ func (v *recordView) orphans(lease, end int64) []orphan {
 				if f, ok := v.faultOn(v.calls[s.holder].process, v.calls[s.holder].inv, piece[0]); ok {
 					o.fault = &f
 				}
-			case s.after >= 0:
-				if f, ok := v.stoppedAt(v.calls[s.after].process, s.start); ok {
+			case s.after >= 0 && s.why != whyNoCall:
+				// The grant fell inside an acquire of the stopped worker's;
+				// one that came after its acquire ended (whyNoCall) went to
+				// no one, stopped or not.
+				if f, ok := v.hitAt(v.calls[s.after].process, s.start); ok {
 					o.fault = &f
 				}
 			}
-			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease+s.grain
+			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease+min(s.grain, o.lease)
 			o.reported = o.reported || v.undoneAtEnd(*s, lastCall) && o.lease > 0 && o.end-o.start <= o.lease
 			out = append(out, o)
 		}

@@ -25,7 +25,7 @@ func (v *recordView) orphanWords(o orphan) (history.Keyword, string) {
 		why, layer := s.why.words(op), layerLibrary
 		switch {
 		case o.reported && o.fault != nil:
-			why = fmt.Sprintf("its worker's process %v was stopped by %s when it came, and %s", v.calls[s.after].process, v.faultWords(*o.fault), why)
+			why = fmt.Sprintf("%s hit its worker (process %v) when it came, and %s", v.faultWords(*o.fault), v.calls[s.after].process, why)
 			layer, tail = layerLease, tail+": "+v.leaseJob(o, s)
 		case o.reported: // undoneAtEnd
 			why, layer = whyUndone.words(op), "" // no layer's: the run's end

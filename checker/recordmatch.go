@@ -412,12 +412,15 @@ func (v *recordView) faultOn(p history.Process, from, to int64) (faultWindow, bo
 	return faultWindow{}, false
 }
 
-// stoppedAt is a pause of process p itself surely in force at time t of
-// the record: a waiter stopped so takes nothing it is granted, and its
-// grant is held until its lease runs out, as a paused holder's is.
-func (v *recordView) stoppedAt(p history.Process, t int64) (faultWindow, bool) {
+// hitAt is a fault of process p itself (not of a server, nor of every
+// process) surely in force at time t of the record, that leaves it unable
+// to take a grant or to undo one: its process stopped whole (SIGSTOP, not
+// a sleep of one goroutine), killed, or its links cut or delayed. Its
+// grant is held until its lease runs out, as a holder's is that such a
+// fault hit.
+func (v *recordView) hitAt(p history.Process, t int64) (faultWindow, bool) {
 	for _, f := range v.faults {
-		if f.f == history.FPause && f.process == int64(p) && v.before(f.start, t) && v.before(t, f.end) {
+		if (f.f != history.FPause || f.stops) && f.process == int64(p) && v.before(f.start, t) && v.before(t, f.end) {
 			return f, true
 		}
 	}

@@ -58,7 +58,7 @@ func recordConfig(cfg runPlan, t *topo, start time.Time, lg *runLog) (lockserver
 		// Read where the recorder runs, past the links the faults cut:
 		// the workers' sessions are named (client.ZooKeeperClientPath).
 		rc.Key = client.ZooKeeperPath(lockKey(cfg.Name))
-		rc.ZooKeeper = &lockserver.ZooKeeperNode{Name: "zk-0", Servers: t.zk.Addrs()}
+		rc.ZooKeeper = &lockserver.ZooKeeperNode{Name: "zk-0", Servers: t.zk.Addrs(), Expired: t.zk.SessionExpired}
 	default:
 		// A program's own lock: the recorder cannot read it, and a
 		// record of the fence counter alone would hold no grant to match

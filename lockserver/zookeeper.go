@@ -25,6 +25,11 @@ import (
 type ZooKeeperNode struct {
 	Name    string   // the record's process for it: "zk-0"
 	Servers []string // the ensemble's servers, host:port
+	// Expired, when set, says whether the ensemble expired a session (by
+	// its ID), as its servers' logs do (servers.ZooKeeper.SessionExpired);
+	// nil: the servers' counts of expired sessions (mntr) are read, which
+	// name no session.
+	Expired func(ctx context.Context, session int64) (bool, error)
 }
 
 // The ZooKeeper record comes from a persistent recursive watch of the
@@ -39,9 +44,12 @@ type ZooKeeperNode struct {
 // expired (on the leader): a count that rose since the last read was
 // this one's session's, read at a delete whose session ended (its name
 // gone) or has no name (a waiter's ended session's is read too, so its
-// expiry is not taken for the next holder's). ZooKeeper's log
-// says whose session it expired, but it is a file on the server's host;
-// mntr is a question any client may ask where the server allows it
+// expiry is not taken for the next holder's). A count names no session:
+// another's expiry, while a holder closed its session, was taken for the
+// holder's. ZooKeeper's log says whose session it expired, but it is a
+// file on the server's host: where the run started the servers, it reads
+// them (ZooKeeperNode.Expired), and the count only for a session it
+// does not know. mntr is a question any client may ask where the server allows it
 // (4lw.commands.whitelist), and a server that does not leaves every
 // delete :delete, as the log says. Each grant hands out the znode's czxid,
 // the lock's fencing token, as a :fence. A session is named by the znode
@@ -505,13 +513,26 @@ func (s *zookeeperSource) sessionExpired(ctx context.Context, c *zkConn, session
 	if s.gone[session] {
 		return true
 	}
-	if s.noMntr {
+	if s.noMntr && s.node.Expired == nil {
 		return false
 	}
 	if session != 0 && s.owners[session] != "" {
 		if _, err := c.stat(ctx, s.names+strconv.FormatInt(session, 16)); err == nil {
 			return false
 		}
+	}
+	if s.node.Expired != nil && session != 0 {
+		ok, err := s.node.Expired(ctx, session)
+		if err == nil {
+			if ok {
+				s.gone[session] = true
+			}
+			return ok
+		}
+		s.rec.logf("%s: whether session %x expired: %v: the servers' count of expiries is read", s.node.Name, session, err)
+	}
+	if s.noMntr {
+		return false
 	}
 	more, err := s.expiries(ctx)
 	if err != nil || !more {

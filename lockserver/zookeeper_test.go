@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/hiatus-dev/hiatus/client"
 	"github.com/hiatus-dev/hiatus/history"
 	"github.com/hiatus-dev/hiatus/internal/servers"
@@ -71,7 +72,7 @@ func TestZooKeeperRecord(t *testing.T) {
 		mu.Unlock()
 		return g
 	}
-	evs := recordZooKeeper(t, rs.URL, zk.Addrs(), client.ZooKeeperPath(name), func() {
+	evs := recordZooKeeper(t, rs.URL, zk, client.ZooKeeperPath(name), func() {
 		var wg sync.WaitGroup
 		for i := range workers {
 			wg.Add(1)
@@ -141,10 +142,86 @@ func TestZooKeeperRecord(t *testing.T) {
 }
 
 // recordZooKeeper runs fn under a Recorder of the ZooKeeper lock whose
-// znode is key, on the ensemble at servers, the history's clock the Redis at
-// clockURL, and returns the record.
-func recordZooKeeper(t *testing.T, clockURL string, servers []string, key string, fn func()) []history.ServerEvent {
+// znode is key, on the ensemble zk (whose logs say the sessions it
+// expired), the history's clock the Redis at clockURL, and returns the
+// record.
+func recordZooKeeper(t *testing.T, clockURL string, zk *servers.ZooKeeper, key string, fn func()) []history.ServerEvent {
 	t.Helper()
-	evs, _ := recordWith(t, clockURL, Config{Mode: ModeFull, Key: key, ZooKeeper: &ZooKeeperNode{Name: "zk-0", Servers: servers}}, fn)
+	evs, _ := recordWith(t, clockURL, Config{Mode: ModeFull, Key: key, ZooKeeper: &ZooKeeperNode{Name: "zk-0", Servers: zk.Addrs(), Expired: zk.SessionExpired}}, fn)
 	return evs
+}
+
+// TestZooKeeperExpiryNamed: a session that expired elsewhere — a frozen
+// holder of another key, with no znode in this line — is not taken for
+// this line's holder's, whose session closed (the close deletes its
+// znode and its name in one transaction, so the record finds its name
+// gone). The servers count expiries without naming them, and the count
+// that rose was the other session's: under partition-redis on a 3-server
+// ensemble the record said a released holder's session expired in 2 of
+// 5 runs, where each server's log named another. The log names it.
+func TestZooKeeperExpiryNamed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	zk, err := servers.StartZooKeeper(ctx, 1)
+	if err != nil {
+		t.Fatalf("ZooKeeper: %v", err)
+	}
+	t.Cleanup(func() { zk.Stop() })
+	rs := startRedis(t, servers.RedisOptions{})
+	kind, _ := client.LockKindOf("zookeeper", nil)
+	lock := func(key, name string, lease time.Duration) client.Lock {
+		l, err := kind.New(ctx, client.LockConfig{Endpoints: zk.Addrs(), Key: key, Lease: lease, ClientName: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	const key = "hiatus:lock:zk-expiry-named"
+	holder := lock(key, "worker-0", 10*time.Second)
+	other := lock(key+"-other", "worker-1", time.Second) // the ZooKeeper tick's 2 at the least
+	evs := recordZooKeeper(t, rs.URL, zk, client.ZooKeeperPath(key), func() {
+		if _, err := holder.Acquire(ctx); err != nil {
+			t.Fatalf("holder: %v", err)
+		}
+		g, err := other.Acquire(ctx)
+		if err != nil {
+			t.Fatalf("the other key's holder: %v", err)
+		}
+		thaw := other.(client.Freezer).Freeze()
+		defer thaw()
+		// Its znode goes when the server expires its session.
+		if err := waitGone(ctx, zk.Addrs(), g.Token); err != nil {
+			t.Fatal(err)
+		}
+		holder.(interface{ Close() error }).Close() // the session's close deletes the holder's znode
+	})
+	var ends []history.Keyword
+	for _, e := range evs {
+		if e.Act == history.SDelete || e.Act == history.SExpire {
+			ends = append(ends, e.Act)
+		}
+	}
+	if !slices.Equal(ends, []history.Keyword{history.SDelete}) {
+		t.Errorf("the holder's end: %v, want one :delete (its session closed; another expired): %+v", ends, evs)
+	}
+}
+
+// waitGone waits until the znode at path is gone.
+func waitGone(ctx context.Context, addrs []string, path string) error {
+	c, _, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for {
+		ok, _, ch, err := c.ExistsW(path)
+		if err != nil || !ok {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%s still there: %w", path, ctx.Err())
+		}
+	}
 }
