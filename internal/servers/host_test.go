@@ -181,3 +181,28 @@ func TestKeepLogOnNode(t *testing.T) {
 		t.Errorf("the link's target holds %q (%v): written through the link", b, err)
 	}
 }
+
+// TestLogHolds: a server's log is searched for a line, on this machine and
+// on a node over SSH alike (as ZooKeeper's are for the sessions they
+// expired), text quoted as the shell reads it back.
+func TestLogHolds(t *testing.T) {
+	ctx := context.Background()
+	_, h := sshtest.NodeT(t, "logs", "redis")
+	local, err := StartRedis(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Stop()
+	remote, err := StartRedisOnNode(ctx, h, RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remote.Stop()
+	for _, s := range []*Server{local, remote} {
+		for text, want := range map[string]bool{"Ready to accept connections": true, `it's "not" $there`: false} {
+			if got, err := s.logHolds(ctx, text); err != nil || got != want {
+				t.Errorf("%s (node %v): the log holds %q: %v (%v), want %v", s.name, s.node != nil, text, got, err, want)
+			}
+		}
+	}
+}
