@@ -599,30 +599,40 @@ func (s *zookeeperSource) firstExpiries(ctx context.Context) error {
 // staleSessionsExpired asks the server at addr, by mntr, how many sessions
 // it has expired.
 func staleSessionsExpired(ctx context.Context, addr string) (float64, error) {
+	v, err := fourLetter(ctx, addr, "mntr", "zk_stale_sessions_expired")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseFloat(strings.TrimSpace(v), 64)
+}
+
+// fourLetter asks the server at addr the four-letter word word, and
+// returns what follows key on the line of its answer that begins with it.
+func fourLetter(ctx context.Context, addr, word, key string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return 0, err
+		return "", err
 	}
 	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
-	if _, err := conn.Write([]byte("mntr")); err != nil {
-		return 0, err
+	if _, err := conn.Write([]byte(word)); err != nil {
+		return "", err
 	}
 	sc := bufio.NewScanner(conn)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "zk_stale_sessions_expired"); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if v, ok := strings.CutPrefix(sc.Text(), key); ok {
+			return v, nil
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("mntr at %s: %w", addr, err)
+		return "", fmt.Errorf("%s at %s: %w", word, addr, err)
 	}
-	return 0, fmt.Errorf("mntr at %s tells no zk_stale_sessions_expired (4lw.commands.whitelist must name mntr)", addr)
+	return "", fmt.Errorf("%s at %s tells no %s (4lw.commands.whitelist must name %s)", word, addr, strings.TrimSuffix(key, "="), word)
 }
 
 // emit sends an event at h (history unix ns) to the journal. h is this
@@ -719,32 +729,13 @@ func (s *zookeeperSource) tick(ctx context.Context) (int64, error) {
 
 // zkConfTick asks the server at addr its tickTime, by conf.
 func zkConfTick(ctx context.Context, addr string) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	v, err := fourLetter(ctx, addr, "conf", "tickTime=")
 	if err != nil {
 		return 0, err
 	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
+	ms, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || ms <= 0 {
+		return 0, fmt.Errorf("conf at %s: tickTime=%s is no count of milliseconds", addr, v)
 	}
-	if _, err := conn.Write([]byte("conf")); err != nil {
-		return 0, err
-	}
-	sc := bufio.NewScanner(conn)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "tickTime="); ok {
-			ms, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil || ms <= 0 {
-				return 0, fmt.Errorf("conf at %s: tickTime=%s is no count of milliseconds", addr, v)
-			}
-			return time.Duration(ms) * time.Millisecond, nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("conf at %s: %w", addr, err)
-	}
-	return 0, fmt.Errorf("conf at %s tells no tickTime (4lw.commands.whitelist must name conf)", addr)
+	return time.Duration(ms) * time.Millisecond, nil
 }

@@ -33,12 +33,7 @@ type zkGrant struct {
 func TestZooKeeperRecord(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	zk, err := servers.StartZooKeeper(ctx, 1)
-	if err != nil {
-		t.Fatalf("ZooKeeper: %v", err)
-	}
-	t.Cleanup(func() { zk.Stop() })
-	rs := startRedis(t, servers.RedisOptions{})
+	zk, rs := startZooKeeper(ctx, t)
 	const name, workers, rounds = "hiatus:lock:zk-record", 3, 8
 	// Sessions long enough that a loaded machine's late pings do not let
 	// a worker's expire: the frozen holder's alone does.
@@ -141,6 +136,18 @@ func TestZooKeeperRecord(t *testing.T) {
 	}
 }
 
+// startZooKeeper starts a one-server ensemble and a Redis for the
+// history's clock, both stopped when t ends.
+func startZooKeeper(ctx context.Context, t *testing.T) (*servers.ZooKeeper, *servers.Server) {
+	t.Helper()
+	zk, err := servers.StartZooKeeper(ctx, 1)
+	if err != nil {
+		t.Fatalf("ZooKeeper: %v", err)
+	}
+	t.Cleanup(func() { zk.Stop() })
+	return zk, startRedis(t, servers.RedisOptions{})
+}
+
 // recordZooKeeper runs fn under a Recorder of the ZooKeeper lock whose
 // znode is key, on the ensemble zk (whose logs say the sessions it
 // expired), the history's clock the Redis at clockURL, and returns the
@@ -162,12 +169,7 @@ func recordZooKeeper(t *testing.T, clockURL string, zk *servers.ZooKeeper, key s
 func TestZooKeeperExpiryNamed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	zk, err := servers.StartZooKeeper(ctx, 1)
-	if err != nil {
-		t.Fatalf("ZooKeeper: %v", err)
-	}
-	t.Cleanup(func() { zk.Stop() })
-	rs := startRedis(t, servers.RedisOptions{})
+	zk, rs := startZooKeeper(ctx, t)
 	kind, _ := client.LockKindOf("zookeeper", nil)
 	lock := func(key, name string, lease time.Duration) client.Lock {
 		l, err := kind.New(ctx, client.LockConfig{Endpoints: zk.Addrs(), Key: key, Lease: lease, ClientName: name})
