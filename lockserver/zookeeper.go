@@ -523,13 +523,17 @@ func (s *zookeeperSource) sessionExpired(ctx context.Context, c *zkConn, session
 	}
 	if s.node.Expired != nil && session != 0 {
 		ok, err := s.node.Expired(ctx, session)
+		// The count is read all the same, so that an expiry the logs
+		// told is not a rise the next count-read end takes for its own.
+		more, _ := s.expiries(ctx)
 		if err == nil {
 			if ok {
 				s.gone[session] = true
 			}
 			return ok
 		}
-		s.rec.logf("%s: whether session %x expired: %v: the servers' count of expiries is read", s.node.Name, session, err)
+		s.rec.logf("%s: whether session %x expired: %v: the servers' count of expiries says", s.node.Name, session, err)
+		return more
 	}
 	if s.noMntr {
 		return false

@@ -3,6 +3,7 @@ package servers
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -20,13 +21,16 @@ import (
 // wrong one's.
 func (z *ZooKeeper) SessionExpired(ctx context.Context, session int64) (bool, error) {
 	text := fmt.Sprintf("Expiring session 0x%x,", session)
+	var errs []error
 	for _, s := range z.Servers {
 		ok, err := s.logHolds(ctx, text)
-		if err != nil || ok {
-			return ok, err
+		if ok {
+			return true, nil
 		}
+		errs = append(errs, err)
 	}
-	return false, nil
+	// A log that could not be read may hold it: not "no".
+	return false, errors.Join(errs...)
 }
 
 // logHolds reports whether a line of the server's log holds text.
@@ -34,12 +38,17 @@ func (s *Server) logHolds(ctx context.Context, text string) (bool, error) {
 	if s.node != nil {
 		ctx, cancel := context.WithTimeout(ctx, nodeTimeout)
 		defer cancel()
-		out, err := s.node.Run(ctx, fmt.Sprintf("set -- %s; %s && { if grep -qF -- %s \"$1\"; then echo yes; else echo no; fi; }",
+		// grep says 0 found, 1 not found, 2 could not read.
+		out, err := s.node.Run(ctx, fmt.Sprintf("set -- %s; %s && { grep -qF -- %s \"$1\"; echo \"grep $?\"; }",
 			shellquote.Quote(s.log), regularOnNode, shellquote.Quote(text)))
-		if err != nil {
-			return false, fmt.Errorf("%s on node %s: read its log: %w: %s", s.name, s.node.Name(), err, strings.TrimSpace(string(out)))
+		switch said := strings.TrimSpace(string(out)); {
+		case err == nil && said == "grep 0":
+			return true, nil
+		case err == nil && said == "grep 1":
+			return false, nil
+		default:
+			return false, fmt.Errorf("%s on node %s: read its log: %v: %s", s.name, s.node.Name(), err, said)
 		}
-		return strings.TrimSpace(string(out)) == "yes", nil
 	}
 	f, err := s.home.Open(filepath.Base(s.log))
 	if err != nil {
