@@ -48,7 +48,10 @@ func TestToozEtcd3gwHeartbeatAfterExpiry(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cli.Close() })
-			p, err := adapter.Start(ctx, tc.command, adapter.Setup{Etcd: []string{e.URL}, Lock: "expiry", Lease: time.Second, Retry: 5 * time.Millisecond}, os.Stderr)
+			// tooz's imports alone took more than HelloTimeout (10 s)
+			// beside two CPU burners.
+			p, err := adapter.Start(ctx, tc.command, adapter.Setup{Etcd: []string{e.URL}, Lock: "expiry", Lease: time.Second, Retry: 5 * time.Millisecond,
+				Hello: 30 * time.Second}, os.Stderr)
 			if err != nil {
 				t.Fatalf("%v (scripts/setup --tests installs python3-tooz and python3-etcd3gw)", err)
 			}
