@@ -28,7 +28,14 @@ func TestRenewalsRecorded(t *testing.T) {
 	if err := adaptertest.BuildGo("../adapters/go-redsync", "", adapter); err != nil {
 		t.Fatal(err)
 	}
-	renewer, _ := history.Renewer(0, 0)
+	// Worker 0's renewer: after a renewal of unknown outcome (:info) the
+	// watchdog renews as the next of them (:renew-0-1), as a worker takes
+	// its next process: a redsync-extend renewal timed out at once once,
+	// in a quiet suite, and the refusal that followed was :renew-0-1's.
+	renewer := func(p history.Process) bool {
+		holder, _, ok := p.Renews()
+		return ok && holder == 0
+	}
 	self, err := filepath.Abs("testdata/self_renewing.py")
 	if err != nil {
 		t.Fatal(err)
@@ -57,13 +64,13 @@ func TestRenewalsRecorded(t *testing.T) {
 			r := newRig(t)
 			deleted, done := make(chan struct{}), make(chan struct{})
 			w, _ := r.lockWorker(t, 0, tc.lock, lease, false, func(ctx context.Context, s client.Section) {
-				r.await(t, func(o history.Op) bool { return o.Process == renewer && o.Type == history.Ok })
+				r.await(t, func(o history.Op) bool { return renewer(o.Process) && o.Type == history.Ok })
 				// The lock's key: as hiatus names it, or as redis-semaphore does.
 				if err := r.rdb.Del(ctx, "lock:"+r.name, "mutex:lock:"+r.name).Err(); err != nil {
 					t.Error(err)
 				}
 				close(deleted)
-				r.await(t, func(o history.Op) bool { return o.Process == renewer && o.Type == history.Fail })
+				r.await(t, func(o history.Op) bool { return renewer(o.Process) && o.Type == history.Fail })
 				// No renewal follows a refused one: the next would come
 				// within lease/3, and a release waits for the last.
 			})
@@ -75,7 +82,7 @@ func TestRenewalsRecorded(t *testing.T) {
 				switch {
 				case o.Process == 0 && o.F == history.FAcquire && o.Type == history.Ok:
 					token = o.Get(history.KeyToken)
-				case o.Process != renewer:
+				case !renewer(o.Process):
 				case o.F != history.FRenew || o.Get(history.KeyToken) != token || o.Get(history.KeyBy) != tc.by ||
 					o.Get(history.KeyLeaseMS) != lease.Milliseconds():
 					t.Errorf("renewal %v: want :renew of token %v, :by %v, :lease-ms %d", o, token, tc.by, lease.Milliseconds())
