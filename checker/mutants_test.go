@@ -218,8 +218,8 @@ var mutants = []mutant{
 		file:  "recordcheck.go",
 		tests: recordProperty,
 		edits: [][2]string{{
-			"			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease+min(s.grain, o.lease)",
-			"			o.reported = !mutated() && o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease+min(s.grain, o.lease)"}},
+			"			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease+o.grain",
+			"			o.reported = !mutated() && o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease+o.grain"}},
 	},
 	{
 		name:  "a grant the run's end gave up is undone by any delete",

@@ -36,6 +36,7 @@ type orphan struct {
 	refused    int
 	firstRef   int64
 	lease      int64
+	grain      int64        // how long past the lease the server may keep the key (its grant's, at most the lease)
 	fault      *faultWindow // the fault that hit its holder, if one did
 	// reported: no longer than a lease (and the server's expiry grain)
 	// after a fault hit its holder, or a grant came to a waiter that a
@@ -97,6 +98,7 @@ func (v *recordView) orphans(lease, end int64) []orphan {
 				continue
 			}
 			o := orphan{span: i, start: piece[0], end: piece[1], refused: n, firstRef: first, lease: cmp0(s.lease, v.holderLease(s), lease)}
+			o.grain = min(s.grain, o.lease)
 			switch {
 			case s.status == holdKnown:
 				if f, ok := v.faultOn(v.calls[s.holder].process, v.calls[s.holder].inv, piece[0]); ok {
@@ -110,7 +112,7 @@ func (v *recordView) orphans(lease, end int64) []orphan {
 					o.fault = &f
 				}
 			}
-			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease+min(s.grain, o.lease)
+			o.reported = o.fault != nil && o.lease > 0 && o.end-o.start <= o.lease+o.grain
 			o.reported = o.reported || v.undoneAtEnd(*s, lastCall) && o.lease > 0 && o.end-o.start <= o.lease
 			out = append(out, o)
 		}

@@ -26,7 +26,7 @@ func (v *recordView) orphanWords(o orphan) (history.Keyword, string) {
 		switch {
 		case o.reported && o.fault != nil:
 			why = fmt.Sprintf("%s hit its worker (process %v) when it came, and %s", v.faultWords(*o.fault), v.calls[s.after].process, why)
-			layer, tail = layerLease, tail+": "+v.leaseJob(o, s)
+			layer, tail = layerLease, tail+fmt.Sprintf(": no longer than its %s, the lease doing its job", leaseWords(o))
 		case o.reported: // undoneAtEnd
 			why, layer = whyUndone.words(op), "" // no layer's: the run's end
 			tail += ": hiatus's doing, not the lock's"
@@ -52,7 +52,7 @@ func (v *recordView) orphanWords(o orphan) (history.Keyword, string) {
 	switch {
 	case o.reported:
 		layer = layerLease
-		tail += fmt.Sprintf(": no longer than its %s after %s hit its holder, the lease doing its job", v.leaseWords(o, s), v.faultWords(*o.fault))
+		tail += fmt.Sprintf(": no longer than its %s after %s hit its holder, the lease doing its job", leaseWords(o), v.faultWords(*o.fault))
 	case o.fault != nil && o.lease > 0:
 		layer = v.outlivedBy(s)
 		tail += fmt.Sprintf(": longer than its %s lease", msWords(o.lease))
@@ -64,16 +64,11 @@ func (v *recordView) orphanWords(o orphan) (history.Keyword, string) {
 
 // leaseWords says an orphan's lease and the server's expiry grain, if any:
 // "500 ms", "500 ms (and the server's 100 ms tick)".
-func (v *recordView) leaseWords(o orphan, s span) string {
-	if s.grain > 0 {
-		return fmt.Sprintf("%s lease (and the server's %s tick)", msWords(o.lease), msWords(s.grain))
+func leaseWords(o orphan) string {
+	if o.grain > 0 {
+		return fmt.Sprintf("%s lease (and the server's %s tick)", msWords(o.lease), msWords(o.grain))
 	}
 	return msWords(o.lease) + " lease"
-}
-
-// leaseJob says a reported orphan of a waiter stopped when granted.
-func (v *recordView) leaseJob(o orphan, s span) string {
-	return fmt.Sprintf("no longer than its %s, the lease doing its job", v.leaseWords(o, s))
 }
 
 // outlivedBy says who kept a key past its lease: a library that renewed

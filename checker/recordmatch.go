@@ -126,12 +126,12 @@ func doubts(evs []serverEvent) []doubt {
 // of it surely.
 func (v *recordView) blind(from, to int64) (serverEvent, bool) {
 	for _, i := range v.gaps {
-		if g := v.evs[i]; v.within(g.time, math.MinInt64/2, to) && v.within(from, math.MinInt64/2, g.deadline) {
+		if g := v.evs[i]; !v.before(to, g.time) && !v.before(g.deadline, from) {
 			return g, true
 		}
 	}
 	for _, d := range v.doubts {
-		if v.within(d.from, math.MinInt64/2, to) && v.within(from, math.MinInt64/2, d.to) {
+		if !v.before(to, d.from) && !v.before(d.to, from) {
 			return v.evs[d.first], true
 		}
 	}
